@@ -1,0 +1,1 @@
+/* core/backend.c: to be written. */

@@ -1,0 +1,1 @@
+/* core/copy.c: to be written. */

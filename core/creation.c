@@ -1,0 +1,1 @@
+/* core/creation.c: to be written. */

@@ -1,0 +1,1 @@
+/* core/device.c: to be written. */

@@ -1,0 +1,148 @@
+/* core/dispatch.c: op ids and the kernel table keyed by (op, device type, layout, dtype).
+ *
+ * Registration happens while plugins start (under the plugin loader's lock); lookups are
+ * lock-free reads of tables that are only ever filled in, never moved. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_OPS 1024
+
+struct op_kernels {
+    weft_kernel_fn fn[WEFT_MAX_DEVICE_TYPES][WEFT_LAYOUT_COUNT][WEFT_DTYPE_COUNT];
+};
+
+static const char *const builtin_names[] = {
+#define WEFT_OP_NAME(id, name) name,
+    WEFT_BUILTIN_OPS(WEFT_OP_NAME)
+#undef WEFT_OP_NAME
+};
+
+static char *custom_names[MAX_OPS];
+static int op_total = WEFT_OP_BUILTIN_COUNT;
+static struct op_kernels *kernels[MAX_OPS];
+static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const layout_names[WEFT_LAYOUT_COUNT] = {"strided", "sparse_coo",
+                                                            "sparse_csr", "layout3"};
+
+const char *weft_op_name(int op)
+{
+    if (op >= 0 && op < WEFT_OP_BUILTIN_COUNT)
+        return builtin_names[op];
+    if (op >= WEFT_OP_BUILTIN_COUNT && op < op_total && custom_names[op])
+        return custom_names[op];
+    return "unknown";
+}
+
+int weft_op_count(void)
+{
+    return __atomic_load_n(&op_total, __ATOMIC_ACQUIRE);
+}
+
+int weft_op_lookup(const char *name)
+{
+    int total = weft_op_count();
+    for (int op = 0; op < total; op++)
+        if (strcmp(weft_op_name(op), name) == 0)
+            return op;
+    return -1;
+}
+
+int weft_op_register(const char *name)
+{
+    if (!name || !*name)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_op_register: empty op name");
+    pthread_mutex_lock(&dispatch_lock);
+    int op = weft_op_lookup(name);
+    if (op < 0) {
+        if (op_total >= MAX_OPS) {
+            pthread_mutex_unlock(&dispatch_lock);
+            return weft_error_set(WEFT_ERR_RUNTIME, "too many ops registered (at most %d)", MAX_OPS);
+        }
+        char *copy = strdup(name);
+        if (!copy) {
+            pthread_mutex_unlock(&dispatch_lock);
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory registering op %s", name);
+        }
+        op = op_total;
+        custom_names[op] = copy;
+        __atomic_store_n(&op_total, op + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&dispatch_lock);
+    return op;
+}
+
+static bool key_valid(int op, int device_type, int layout)
+{
+    return op >= 0 && op < weft_op_count() && device_type >= 0 &&
+           device_type < WEFT_MAX_DEVICE_TYPES && layout >= 0 && layout < WEFT_LAYOUT_COUNT;
+}
+
+int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mask,
+                         weft_kernel_fn fn)
+{
+    if (!key_valid(op, device_type, layout) || !fn)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_kernel_register: invalid key (op %d, device type %d, layout %d)",
+                              op, device_type, layout);
+    pthread_mutex_lock(&dispatch_lock);
+    struct op_kernels *k = kernels[op];
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k) {
+            pthread_mutex_unlock(&dispatch_lock);
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory registering a kernel");
+        }
+        __atomic_store_n(&kernels[op], k, __ATOMIC_RELEASE);
+    }
+    for (int dt = 0; dt < WEFT_DTYPE_COUNT; dt++)
+        if (dtype_mask & WEFT_DTYPE_BIT(dt))
+            __atomic_store_n(&k->fn[device_type][layout][dt], fn, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&dispatch_lock);
+    return 0;
+}
+
+weft_kernel_fn weft_kernel_lookup(int op, int device_type, int layout, enum weft_dtype dtype)
+{
+    if (!key_valid(op, device_type, layout) || !weft_dtype_valid(dtype))
+        return NULL;
+    struct op_kernels *k = __atomic_load_n(&kernels[op], __ATOMIC_ACQUIRE);
+    return k ? __atomic_load_n(&k->fn[device_type][layout][dtype], __ATOMIC_ACQUIRE) : NULL;
+}
+
+uint32_t weft_kernel_dtypes(int op, int device_type, int layout)
+{
+    uint32_t mask = 0;
+    for (int dt = 0; dt < WEFT_DTYPE_COUNT; dt++)
+        if (weft_kernel_lookup(op, device_type, layout, (enum weft_dtype)dt))
+            mask |= WEFT_DTYPE_BIT(dt);
+    return mask;
+}
+
+int weft_dispatch(const struct weft_op_call *call)
+{
+    const weft_tensor *key = call->nin > 0 && call->in[0] ? call->in[0] : call->out[0];
+    const weft_tensor *where = call->nout > 0 ? call->out[0] : key;
+    int device_type = where->device.type;
+    int layout = key->layout;
+    weft_kernel_fn fn = weft_kernel_lookup(call->op, device_type, layout, key->dtype);
+    if (fn)
+        return fn(call);
+    if (!weft_backend_find(device_type) && !weft_backend_get(device_type))
+        return weft_error_code();
+    /* Reload after an on-demand plugin load. */
+    fn = weft_kernel_lookup(call->op, device_type, layout, key->dtype);
+    if (fn)
+        return fn(call);
+    if (weft_kernel_dtypes(call->op, device_type, layout) == 0)
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "no kernel for op '%s' on device '%s' with layout '%s'",
+                              weft_op_name(call->op), weft_device_type_name(device_type),
+                              layout_names[layout]);
+    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s' on %s",
+                          weft_op_name(call->op), weft_dtype_torch_name(key->dtype),
+                          weft_device_type_name(device_type));
+}

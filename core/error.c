@@ -1,0 +1,61 @@
+/* core/error.c: the sticky thread-local error record. */
+#include <stdio.h>
+
+#include "weft/error.h"
+
+#define WEFT_ERROR_MESSAGE_MAX 2048
+
+static __thread int error_code;
+static __thread char error_message[WEFT_ERROR_MESSAGE_MAX];
+
+int weft_error_setv(int code, const char *fmt, va_list ap)
+{
+    if (error_code != WEFT_OK)
+        return code; /* the first error is the cause; keep it */
+    error_code = code;
+    vsnprintf(error_message, sizeof error_message, fmt, ap);
+    return code;
+}
+
+int weft_error_set(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    weft_error_setv(code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int weft_error_code(void)
+{
+    return error_code;
+}
+
+const char *weft_error_message(void)
+{
+    return error_message;
+}
+
+void weft_error_clear(void)
+{
+    error_code = WEFT_OK;
+    error_message[0] = '\0';
+}
+
+const char *weft_status_name(int code)
+{
+    switch (code) {
+    case WEFT_OK: return "OK";
+    case WEFT_ERR_VALUE: return "ValueError";
+    case WEFT_ERR_INDEX: return "IndexError";
+    case WEFT_ERR_TYPE: return "TypeError";
+    case WEFT_ERR_RUNTIME: return "RuntimeError";
+    case WEFT_ERR_OUT_OF_MEMORY: return "OutOfMemoryError";
+    case WEFT_ERR_NOT_IMPLEMENTED: return "NotImplementedError";
+    case WEFT_ERR_IO: return "IOError";
+    case WEFT_ERR_PLUGIN: return "PluginError";
+    case WEFT_ERR_CONFIG: return "ConfigError";
+    case WEFT_ERR_DEVICE: return "DeviceError";
+    default: return "UnknownError";
+    }
+}

@@ -1,0 +1,15 @@
+/* weft.h: the user API of weft, a deep-learning tensor framework in C. */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include "weft/version.h"
+#include "weft/error.h"
+#include "weft/dtype.h"
+#include "weft/device.h"
+#include "weft/storage.h"
+#include "weft/tensor.h"
+#include "weft/ops.h"
+#include "weft/config.h"
+#include "weft/runtime.h"
+
+#endif

@@ -1,0 +1,96 @@
+/* weft/backend.h: the device backend vtable a plugin registers (one per device type).
+ *
+ * Versioning: abi_version must equal WEFT_PLUGIN_ABI_VERSION; struct_size is
+ * sizeof(struct weft_backend) as the plugin was compiled. Fields are only appended, so a
+ * core reads only the fields that lie inside struct_size, and a NULL optional method
+ * means "not provided". Required: name, device_count, alloc, free, copy.
+ *
+ * Threading: every method may be called from any thread; backends lock what they share.
+ */
+#ifndef WEFT_BACKEND_H
+#define WEFT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Allocator statistics, in bytes unless named otherwise. Append only; callers pass
+ * their sizeof and backends fill what they know. */
+struct weft_memory_stats {
+    size_t struct_size;
+    uint64_t allocated_bytes;      /* handed out to tensors now */
+    uint64_t reserved_bytes;       /* obtained from the system/driver now (incl. cache) */
+    uint64_t peak_allocated_bytes;
+    uint64_t peak_reserved_bytes;
+    uint64_t num_allocs;           /* requests served */
+    uint64_t num_frees;
+    uint64_t num_cache_hits;       /* requests served from the cache */
+    uint64_t num_alloc_retries;    /* allocations retried after freeing the cache */
+    uint64_t num_ooms;
+};
+
+struct weft_backend {
+    uint32_t abi_version;          /* WEFT_PLUGIN_ABI_VERSION */
+    uint32_t struct_size;          /* sizeof(struct weft_backend) */
+    const char *name;              /* device type name: "cpu", "cuda", "ref" */
+
+    /* Number of usable devices (0 when none). */
+    int (*device_count)(void);
+    /* Human-readable device name into buf ("NVIDIA H200", "x86_64 (AVX2)"); optional. */
+    int (*device_name)(int index, char *buf, size_t size);
+
+    /* Device memory. alloc returns NULL with an error set (out of memory: message in
+     * PyTorch's words). free gets the size alloc was asked for. nbytes may be 0. */
+    void *(*alloc)(int index, size_t nbytes);
+    void (*free)(int index, void *ptr, size_t nbytes);
+
+    /* Copies between two contiguous tensors of the same dtype and numel; one of them is
+     * on this backend's device type, the other on the same type or on the cpu. When
+     * non_blocking is true and the host side is pinned, the copy may return before it
+     * ends (the backend protects the host block). */
+    int (*copy)(weft_tensor *dst, const weft_tensor *src, bool non_blocking);
+
+    /* Optional: waits for all work queued on the device. */
+    int (*synchronize)(int index);
+    /* Optional: pinned (page-locked) host memory for fast transfers. */
+    void *(*host_alloc_pinned)(size_t nbytes);
+    void (*host_free_pinned)(void *ptr, size_t nbytes);
+    /* Optional: allocator statistics and cache release. */
+    int (*memory_stats)(int index, struct weft_memory_stats *out);
+    void (*empty_cache)(int index);
+    /* Optional: worker threads used by kernels (and the BLAS library). */
+    int (*set_num_threads)(int n);
+    int (*get_num_threads)(void);
+    /* Optional: a one-line description of what this build uses ("AVX2 FMA; OpenBLAS
+     * 0.3.21 openmp", "sm_90; CUDA 13.0"). */
+    const char *(*features)(void);
+};
+
+/* Registers a backend for its name's device type (weft_device_type_id(name, true)).
+ * Checks abi_version and struct_size; returns the device type id or negative. The core
+ * keeps the pointer: the struct must outlive the plugin's registration. */
+int weft_backend_register(const struct weft_backend *backend);
+/* The backend for a device type, loading the plugin named after the type on first use
+ * (e.g. "cuda" -> weft-cuda.so). NULL with an error naming the device when none. */
+const struct weft_backend *weft_backend_get(int device_type);
+/* The backend if registered, without loading anything. */
+const struct weft_backend *weft_backend_find(int device_type);
+
+/* Generic helpers over all registered backends. */
+int weft_device_count(int device_type);
+int weft_synchronize(weft_device dev);
+int weft_memory_stats(weft_device dev, struct weft_memory_stats *out);
+void weft_empty_cache(weft_device dev);
+int weft_set_num_threads(int n); /* every registered backend that takes threads */
+int weft_get_num_threads(void);  /* the cpu backend's, or 1 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

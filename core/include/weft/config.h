@@ -1,0 +1,70 @@
+/* weft/config.h: INI configuration with typed getters and strict checking.
+ *
+ * Every getter records (section, key) as known, present or not; after reading,
+ * weft_config_check_unknown() rejects any section or key that nobody asked for, with a
+ * "did you mean" suggestion. Errors (WEFT_ERR_CONFIG) name the file, section and key,
+ * the value found and what was expected.
+ */
+#ifndef WEFT_CONFIG_H
+#define WEFT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct weft_config;
+
+/* Parses an INI file; NULL with an error naming the file (and line) on failure. */
+struct weft_config *weft_config_load(const char *path);
+/* Parses INI text; `name` stands for the file name in messages. */
+struct weft_config *weft_config_parse(const char *text, const char *name);
+/* An empty config (all defaults). */
+struct weft_config *weft_config_new(const char *name);
+void weft_config_free(struct weft_config *cfg);
+
+/* Applies "section.key=value" (the section is everything before the last '.' of the
+ * left side, so "layer.fc1.out_features=10" works). Errors on malformed text. */
+int weft_config_set(struct weft_config *cfg, const char *assignment);
+/* Sets one value directly (replaces an existing one). */
+int weft_config_put(struct weft_config *cfg, const char *section, const char *key,
+                    const char *value);
+
+bool weft_config_has(const struct weft_config *cfg, const char *section, const char *key);
+bool weft_config_has_section(const struct weft_config *cfg, const char *section);
+
+/* Getters: the value, or `def` when absent. A present value that does not parse is an
+ * error (returns negative; *out untouched). The string getter returns NULL only when
+ * absent and def is NULL; the pointer lives as long as cfg. */
+const char *weft_config_string(struct weft_config *cfg, const char *section, const char *key,
+                               const char *def);
+int weft_config_int(struct weft_config *cfg, const char *section, const char *key, int64_t def,
+                    int64_t *out);
+int weft_config_double(struct weft_config *cfg, const char *section, const char *key, double def,
+                       double *out);
+/* true/false, yes/no, on/off, 1/0 (case-insensitive). */
+int weft_config_bool(struct weft_config *cfg, const char *section, const char *key, bool def,
+                     bool *out);
+/* One of `choices` (NULL-terminated); *out is its index. The error lists the choices. */
+int weft_config_choice(struct weft_config *cfg, const char *section, const char *key,
+                       const char *const *choices, int def, int *out);
+
+/* Sections in file order (NULL-terminated array valid while cfg lives), e.g. to walk
+ * [layer.*] sections. */
+const char *const *weft_config_sections(const struct weft_config *cfg);
+/* Keys of a section in file order (NULL-terminated). */
+const char *const *weft_config_keys(const struct weft_config *cfg, const char *section);
+/* Marks a whole section as known (for sections read by a plugin by other means). */
+void weft_config_mark_known(struct weft_config *cfg, const char *section, const char *key);
+
+/* Error for the first section/key present but never asked for:
+ * "config.ini: [runtime] unknown key 'thread' (did you mean 'threads'?)". */
+int weft_config_check_unknown(const struct weft_config *cfg);
+const char *weft_config_name(const struct weft_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/* weft/error.h: sticky, thread-local error state.
+ *
+ * A function that fails returns NULL (or a negative status) and records a code and a
+ * message for the calling thread. The first error wins: later failures do not
+ * overwrite it until weft_error_clear() is called, and an op given a NULL input returns
+ * NULL without touching the record. A chain of calls therefore needs one check at the end.
+ */
+#ifndef WEFT_ERROR_H
+#define WEFT_ERROR_H
+
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes; each maps to the PyTorch exception class a user would expect. */
+enum weft_status {
+    WEFT_OK = 0,
+    WEFT_ERR_VALUE = -1,           /* ValueError: a value out of its allowed range */
+    WEFT_ERR_INDEX = -2,           /* IndexError: a dim or index out of range */
+    WEFT_ERR_TYPE = -3,            /* TypeError: wrong dtype */
+    WEFT_ERR_RUNTIME = -4,         /* RuntimeError: shape/device mismatch, invariants */
+    WEFT_ERR_OUT_OF_MEMORY = -5,   /* an allocator could not satisfy a request */
+    WEFT_ERR_NOT_IMPLEMENTED = -6, /* no kernel for (op, device, layout, dtype) */
+    WEFT_ERR_IO = -7,              /* file could not be read or written */
+    WEFT_ERR_PLUGIN = -8,          /* plugin not found, refused or failed to start */
+    WEFT_ERR_CONFIG = -9,          /* bad configuration file, key or value */
+    WEFT_ERR_DEVICE = -10,         /* device unavailable or failed */
+};
+
+/* Records `code` and the printf-formatted message unless an error is already pending.
+ * Returns `code`, so `return weft_error_set(...)` reads naturally. */
+int weft_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int weft_error_setv(int code, const char *fmt, va_list ap);
+
+/* The pending code (WEFT_OK when none) and message ("" when none). The message stays
+ * valid until the next weft_error_clear() on this thread. */
+int weft_error_code(void);
+const char *weft_error_message(void);
+
+/* Forgets the pending error. */
+void weft_error_clear(void);
+
+/* Name of a code, e.g. "RuntimeError" for WEFT_ERR_RUNTIME. Never NULL. */
+const char *weft_status_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

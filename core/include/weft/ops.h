@@ -1,0 +1,124 @@
+/* weft/ops.h: tensor operations, PyTorch's semantics and names.
+ *
+ * Every op checks its arguments (devices agree, dtypes, broadcast shapes), allocates the
+ * output on the inputs' device, and runs the kernel registered for (op, device type,
+ * layout). Results are new references (see weft/tensor.h for ownership and scopes).
+ * In-place variants end in '_', return their first argument (no new reference), bump
+ * its version, and require the result to fit its shape and dtype.
+ *
+ * Type promotion follows torch.result_type. A `double` scalar counts as an integer
+ * scalar when it is finite and whole (so int_tensor + 2 stays integral), otherwise as a
+ * floating scalar; pass a 0-dim tensor where that distinction matters.
+ */
+#ifndef WEFT_OPS_H
+#define WEFT_OPS_H
+
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise unary: floating results for floating-only functions -------------- */
+#define WEFT_UNARY_OPS(X)                                                                     \
+    X(neg) X(abs) X(sign) X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal)     \
+    X(sin) X(cos) X(tanh) X(sigmoid) X(relu) X(gelu) X(silu) X(erf) X(floor) X(ceil)         \
+    X(round) X(trunc) X(logical_not)
+
+#define WEFT_DECLARE_UNARY(name)                                                              \
+    weft_tensor *weft_##name(weft_tensor *t);                                                 \
+    weft_tensor *weft_##name##_(weft_tensor *t);
+WEFT_UNARY_OPS(WEFT_DECLARE_UNARY)
+#undef WEFT_DECLARE_UNARY
+
+/* ---- elementwise binary with broadcasting ------------------------------------------
+ * add sub mul div(true division) pow maximum minimum; comparisons give bool. */
+#define WEFT_BINARY_OPS(X)                                                                    \
+    X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt)   \
+    X(ge) X(logical_and) X(logical_or)
+
+#define WEFT_DECLARE_BINARY(name)                                                             \
+    weft_tensor *weft_##name(weft_tensor *a, weft_tensor *b);                                 \
+    weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b);                              \
+    weft_tensor *weft_##name##_scalar(weft_tensor *a, double b);                              \
+    weft_tensor *weft_##name##_scalar_(weft_tensor *a, double b);
+WEFT_BINARY_OPS(WEFT_DECLARE_BINARY)
+#undef WEFT_DECLARE_BINARY
+
+/* scalar - t and scalar / t (rsub, rdiv), as `2 - t` in Python. */
+weft_tensor *weft_rsub_scalar(weft_tensor *t, double s);
+weft_tensor *weft_rdiv_scalar(weft_tensor *t, double s);
+
+/* cond ? a : b with broadcasting of all three; cond must be bool. */
+weft_tensor *weft_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b);
+weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b);
+/* Bounds given as NAN mean "no bound" (torch.clamp's None); at least one must be set. */
+weft_tensor *weft_clamp(weft_tensor *t, double min, double max);
+weft_tensor *weft_clamp_(weft_tensor *t, double min, double max);
+/* t with value where mask (bool, broadcast to t) is true. */
+weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value);
+weft_tensor *weft_masked_fill_(weft_tensor *t, weft_tensor *mask, double value);
+
+/* ---- reductions ----------------------------------------------------------------------
+ * `dims` lists the dims to reduce (ndims == 0 reduces all, as dim=None); keepdim keeps
+ * them with size 1. Sums and products of bool/integers are int64. */
+weft_tensor *weft_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+weft_tensor *weft_mean(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+weft_tensor *weft_prod(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+/* Variance/std with Bessel-style `correction` (1 = unbiased, torch's default). */
+weft_tensor *weft_var(weft_tensor *t, int ndims, const int *dims, double correction,
+                      bool keepdim);
+weft_tensor *weft_std(weft_tensor *t, int ndims, const int *dims, double correction,
+                      bool keepdim);
+weft_tensor *weft_all(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+weft_tensor *weft_any(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+/* Max/min of all elements (0-dim result); errors on empty input like PyTorch. */
+weft_tensor *weft_max(weft_tensor *t);
+weft_tensor *weft_min(weft_tensor *t);
+/* Max/min along one dim with int64 indices of the first occurrence; either out pointer
+ * may be NULL. Returns 0 or negative. */
+int weft_max_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
+                 weft_tensor **indices);
+int weft_min_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
+                 weft_tensor **indices);
+weft_tensor *weft_argmax(weft_tensor *t, int dim, bool keepdim);
+weft_tensor *weft_argmin(weft_tensor *t, int dim, bool keepdim);
+/* Index into the flattened tensor, as argmax(dim=None). */
+weft_tensor *weft_argmax_all(weft_tensor *t);
+weft_tensor *weft_argmin_all(weft_tensor *t);
+
+/* ---- softmax ------------------------------------------------------------------------ */
+weft_tensor *weft_softmax(weft_tensor *t, int dim);
+weft_tensor *weft_log_softmax(weft_tensor *t, int dim);
+
+/* ---- linear algebra --------------------------------------------------------------------
+ * torch.matmul: 1-D x 1-D dot, 2-D x 2-D mm, 1-D operands promoted and squeezed, batch
+ * dims broadcast. */
+weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b);
+
+/* ---- joining and indexing ------------------------------------------------------------ */
+weft_tensor *weft_cat(int n, weft_tensor *const *tensors, int dim);
+weft_tensor *weft_stack(int n, weft_tensor *const *tensors, int dim);
+/* index: int64 (or int32) 1-D. */
+weft_tensor *weft_index_select(weft_tensor *t, int dim, weft_tensor *index);
+/* index: int64, same ndim as t. */
+weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index);
+weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+weft_tensor *weft_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+/* int64 class indices -> int64 one-hot with a new last dim of num_classes
+ * (num_classes < 0: max + 1). */
+weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes);
+
+/* ---- broadcasting helpers -------------------------------------------------------------- */
+/* The broadcast shape of two shapes, or -1 with PyTorch's "The size of tensor a (3) must
+ * match the size of tensor b (4) at non-singleton dimension 1". */
+int weft_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
+                          int *ndim_out, int64_t *out);
+/* torch.result_type of two tensors (0-dim tensors rank below dimensioned ones). */
+enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
+enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

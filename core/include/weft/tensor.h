@@ -1,0 +1,205 @@
+/* weft/tensor.h: strided tensors over refcounted storage, their views and copies.
+ *
+ * Ownership. Every function that returns a tensor returns a new reference. While an
+ * autorelease scope is open on the calling thread (weft_scope_push), that reference is
+ * also recorded in the innermost scope, and weft_scope_pop() releases it: inside a scope,
+ * compose ops freely and call weft_tensor_retain() on what must outlive it. With no scope
+ * open, the caller owns the reference and ends it with weft_tensor_release().
+ *
+ * Errors. Functions return NULL (or a negative status) and set the thread's error
+ * (weft/error.h). Every function accepts NULL tensor inputs and then returns NULL without
+ * setting a new error, so a chain of calls needs one check at the end.
+ *
+ * Dims may be negative (counted from the end) wherever a dim is taken, as in PyTorch.
+ */
+#ifndef WEFT_TENSOR_H
+#define WEFT_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "weft/device.h"
+#include "weft/dtype.h"
+#include "weft/storage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WEFT_MAX_DIMS 8
+
+/* Values are part of the ABI. Layouts other than strided are provided by plugins. */
+enum weft_layout {
+    WEFT_LAYOUT_STRIDED = 0,
+    WEFT_LAYOUT_SPARSE_COO = 1,
+    WEFT_LAYOUT_SPARSE_CSR = 2,
+    WEFT_LAYOUT_COUNT = 4 /* room for one more */
+};
+
+struct weft_autograd_meta; /* owned by the autograd engine; opaque */
+
+/* Plugins read this struct directly; its layout is part of the ABI. */
+typedef struct weft_tensor {
+    uint32_t refcount;        /* atomic; use retain/release */
+    int32_t ndim;             /* 0..WEFT_MAX_DIMS */
+    enum weft_dtype dtype;
+    enum weft_layout layout;
+    weft_device device;
+    int64_t offset;           /* in elements, from storage->data */
+    int64_t shape[WEFT_MAX_DIMS];
+    int64_t stride[WEFT_MAX_DIMS]; /* in elements; may be 0 (expanded) */
+    struct weft_storage *storage;  /* NULL only for non-strided layouts */
+    struct weft_autograd_meta *autograd; /* NULL when autograd never touched it */
+    void *layout_data;        /* layout-specific state for non-strided layouts */
+} weft_tensor;
+
+/* ---- references and scopes ---------------------------------------------------- */
+
+weft_tensor *weft_tensor_retain(weft_tensor *t); /* returns t; NULL is ignored */
+void weft_tensor_release(weft_tensor *t);        /* NULL is ignored */
+
+/* Opens an autorelease scope on this thread (they nest). */
+void weft_scope_push(void);
+/* Releases every reference recorded since the matching push and closes the scope. */
+void weft_scope_pop(void);
+/* Number of open scopes on this thread. */
+int weft_scope_depth(void);
+/* Records `t` in the innermost scope (what weft functions do with their results);
+ * returns t. With no scope open it does nothing. */
+weft_tensor *weft_autorelease(weft_tensor *t);
+
+/* ---- properties ---------------------------------------------------------------- */
+
+int64_t weft_tensor_numel(const weft_tensor *t);
+/* Size/stride of dim (negative allowed); -1 with an IndexError when out of range. */
+int64_t weft_tensor_size(const weft_tensor *t, int dim);
+int64_t weft_tensor_stride(const weft_tensor *t, int dim);
+/* PyTorch's rule: numel 0 -> true; else walking dims last to first, size-1 dims are
+ * skipped and every other stride must equal the product of the sizes after it. */
+bool weft_tensor_is_contiguous(const weft_tensor *t);
+/* Address of element 0: storage data + itemsize * offset; NULL when numel is 0. */
+void *weft_tensor_data(const weft_tensor *t);
+size_t weft_tensor_itemsize(const weft_tensor *t);
+uint64_t weft_tensor_version(const weft_tensor *t);
+/* Marks an in-place modification (shared by all views of the storage). */
+void weft_tensor_bump_version(weft_tensor *t);
+/* Normalises a possibly negative dim against ndim; IndexError with PyTorch's text
+ * "Dimension out of range (expected to be in range of [-2, 1], but got 2)". */
+int weft_normalize_dim(int dim, int ndim);
+/* "[2, 3, 4]" into buf; returns buf. */
+char *weft_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+
+/* ---- creation -------------------------------------------------------------------- */
+
+/* Uninitialised contiguous tensor. shape may be NULL when ndim is 0. */
+weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+weft_tensor *weft_empty_like(const weft_tensor *t);
+weft_tensor *weft_zeros(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+weft_tensor *weft_ones(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+weft_tensor *weft_full(int ndim, const int64_t *shape, double value, enum weft_dtype dtype,
+                       weft_device dev);
+weft_tensor *weft_zeros_like(const weft_tensor *t);
+weft_tensor *weft_ones_like(const weft_tensor *t);
+weft_tensor *weft_full_like(const weft_tensor *t, double value);
+/* 0-dim tensor holding value. */
+weft_tensor *weft_scalar_tensor(double value, enum weft_dtype dtype, weft_device dev);
+/* [start, end) by step, length ceil((end - start) / step), as torch.arange. */
+weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
+                         weft_device dev);
+/* `steps` values evenly from start to end inclusive, as torch.linspace. */
+weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,
+                           weft_device dev);
+/* n x m identity (m < 0 means m = n). */
+weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
+/* Copies numel * itemsize bytes of contiguous host data into a new tensor on dev. */
+weft_tensor *weft_from_host(const void *data, int ndim, const int64_t *shape,
+                            enum weft_dtype dtype, weft_device dev);
+/* Wraps host (or device) memory without copying; strides NULL means contiguous.
+ * The storage is not resizable; deleter(ctx, data) runs when the last reference goes. */
+weft_tensor *weft_from_blob(void *data, int ndim, const int64_t *shape, const int64_t *strides,
+                            enum weft_dtype dtype, weft_device dev, weft_deleter deleter,
+                            void *ctx);
+
+/* ---- random numbers ----------------------------------------------------------------
+ * One Philox4x32-10 stream per process, keyed by a seed and advanced by an offset, so
+ * every backend draws the same numbers for the same (seed, offset). See weft/philox.h. */
+void weft_manual_seed(uint64_t seed);
+uint64_t weft_random_seed(void);
+uint64_t weft_random_offset(void);
+void weft_random_set_offset(uint64_t offset);
+/* Uniform on [0, 1), as torch.rand (floating dtypes). */
+weft_tensor *weft_rand(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Standard normal, as torch.randn (floating dtypes). */
+weft_tensor *weft_randn(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Integers uniform on [low, high), as torch.randint. */
+weft_tensor *weft_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
+                          enum weft_dtype dtype, weft_device dev);
+/* Uniform on [low, high) filled in place (bumps the version). Returns 0 or negative. */
+int weft_uniform_(weft_tensor *t, double low, double high);
+int weft_normal_(weft_tensor *t, double mean, double std);
+
+/* ---- views: new tensors over the same storage; no data moves ----------------------- */
+
+/* Shape may contain one -1. Fails with PyTorch's "view size is not compatible with
+ * input tensor's size and stride ..." when no strides can express it. */
+weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape);
+/* A view when possible, else a contiguous copy. */
+weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape);
+weft_tensor *weft_transpose(weft_tensor *t, int dim0, int dim1);
+/* Transpose of a tensor of at most 2 dims, as Tensor.t(). */
+weft_tensor *weft_t(weft_tensor *t);
+weft_tensor *weft_permute(weft_tensor *t, int ndim, const int *dims);
+weft_tensor *weft_narrow(weft_tensor *t, int dim, int64_t start, int64_t length);
+/* t[start:end:step] along dim with Python's clamping of start/end; step > 0. */
+weft_tensor *weft_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+weft_tensor *weft_select(weft_tensor *t, int dim, int64_t index);
+/* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size. */
+weft_tensor *weft_expand(weft_tensor *t, int ndim, const int64_t *shape);
+weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other);
+weft_tensor *weft_squeeze(weft_tensor *t);          /* all size-1 dims */
+weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim); /* no-op if size != 1 */
+weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
+weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
+weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
+/* Checked against the storage: every reachable element must lie inside it. */
+weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
+                             const int64_t *stride, int64_t offset);
+/* Same storage and version counter, no autograd history. */
+weft_tensor *weft_detach(weft_tensor *t);
+/* A view with a different dtype of the same itemsize (no conversion). */
+weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
+
+/* ---- copies ------------------------------------------------------------------------ */
+
+/* t itself (one more reference) when contiguous, else a contiguous copy. */
+weft_tensor *weft_contiguous(weft_tensor *t);
+weft_tensor *weft_clone(weft_tensor *t);
+/* Copies src into dst: src broadcast to dst's shape, converted to dst's dtype, any pair
+ * of devices. Bumps dst's version. Returns 0 or negative. */
+int weft_copy_(weft_tensor *dst, const weft_tensor *src);
+int weft_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking);
+/* t itself (one more reference) when already of that dtype/device, else a copy. */
+weft_tensor *weft_to_dtype(weft_tensor *t, enum weft_dtype dtype);
+weft_tensor *weft_to_device(weft_tensor *t, weft_device dev);
+weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking);
+
+/* Copies the values of t (any strides, any device) to host memory as a contiguous array
+ * of t's dtype; nbytes must be at least numel * itemsize. */
+int weft_tensor_read(const weft_tensor *t, void *dst, size_t nbytes);
+/* The single value of a one-element tensor, converted to double; as Tensor.item(). */
+int weft_tensor_item(const weft_tensor *t, double *out);
+
+/* ---- printing ---------------------------------------------------------------------- */
+
+/* PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", dtype suffix unless float32
+ * or int64 (or bool), device suffix unless cpu, summarised with "..." past 1000 elements.
+ * Returns a malloc'd string the caller frees, or NULL with an error set. */
+char *weft_tensor_repr(const weft_tensor *t);
+int weft_tensor_print(const weft_tensor *t, FILE *f); /* repr plus newline */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

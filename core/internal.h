@@ -1,0 +1,48 @@
+/* core/internal.h: helpers shared by the core's files; not installed, not ABI. */
+#ifndef WEFT_CORE_INTERNAL_H
+#define WEFT_CORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "weft/backend.h"
+#include "weft/error.h"
+#include "weft/kernel.h"
+#include "weft/tensor.h"
+
+#define WEFT_INTERNAL __attribute__((visibility("hidden")))
+
+/* Atomic refcount helpers. */
+#define WEFT_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
+#define WEFT_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
+
+/* A tensor struct with refcount 1 and no storage; metadata zeroed. Autoreleased by the
+ * caller through weft_tensor_finish(). */
+WEFT_INTERNAL weft_tensor *weft_tensor_alloc_struct(void);
+/* New tensor header over storage (retained), contiguous strides for shape. */
+WEFT_INTERNAL weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim,
+                                           const int64_t *shape, const int64_t *stride,
+                                           int64_t offset, enum weft_dtype dtype);
+/* A view header sharing t's storage with new shape/stride/offset (autoreleased). */
+WEFT_INTERNAL weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
+                                            const int64_t *stride, int64_t offset);
+/* Hands a freshly created tensor to the innermost scope; returns it. */
+#define weft_tensor_finish(t) weft_autorelease(t)
+/* Contiguous strides for shape; returns numel (or -1 on overflow). */
+WEFT_INTERNAL int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+/* numel of a shape; -1 with error on negative sizes or overflow. */
+WEFT_INTERNAL int64_t weft_shape_numel(int ndim, const int64_t *shape);
+/* Checks shape sizes (>= 0, ndim <= 8) with PyTorch's messages. */
+WEFT_INTERNAL int weft_check_shape(int ndim, const int64_t *shape);
+/* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
+WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
+/* Error unless every non-NULL tensor is on the same device (PyTorch's message). */
+WEFT_INTERNAL int weft_check_same_device(int n, const weft_tensor *const *ts);
+/* The innermost scope records t (no-op with no scope). */
+WEFT_INTERNAL void weft_scope_record(weft_tensor *t);
+/* Plugins: load the plugin named after a device type on demand. */
+WEFT_INTERNAL int weft_plugin_autoload_for_device(int device_type);
+/* Dtype table entries. */
+WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
+
+#endif

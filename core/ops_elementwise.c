@@ -1,0 +1,1 @@
+/* core/ops_elementwise.c: to be written. */

@@ -1,0 +1,1 @@
+/* core/ops_index.c: to be written. */

@@ -1,0 +1,1 @@
+/* core/ops_matmul.c: to be written. */

@@ -1,0 +1,1 @@
+/* core/ops_reduce.c: to be written. */

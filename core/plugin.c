@@ -1,0 +1,1 @@
+/* core/plugin.c: to be written. */

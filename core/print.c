@@ -1,0 +1,1 @@
+/* core/print.c: to be written. */

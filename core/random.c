@@ -1,0 +1,1 @@
+/* core/random.c: to be written. */

@@ -1,0 +1,262 @@
+/* core/tensor.c: tensor headers, references and properties. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* The autograd engine installs this to free its per-tensor metadata. */
+WEFT_INTERNAL void (*weft_autograd_meta_free_hook)(struct weft_autograd_meta *meta);
+/* A layout plugin installs this to free layout_data of non-strided tensors. */
+WEFT_INTERNAL void (*weft_layout_data_free_hook)(weft_tensor *t);
+
+weft_tensor *weft_tensor_alloc_struct(void)
+{
+    weft_tensor *t = malloc(sizeof *t);
+    if (!t) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a tensor header");
+        return NULL;
+    }
+    memset(t, 0, sizeof *t);
+    t->refcount = 1;
+    return t;
+}
+
+weft_tensor *weft_tensor_retain(weft_tensor *t)
+{
+    if (t)
+        WEFT_ATOMIC_INC(&t->refcount);
+    return t;
+}
+
+void weft_tensor_release(weft_tensor *t)
+{
+    if (!t || WEFT_ATOMIC_DEC(&t->refcount) != 0)
+        return;
+    if (t->autograd && weft_autograd_meta_free_hook)
+        weft_autograd_meta_free_hook(t->autograd);
+    if (t->layout_data && weft_layout_data_free_hook)
+        weft_layout_data_free_hook(t);
+    weft_storage_release(t->storage);
+    free(t);
+}
+
+int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t n = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = n;
+        int64_t size = shape[i] > 1 ? shape[i] : 1;
+        if (__builtin_mul_overflow(n, size, &n))
+            return -1;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0)
+            return 0;
+    return n;
+}
+
+int weft_check_shape(int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > WEFT_MAX_DIMS)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft tensors have at most %d dimensions, but %d were given",
+                              WEFT_MAX_DIMS, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            char buf[160];
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "Trying to create tensor with negative dimension %lld: %s",
+                                  (long long)shape[i], weft_shape_str(ndim, shape, buf, sizeof buf));
+        }
+    return 0;
+}
+
+int64_t weft_shape_numel(int ndim, const int64_t *shape)
+{
+    if (weft_check_shape(ndim, shape) != 0)
+        return -1;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(n, shape[i], &n)) {
+            char buf[160];
+            weft_error_set(WEFT_ERR_RUNTIME, "shape %s has more elements than fit in int64",
+                           weft_shape_str(ndim, shape, buf, sizeof buf));
+            return -1;
+        }
+    return n;
+}
+
+weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim, const int64_t *shape,
+                              const int64_t *stride, int64_t offset, enum weft_dtype dtype)
+{
+    weft_tensor *t = weft_tensor_alloc_struct();
+    if (!t)
+        return NULL;
+    t->ndim = ndim;
+    t->dtype = dtype;
+    t->layout = WEFT_LAYOUT_STRIDED;
+    t->device = storage->device;
+    t->offset = offset;
+    if (ndim > 0) {
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+        if (stride)
+            memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+        else
+            weft_contiguous_strides(ndim, shape, t->stride);
+    }
+    weft_storage_retain(storage);
+    t->storage = storage;
+    return t;
+}
+
+weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
+                               const int64_t *stride, int64_t offset)
+{
+    weft_tensor *v = weft_tensor_make(t->storage, ndim, shape, stride, offset, t->dtype);
+    return weft_tensor_finish(v);
+}
+
+weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev)
+{
+    if (!weft_dtype_valid(dtype)) {
+        weft_error_set(WEFT_ERR_TYPE, "invalid dtype %d", (int)dtype);
+        return NULL;
+    }
+    int64_t numel = weft_shape_numel(ndim, shape);
+    if (numel < 0)
+        return NULL;
+    size_t nbytes;
+    if (__builtin_mul_overflow((size_t)numel, weft_dtype_size(dtype), &nbytes)) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "tensor of %lld elements is too large",
+                       (long long)numel);
+        return NULL;
+    }
+    struct weft_storage *s = weft_storage_new(dev, nbytes);
+    if (!s)
+        return NULL;
+    weft_tensor *t = weft_tensor_make(s, ndim, shape, NULL, 0, dtype);
+    weft_storage_release(s);
+    return weft_tensor_finish(t);
+}
+
+weft_tensor *weft_empty_like(const weft_tensor *t)
+{
+    if (!t)
+        return NULL;
+    return weft_empty(t->ndim, t->shape, t->dtype, t->device);
+}
+
+int64_t weft_tensor_numel(const weft_tensor *t)
+{
+    if (!t)
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+int weft_normalize_dim(int dim, int ndim)
+{
+    int n = ndim > 0 ? ndim : 1; /* a 0-dim tensor accepts dims -1 and 0 */
+    if (dim < -n || dim >= n)
+        return weft_error_set(WEFT_ERR_INDEX,
+                              "Dimension out of range (expected to be in range of [%d, %d], but got %d)",
+                              -n, n - 1, dim);
+    return dim < 0 ? dim + n : dim;
+}
+
+int64_t weft_tensor_size(const weft_tensor *t, int dim)
+{
+    if (!t)
+        return -1;
+    int d = weft_normalize_dim(dim, t->ndim);
+    if (d < 0)
+        return -1;
+    return t->ndim ? t->shape[d] : 1;
+}
+
+int64_t weft_tensor_stride(const weft_tensor *t, int dim)
+{
+    if (!t)
+        return -1;
+    int d = weft_normalize_dim(dim, t->ndim);
+    if (d < 0)
+        return -1;
+    return t->ndim ? t->stride[d] : 1;
+}
+
+bool weft_tensor_is_contiguous(const weft_tensor *t)
+{
+    if (!t || t->layout != WEFT_LAYOUT_STRIDED)
+        return false;
+    int64_t expected = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 0)
+            return true;
+        if (t->shape[i] == 1)
+            continue;
+        if (t->stride[i] != expected)
+            return false;
+        expected *= t->shape[i];
+    }
+    return true;
+}
+
+size_t weft_tensor_itemsize(const weft_tensor *t)
+{
+    return t ? weft_dtype_size(t->dtype) : 0;
+}
+
+void *weft_tensor_data(const weft_tensor *t)
+{
+    if (!t || !t->storage || !t->storage->data || weft_tensor_numel(t) == 0)
+        return NULL;
+    return (char *)t->storage->data + (size_t)t->offset * weft_dtype_size(t->dtype);
+}
+
+uint64_t weft_tensor_version(const weft_tensor *t)
+{
+    return t ? weft_storage_version(t->storage) : 0;
+}
+
+void weft_tensor_bump_version(weft_tensor *t)
+{
+    if (t)
+        weft_storage_bump_version(t->storage);
+}
+
+char *weft_shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t used = 0;
+    used += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld",
+                                 (long long)shape[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+int weft_check_same_device(int n, const weft_tensor *const *ts)
+{
+    const weft_tensor *first = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i])
+            continue;
+        if (!first) {
+            first = ts[i];
+            continue;
+        }
+        if (!weft_device_equal(first->device, ts[i]->device)) {
+            char a[32], b[32];
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "Expected all tensors to be on the same device, but found at "
+                                  "least two devices, %s and %s!",
+                                  weft_device_str(first->device, a, sizeof a),
+                                  weft_device_str(ts[i]->device, b, sizeof b));
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,1 @@
+/* core/view.c: to be written. */

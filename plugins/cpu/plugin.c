@@ -1,0 +1,150 @@
+/* plugins/cpu/plugin.c: the CPU plugin's descriptor, device backend and set-up. */
+#include <stdio.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <cblas.h>
+
+#include <weft/plugin.h>
+
+#include "cpu.h"
+
+/* OpenBLAS's own controls (declared here: not every cblas.h carries them). */
+extern void openblas_set_num_threads(int n);
+extern int openblas_get_num_threads(void);
+extern char *openblas_get_config(void);
+extern char *openblas_get_corename(void);
+
+static int cpu_device_count(void)
+{
+    return 1;
+}
+
+static int cpu_device_name(int index, char *buf, size_t size)
+{
+    snprintf(buf, size, "cpu (%s)", openblas_get_corename());
+    return 0;
+}
+
+/* Both sides are host memory here (the cpu backend is only asked for cpu<->cpu). */
+static int cpu_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    (void)non_blocking;
+    size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
+    if (nbytes)
+        memcpy(weft_tensor_data(dst), weft_tensor_data(src), nbytes);
+    return 0;
+}
+
+static int threads = 0;
+
+int cpu_num_threads(void)
+{
+    if (threads > 0)
+        return threads;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int cpu_set_num_threads(int n)
+{
+    if (n < 1)
+        return weft_error_set(WEFT_ERR_VALUE, "threads must be at least 1, got %d", n);
+    threads = n;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    openblas_set_num_threads(n);
+    return 0;
+}
+
+static const char *cpu_features(void)
+{
+    static char text[256];
+    if (!text[0]) {
+        const char *simd = "baseline x86-64";
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f"))
+            simd = "AVX-512";
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            simd = "AVX2 FMA";
+        snprintf(text, sizeof text, "%s; OpenBLAS %s (%s)%s", simd, openblas_get_config(),
+                 openblas_get_corename(),
+#ifdef _OPENMP
+                 "; OpenMP"
+#else
+                 ""
+#endif
+        );
+    }
+    return text;
+}
+
+static const struct weft_backend cpu_backend = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_backend),
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .device_name = cpu_device_name,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .memory_stats = cpu_memory_stats,
+    .empty_cache = cpu_empty_cache,
+    .set_num_threads = cpu_set_num_threads,
+    .get_num_threads = cpu_num_threads,
+    .features = cpu_features,
+};
+
+static int cpu_probe(char *why, size_t why_size)
+{
+    (void)why;
+    (void)why_size;
+    return 0;
+}
+
+static int cpu_init(void)
+{
+    int (*const families[])(void) = {
+        cpu_register_copy_kernels,   cpu_register_fill_kernels,    cpu_register_unary_kernels,
+        cpu_register_binary_kernels, cpu_register_reduce_kernels,  cpu_register_softmax_kernels,
+        cpu_register_matmul_kernels, cpu_register_index_kernels,
+    };
+    int type = weft_backend_register(&cpu_backend);
+    if (type < 0)
+        return type;
+    /* One pool: OpenBLAS (OpenMP build) and our kernels share libgomp's threads. */
+    openblas_set_num_threads(cpu_num_threads());
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
+        int rc = families[i]();
+        if (rc != 0)
+            return rc;
+    }
+    weft_extra_register("cpu.openblas_config", (void *)openblas_get_config);
+    return 0;
+}
+
+static void cpu_fini(void)
+{
+    cpu_empty_cache(0);
+}
+
+static const struct weft_plugin cpu_plugin = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_plugin),
+    .name = "cpu",
+    .version = WEFT_VERSION_STRING,
+    .description = "strided CPU kernels (OpenMP), GEMM through OpenBLAS",
+    .probe = cpu_probe,
+    .init = cpu_init,
+    .fini = cpu_fini,
+};
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin *weft_plugin_init(void)
+{
+    return &cpu_plugin;
+}

@@ -1,0 +1,2 @@
+/* tests/test_config.c: to be written. */
+#include "testutil.h"

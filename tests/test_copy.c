@@ -1,0 +1,2 @@
+/* tests/test_copy.c: to be written. */
+#include "testutil.h"

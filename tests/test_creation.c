@@ -1,0 +1,2 @@
+/* tests/test_creation.c: to be written. */
+#include "testutil.h"

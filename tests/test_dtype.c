@@ -1,0 +1,2 @@
+/* tests/test_dtype.c: to be written. */
+#include "testutil.h"

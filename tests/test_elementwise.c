@@ -1,0 +1,2 @@
+/* tests/test_elementwise.c: to be written. */
+#include "testutil.h"

@@ -1,0 +1,2 @@
+/* tests/test_index.c: to be written. */
+#include "testutil.h"

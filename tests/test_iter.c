@@ -1,0 +1,2 @@
+/* tests/test_iter.c: to be written. */
+#include "testutil.h"

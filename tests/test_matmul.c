@@ -1,0 +1,2 @@
+/* tests/test_matmul.c: to be written. */
+#include "testutil.h"

@@ -1,0 +1,2 @@
+/* tests/test_plugin.c: to be written. */
+#include "testutil.h"

@@ -1,0 +1,2 @@
+/* tests/test_print.c: to be written. */
+#include "testutil.h"

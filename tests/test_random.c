@@ -1,0 +1,2 @@
+/* tests/test_random.c: to be written. */
+#include "testutil.h"

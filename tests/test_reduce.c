@@ -1,0 +1,2 @@
+/* tests/test_reduce.c: to be written. */
+#include "testutil.h"

@@ -1,0 +1,2 @@
+/* tests/test_tensor.c: to be written. */
+#include "testutil.h"

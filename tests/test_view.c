@@ -1,0 +1,2 @@
+/* tests/test_view.c: to be written. */
+#include "testutil.h"

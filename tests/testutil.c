@@ -1,0 +1,110 @@
+/* tests/testutil.c: helpers shared by the Criterion suites. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tu_setup(void)
+{
+    weft_error_clear();
+    if (weft_plugin_load("cpu") != 0)
+        cr_assert_fail("cannot load the cpu plugin: %s", weft_error_message());
+}
+
+void tu_teardown(void)
+{
+    int code = weft_error_code();
+    const char *msg = weft_error_message();
+    weft_error_clear();
+    cr_expect_eq(code, WEFT_OK, "error left pending: %s", msg);
+    cr_expect_eq(weft_scope_depth(), 0, "a scope was left open");
+}
+
+weft_tensor *tu_tensor(int ndim, const int64_t *shape, const double *values, enum weft_dtype dt)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    weft_tensor *d = weft_from_host(values, ndim, shape, WEFT_F64, WEFT_CPU);
+    cr_assert_not_null(d, "weft_from_host: %s", weft_error_message());
+    weft_tensor *t = weft_to_dtype(d, dt);
+    cr_assert_not_null(t, "weft_to_dtype: %s", weft_error_message());
+    if (weft_scope_depth() == 0)
+        weft_tensor_release(d);
+    (void)n;
+    return t;
+}
+
+void tu_read(const weft_tensor *t, double *out)
+{
+    weft_tensor *d = weft_to((weft_tensor *)t, WEFT_CPU, WEFT_F64, false);
+    cr_assert_not_null(d, "weft_to: %s", weft_error_message());
+    int64_t n = weft_tensor_numel(d);
+    cr_assert_eq(weft_tensor_read(d, out, (size_t)n * sizeof(double)), 0, "read: %s",
+                 weft_error_message());
+    if (weft_scope_depth() == 0)
+        weft_tensor_release(d);
+}
+
+void tu_random_values(double *out, int64_t n, double lo, double hi, uint64_t *state)
+{
+    for (int64_t i = 0; i < n; i++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(*state >> 11) * (1.0 / 9007199254740992.0);
+        out[i] = lo + (hi - lo) * u;
+    }
+}
+
+void tu_assert_shape(const weft_tensor *t, int ndim, const int64_t *shape)
+{
+    cr_assert_not_null(t, "tensor is NULL: %s", weft_error_message());
+    cr_assert_eq(t->ndim, ndim, "ndim %d, expected %d", t->ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        cr_assert_eq(t->shape[i], shape[i], "shape[%d] = %lld, expected %lld", i,
+                     (long long)t->shape[i], (long long)shape[i]);
+}
+
+void tu_assert_close(const weft_tensor *t, const double *expected, int64_t n, double rtol,
+                     double atol)
+{
+    cr_assert_not_null(t, "tensor is NULL: %s", weft_error_message());
+    cr_assert_eq(weft_tensor_numel(t), n, "numel %lld, expected %lld",
+                 (long long)weft_tensor_numel(t), (long long)n);
+    double *got = malloc((size_t)(n ? n : 1) * sizeof(double));
+    cr_assert_not_null(got);
+    tu_read(t, got);
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(expected[i])) {
+            cr_assert(isnan(got[i]), "element %lld: got %.17g, expected nan", (long long)i,
+                      got[i]);
+            continue;
+        }
+        if (isinf(expected[i])) {
+            cr_assert(got[i] == expected[i], "element %lld: got %.17g, expected %g",
+                      (long long)i, got[i], expected[i]);
+            continue;
+        }
+        double tol = atol + rtol * fabs(expected[i]);
+        cr_assert(fabs(got[i] - expected[i]) <= tol,
+                  "element %lld: got %.17g, expected %.17g (tol %g)", (long long)i, got[i],
+                  expected[i], tol);
+    }
+    free(got);
+}
+
+void tu_assert_no_error(void)
+{
+    cr_assert_eq(weft_error_code(), WEFT_OK, "unexpected error: %s", weft_error_message());
+}
+
+void tu_assert_error(int code, const char *substring)
+{
+    int got = weft_error_code();
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", weft_error_message());
+    weft_error_clear();
+    cr_assert_eq(got, code, "error code %d (%s), expected %d; message: %s", got,
+                 weft_status_name(got), code, msg);
+    cr_assert(strstr(msg, substring) != NULL, "message \"%s\" lacks \"%s\"", msg, substring);
+}

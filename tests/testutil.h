@@ -1,0 +1,34 @@
+/* tests/testutil.h: small helpers shared by the Criterion suites. */
+#ifndef WEFT_TESTUTIL_H
+#define WEFT_TESTUTIL_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+
+#include <weft.h>
+#include <weft/kernel.h>
+
+/* Criterion .init for suites: clears the error state and loads the cpu plugin. */
+void tu_setup(void);
+/* Cleanup: asserts no error is pending and no scope was left open. */
+void tu_teardown(void);
+
+/* A cpu tensor of dtype dt holding `values` (converted from double). */
+weft_tensor *tu_tensor(int ndim, const int64_t *shape, const double *values, enum weft_dtype dt);
+/* Reads any tensor (any dtype, strides, device) as doubles into out[numel]. */
+void tu_read(const weft_tensor *t, double *out);
+/* Random doubles in [lo, hi) from a local LCG (deterministic, no weft RNG). */
+void tu_random_values(double *out, int64_t n, double lo, double hi, uint64_t *state);
+
+/* Asserts the tensor's shape. */
+void tu_assert_shape(const weft_tensor *t, int ndim, const int64_t *shape);
+/* Asserts |t - expected| <= atol + rtol * |expected| elementwise (NaN matches NaN). */
+void tu_assert_close(const weft_tensor *t, const double *expected, int64_t n, double rtol,
+                     double atol);
+/* Asserts no weft error is pending (prints it otherwise). */
+void tu_assert_no_error(void);
+/* Asserts the pending error has `code` and its message contains `substring`, then
+ * clears it. */
+void tu_assert_error(int code, const char *substring);
+
+#endif
