@@ -12,7 +12,8 @@
 
 /* ---- kernel families: each registers its kernels for device type cpu ---------------- */
 int cpu_register_copy_kernels(void);
-int cpu_register_fill_kernels(void);   /* fill, arange, linspace, random */
+int cpu_register_fill_kernels(void);   /* fill, arange, linspace */
+int cpu_register_random_kernels(void); /* rand_uniform, rand_normal, randint */
 int cpu_register_unary_kernels(void);
 int cpu_register_binary_kernels(void); /* binary, where, clamp */
 int cpu_register_reduce_kernels(void);
