@@ -6,7 +6,10 @@
 #include <stdint.h>
 
 #include <weft.h>
+#include <weft/half.h>
 #include <weft/kernel.h>
+#include <weft/backend.h>
+#include <weft/plugin.h>
 
 /* Criterion .init for suites: clears the error state and loads the cpu plugin. */
 void tu_setup(void);

@@ -1,0 +1,62 @@
+# weft: a thin wrapper over Meson. The real build lives in meson.build.
+#   make deps    install what is missing (Debian packages, apt-get)
+#   make info    deps + build + run weft-info (the first command)
+#   make         build (release: -O2, OpenMP)
+#   make test    build, run every suite, then all again under ASan+UBSan
+#   make bench   build and print the benchmark figures
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+MESON      ?= meson
+NINJA      ?= ninja
+
+DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
+               libopenblas-openmp-dev zlib1g-dev
+
+.PHONY: all deps build info test test-release test-asan bench install clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	  echo "make deps: all dependencies present ($(DEB_PACKAGES))"; \
+	fi
+
+$(BUILD)/build.ninja:
+	$(MESON) setup $(BUILD) --buildtype=release
+
+build: $(BUILD)/build.ninja
+	$(NINJA) -C $(BUILD)
+
+info: deps build
+	$(BUILD)/apps/weft-info
+
+test: test-release test-asan
+
+test-release: build
+	$(MESON) test -C $(BUILD) --print-errorlogs
+
+$(ASAN_BUILD)/build.ninja:
+	$(MESON) setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+
+test-asan: $(ASAN_BUILD)/build.ninja
+	$(NINJA) -C $(ASAN_BUILD)
+	$(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 4
+
+bench: build
+	$(BUILD)/apps/weft-bench
+
+install: build
+	$(MESON) install -C $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
