@@ -1,1 +1,309 @@
-/* apps/weft-info.c: to be written. */ int main(void) { return 0; }
+/* apps/weft-info.c: what this weft is, which plugins it finds, and what they provide.
+ *
+ *   weft-info                 version, search path, every plugin, devices per backend
+ *   weft-info --plugin FILE   step-by-step diagnosis of one plugin file
+ *
+ * Exit status: 0 when all is well, 2 on a usage error or a plugin that cannot be used.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft.h>
+#include <weft/backend.h>
+#include <weft/kernel.h>
+#include <weft/plugin.h>
+
+#define EXIT_PROBLEM 2
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: weft-info [--plugin FILE]\n"
+            "\n"
+            "Prints the weft version, the plugin search path, every plugin found (with its\n"
+            "version, ABI and whether it can run here), and the devices of each usable backend.\n"
+            "\n"
+            "  --plugin FILE  diagnose one plugin file: loading, entry point, ABI, probe,\n"
+            "                 and what it registers\n"
+            "  --help         this text\n"
+            "\n"
+            "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
+            "(../plugins, ../lib/weft/plugins) and in %s.\n"
+            "Exit status: 0 ok, 2 usage error or a plugin that cannot be used.\n",
+            weft_plugin_install_dir());
+}
+
+/* "1.5 MiB" */
+static const char *human_bytes(uint64_t n, char *buf, size_t size)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* ---- kernel counts ---------------------------------------------------------------------- */
+
+struct kernel_count {
+    int ops;     /* (op, layout) pairs with any kernel */
+    int kernels; /* (op, layout, dtype) triples */
+};
+
+static struct kernel_count count_kernels(int device_type)
+{
+    struct kernel_count c = {0, 0};
+    int nops = weft_op_count();
+    for (int op = 0; op < nops; op++) {
+        for (int layout = 0; layout < WEFT_LAYOUT_COUNT; layout++) {
+            uint32_t mask = weft_kernel_dtypes(op, device_type, layout);
+            if (mask) {
+                c.ops++;
+                c.kernels += __builtin_popcount(mask);
+            }
+        }
+    }
+    return c;
+}
+
+/* ---- the overview ---------------------------------------------------------------------- */
+
+struct scan_state {
+    char usable[64][64];
+    int nusable;
+    int problems;
+};
+
+/* A plugin whose probe says no is normal (no GPU here); a file that is not a valid
+ * plugin is a problem. The scan does not say which, so ask again. */
+static bool is_valid_plugin(const char *path)
+{
+    struct weft_plugin_info again;
+    if (weft_plugin_inspect(path, &again) == 0)
+        return true;
+    weft_error_clear();
+    return false;
+}
+
+static void print_plugin(const struct weft_plugin_info *info, void *ctx)
+{
+    struct scan_state *st = ctx;
+    /* struct_size 0: the file never got as far as giving a descriptor. */
+    char abi[16] = "?";
+    if (info->struct_size)
+        snprintf(abi, sizeof abi, "%u", info->abi_version);
+    printf("  %-16s %-10s ABI %-3s %s\n", info->name, info->version[0] ? info->version : "-",
+           abi, info->path);
+    if (info->usable) {
+        printf("    usable%s%s%s\n", info->loaded ? ", loaded" : "",
+               info->description[0] ? ": " : "", info->description);
+        if (st->nusable < 64)
+            snprintf(st->usable[st->nusable++], 64, "%s", info->name);
+        return;
+    }
+    if (is_valid_plugin(info->path)) {
+        printf("    not usable here: %s\n", info->why);
+        return;
+    }
+    printf("    invalid: %s\n", info->why);
+    st->problems++;
+}
+
+static void print_backend(int type)
+{
+    const struct weft_backend *b = weft_backend_find(type);
+    if (!b)
+        return;
+    int n = b->device_count();
+    printf("  %s: %d device(s)\n", b->name, n);
+    for (int i = 0; i < n; i++) {
+        char name[256] = "";
+        if (b->device_name)
+            b->device_name(i, name, sizeof name);
+        weft_device dev = {(int16_t)type, (int16_t)i};
+        char str[64];
+        printf("    %-8s %s\n", weft_device_str(dev, str, sizeof str), name);
+    }
+    if (b->features)
+        printf("    features: %s\n", b->features());
+    struct kernel_count kc = count_kernels(type);
+    printf("    kernels: %d ops, %d op/dtype pairs\n", kc.ops, kc.kernels);
+}
+
+static void print_cpu_memory(void)
+{
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    if (weft_memory_stats(WEFT_CPU, &st) < 0) {
+        printf("  cpu allocator: %s\n", weft_error_message());
+        weft_error_clear();
+        return;
+    }
+    char a[32], r[32], pa[32], pr[32];
+    printf("  cpu allocator: %s allocated, %s reserved (peaks %s, %s)\n",
+           human_bytes(st.allocated_bytes, a, sizeof a), human_bytes(st.reserved_bytes, r, sizeof r),
+           human_bytes(st.peak_allocated_bytes, pa, sizeof pa),
+           human_bytes(st.peak_reserved_bytes, pr, sizeof pr));
+    printf("    %llu allocations, %llu frees, %llu cache hits\n",
+           (unsigned long long)st.num_allocs, (unsigned long long)st.num_frees,
+           (unsigned long long)st.num_cache_hits);
+}
+
+static int overview(void)
+{
+    printf("weft %s (plugin ABI %d)\n\n", weft_version(), WEFT_PLUGIN_ABI_VERSION);
+    printf("plugin search path:\n");
+    for (const char *const *p = weft_plugin_search_path(); *p; p++)
+        printf("  %s\n", *p);
+
+    struct scan_state st = {.nusable = 0};
+    printf("\nplugins:\n");
+    int n = weft_plugin_scan(print_plugin, &st);
+    if (n < 0) {
+        fprintf(stderr, "weft-info: %s\n", weft_error_message());
+        return EXIT_PROBLEM;
+    }
+    if (n == 0)
+        printf("  (none found)\n");
+
+    for (int i = 0; i < st.nusable; i++) {
+        if (weft_plugin_load(st.usable[i]) < 0) {
+            printf("\n%s failed to load: %s\n", st.usable[i], weft_error_message());
+            weft_error_clear();
+            st.problems++;
+        }
+    }
+
+    printf("\nbackends:\n");
+    for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++)
+        print_backend(type);
+    printf("\nthreads: %d\n", weft_get_num_threads());
+    if (weft_backend_find(WEFT_DEVICE_CPU)) {
+        printf("\nmemory:\n");
+        print_cpu_memory();
+    }
+    return st.problems ? EXIT_PROBLEM : 0;
+}
+
+/* ---- one plugin, step by step ---------------------------------------------------------- */
+
+struct snapshot {
+    const struct weft_backend *backend[WEFT_MAX_DEVICE_TYPES];
+    struct kernel_count kernels[WEFT_MAX_DEVICE_TYPES];
+};
+
+static void take_snapshot(struct snapshot *s)
+{
+    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++) {
+        s->backend[t] = weft_backend_find(t);
+        s->kernels[t] = count_kernels(t);
+    }
+}
+
+static void print_registrations(const struct snapshot *before)
+{
+    struct snapshot after;
+    take_snapshot(&after);
+    bool any = false;
+    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++) {
+        if (after.backend[t] && after.backend[t] != before->backend[t]) {
+            printf("  backend '%s' (%d device(s))\n", after.backend[t]->name,
+                   after.backend[t]->device_count());
+            any = true;
+        }
+        int ops = after.kernels[t].ops - before->kernels[t].ops;
+        int kernels = after.kernels[t].kernels - before->kernels[t].kernels;
+        if (kernels > 0) {
+            printf("  kernels on %s: %d ops, %d op/dtype pairs\n", weft_device_type_name(t), ops,
+                   kernels);
+            any = true;
+        }
+    }
+    if (!any)
+        printf("  no backends or kernels\n");
+}
+
+/* Opens the file ourselves first, so that a failure is shown at the step that failed. */
+static int check_entry(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("dlopen:      failed: %s\n", dlerror());
+        return EXIT_PROBLEM;
+    }
+    printf("dlopen:      ok\n");
+    dlerror();
+    void *entry = dlsym(h, WEFT_PLUGIN_ENTRY);
+    if (!entry) {
+        const char *err = dlerror();
+        printf("entry:       %s missing: %s\n", WEFT_PLUGIN_ENTRY, err ? err : "NULL symbol");
+        printf("             (plugins export it with WEFT_PLUGIN_EXPORT; see weft/plugin.h)\n");
+        return EXIT_PROBLEM;
+    }
+    printf("entry:       %s found\n", WEFT_PLUGIN_ENTRY);
+    return 0;
+}
+
+static int diagnose(const char *path)
+{
+    printf("file:        %s\n", path);
+    if (check_entry(path) != 0)
+        return EXIT_PROBLEM;
+    struct weft_plugin_info info;
+    int rc = weft_plugin_inspect(path, &info);
+    printf("ABI version: %u (this weft: %d)\n", info.abi_version, WEFT_PLUGIN_ABI_VERSION);
+    printf("struct size: %u bytes (this weft's descriptor: %zu)\n", info.struct_size,
+           sizeof(struct weft_plugin));
+    if (rc < 0) {
+        printf("refused:     %s\n", weft_error_message());
+        weft_error_clear();
+        return EXIT_PROBLEM;
+    }
+    printf("name:        %s\nversion:     %s\ndescription: %s\n", info.name, info.version,
+           info.description);
+    if (!info.usable) {
+        printf("probe:       not usable: %s\n", info.why);
+        return EXIT_PROBLEM;
+    }
+    printf("probe:       usable\n");
+    /* Load what it depends on being there first, so the diff shows only this plugin. */
+    if (strcmp(info.name, "cpu") != 0 && weft_plugin_load("cpu") < 0)
+        weft_error_clear();
+    struct snapshot before;
+    take_snapshot(&before);
+    if (weft_plugin_load(path) < 0) {
+        printf("init:        failed: %s\n", weft_error_message());
+        weft_error_clear();
+        return EXIT_PROBLEM;
+    }
+    printf("init:        ok\nregisters:\n");
+    print_registrations(&before);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "--plugin") == 0) {
+        /* A bare file name means this directory, not the search path. */
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s", strchr(argv[2], '/') ? "" : "./", argv[2]);
+        return diagnose(path);
+    }
+    if (argc != 1) {
+        usage(stderr);
+        return EXIT_PROBLEM;
+    }
+    return overview();
+}

@@ -1,1 +1,208 @@
-/* core/backend.c: to be written. */
+/* core/backend.c: the registry of device backends, one per device type, and the generic
+ * helpers that forward to them. */
+#include "weft/backend.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "weft/device.h"
+#include "weft/error.h"
+#include "weft/plugin.h"
+
+/* ABI 1's struct ends with `features`; a plugin built against ABI 1 has at least this. */
+#define BACKEND_ABI1_SIZE (offsetof(struct weft_backend, features) + sizeof(void *))
+
+/* A method exists when the plugin's struct is large enough to hold it and it is set.
+ * Fields appended after ABI 1 must be read through this, never directly. */
+#define BACKEND_HAS(b, field)                                                            \
+    ((b)->struct_size >= offsetof(struct weft_backend, field) + sizeof((b)->field) &&    \
+     (b)->field != NULL)
+
+static const struct weft_backend *backends[WEFT_MAX_DEVICE_TYPES];
+static pthread_mutex_t backend_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int check_backend(const struct weft_backend *b)
+{
+    if (!b)
+        return weft_error_set(WEFT_ERR_PLUGIN, "weft_backend_register: backend is NULL");
+    const char *name = b->abi_version == WEFT_PLUGIN_ABI_VERSION && b->name ? b->name : "?";
+    if (b->abi_version != WEFT_PLUGIN_ABI_VERSION)
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "backend was built for weft plugin ABI %u, but this weft has ABI "
+                              "%d; rebuild the plugin against this weft",
+                              b->abi_version, WEFT_PLUGIN_ABI_VERSION);
+    if (b->struct_size < BACKEND_ABI1_SIZE)
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "backend '%s' has struct_size %u, smaller than ABI %d's %zu bytes; "
+                              "rebuild the plugin against this weft",
+                              name, b->struct_size, WEFT_PLUGIN_ABI_VERSION, BACKEND_ABI1_SIZE);
+    if (!b->name || !b->device_count || !b->alloc || !b->free || !b->copy)
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "backend '%s' lacks a required method (name, device_count, "
+                              "alloc, free and copy must all be set)",
+                              name);
+    return 0;
+}
+
+int weft_backend_register(const struct weft_backend *backend)
+{
+    if (check_backend(backend) < 0)
+        return WEFT_ERR_PLUGIN;
+    int type = weft_device_type_id(backend->name, true);
+    if (type < 0)
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "cannot register backend '%s': not a valid device type name, or "
+                              "all %d device types are taken",
+                              backend->name, WEFT_MAX_DEVICE_TYPES);
+    int rc = type;
+    pthread_mutex_lock(&backend_lock);
+    if (backends[type] && backends[type] != backend)
+        rc = weft_error_set(WEFT_ERR_PLUGIN, "a backend for device type '%s' is already registered",
+                            backend->name);
+    else
+        __atomic_store_n(&backends[type], backend, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&backend_lock);
+    return rc;
+}
+
+const struct weft_backend *weft_backend_find(int device_type)
+{
+    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES)
+        return NULL;
+    return __atomic_load_n(&backends[device_type], __ATOMIC_ACQUIRE);
+}
+
+/* Replaces the pending error (which the failed call just set) with "<prefix>: <it>",
+ * keeping its code. Does nothing when an older error was pending before that call, so
+ * the first error still wins. */
+static int wrap_error(bool had_error, const char *prefix)
+{
+    int code = weft_error_code();
+    if (had_error || code == WEFT_OK)
+        return code == WEFT_OK ? WEFT_ERR_RUNTIME : code;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", weft_error_message());
+    weft_error_clear();
+    return weft_error_set(code, "%s: %s", prefix, msg);
+}
+
+const struct weft_backend *weft_backend_get(int device_type)
+{
+    const struct weft_backend *b = weft_backend_find(device_type);
+    if (b)
+        return b;
+    const char *name = weft_device_type_name(device_type);
+    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES || strcmp(name, "unknown") == 0) {
+        weft_error_set(WEFT_ERR_DEVICE, "no backend for device type %d: no such device type",
+                       device_type);
+        return NULL;
+    }
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "no backend for device '%s'", name);
+    bool had_error = weft_error_code() != WEFT_OK;
+    if (weft_plugin_autoload_for_device(device_type) < 0) {
+        wrap_error(had_error, prefix);
+        return NULL;
+    }
+    b = weft_backend_find(device_type);
+    if (!b)
+        weft_error_set(WEFT_ERR_DEVICE, "%s: plugin '%s' loaded but registered no such backend",
+                       prefix, name);
+    return b;
+}
+
+/* Like PyTorch's torch.cuda.device_count(): a backend that cannot be loaded has no
+ * devices, and asking is not an error. */
+int weft_device_count(int device_type)
+{
+    const struct weft_backend *b = weft_backend_find(device_type);
+    if (!b) {
+        bool had_error = weft_error_code() != WEFT_OK;
+        b = weft_backend_get(device_type);
+        if (!b && !had_error)
+            weft_error_clear();
+    }
+    if (!b)
+        return 0;
+    int n = b->device_count();
+    return n < 0 ? 0 : n;
+}
+
+/* The backend that owns dev, with the index checked; NULL with an error otherwise. */
+static const struct weft_backend *device_backend(weft_device dev)
+{
+    const struct weft_backend *b = weft_backend_get(dev.type);
+    if (!b)
+        return NULL;
+    int n = b->device_count();
+    if (dev.index < 0 || dev.index >= n) {
+        weft_error_set(WEFT_ERR_DEVICE, "invalid device %s: only %d %s device(s) present",
+                       weft_device_name_tl(dev), n < 0 ? 0 : n, b->name);
+        return NULL;
+    }
+    return b;
+}
+
+int weft_synchronize(weft_device dev)
+{
+    const struct weft_backend *b = device_backend(dev);
+    if (!b)
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
+    if (!BACKEND_HAS(b, synchronize))
+        return 0; /* a backend without queues is always synchronized */
+    return b->synchronize(dev.index);
+}
+
+int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
+{
+    if (!out || out->struct_size < sizeof(out->struct_size))
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_memory_stats: out must be set, with out->struct_size = "
+                              "sizeof(struct weft_memory_stats)");
+    const struct weft_backend *b = device_backend(dev);
+    if (!b)
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
+    if (!BACKEND_HAS(b, memory_stats))
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "the %s backend does not provide memory statistics", b->name);
+    /* Fields the backend does not know read as zero. */
+    size_t size = out->struct_size;
+    memset((char *)out + sizeof(out->struct_size), 0, size - sizeof(out->struct_size));
+    return b->memory_stats(dev.index, out);
+}
+
+void weft_empty_cache(weft_device dev)
+{
+    const struct weft_backend *b = weft_backend_find(dev.type);
+    if (b && BACKEND_HAS(b, empty_cache))
+        b->empty_cache(dev.index);
+}
+
+int weft_set_num_threads(int n)
+{
+    if (n < 1)
+        return weft_error_set(WEFT_ERR_VALUE, "set_num_threads expects a positive integer, got %d",
+                              n);
+    int rc = 0;
+    for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++) {
+        const struct weft_backend *b = weft_backend_find(type);
+        if (!b || !BACKEND_HAS(b, set_num_threads))
+            continue;
+        int r = b->set_num_threads(n);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    return rc;
+}
+
+int weft_get_num_threads(void)
+{
+    const struct weft_backend *b = weft_backend_find(WEFT_DEVICE_CPU);
+    if (!b || !BACKEND_HAS(b, get_num_threads))
+        return 1;
+    int n = b->get_num_threads();
+    return n > 0 ? n : 1;
+}

@@ -1,1 +1,767 @@
-/* core/config.c: to be written. */
+/* core/config.c: INI files (through inih) with typed, strict getters and detection of
+ * sections and keys that nobody asked for.
+ *
+ * inih gives the handler no line numbers and calls it again, with the same key, for each
+ * continuation line of a multi-line value. We feed inih through our own line reader, so
+ * we know the current line: that gives line numbers in messages, tells a continuation
+ * (an indented line) from a duplicate key, and catches lines too long for inih's buffer
+ * (which it would otherwise split silently).
+ */
+#include "weft/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft/error.h"
+
+struct entry {
+    char *key;
+    char *value;
+    int line;   /* 0 when set by weft_config_set/put */
+    bool known; /* a getter asked for it */
+};
+
+struct section {
+    char *name;
+    bool present;    /* in the file or set; absent sections only record what was asked */
+    bool all_known;  /* weft_config_mark_known(cfg, section, NULL) */
+    struct entry *entries;
+    size_t n, cap;
+    char **asked;    /* keys asked for, present or not: the "did you mean" candidates */
+    size_t nasked, cap_asked;
+    const char **keyv; /* cached NULL-terminated key list */
+};
+
+struct weft_config {
+    char *name;
+    struct section *secs; /* present ones in file order; asked-only ones mixed in */
+    size_t n, cap;
+    const char **secv;    /* cached NULL-terminated list of present sections */
+    void **retired;       /* old secv/keyv arrays: callers may still hold them */
+    size_t nretired, cap_retired;
+};
+
+static int oom(void)
+{
+    return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "config: out of memory");
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 8;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*v, n * elem);
+    if (!p)
+        return oom();
+    *v = p;
+    *cap = n;
+    return 0;
+}
+
+/* Keeps memory a caller may still be using until the config is freed. */
+static void retire(struct weft_config *cfg, void *array)
+{
+    if (!array)
+        return;
+    bool had_error = weft_error_code() != WEFT_OK;
+    if (grow((void **)&cfg->retired, &cfg->cap_retired, cfg->nretired + 1, sizeof(void *)) < 0) {
+        /* Leaking the array beats freeing it under a caller, or failing the change. */
+        if (!had_error)
+            weft_error_clear();
+        return;
+    }
+    cfg->retired[cfg->nretired++] = array;
+}
+
+/* ---- lookup ------------------------------------------------------------------------ */
+
+static struct section *find_section(const struct weft_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->n; i++)
+        if (strcmp(cfg->secs[i].name, name) == 0)
+            return &cfg->secs[i];
+    return NULL;
+}
+
+static struct entry *find_entry(const struct section *s, const char *key)
+{
+    for (size_t i = 0; s && i < s->n; i++)
+        if (strcmp(s->entries[i].key, key) == 0)
+            return &s->entries[i];
+    return NULL;
+}
+
+static struct section *get_section(struct weft_config *cfg, const char *name)
+{
+    struct section *s = find_section(cfg, name);
+    if (s)
+        return s;
+    if (grow((void **)&cfg->secs, &cfg->cap, cfg->n + 1, sizeof *cfg->secs) < 0)
+        return NULL;
+    s = &cfg->secs[cfg->n];
+    *s = (struct section){.name = strdup(name)};
+    if (!s->name) {
+        oom();
+        return NULL;
+    }
+    cfg->n++;
+    return s;
+}
+
+static void mark_present(struct weft_config *cfg, struct section *s)
+{
+    if (s->present)
+        return;
+    s->present = true;
+    retire(cfg, cfg->secv);
+    cfg->secv = NULL;
+}
+
+static int add_entry(struct weft_config *cfg, struct section *s, const char *key,
+                     const char *value, int line)
+{
+    if (grow((void **)&s->entries, &s->cap, s->n + 1, sizeof *s->entries) < 0)
+        return WEFT_ERR_OUT_OF_MEMORY;
+    struct entry *e = &s->entries[s->n];
+    *e = (struct entry){.key = strdup(key), .value = strdup(value), .line = line};
+    if (!e->key || !e->value) {
+        free(e->key);
+        free(e->value);
+        return oom();
+    }
+    s->n++;
+    mark_present(cfg, s);
+    retire(cfg, s->keyv);
+    s->keyv = NULL;
+    return 0;
+}
+
+/* The old value is retired, not freed: weft_config_string() promised it to live as long
+ * as cfg. */
+static int set_value(struct weft_config *cfg, struct entry *e, const char *value)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return oom();
+    retire(cfg, e->value);
+    e->value = copy;
+    return 0;
+}
+
+/* ---- parsing ------------------------------------------------------------------------- */
+
+struct parse_ctx {
+    struct weft_config *cfg;
+    const char *next;       /* unread text */
+    int line;               /* number of the line inih is handling */
+    bool indented;          /* that line starts with white space */
+    bool header_since_call; /* an unindented [section] line since the last handler call */
+    struct entry *last;     /* the entry the last handler call wrote */
+    struct section *last_section;
+    int error;              /* our first error (inih's line is reported otherwise) */
+};
+
+/* inih's line reader over our text. */
+static char *read_line(char *buf, int size, void *stream)
+{
+    struct parse_ctx *ctx = stream;
+    if (ctx->error || !*ctx->next)
+        return NULL;
+    const char *nl = strchr(ctx->next, '\n');
+    size_t len = nl ? (size_t)(nl - ctx->next) + 1 : strlen(ctx->next);
+    ctx->line++;
+    size_t content = len;
+    while (content && (ctx->next[content - 1] == '\n' || ctx->next[content - 1] == '\r'))
+        content--;
+    /* inih needs room for "\r\n\0" after the text. */
+    if (size < 4 || content > (size_t)size - 3) {
+        ctx->error = weft_error_set(WEFT_ERR_CONFIG,
+                                    "%s: line %d is longer than %d characters, the most a "
+                                    "config line may have",
+                                    ctx->cfg->name, ctx->line, size - 3);
+        return NULL;
+    }
+    memcpy(buf, ctx->next, len);
+    buf[len] = '\0';
+    ctx->next += len;
+    ctx->indented = buf[0] == ' ' || buf[0] == '\t';
+    if (!ctx->indented && buf[0] == '[')
+        ctx->header_since_call = true;
+    return buf;
+}
+
+/* inih calls this again for each continuation line of a multi-line value; those are
+ * joined with newlines, as Python's configparser does. */
+static bool is_continuation(const struct parse_ctx *ctx, const char *section, const char *key)
+{
+    return ctx->indented && !ctx->header_since_call && ctx->last &&
+           strcmp(ctx->last_section->name, section) == 0 && strcmp(ctx->last->key, key) == 0;
+}
+
+static int append_line(struct entry *e, const char *more)
+{
+    size_t a = strlen(e->value), b = strlen(more);
+    char *v = realloc(e->value, a + b + 2);
+    if (!v)
+        return oom();
+    v[a] = '\n';
+    memcpy(v + a + 1, more, b + 1);
+    e->value = v;
+    return 0;
+}
+
+static int handle_pair(void *user, const char *section, const char *key, const char *value)
+{
+    struct parse_ctx *ctx = user;
+    if (ctx->error)
+        return 0;
+    if (is_continuation(ctx, section, key)) {
+        ctx->error = append_line(ctx->last, value);
+        return ctx->error == 0;
+    }
+    ctx->header_since_call = false;
+    struct section *s = get_section(ctx->cfg, section);
+    if (!s) {
+        ctx->error = WEFT_ERR_OUT_OF_MEMORY;
+        return 0;
+    }
+    const struct entry *dup = find_entry(s, key);
+    if (dup) {
+        ctx->error = weft_error_set(WEFT_ERR_CONFIG,
+                                    "%s: line %d: [%s] duplicate key '%s' (already set on line "
+                                    "%d)",
+                                    ctx->cfg->name, ctx->line, section, key, dup->line);
+        return 0;
+    }
+    ctx->error = add_entry(ctx->cfg, s, key, value, ctx->line);
+    ctx->last = ctx->error ? NULL : &s->entries[s->n - 1];
+    ctx->last_section = s;
+    return ctx->error == 0;
+}
+
+static int parse_into(struct weft_config *cfg, const char *text)
+{
+    struct parse_ctx ctx = {.cfg = cfg, .next = text};
+    int rc = ini_parse_stream(read_line, &ctx, handle_pair, &ctx);
+    if (ctx.error)
+        return ctx.error;
+    if (rc > 0)
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: line %d: syntax error (expected [section], key = value or a "
+                              "comment)",
+                              cfg->name, rc);
+    if (rc < 0)
+        return oom();
+    return 0;
+}
+
+struct weft_config *weft_config_new(const char *name)
+{
+    struct weft_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) {
+        oom();
+        return NULL;
+    }
+    cfg->name = strdup(name ? name : "<config>");
+    if (!cfg->name) {
+        free(cfg);
+        oom();
+        return NULL;
+    }
+    return cfg;
+}
+
+struct weft_config *weft_config_parse(const char *text, const char *name)
+{
+    struct weft_config *cfg = weft_config_new(name ? name : "<string>");
+    if (!cfg)
+        return NULL;
+    if (parse_into(cfg, text ? text : "") < 0) {
+        weft_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* The whole file as a string; NULL with an error naming the file. */
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        weft_error_set(WEFT_ERR_CONFIG, "%s: cannot open config file: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        rc = grow((void **)&text, &cap, len + 4096 + 1, 1);
+        if (rc < 0)
+            break;
+        size_t got = fread(text + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (rc == 0 && ferror(f))
+        rc = weft_error_set(WEFT_ERR_CONFIG, "%s: cannot read config file: %s", path,
+                            strerror(errno));
+    fclose(f);
+    if (rc < 0) {
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
+}
+
+struct weft_config *weft_config_load(const char *path)
+{
+    if (!path) {
+        weft_error_set(WEFT_ERR_CONFIG, "weft_config_load: path is NULL");
+        return NULL;
+    }
+    char *text = read_file(path);
+    if (!text)
+        return NULL;
+    struct weft_config *cfg = weft_config_parse(text, path);
+    free(text);
+    return cfg;
+}
+
+static void free_section(struct section *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->entries[i].key);
+        free(s->entries[i].value);
+    }
+    for (size_t i = 0; i < s->nasked; i++)
+        free(s->asked[i]);
+    free(s->entries);
+    free(s->asked);
+    free(s->keyv);
+    free(s->name);
+}
+
+void weft_config_free(struct weft_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < cfg->n; i++)
+        free_section(&cfg->secs[i]);
+    for (size_t i = 0; i < cfg->nretired; i++)
+        free(cfg->retired[i]);
+    free(cfg->retired);
+    free(cfg->secs);
+    free(cfg->secv);
+    free(cfg->name);
+    free(cfg);
+}
+
+const char *weft_config_name(const struct weft_config *cfg)
+{
+    return cfg ? cfg->name : "<config>";
+}
+
+/* ---- setting values ---------------------------------------------------------------- */
+
+int weft_config_put(struct weft_config *cfg, const char *section, const char *key,
+                    const char *value)
+{
+    if (!cfg || !section || !key || !key[0] || !value)
+        return weft_error_set(WEFT_ERR_CONFIG, "weft_config_put: need a config, section, key "
+                                               "and value");
+    struct section *s = get_section(cfg, section);
+    if (!s)
+        return WEFT_ERR_OUT_OF_MEMORY;
+    struct entry *e = find_entry(s, key);
+    if (e)
+        return set_value(cfg, e, value);
+    return add_entry(cfg, s, key, value, 0);
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+int weft_config_set(struct weft_config *cfg, const char *assignment)
+{
+    if (!cfg || !assignment)
+        return weft_error_set(WEFT_ERR_CONFIG, "weft_config_set: NULL argument");
+    char *copy = strdup(assignment);
+    if (!copy)
+        return oom();
+    int rc = WEFT_ERR_CONFIG;
+    char *eq = strchr(copy, '=');
+    if (eq) {
+        *eq = '\0';
+        char *left = trim(copy);
+        char *dot = strrchr(left, '.');
+        if (dot && dot > left && dot[1]) {
+            *dot = '\0';
+            rc = weft_config_put(cfg, trim(left), trim(dot + 1), trim(eq + 1));
+        }
+    }
+    if (rc == WEFT_ERR_CONFIG && weft_error_code() == WEFT_OK)
+        weft_error_set(WEFT_ERR_CONFIG,
+                       "%s: invalid setting '%s': expected section.key=value (e.g. "
+                       "runtime.backend=cuda)",
+                       cfg->name, assignment);
+    free(copy);
+    return rc;
+}
+
+/* ---- reading values ------------------------------------------------------------------ */
+
+bool weft_config_has(const struct weft_config *cfg, const char *section, const char *key)
+{
+    if (!cfg || !section || !key)
+        return false;
+    return find_entry(find_section(cfg, section), key) != NULL;
+}
+
+bool weft_config_has_section(const struct weft_config *cfg, const char *section)
+{
+    const struct section *s = cfg && section ? find_section(cfg, section) : NULL;
+    return s && s->present;
+}
+
+static void remember_asked(struct section *s, const char *key)
+{
+    for (size_t i = 0; i < s->nasked; i++)
+        if (strcmp(s->asked[i], key) == 0)
+            return;
+    bool had_error = weft_error_code() != WEFT_OK;
+    char *copy = strdup(key);
+    if (!copy || grow((void **)&s->asked, &s->cap_asked, s->nasked + 1, sizeof(char *)) < 0) {
+        /* Only suggestions would suffer; do not turn a read into a failure. */
+        free(copy);
+        if (!had_error)
+            weft_error_clear();
+        return;
+    }
+    s->asked[s->nasked++] = copy;
+}
+
+/* Records that (section, key) is known and returns its entry, or NULL when absent. */
+static struct entry *lookup(struct weft_config *cfg, const char *section, const char *key)
+{
+    if (!cfg || !section || !key)
+        return NULL;
+    bool had_error = weft_error_code() != WEFT_OK;
+    struct section *s = get_section(cfg, section);
+    if (!s) {
+        if (!had_error)
+            weft_error_clear(); /* bookkeeping only; the value can still be read */
+        s = find_section(cfg, section);
+        return s ? find_entry(s, key) : NULL;
+    }
+    remember_asked(s, key);
+    struct entry *e = find_entry(s, key);
+    if (e)
+        e->known = true;
+    return e;
+}
+
+static int bad_value(const struct weft_config *cfg, const char *section, const struct entry *e,
+                     const char *expected)
+{
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = '%s': %s", cfg->name, section, e->key,
+                          e->value, expected);
+}
+
+const char *weft_config_string(struct weft_config *cfg, const char *section, const char *key,
+                               const char *def)
+{
+    const struct entry *e = lookup(cfg, section, key);
+    return e ? e->value : def;
+}
+
+int weft_config_int(struct weft_config *cfg, const char *section, const char *key, int64_t def,
+                    int64_t *out)
+{
+    const struct entry *e = lookup(cfg, section, key);
+    if (!e) {
+        if (out)
+            *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(e->value, &end, 10);
+    if (end == e->value || *end != '\0' || isspace((unsigned char)e->value[0]))
+        return bad_value(cfg, section, e, "expected an integer");
+    if (errno == ERANGE)
+        return bad_value(cfg, section, e,
+                         "integer out of range (expected between -9223372036854775808 and "
+                         "9223372036854775807)");
+    if (out)
+        *out = (int64_t)v;
+    return 0;
+}
+
+int weft_config_double(struct weft_config *cfg, const char *section, const char *key, double def,
+                       double *out)
+{
+    const struct entry *e = lookup(cfg, section, key);
+    if (!e) {
+        if (out)
+            *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(e->value, &end);
+    if (end == e->value || *end != '\0' || isspace((unsigned char)e->value[0]))
+        return bad_value(cfg, section, e, "expected a number");
+    /* Underflow to a tiny or zero value is fine; overflow to infinity is not. */
+    if (errno == ERANGE && isinf(v))
+        return bad_value(cfg, section, e, "number out of range for a double");
+    if (out)
+        *out = v;
+    return 0;
+}
+
+int weft_config_bool(struct weft_config *cfg, const char *section, const char *key, bool def,
+                     bool *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    const struct entry *e = lookup(cfg, section, key);
+    if (!e) {
+        if (out)
+            *out = def;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+        bool is_yes = strcasecmp(e->value, yes[i]) == 0;
+        if (is_yes || strcasecmp(e->value, no[i]) == 0) {
+            if (out)
+                *out = is_yes;
+            return 0;
+        }
+    }
+    return bad_value(cfg, section, e, "expected true or false (or yes/no, on/off, 1/0)");
+}
+
+/* ---- "did you mean" ------------------------------------------------------------------ */
+
+/* Case-insensitive edit distance (insert, delete, substitute, swap neighbours). */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 64 || m > 64)
+        return (size_t)-1;
+    size_t d[65][65];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = d[i - 1][j - 1] + cost;
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m];
+}
+
+/* The candidate closest to word, if close enough to be a plausible typo. */
+static const char *closest(const char *word, const char *const *cands, size_t n)
+{
+    size_t len = strlen(word);
+    size_t limit = len <= 3 ? 1 : (len + 2) / 3;
+    const char *best = NULL;
+    size_t best_d = limit + 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, cands[i]);
+        size_t longer = strlen(cands[i]) > len ? strlen(cands[i]) : len;
+        /* Replacing every letter is not a typo ("x" is no misspelling of "z"). */
+        if (d < best_d && d < longer) {
+            best = cands[i];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+/* "a, b, c" into buf, each wrapped as open..close. */
+static void join_list(char *buf, size_t size, const char *const *items, size_t n,
+                      const char *open, const char *close)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++) {
+        int w = snprintf(buf + used, size - used, "%s%s%s%s", i ? ", " : "", open, items[i],
+                         close);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+int weft_config_choice(struct weft_config *cfg, const char *section, const char *key,
+                       const char *const *choices, int def, int *out)
+{
+    const struct entry *e = lookup(cfg, section, key);
+    if (!e) {
+        if (out)
+            *out = def;
+        return 0;
+    }
+    size_t n = 0;
+    while (choices && choices[n])
+        n++;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(e->value, choices[i]) == 0) {
+            if (out)
+                *out = (int)i;
+            return 0;
+        }
+    }
+    char list[1024], expected[1200];
+    join_list(list, sizeof list, choices, n, "", "");
+    const char *hint = closest(e->value, choices, n);
+    if (hint)
+        snprintf(expected, sizeof expected, "expected one of %s (did you mean '%s'?)", list, hint);
+    else
+        snprintf(expected, sizeof expected, "expected one of %s", list);
+    return bad_value(cfg, section, e, expected);
+}
+
+/* ---- listing and unknown detection ----------------------------------------------------- */
+
+const char *const *weft_config_sections(const struct weft_config *cfg_const)
+{
+    static const char *const empty[] = {NULL};
+    struct weft_config *cfg = (struct weft_config *)cfg_const; /* the cache is not state */
+    if (!cfg)
+        return empty;
+    if (cfg->secv)
+        return cfg->secv;
+    const char **v = malloc((cfg->n + 1) * sizeof *v);
+    if (!v) {
+        oom();
+        return empty;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < cfg->n; i++)
+        if (cfg->secs[i].present)
+            v[k++] = cfg->secs[i].name;
+    v[k] = NULL;
+    cfg->secv = v;
+    return v;
+}
+
+const char *const *weft_config_keys(const struct weft_config *cfg, const char *section)
+{
+    static const char *const empty[] = {NULL};
+    struct section *s = cfg && section ? find_section(cfg, section) : NULL;
+    if (!s)
+        return empty;
+    if (s->keyv)
+        return s->keyv;
+    const char **v = malloc((s->n + 1) * sizeof *v);
+    if (!v) {
+        oom();
+        return empty;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        v[i] = s->entries[i].key;
+    v[s->n] = NULL;
+    s->keyv = v;
+    return v;
+}
+
+void weft_config_mark_known(struct weft_config *cfg, const char *section, const char *key)
+{
+    if (!cfg || !section)
+        return;
+    if (key) {
+        lookup(cfg, section, key);
+        return;
+    }
+    bool had_error = weft_error_code() != WEFT_OK;
+    struct section *s = get_section(cfg, section);
+    if (s)
+        s->all_known = true;
+    else if (!had_error)
+        weft_error_clear();
+}
+
+static bool section_known(const struct section *s)
+{
+    return s->all_known || s->nasked > 0;
+}
+
+static int unknown_section(const struct weft_config *cfg, const struct section *s)
+{
+    const char *asked[64] = {NULL};
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n && n < 64; i++)
+        if (section_known(&cfg->secs[i]))
+            asked[n++] = cfg->secs[i].name;
+    const char *hint = closest(s->name, asked, n);
+    if (hint)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (did you mean [%s]?)",
+                              cfg->name, s->name, hint);
+    char list[1024];
+    join_list(list, sizeof list, asked, n, "[", "]");
+    if (n == 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s]", cfg->name, s->name);
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (known sections: %s)",
+                          cfg->name, s->name, list);
+}
+
+static int unknown_key(const struct weft_config *cfg, const struct section *s,
+                       const struct entry *e)
+{
+    const char *hint = closest(e->key, (const char *const *)s->asked, s->nasked);
+    if (hint)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (did you mean '%s'?)",
+                              cfg->name, s->name, e->key, hint);
+    char list[1024];
+    join_list(list, sizeof list, (const char *const *)s->asked, s->nasked, "", "");
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (known keys: %s)",
+                          cfg->name, s->name, e->key, list);
+}
+
+int weft_config_check_unknown(const struct weft_config *cfg)
+{
+    if (!cfg)
+        return 0;
+    for (size_t i = 0; i < cfg->n; i++) {
+        const struct section *s = &cfg->secs[i];
+        if (!s->present || s->all_known)
+            continue;
+        if (!section_known(s))
+            return unknown_section(cfg, s);
+        for (size_t j = 0; j < s->n; j++)
+            if (!s->entries[j].known)
+                return unknown_key(cfg, s, &s->entries[j]);
+    }
+    return 0;
+}

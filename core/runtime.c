@@ -1,1 +1,156 @@
-/* core/runtime.c: to be written. */
+/* core/runtime.c: process set-up from the [runtime] section of a configuration. */
+#include "weft/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft/backend.h"
+#include "weft/error.h"
+#include "weft/plugin.h"
+#include "weft/tensor.h"
+
+#define SECTION "runtime"
+
+struct runtime_opts {
+    const char *backend;
+    int64_t device;
+    int64_t threads;
+    int64_t seed;
+    bool has_seed;
+    const char *plugins;
+    const char *plugin_path;
+};
+
+/* Replaces the error the failed call just set with "<prefix>: <it>", keeping its code.
+ * Leaves an older error (pending before that call) alone: the first error wins. */
+static int wrap_error(bool had_error, const char *prefix)
+{
+    int code = weft_error_code();
+    if (had_error || code == WEFT_OK)
+        return code == WEFT_OK ? WEFT_ERR_RUNTIME : code;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", weft_error_message());
+    weft_error_clear();
+    return weft_error_set(code, "%s: %s", prefix, msg);
+}
+
+static int non_negative(struct weft_config *cfg, const char *key, int64_t v, int64_t max)
+{
+    if (v >= 0 && v <= max)
+        return 0;
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %lld: expected an integer from 0 to %lld",
+                          weft_config_name(cfg), SECTION, key, (long long)v, (long long)max);
+}
+
+static int read_opts(struct weft_config *cfg, struct runtime_opts *o)
+{
+    o->backend = weft_config_string(cfg, SECTION, "backend", "cpu");
+    o->plugins = weft_config_string(cfg, SECTION, "plugins", "");
+    o->plugin_path = weft_config_string(cfg, SECTION, "plugin_path", "");
+    o->has_seed = weft_config_has(cfg, SECTION, "seed");
+    if (weft_config_int(cfg, SECTION, "device", 0, &o->device) < 0 ||
+        weft_config_int(cfg, SECTION, "threads", 0, &o->threads) < 0 ||
+        weft_config_int(cfg, SECTION, "seed", 0, &o->seed) < 0)
+        return WEFT_ERR_CONFIG;
+    if (non_negative(cfg, "device", o->device, INT16_MAX) < 0 ||
+        non_negative(cfg, "threads", o->threads, 4096) < 0)
+        return WEFT_ERR_CONFIG;
+    /* Seeds are unsigned 64-bit; a negative one is far more likely a typo than 2^64-1. */
+    if (o->has_seed && o->seed < 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] seed = %lld: expected a non-negative "
+                                               "integer",
+                              weft_config_name(cfg), SECTION, (long long)o->seed);
+    if (!o->backend[0] || strchr(o->backend, '/'))
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] backend = '%s': expected a backend "
+                                               "name such as cpu or cuda",
+                              weft_config_name(cfg), SECTION, o->backend);
+    return 0;
+}
+
+/* Loads each plugin named in a space- or comma-separated list. */
+static int load_plugin_list(struct weft_config *cfg, const char *list)
+{
+    char *copy = strdup(list);
+    if (!copy)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "runtime: out of memory");
+    int rc = 0;
+    char *save = NULL;
+    for (char *name = strtok_r(copy, " \t\n,", &save); name && rc == 0;
+         name = strtok_r(NULL, " \t\n,", &save)) {
+        bool had_error = weft_error_code() != WEFT_OK;
+        if (weft_plugin_load(name) < 0) {
+            char prefix[256];
+            snprintf(prefix, sizeof prefix, "%s: [%s] plugins: '%s'", weft_config_name(cfg),
+                     SECTION, name);
+            rc = wrap_error(had_error, prefix);
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+/* Loads the backend's plugin; an unusable device says why in the probe's words. */
+static int load_backend(struct weft_config *cfg, const char *name)
+{
+    bool had_error = weft_error_code() != WEFT_OK;
+    if (weft_plugin_load(name) == 0)
+        return 0;
+    char prefix[256];
+    if (weft_error_code() == WEFT_ERR_DEVICE)
+        snprintf(prefix, sizeof prefix, "backend '%s' is not usable", name);
+    else if (cfg)
+        snprintf(prefix, sizeof prefix, "%s: [%s] backend = '%s'", weft_config_name(cfg), SECTION,
+                 name);
+    else
+        snprintf(prefix, sizeof prefix, "backend '%s'", name);
+    return wrap_error(had_error, prefix);
+}
+
+static int select_device(const char *name, int64_t index, weft_device *device)
+{
+    int type = weft_device_type_id(name, false);
+    const struct weft_backend *b = type >= 0 ? weft_backend_find(type) : NULL;
+    if (!b)
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "plugin '%s' loaded but registered no backend named '%s'", name,
+                              name);
+    int count = b->device_count();
+    if (count < 0)
+        count = 0;
+    if (index >= count)
+        return weft_error_set(WEFT_ERR_DEVICE, "%s:%lld requested but only %d %s device(s) present",
+                              name, (long long)index, count, name);
+    device->type = (int16_t)type;
+    device->index = (int16_t)index;
+    return 0;
+}
+
+int weft_runtime_init(struct weft_config *cfg, weft_device *device)
+{
+    if (!device)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_runtime_init: device is NULL");
+    struct runtime_opts o;
+    int rc = read_opts(cfg, &o);
+    if (rc < 0)
+        return rc;
+    if (o.plugin_path[0])
+        weft_plugin_path_add(o.plugin_path);
+    /* Host-side data always lives on the cpu, and threads must reach its backend. */
+    rc = load_backend(cfg, "cpu");
+    if (rc == 0)
+        rc = load_backend(cfg, o.backend);
+    if (rc == 0)
+        rc = load_plugin_list(cfg, o.plugins);
+    weft_device dev = WEFT_CPU;
+    if (rc == 0)
+        rc = select_device(o.backend, o.device, &dev);
+    if (rc == 0 && o.threads > 0)
+        rc = weft_set_num_threads((int)o.threads);
+    if (rc < 0)
+        return rc;
+    if (o.has_seed)
+        weft_manual_seed((uint64_t)o.seed);
+    *device = dev;
+    return 0;
+}

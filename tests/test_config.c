@@ -1,2 +1,425 @@
-/* tests/test_config.c: to be written. */
+/* tests/test_config.c: INI parsing, typed getters, overrides and the errors a user sees. */
 #include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void no_setup(void)
+{
+    weft_error_clear();
+}
+
+/* The config code needs no plugin: this suite does not load one. */
+TestSuite(config, .init = no_setup, .fini = tu_teardown);
+
+static const char *const mnist =
+    "; a comment\n"
+    "[model]\n"
+    "name = mlp\n"
+    "hidden = 128 ; inline comment\n"
+    "dropout = 0.25\n"
+    "bias = yes\n"
+    "\n"
+    "[optimizer]\n"
+    "kind = adam\n"
+    "lr = 1e-3\n"
+    "# another comment\n"
+    "[layer.fc1]\n"
+    "out_features = 64\n";
+
+static struct weft_config *parse(const char *text)
+{
+    struct weft_config *cfg = weft_config_parse(text, "mnist.ini");
+    cr_assert_not_null(cfg, "parse failed: %s", weft_error_message());
+    return cfg;
+}
+
+/* ---- typed getters ------------------------------------------------------------------- */
+
+Test(config, typed_getters_read_present_values)
+{
+    struct weft_config *cfg = parse(mnist);
+    int64_t hidden = 0;
+    double dropout = 0, lr = 0;
+    bool bias = false;
+    int kind = -1;
+    const char *const kinds[] = {"sgd", "adam", "adamw", NULL};
+    cr_assert_str_eq(weft_config_string(cfg, "model", "name", NULL), "mlp");
+    cr_assert_eq(weft_config_int(cfg, "model", "hidden", 0, &hidden), 0);
+    cr_assert_eq(hidden, 128);
+    cr_assert_eq(weft_config_double(cfg, "model", "dropout", 0, &dropout), 0);
+    cr_assert_float_eq(dropout, 0.25, 0);
+    cr_assert_eq(weft_config_bool(cfg, "model", "bias", false, &bias), 0);
+    cr_assert(bias);
+    cr_assert_eq(weft_config_double(cfg, "optimizer", "lr", 0, &lr), 0);
+    cr_assert_float_eq(lr, 1e-3, 0);
+    cr_assert_eq(weft_config_choice(cfg, "optimizer", "kind", kinds, 0, &kind), 0);
+    cr_assert_eq(kind, 1);
+    weft_config_free(cfg);
+}
+
+Test(config, absent_values_give_the_default)
+{
+    struct weft_config *cfg = parse(mnist);
+    int64_t i = 0;
+    double d = 0;
+    bool b = false;
+    int c = 0;
+    const char *const choices[] = {"a", "b", NULL};
+    cr_assert_str_eq(weft_config_string(cfg, "model", "act", "relu"), "relu");
+    cr_assert_null(weft_config_string(cfg, "model", "act", NULL));
+    cr_assert_eq(weft_config_int(cfg, "train", "epochs", 10, &i), 0);
+    cr_assert_eq(i, 10);
+    cr_assert_eq(weft_config_double(cfg, "train", "momentum", 0.9, &d), 0);
+    cr_assert_float_eq(d, 0.9, 0);
+    cr_assert_eq(weft_config_bool(cfg, "train", "shuffle", true, &b), 0);
+    cr_assert(b);
+    cr_assert_eq(weft_config_choice(cfg, "train", "mode", choices, 1, &c), 0);
+    cr_assert_eq(c, 1);
+    weft_config_free(cfg);
+}
+
+Test(config, integers_parse_strictly)
+{
+    struct weft_config *cfg = parse("[t]\n"
+                                    "neg = -42\n"
+                                    "max = 9223372036854775807\n"
+                                    "min = -9223372036854775808\n"
+                                    "word = ten\n"
+                                    "tail = 12abc\n"
+                                    "float = 1.5\n"
+                                    "hex = 0x10\n"
+                                    "big = 9223372036854775808\n"
+                                    "empty =\n");
+    int64_t v = 0;
+    cr_assert_eq(weft_config_int(cfg, "t", "neg", 0, &v), 0);
+    cr_assert_eq(v, -42);
+    cr_assert_eq(weft_config_int(cfg, "t", "max", 0, &v), 0);
+    cr_assert_eq(v, INT64_MAX);
+    cr_assert_eq(weft_config_int(cfg, "t", "min", 0, &v), 0);
+    cr_assert_eq(v, INT64_MIN);
+
+    v = 5;
+    cr_assert_eq(weft_config_int(cfg, "t", "word", 0, &v), WEFT_ERR_CONFIG);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [t] word = 'ten': expected an integer");
+    cr_assert_eq(v, 5, "out must be untouched on error");
+    cr_assert_lt(weft_config_int(cfg, "t", "tail", 0, &v), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[t] tail = '12abc': expected an integer");
+    cr_assert_lt(weft_config_int(cfg, "t", "float", 0, &v), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[t] float = '1.5': expected an integer");
+    cr_assert_lt(weft_config_int(cfg, "t", "hex", 0, &v), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[t] hex = '0x10': expected an integer");
+    cr_assert_lt(weft_config_int(cfg, "t", "big", 0, &v), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[t] big = '9223372036854775808': integer out of range");
+    cr_assert_lt(weft_config_int(cfg, "t", "empty", 0, &v), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[t] empty = '': expected an integer");
+    cr_assert_eq(v, 5);
+    weft_config_free(cfg);
+}
+
+Test(config, doubles_parse_strictly)
+{
+    struct weft_config *cfg = parse("[optimizer]\n"
+                                    "lr = fast\n"
+                                    "tiny = 1e-400\n"
+                                    "huge = 1e999\n"
+                                    "neg = -2.5e3\n"
+                                    "unit = 3ms\n");
+    double d = 7;
+    cr_assert_lt(weft_config_double(cfg, "optimizer", "lr", 0, &d), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [optimizer] lr = 'fast': expected a number");
+    cr_assert_float_eq(d, 7, 0);
+    cr_assert_lt(weft_config_double(cfg, "optimizer", "huge", 0, &d), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[optimizer] huge = '1e999': number out of range");
+    cr_assert_lt(weft_config_double(cfg, "optimizer", "unit", 0, &d), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[optimizer] unit = '3ms': expected a number");
+    cr_assert_eq(weft_config_double(cfg, "optimizer", "tiny", 0, &d), 0, "underflow is fine");
+    cr_assert_eq(weft_config_double(cfg, "optimizer", "neg", 0, &d), 0);
+    cr_assert_float_eq(d, -2500, 0);
+    weft_config_free(cfg);
+}
+
+Test(config, booleans_accept_the_usual_spellings)
+{
+    struct weft_config *cfg = parse("[f]\na = TRUE\nb = off\nc = 1\nd = No\ne = maybe\n");
+    bool v = false;
+    cr_assert_eq(weft_config_bool(cfg, "f", "a", false, &v), 0);
+    cr_assert(v);
+    cr_assert_eq(weft_config_bool(cfg, "f", "b", true, &v), 0);
+    cr_assert_not(v);
+    cr_assert_eq(weft_config_bool(cfg, "f", "c", false, &v), 0);
+    cr_assert(v);
+    cr_assert_eq(weft_config_bool(cfg, "f", "d", true, &v), 0);
+    cr_assert_not(v);
+    cr_assert_lt(weft_config_bool(cfg, "f", "e", false, &v), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [f] e = 'maybe': expected true or false");
+    weft_config_free(cfg);
+}
+
+Test(config, choice_errors_list_the_choices_and_suggest_one)
+{
+    struct weft_config *cfg = parse("[optimizer]\nkind = adm\nother = lbfgs\n");
+    const char *const kinds[] = {"sgd", "adam", "adamw", NULL};
+    int k = 9;
+    cr_assert_lt(weft_config_choice(cfg, "optimizer", "kind", kinds, 0, &k), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [optimizer] kind = 'adm': expected one of sgd, "
+                                     "adam, adamw (did you mean 'adam'?)");
+    cr_assert_eq(k, 9);
+    cr_assert_lt(weft_config_choice(cfg, "optimizer", "other", kinds, 0, &k), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[optimizer] other = 'lbfgs': expected one of sgd, adam, "
+                                     "adamw");
+    weft_config_free(cfg);
+}
+
+/* ---- structure --------------------------------------------------------------------------- */
+
+Test(config, sections_and_keys_keep_file_order)
+{
+    struct weft_config *cfg = parse(mnist);
+    const char *const *s = weft_config_sections(cfg);
+    cr_assert_str_eq(s[0], "model");
+    cr_assert_str_eq(s[1], "optimizer");
+    cr_assert_str_eq(s[2], "layer.fc1");
+    cr_assert_null(s[3]);
+    const char *const *k = weft_config_keys(cfg, "model");
+    cr_assert_str_eq(k[0], "name");
+    cr_assert_str_eq(k[1], "hidden");
+    cr_assert_str_eq(k[2], "dropout");
+    cr_assert_str_eq(k[3], "bias");
+    cr_assert_null(k[4]);
+    cr_assert_null(weft_config_keys(cfg, "nosuch")[0]);
+    cr_assert(weft_config_has(cfg, "model", "hidden"));
+    cr_assert_not(weft_config_has(cfg, "model", "width"));
+    cr_assert(weft_config_has_section(cfg, "layer.fc1"));
+    cr_assert_not(weft_config_has_section(cfg, "train"));
+    weft_config_free(cfg);
+}
+
+Test(config, asking_about_a_section_does_not_make_it_present)
+{
+    struct weft_config *cfg = parse(mnist);
+    int64_t v;
+    weft_config_int(cfg, "train", "epochs", 3, &v);
+    cr_assert_not(weft_config_has_section(cfg, "train"));
+    cr_assert_null(weft_config_sections(cfg)[3]);
+    weft_config_free(cfg);
+}
+
+Test(config, multi_line_values_are_joined_not_duplicates)
+{
+    struct weft_config *cfg = parse("[data]\nfiles = a.csv\n  b.csv\n\n  c.csv\nnext = 1\n");
+    cr_assert_str_eq(weft_config_string(cfg, "data", "files", NULL), "a.csv\nb.csv\nc.csv");
+    cr_assert_str_eq(weft_config_string(cfg, "data", "next", NULL), "1");
+    weft_config_free(cfg);
+}
+
+/* ---- overrides ----------------------------------------------------------------------------- */
+
+Test(config, set_overrides_and_adds_values)
+{
+    struct weft_config *cfg = parse(mnist);
+    cr_assert_eq(weft_config_set(cfg, "optimizer.lr=0.5"), 0);
+    cr_assert_eq(weft_config_set(cfg, " runtime.backend = cuda "), 0);
+    cr_assert_eq(weft_config_set(cfg, "layer.fc1.out_features=10"), 0);
+    cr_assert_eq(weft_config_set(cfg, "model.name=a=b"), 0, "only the first '=' splits");
+    cr_assert_str_eq(weft_config_string(cfg, "optimizer", "lr", NULL), "0.5");
+    cr_assert_str_eq(weft_config_string(cfg, "runtime", "backend", NULL), "cuda");
+    cr_assert_str_eq(weft_config_string(cfg, "layer.fc1", "out_features", NULL), "10");
+    cr_assert_str_eq(weft_config_string(cfg, "model", "name", NULL), "a=b");
+    cr_assert_str_eq(weft_config_sections(cfg)[3], "runtime");
+    cr_assert_null(weft_config_keys(cfg, "layer.fc1")[1], "replaced, not added");
+    weft_config_free(cfg);
+}
+
+Test(config, malformed_settings_are_errors)
+{
+    struct weft_config *cfg = weft_config_new("cli");
+    const char *bad[] = {"lr=3", "optimizer.=3", ".lr=3", "optimizer.lr", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_lt(weft_config_set(cfg, bad[i]), 0, "accepted '%s'", bad[i]);
+        tu_assert_error(WEFT_ERR_CONFIG, "expected section.key=value");
+    }
+    cr_assert_null(weft_config_sections(cfg)[0]);
+    weft_config_free(cfg);
+}
+
+Test(config, put_replaces_a_value)
+{
+    struct weft_config *cfg = weft_config_new(NULL);
+    cr_assert_eq(weft_config_put(cfg, "a", "k", "1"), 0);
+    const char *old = weft_config_string(cfg, "a", "k", NULL);
+    cr_assert_eq(weft_config_put(cfg, "a", "k", "2"), 0);
+    cr_assert_str_eq(weft_config_string(cfg, "a", "k", NULL), "2");
+    cr_assert_str_eq(old, "1", "an earlier string stays valid while cfg lives");
+    weft_config_free(cfg);
+}
+
+Test(config, null_config_reads_as_all_defaults)
+{
+    int64_t v = 0;
+    cr_assert_eq(weft_config_int(NULL, "a", "b", 4, &v), 0);
+    cr_assert_eq(v, 4);
+    cr_assert_str_eq(weft_config_string(NULL, "a", "b", "x"), "x");
+    cr_assert_eq(weft_config_check_unknown(NULL), 0);
+}
+
+/* ---- unknown sections and keys ---------------------------------------------------------------- */
+
+Test(config, unknown_key_suggests_the_closest_known_one)
+{
+    struct weft_config *cfg = parse("[runtime]\nbackend = cpu\nthread = 4\n");
+    int64_t v;
+    weft_config_string(cfg, "runtime", "backend", "cpu");
+    weft_config_int(cfg, "runtime", "threads", 0, &v);
+    weft_config_int(cfg, "runtime", "seed", 0, &v);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG,
+                    "mnist.ini: [runtime] unknown key 'thread' (did you mean 'threads'?)");
+    weft_config_free(cfg);
+}
+
+Test(config, unknown_key_without_a_close_match_lists_the_known_keys)
+{
+    struct weft_config *cfg = parse("[runtime]\nbackend = cpu\ncolour = blue\n");
+    int64_t v;
+    weft_config_string(cfg, "runtime", "backend", "cpu");
+    weft_config_int(cfg, "runtime", "seed", 0, &v);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG,
+                    "mnist.ini: [runtime] unknown key 'colour' (known keys: backend, seed)");
+    weft_config_free(cfg);
+}
+
+Test(config, one_letter_keys_are_not_typos_of_each_other)
+{
+    struct weft_config *cfg = parse("[a]\nx = 1\n");
+    int64_t v;
+    weft_config_int(cfg, "a", "z", 0, &v);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [a] unknown key 'x' (known keys: z)");
+    weft_config_free(cfg);
+}
+
+Test(config, unknown_section_suggests_an_asked_for_section)
+{
+    struct weft_config *cfg = parse("[optimiser]\nlr = 0.1\n");
+    double lr;
+    weft_config_double(cfg, "optimizer", "lr", 0.01, &lr);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG,
+                    "mnist.ini: unknown section [optimiser] (did you mean [optimizer]?)");
+    weft_config_free(cfg);
+}
+
+Test(config, unknown_section_without_a_close_match_lists_the_known_ones)
+{
+    struct weft_config *cfg = parse("[zzz]\nlr = 0.1\n");
+    double lr;
+    weft_config_double(cfg, "optimizer", "lr", 0.01, &lr);
+    weft_config_double(cfg, "model", "dropout", 0, &lr);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG,
+                    "mnist.ini: unknown section [zzz] (known sections: [optimizer], [model])");
+    weft_config_free(cfg);
+}
+
+Test(config, everything_asked_for_passes_the_check)
+{
+    struct weft_config *cfg = parse(mnist);
+    const char *const kinds[] = {"sgd", "adam", NULL};
+    int64_t i;
+    double d;
+    bool b;
+    int k;
+    weft_config_string(cfg, "model", "name", NULL);
+    weft_config_int(cfg, "model", "hidden", 0, &i);
+    weft_config_double(cfg, "model", "dropout", 0, &d);
+    weft_config_bool(cfg, "model", "bias", false, &b);
+    weft_config_choice(cfg, "optimizer", "kind", kinds, 0, &k);
+    weft_config_double(cfg, "optimizer", "lr", 0, &d);
+    weft_config_mark_known(cfg, "layer.fc1", NULL);
+    cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
+    weft_config_free(cfg);
+}
+
+Test(config, mark_known_covers_one_key_or_a_whole_section)
+{
+    struct weft_config *cfg = parse("[a]\nx = 1\ny = 2\n");
+    weft_config_mark_known(cfg, "a", "x");
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "[a] unknown key 'y'");
+    weft_config_mark_known(cfg, "a", NULL);
+    cr_assert_eq(weft_config_check_unknown(cfg), 0);
+    weft_config_free(cfg);
+}
+
+/* ---- malformed files --------------------------------------------------------------------------- */
+
+Test(config, duplicate_keys_are_errors_naming_file_line_section_and_key)
+{
+    cr_assert_null(weft_config_parse("[optimizer]\nlr = 0.1\nmomentum = 0.9\nlr = 0.2\n",
+                                     "mnist.ini"));
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 4: [optimizer] duplicate key 'lr' (already "
+                                     "set on line 2)");
+}
+
+Test(config, a_key_repeated_in_a_reopened_section_is_a_duplicate)
+{
+    cr_assert_null(weft_config_parse("[a]\nx = 1\n[b]\ny = 1\n[a]\nx = 2\n", "mnist.ini"));
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 6: [a] duplicate key 'x'");
+}
+
+Test(config, syntax_errors_give_the_line_number)
+{
+    cr_assert_null(weft_config_parse("[model]\nhidden = 3\nthis line has no equals sign\n",
+                                     "mnist.ini"));
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 3: syntax error");
+    cr_assert_null(weft_config_parse("[model\nx = 1\n", "mnist.ini"));
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 1: syntax error");
+}
+
+Test(config, overlong_lines_are_errors_not_silently_split)
+{
+    char text[512];
+    int n = snprintf(text, sizeof text, "[a]\nkey = ");
+    memset(text + n, 'x', 300);
+    text[n + 300] = '\n';
+    text[n + 301] = '\0';
+    cr_assert_null(weft_config_parse(text, "mnist.ini"));
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 2 is longer than");
+}
+
+Test(config, missing_file_is_an_error_naming_it)
+{
+    cr_assert_null(weft_config_load("/nonexistent/mnist.ini"));
+    tu_assert_error(WEFT_ERR_CONFIG, "/nonexistent/mnist.ini: cannot open config file: No such "
+                                     "file or directory");
+}
+
+Test(config, directory_is_not_a_readable_file)
+{
+    cr_assert_null(weft_config_load("/tmp"));
+    tu_assert_error(WEFT_ERR_CONFIG, "/tmp: cannot read config file: Is a directory");
+}
+
+Test(config, files_load_with_their_path_as_the_name)
+{
+    char path[] = "/tmp/weft-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char text[] = "[train]\nepochs = many\n";
+    cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    struct weft_config *cfg = weft_config_load(path);
+    unlink(path);
+    cr_assert_not_null(cfg, "%s", weft_error_message());
+    cr_assert_str_eq(weft_config_name(cfg), path);
+    int64_t v;
+    cr_assert_lt(weft_config_int(cfg, "train", "epochs", 1, &v), 0);
+    char expect[128];
+    snprintf(expect, sizeof expect, "%s: [train] epochs = 'many': expected an integer", path);
+    tu_assert_error(WEFT_ERR_CONFIG, expect);
+    weft_config_free(cfg);
+}

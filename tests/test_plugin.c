@@ -1,2 +1,603 @@
-/* tests/test_plugin.c: to be written. */
+/* tests/test_plugin.c: the plugin loader, the backend registry, extras and the runtime
+ * set-up, against the fixture plugins in tests/fixtures. Criterion runs every test in
+ * its own process, so each starts with nothing loaded but the cpu plugin. */
 #include "testutil.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <weft/backend.h>
+#include <weft/plugin.h>
+
+TestSuite(plugin, .init = tu_setup, .fini = tu_teardown);
+
+/* ---- helpers --------------------------------------------------------------------- */
+
+/* Where the build put the fixture plugins. */
+static const char *fixtures_dir(void)
+{
+    static char dir[4096];
+    const char *base = getenv("WEFT_TEST_FIXTURES");
+    cr_assert_not_null(base, "WEFT_TEST_FIXTURES is not set (run through meson test)");
+    snprintf(dir, sizeof dir, "%s/fixtures", base);
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        snprintf(dir, sizeof dir, "%s", base);
+    return dir;
+}
+
+/* "<fixtures>/weft-<name>.so" in a static buffer. */
+static const char *fixture(const char *name)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/weft-%s.so", fixtures_dir(), name);
+    return path;
+}
+
+static char *make_temp_dir(void)
+{
+    char *dir = strdup("/tmp/weft-test-plugin-XXXXXX");
+    cr_assert_not_null(dir);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp failed");
+    return dir;
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "cannot create %s", path);
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb");
+    cr_assert_not_null(in, "cannot open %s", src);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    write_file(dst, buf, n);
+}
+
+static void remove_dir(char *dir, const char *const *files)
+{
+    char path[4096];
+    for (int i = 0; files[i]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+static void assert_error_has(int code, const char *a, const char *b)
+{
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", weft_error_message());
+    cr_assert(strstr(msg, b) != NULL, "message \"%s\" lacks \"%s\"", msg, b);
+    tu_assert_error(code, a);
+}
+
+/* ---- refusals ------------------------------------------------------------------------ */
+
+Test(plugin, wrong_abi_version_is_refused_naming_both_versions)
+{
+    cr_assert_lt(weft_plugin_load(fixture("fixture-abi0")), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft plugin ABI 0, but this weft has ABI 1",
+                     fixture("fixture-abi0"));
+    cr_assert_not(weft_plugin_is_loaded("fixture-abi0"));
+}
+
+Test(plugin, descriptor_smaller_than_abi1_is_refused)
+{
+    cr_assert_lt(weft_plugin_load(fixture("fixture-small")), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "smaller than ABI 1's", "weft-fixture-small.so");
+}
+
+Test(plugin, larger_descriptor_from_a_newer_plugin_is_accepted)
+{
+    cr_assert_eq(weft_plugin_load(fixture("fixture-newer")), 0, "%s", weft_error_message());
+    cr_assert(weft_plugin_is_loaded("fixture-newer"));
+}
+
+Test(plugin, missing_entry_names_the_symbol_and_dlerror_text)
+{
+    cr_assert_lt(weft_plugin_load(fixture("fixture-noentry")), 0);
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", weft_error_message());
+    cr_assert(strstr(msg, "weft-fixture-noentry.so") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "undefined symbol") != NULL, "no dlerror text in: %s", msg);
+    tu_assert_error(WEFT_ERR_PLUGIN, "no entry point weft_plugin_init");
+}
+
+Test(plugin, file_that_is_not_a_shared_object_reports_dlerror)
+{
+    char *dir = make_temp_dir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/weft-junk.so", dir);
+    write_file(path, "not an ELF file\n", 16);
+    cr_assert_lt(weft_plugin_load(path), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "cannot load plugin", "weft-junk.so: ");
+    remove_dir(dir, (const char *const[]){"weft-junk.so", NULL});
+}
+
+Test(plugin, missing_plugin_lists_the_directories_searched)
+{
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_lt(weft_plugin_load("nosuch"), 0);
+    char msg[4096];
+    snprintf(msg, sizeof msg, "%s", weft_error_message());
+    cr_assert(strstr(msg, fixtures_dir()) != NULL, "search path not listed: %s", msg);
+    cr_assert(strstr(msg, getenv("WEFT_PLUGIN_PATH")) != NULL, "env dir not listed: %s", msg);
+    cr_assert(strstr(msg, weft_plugin_install_dir()) != NULL, "install dir missing: %s", msg);
+    tu_assert_error(WEFT_ERR_PLUGIN, "plugin 'nosuch' not found: no weft-nosuch.so in");
+}
+
+Test(plugin, missing_file_by_path_names_it)
+{
+    cr_assert_lt(weft_plugin_load("/nonexistent/weft-x.so"), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "/nonexistent/weft-x.so", "No such file or directory");
+}
+
+Test(plugin, probe_refusal_gives_the_reason_and_skips_init)
+{
+    /* The fixture's init() aborts: reaching it would kill this test. */
+    cr_assert_lt(weft_plugin_load(fixture("fixture-nope")), 0);
+    assert_error_has(WEFT_ERR_DEVICE, "no fixture device: the fixture is never usable",
+                     "weft-fixture-nope.so");
+    cr_assert_not(weft_plugin_is_loaded("fixture-nope"));
+    /* Asking again gives the same answer. */
+    cr_assert_lt(weft_plugin_load(fixture("fixture-nope")), 0);
+    tu_assert_error(WEFT_ERR_DEVICE, "no fixture device");
+}
+
+Test(plugin, failing_init_is_reported_with_its_error)
+{
+    cr_assert_lt(weft_plugin_load(fixture("fixture-initfail")), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "failed to initialise: fixture-initfail: the widget table "
+                                      "is full",
+                     "weft-fixture-initfail.so");
+    cr_assert_not(weft_plugin_is_loaded("fixture-initfail"));
+}
+
+Test(plugin, file_whose_name_disagrees_with_its_descriptor_is_refused)
+{
+    char *dir = make_temp_dir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/weft-other.so", dir);
+    copy_file(fixture("fixture"), path);
+    weft_plugin_path_add(dir);
+    cr_assert_lt(weft_plugin_load("other"), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "calls itself 'fixture', but its file name says 'other'");
+    remove_dir(dir, (const char *const[]){"weft-other.so", NULL});
+}
+
+/* ---- a good plugin ------------------------------------------------------------------ */
+
+Test(plugin, good_plugin_loads_by_name_from_an_added_directory)
+{
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_eq(weft_plugin_load("fixture"), 0, "%s", weft_error_message());
+    cr_assert(weft_plugin_is_loaded("fixture"));
+}
+
+Test(plugin, extras_are_found_by_name)
+{
+    cr_assert_eq(weft_plugin_load(fixture("fixture")), 0, "%s", weft_error_message());
+    int *answer = weft_extra_find("fixture.answer");
+    cr_assert_not_null(answer);
+    cr_assert_eq(*answer, 42);
+    cr_assert_null(weft_extra_find("fixture.question"));
+    tu_assert_no_error();
+}
+
+Test(plugin, extra_names_must_be_qualified_and_unique)
+{
+    static int a, b;
+    cr_assert_eq(weft_extra_register("test.a", &a), 0);
+    cr_assert_eq(weft_extra_register("test.a", &a), 0, "same pointer again is fine");
+    cr_assert_lt(weft_extra_register("test.a", &b), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "extra 'test.a' is already registered");
+    cr_assert_lt(weft_extra_register("unqualified", &a), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "<plugin>.<thing>");
+    cr_assert_eq(weft_extra_find("test.a"), &a);
+}
+
+Test(plugin, loading_twice_is_a_no_op)
+{
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_eq(weft_plugin_load("fixture"), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_plugin_load("fixture"), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_plugin_load(fixture("fixture")), 0, "%s", weft_error_message());
+    int *init_calls = weft_extra_find("fixture.init_calls");
+    cr_assert_not_null(init_calls);
+    cr_assert_eq(*init_calls, 1, "init ran %d times", *init_calls);
+}
+
+static void *load_fixture(void *arg)
+{
+    int type = weft_device_type_id("fixture", true);
+    bool ok = weft_plugin_load(arg) == 0 && weft_backend_get(type) != NULL;
+    return ok ? arg : NULL;
+}
+
+Test(plugin, concurrent_loads_initialise_once)
+{
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, load_fixture, (void *)fixture("fixture")), 0);
+    for (int i = 0; i < 8; i++) {
+        void *ok;
+        pthread_join(t[i], &ok);
+        cr_assert_not_null(ok, "a thread failed to load the fixture");
+    }
+    int *init_calls = weft_extra_find("fixture.init_calls");
+    cr_assert_not_null(init_calls);
+    cr_assert_eq(*init_calls, 1);
+}
+
+Test(plugin, good_plugin_registers_its_backend_and_device_type)
+{
+    cr_assert_eq(weft_plugin_load(fixture("fixture")), 0, "%s", weft_error_message());
+    int type = weft_device_type_id("fixture", false);
+    cr_assert_geq(type, 2);
+    const struct weft_backend *b = weft_backend_find(type);
+    cr_assert_not_null(b);
+    cr_assert_str_eq(b->name, "fixture");
+    cr_assert_eq(weft_device_count(type), 2);
+    cr_assert_eq(weft_kernel_dtypes(WEFT_OP_FILL, type, WEFT_LAYOUT_STRIDED),
+                 WEFT_DTYPE_BIT(WEFT_F32));
+    weft_device dev;
+    cr_assert_eq(weft_device_parse("fixture:1", &dev), 0, "%s", weft_error_message());
+    cr_assert_eq(dev.type, type);
+    cr_assert_eq(dev.index, 1);
+    char buf[32];
+    cr_assert_str_eq(weft_device_str(dev, buf, sizeof buf), "fixture:1");
+}
+
+Test(plugin, backend_get_loads_the_plugin_named_after_the_device_type)
+{
+    weft_plugin_path_add(fixtures_dir());
+    int type = weft_device_type_id("fixture", true);
+    cr_assert_null(weft_backend_find(type));
+    const struct weft_backend *b = weft_backend_get(type);
+    cr_assert_not_null(b, "%s", weft_error_message());
+    cr_assert(weft_plugin_is_loaded("fixture"));
+}
+
+Test(plugin, backend_get_without_a_plugin_keeps_the_loaders_reason)
+{
+    int type = weft_device_type_id("ghost", true);
+    cr_assert_null(weft_backend_get(type));
+    tu_assert_error(WEFT_ERR_PLUGIN, "no backend for device 'ghost': plugin 'ghost' not found");
+    cr_assert_eq(weft_device_count(type), 0, "an unloadable backend has no devices");
+    tu_assert_no_error();
+}
+
+/* ---- inspection and scanning ------------------------------------------------------------ */
+
+Test(plugin, inspect_reads_the_descriptor_and_probe_without_initialising)
+{
+    struct weft_plugin_info info;
+    cr_assert_eq(weft_plugin_inspect(fixture("fixture"), &info), 0, "%s", weft_error_message());
+    cr_assert_str_eq(info.name, "fixture");
+    cr_assert_str_eq(info.version, "1.2.3");
+    cr_assert_eq(info.abi_version, WEFT_PLUGIN_ABI_VERSION);
+    cr_assert_eq(info.struct_size, sizeof(struct weft_plugin));
+    cr_assert(info.usable);
+    cr_assert_not(info.loaded);
+    cr_assert_not(weft_plugin_is_loaded("fixture"));
+
+    cr_assert_eq(weft_plugin_inspect(fixture("fixture-nope"), &info), 0);
+    cr_assert_not(info.usable);
+    cr_assert_str_eq(info.why, "no fixture device: the fixture is never usable");
+}
+
+Test(plugin, inspect_of_a_wrong_abi_reports_its_version)
+{
+    struct weft_plugin_info info;
+    cr_assert_lt(weft_plugin_inspect(fixture("fixture-abi0"), &info), 0);
+    cr_assert_eq(info.abi_version, 0);
+    cr_assert(strstr(info.why, "ABI 0") != NULL, "%s", info.why);
+    tu_assert_error(WEFT_ERR_PLUGIN, "ABI 0");
+}
+
+struct seen {
+    char names[32][64];
+    char why[32][512];
+    char path[32][4096];
+    int n;
+};
+
+static void record(const struct weft_plugin_info *info, void *ctx)
+{
+    struct seen *s = ctx;
+    cr_assert_lt(s->n, 32);
+    snprintf(s->names[s->n], 64, "%s", info->name);
+    snprintf(s->why[s->n], 512, "%s", info->why);
+    snprintf(s->path[s->n], 4096, "%s", info->path);
+    s->n++;
+}
+
+static int seen_index(const struct seen *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+Test(plugin, scan_reports_every_plugin_file_once_first_on_the_path_winning)
+{
+    /* A copy of the good fixture in a directory searched before the fixtures'. */
+    char *dir = make_temp_dir();
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture.so", dir);
+    copy_file(fixture("fixture"), copy);
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+
+    static struct seen s;
+    int n = weft_plugin_scan(record, &s);
+    cr_assert_eq(n, s.n, "%s", weft_error_message());
+    const char *expect[] = {"cpu", "fixture", "fixture-abi0", "fixture-noentry", "fixture-nope",
+                            "fixture-newer", "fixture-small", "fixture-initfail"};
+    for (size_t i = 0; i < sizeof expect / sizeof *expect; i++)
+        cr_assert_geq(seen_index(&s, expect[i]), 0, "scan missed %s", expect[i]);
+    int good = seen_index(&s, "fixture");
+    cr_assert(strncmp(s.path[good], dir, strlen(dir)) == 0, "found %s, not the copy in %s",
+              s.path[good], dir);
+    for (int i = 0; i < s.n; i++)
+        cr_assert(i == good || strcmp(s.names[i], "fixture") != 0, "fixture reported twice");
+    cr_assert(strstr(s.why[seen_index(&s, "fixture-abi0")], "ABI 0") != NULL);
+    cr_assert(strstr(s.why[seen_index(&s, "fixture-nope")], "no fixture device") != NULL);
+    tu_assert_no_error();
+    remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
+}
+
+Test(plugin, search_path_order_is_added_then_env_then_exe_then_installed)
+{
+    weft_plugin_path_add("/opt/first:/opt/second");
+    const char *const *path = weft_plugin_search_path();
+    cr_assert_str_eq(path[0], "/opt/first");
+    cr_assert_str_eq(path[1], "/opt/second");
+    cr_assert_str_eq(path[2], getenv("WEFT_PLUGIN_PATH"));
+    int n = 0;
+    while (path[n])
+        n++;
+    cr_assert_str_eq(path[n - 1], weft_plugin_install_dir());
+
+    setenv("WEFT_PLUGIN_PATH", "/opt/env1:/opt/env2", 1);
+    path = weft_plugin_search_path();
+    cr_assert_str_eq(path[2], "/opt/env1");
+    cr_assert_str_eq(path[3], "/opt/env2");
+}
+
+/* ---- the backend registry ---------------------------------------------------------------- */
+
+static int one_device(void)
+{
+    return 1;
+}
+
+static void *no_alloc(int index, size_t nbytes)
+{
+    return NULL;
+}
+
+static void no_free(int index, void *ptr, size_t nbytes)
+{
+}
+
+static int no_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    return 0;
+}
+
+static struct weft_backend test_backend(const char *name)
+{
+    return (struct weft_backend){
+        .abi_version = WEFT_PLUGIN_ABI_VERSION,
+        .struct_size = sizeof(struct weft_backend),
+        .name = name,
+        .device_count = one_device,
+        .alloc = no_alloc,
+        .free = no_free,
+        .copy = no_copy,
+    };
+}
+
+Test(plugin, backend_with_a_wrong_abi_is_refused_naming_both_versions)
+{
+    static struct weft_backend b;
+    b = test_backend("oldabi");
+    b.abi_version = 0;
+    cr_assert_lt(weft_backend_register(&b), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft plugin ABI 0, but this weft has ABI 1");
+}
+
+Test(plugin, backend_smaller_than_abi1_is_refused_larger_is_accepted)
+{
+    static struct weft_backend small;
+    small = test_backend("small");
+    small.struct_size = 24;
+    cr_assert_lt(weft_backend_register(&small), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "struct_size 24, smaller than ABI 1's");
+
+    static struct {
+        struct weft_backend base;
+        void *future;
+    } big;
+    big.base = test_backend("big");
+    big.base.struct_size = sizeof big;
+    int type = weft_backend_register(&big.base);
+    cr_assert_geq(type, 2, "%s", weft_error_message());
+    cr_assert_eq(weft_backend_find(type), &big.base);
+}
+
+Test(plugin, backend_without_required_methods_is_refused)
+{
+    static struct weft_backend b;
+    b = test_backend("nocopy");
+    b.copy = NULL;
+    cr_assert_lt(weft_backend_register(&b), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "backend 'nocopy' lacks a required method");
+}
+
+Test(plugin, a_second_backend_for_a_device_type_is_refused)
+{
+    static struct weft_backend a, b;
+    a = test_backend("twice");
+    b = test_backend("twice");
+    cr_assert_geq(weft_backend_register(&a), 0);
+    cr_assert_geq(weft_backend_register(&a), 0, "the same one again is fine");
+    cr_assert_lt(weft_backend_register(&b), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "a backend for device type 'twice' is already registered");
+}
+
+Test(plugin, device_helpers_check_the_device_index)
+{
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    weft_device bad = {WEFT_DEVICE_CPU, 3};
+    cr_assert_lt(weft_memory_stats(bad, &st), 0);
+    tu_assert_error(WEFT_ERR_DEVICE, "only 1 cpu device(s) present");
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_synchronize(WEFT_CPU), 0);
+    cr_assert_geq(weft_get_num_threads(), 1);
+}
+
+Test(plugin, set_num_threads_reaches_the_cpu_backend)
+{
+    cr_assert_eq(weft_set_num_threads(3), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_get_num_threads(), 3);
+    cr_assert_lt(weft_set_num_threads(0), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "positive");
+}
+
+/* ---- device strings --------------------------------------------------------------------- */
+
+Test(plugin, device_strings_parse_and_print_like_pytorch)
+{
+    weft_device d;
+    char buf[32];
+    cr_assert_eq(weft_device_parse("cpu", &d), 0);
+    cr_assert(weft_device_equal(d, WEFT_CPU));
+    cr_assert_str_eq(weft_device_str(d, buf, sizeof buf), "cpu");
+    cr_assert_eq(weft_device_parse("cuda:1", &d), 0);
+    cr_assert(weft_device_equal(d, WEFT_CUDA(1)));
+    cr_assert_str_eq(weft_device_str(d, buf, sizeof buf), "cuda:1");
+    cr_assert_eq(weft_device_parse("cuda", &d), 0);
+    cr_assert(weft_device_equal(d, WEFT_CUDA(0)));
+
+    cr_assert_lt(weft_device_parse("gpu", &d), 0);
+    tu_assert_error(WEFT_ERR_VALUE,
+                    "Expected one of cpu, cuda device type at start of device string: gpu");
+    cr_assert_lt(weft_device_parse("cuda:x", &d), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "Invalid device string: 'cuda:x'");
+    cr_assert_lt(weft_device_parse("cuda:-1", &d), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "Device index must not be negative");
+    cr_assert_lt(weft_device_parse("cpu:1", &d), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "CPU device index must be -1 or zero, got 1");
+    cr_assert_str_eq(weft_device_type_name(99), "unknown");
+    cr_assert_eq(weft_device_type_id("nosuch", false), -1);
+}
+
+/* ---- runtime set-up --------------------------------------------------------------------- */
+
+static struct weft_config *runtime_config(const char *text)
+{
+    struct weft_config *cfg = weft_config_parse(text, "run.ini");
+    cr_assert_not_null(cfg, "%s", weft_error_message());
+    return cfg;
+}
+
+Test(plugin, runtime_defaults_to_the_cpu)
+{
+    weft_device dev = WEFT_CUDA(5);
+    cr_assert_eq(weft_runtime_init(NULL, &dev), 0, "%s", weft_error_message());
+    cr_assert(weft_device_equal(dev, WEFT_CPU));
+}
+
+Test(plugin, runtime_selects_a_plugin_backend_and_device)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "[runtime]\nbackend = fixture\ndevice = 1\nthreads = 2\nseed = 7\nplugin_path = %s\n",
+             fixtures_dir());
+    struct weft_config *cfg = runtime_config(text);
+    weft_device dev;
+    cr_assert_eq(weft_runtime_init(cfg, &dev), 0, "%s", weft_error_message());
+    cr_assert_eq(dev.type, weft_device_type_id("fixture", false));
+    cr_assert_eq(dev.index, 1);
+    cr_assert_eq(weft_get_num_threads(), 2);
+    cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
+    weft_config_free(cfg);
+}
+
+Test(plugin, runtime_rejects_a_device_index_past_the_count)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "[runtime]\nbackend = fixture\ndevice = 3\nplugin_path = %s\n",
+             fixtures_dir());
+    struct weft_config *cfg = runtime_config(text);
+    weft_device dev;
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_DEVICE, "fixture:3 requested but only 2 fixture device(s) present");
+    weft_config_free(cfg);
+}
+
+Test(plugin, runtime_reports_an_unusable_backend_with_the_probe_reason)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "[runtime]\nbackend = fixture-nope\nplugin_path = %s\n",
+             fixtures_dir());
+    struct weft_config *cfg = runtime_config(text);
+    weft_device dev;
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_DEVICE, "backend 'fixture-nope' is not usable: no fixture device: "
+                                     "the fixture is never usable");
+    weft_config_free(cfg);
+}
+
+Test(plugin, runtime_loads_extra_plugins_and_names_the_key_on_failure)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "[runtime]\nplugins = fixture-newer, fixture\nplugin_path = %s\n",
+             fixtures_dir());
+    struct weft_config *cfg = runtime_config(text);
+    weft_device dev;
+    cr_assert_eq(weft_runtime_init(cfg, &dev), 0, "%s", weft_error_message());
+    cr_assert(weft_plugin_is_loaded("fixture-newer"));
+    cr_assert(weft_plugin_is_loaded("fixture"));
+    weft_config_free(cfg);
+
+    cfg = runtime_config("[runtime]\nplugins = nosuch\n");
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "run.ini: [runtime] plugins: 'nosuch': plugin 'nosuch' not "
+                                     "found");
+    weft_config_free(cfg);
+}
+
+Test(plugin, runtime_checks_its_values)
+{
+    struct weft_config *cfg = runtime_config("[runtime]\nthreads = -2\n");
+    weft_device dev;
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "run.ini: [runtime] threads = -2: expected an integer from 0");
+    weft_config_free(cfg);
+
+    cfg = runtime_config("[runtime]\ndevice = first\n");
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "run.ini: [runtime] device = 'first': expected an integer");
+    weft_config_free(cfg);
+
+    cfg = runtime_config("[runtime]\nbackend = gpu\n");
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "run.ini: [runtime] backend = 'gpu': plugin 'gpu' not found");
+    weft_config_free(cfg);
+}

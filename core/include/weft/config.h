@@ -56,7 +56,7 @@ int weft_config_choice(struct weft_config *cfg, const char *section, const char 
 const char *const *weft_config_sections(const struct weft_config *cfg);
 /* Keys of a section in file order (NULL-terminated). */
 const char *const *weft_config_keys(const struct weft_config *cfg, const char *section);
-/* Marks a whole section as known (for sections read by a plugin by other means). */
+/* Marks a key as known (key NULL: the whole section), for sections read by other means. */
 void weft_config_mark_known(struct weft_config *cfg, const char *section, const char *key);
 
 /* Error for the first section/key present but never asked for:

@@ -21,6 +21,7 @@ extern "C" {
 #define WEFT_PLUGIN_ABI_VERSION 1
 #define WEFT_PLUGIN_ENTRY "weft_plugin_init"
 
+/* name and init are required; probe (NULL: always usable) and fini are optional. */
 struct weft_plugin {
     uint32_t abi_version;    /* WEFT_PLUGIN_ABI_VERSION */
     uint32_t struct_size;    /* sizeof(struct weft_plugin) */
