@@ -1,1 +1,417 @@
-/* core/copy.c: to be written. */
+/* core/copy.c: operations that move data: contiguous, clone, copy_, to, read, item.
+ *
+ * Copies on one device run the COPY kernel (it broadcasts and converts). Between devices
+ * the data goes through the non-cpu backend's `copy`, which only moves dense blocks of
+ * one dtype: broadcasting and dtype conversion happen on the cpu side (or on the
+ * destination device for device-to-device copies), in staging tensors shaped so that the
+ * transfer itself is one flat block. */
+#include <string.h>
+
+#include "forward.h"
+
+/* ---- geometry --------------------------------------------------------------------------- */
+
+/* PyTorch's is_non_overlapping_and_dense: the elements tile a block of numel slots
+ * exactly, in some order of the dims. */
+static bool is_dense(const weft_tensor *t)
+{
+    int n = t->ndim;
+    int perm[WEFT_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    /* Insertion sort by stride, size-1 dims last (their stride does not matter). */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            int a = perm[j - 1], b = perm[j];
+            bool swap = t->shape[a] < 2 ? t->shape[b] >= 2
+                                        : t->shape[b] >= 2 && t->stride[b] < t->stride[a];
+            if (!swap)
+                break;
+            perm[j - 1] = b;
+            perm[j] = a;
+        }
+    int64_t expected = 1;
+    for (int i = 0; i < n; i++) {
+        int d = perm[i];
+        if (t->shape[d] < 2)
+            return true;
+        if (t->stride[d] != expected)
+            return false;
+        expected *= t->shape[d];
+    }
+    return true;
+}
+
+static bool same_geometry(const weft_tensor *a, const weft_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->shape[i] != b->shape[i])
+            return false;
+        if (a->shape[i] > 1 && a->stride[i] != b->stride[i])
+            return false;
+    }
+    return true;
+}
+
+/* Byte range [lo, hi) of the storage that t can touch (strides are never negative). */
+static void byte_range(const weft_tensor *t, size_t *lo, size_t *hi)
+{
+    size_t itemsize = weft_dtype_size(t->dtype);
+    int64_t last = 0;
+    for (int i = 0; i < t->ndim; i++)
+        last += (t->shape[i] - 1) * t->stride[i];
+    *lo = (size_t)t->offset * itemsize;
+    *hi = (size_t)(t->offset + last + 1) * itemsize;
+}
+
+/* An uninitialised tensor with t-like geometry: t's strides when t is dense (PyTorch's
+ * preserve_format), contiguous otherwise. */
+static weft_tensor *empty_preserving(const weft_tensor *t, enum weft_dtype dtype, weft_device dev)
+{
+    if (t->ndim == 0 || !is_dense(t))
+        return weft_empty(t->ndim, t->shape, dtype, dev);
+    int64_t numel = weft_tensor_numel(t);
+    struct weft_storage *s = weft_storage_new(dev, (size_t)numel * weft_dtype_size(dtype));
+    if (!s)
+        return NULL;
+    weft_tensor *out = weft_tensor_make(s, t->ndim, t->shape, t->stride, 0, dtype);
+    weft_storage_release(s);
+    return weft_tensor_finish(out);
+}
+
+/* A 1-D header over the dense block of t (stack storage; for the backend's copy). */
+static weft_tensor flat_header(const weft_tensor *t)
+{
+    weft_tensor f = *t;
+    f.refcount = 1;
+    f.ndim = 1;
+    f.shape[0] = weft_tensor_numel(t);
+    f.stride[0] = 1;
+    f.autograd = NULL;
+    return f;
+}
+
+/* ---- copies ------------------------------------------------------------------------------- */
+
+static int dispatch_copy(weft_tensor *dst, const weft_tensor *src)
+{
+    struct weft_op_call call = {.op = WEFT_OP_COPY, .nin = 1, .nout = 1};
+    call.in[0] = src;
+    call.out[0] = dst;
+    return weft_dispatch(&call);
+}
+
+/* Moves the dense block of src into the dense block of dst: same dtype and geometry. */
+static int transfer(const struct weft_backend *b, weft_tensor *dst, const weft_tensor *src,
+                    bool non_blocking)
+{
+    if (weft_tensor_numel(src) == 0)
+        return 0;
+    weft_tensor d = flat_header(dst), s = flat_header(src);
+    return b->copy(&d, &s, non_blocking);
+}
+
+static int copy_impl(weft_tensor *dst, const weft_tensor *src, bool non_blocking);
+
+/* cpu -> device: broadcast and convert into a host tensor laid out like dst, then move
+ * one block (through a device temporary when dst itself is not dense). */
+static int copy_to_device(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    const struct weft_backend *b = weft_backend_get(dst->device.type);
+    if (!b)
+        return weft_error_code();
+    bool dst_dense = is_dense(dst);
+    const weft_tensor *host = src;
+    if (!(dst_dense && src->dtype == dst->dtype && same_geometry(src, dst) && is_dense(src))) {
+        weft_tensor *stage = dst_dense ? empty_preserving(dst, dst->dtype, WEFT_CPU)
+                                       : weft_empty(dst->ndim, dst->shape, dst->dtype, WEFT_CPU);
+        if (!stage || copy_impl(stage, src, false) != 0)
+            return weft_error_code();
+        host = stage;
+    }
+    if (dst_dense)
+        return transfer(b, dst, host, non_blocking);
+    weft_tensor *tmp = weft_empty(dst->ndim, dst->shape, dst->dtype, dst->device);
+    if (!tmp || transfer(b, tmp, host, false) != 0)
+        return weft_error_code();
+    return dispatch_copy(dst, tmp);
+}
+
+/* device -> cpu or device -> device of the same type: make src dense on its device, move
+ * the block into a tensor of the same layout on dst's device, then broadcast/convert
+ * there (unless the block can land in dst directly). */
+static int copy_from_device(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    const struct weft_backend *b = weft_backend_get(src->device.type);
+    if (!b)
+        return weft_error_code();
+    const weft_tensor *ready = src;
+    if (!is_dense(src)) {
+        weft_tensor *c = weft_empty(src->ndim, src->shape, src->dtype, src->device);
+        if (!c || dispatch_copy(c, src) != 0)
+            return weft_error_code();
+        ready = c;
+    }
+    if (is_dense(dst) && dst->dtype == ready->dtype && same_geometry(dst, ready))
+        return transfer(b, dst, ready, non_blocking);
+    weft_tensor *landing = empty_preserving(ready, ready->dtype, dst->device);
+    if (!landing || transfer(b, landing, ready, false) != 0)
+        return weft_error_code();
+    return copy_impl(dst, landing, false);
+}
+
+static int copy_across_devices(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    if (src->device.type == WEFT_DEVICE_CPU)
+        return copy_to_device(dst, src, non_blocking);
+    if (dst->device.type == WEFT_DEVICE_CPU || dst->device.type == src->device.type)
+        return copy_from_device(dst, src, non_blocking);
+    /* Two different device types: no backend knows both, so go through the host. */
+    weft_tensor *host = weft_empty(src->ndim, src->shape, src->dtype, WEFT_CPU);
+    if (!host || copy_from_device(host, src, false) != 0)
+        return weft_error_code();
+    return copy_to_device(dst, host, non_blocking);
+}
+
+/* Error unless src broadcasts to dst's shape; sets *expanded to src viewed at it. */
+static int broadcast_source(const weft_tensor *dst, const weft_tensor *src, weft_tensor **expanded)
+{
+    int nd;
+    int64_t shape[WEFT_MAX_DIMS];
+    if (weft_broadcast_shapes(dst->ndim, dst->shape, src->ndim, src->shape, &nd, shape) != 0)
+        return weft_error_code();
+    if (nd != dst->ndim || memcmp(shape, dst->shape, (size_t)nd * sizeof *shape) != 0) {
+        char a[200], b[200];
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "output with shape %s doesn't match the broadcast shape %s",
+                              weft_shape_str(dst->ndim, dst->shape, a, sizeof a),
+                              weft_shape_str(nd, shape, b, sizeof b));
+    }
+    *expanded = weft_fwd_expand((weft_tensor *)src, dst->ndim, dst->shape);
+    return *expanded ? 0 : weft_error_code();
+}
+
+static int check_writable(const weft_tensor *dst)
+{
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->shape[i] > 1 && dst->stride[i] == 0)
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "unsupported operation: more than one element of the "
+                                  "written-to tensor refers to a single memory location. Please "
+                                  "clone() the tensor before performing the operation.");
+    return 0;
+}
+
+/* The copy itself; the caller has a scope open for the temporaries. */
+static int copy_scoped(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    if (dst->layout != WEFT_LAYOUT_STRIDED || src->layout != WEFT_LAYOUT_STRIDED)
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "copy_(): only strided tensors are supported by the core's copy");
+    if (check_writable(dst) != 0)
+        return weft_error_code();
+    if (!weft_device_equal(dst->device, src->device))
+        return copy_across_devices(dst, src, non_blocking);
+    weft_tensor *from;
+    if (broadcast_source(dst, src, &from) != 0)
+        return weft_error_code();
+    if (weft_tensor_numel(dst) == 0)
+        return 0;
+    if (dst->storage == from->storage) {
+        if (dst->dtype == from->dtype && dst->offset == from->offset && same_geometry(dst, from))
+            return 0; /* the same elements: nothing to move */
+        size_t dlo, dhi, slo, shi;
+        byte_range(dst, &dlo, &dhi);
+        byte_range(from, &slo, &shi);
+        if (dlo < shi && slo < dhi) {
+            /* Overlapping views: read everything before writing anything. */
+            weft_tensor *tmp = weft_empty(from->ndim, from->shape, from->dtype, from->device);
+            if (!tmp || dispatch_copy(tmp, from) != 0)
+                return weft_error_code();
+            from = tmp;
+        }
+    }
+    return dispatch_copy(dst, from);
+}
+
+static int copy_impl(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    weft_scope_push();
+    int rc = copy_scoped(dst, src, non_blocking);
+    weft_scope_pop();
+    return rc;
+}
+
+static int null_status(void)
+{
+    int code = weft_error_code();
+    return code != WEFT_OK ? code : WEFT_ERR_VALUE;
+}
+
+int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    if (!dst || !src)
+        return null_status();
+    int rc = copy_impl(dst, src, non_blocking);
+    if (rc != 0)
+        return rc;
+    weft_tensor_bump_version(dst);
+    return 0;
+}
+
+int weft_copy_(weft_tensor *dst, const weft_tensor *src)
+{
+    return weft_copy_nonblocking_(dst, src, false);
+}
+
+/* A new tensor on dev of dtype with t's values; strides as empty_preserving. */
+static weft_tensor *copy_as(weft_tensor *t, enum weft_dtype dtype, weft_device dev, bool contiguous,
+                            bool non_blocking)
+{
+    weft_scope_push();
+    weft_tensor *out = contiguous ? weft_empty(t->ndim, t->shape, dtype, dev)
+                                  : empty_preserving(t, dtype, dev);
+    if (out && copy_impl(out, t, non_blocking) != 0)
+        out = NULL;
+    weft_tensor_retain(out);
+    weft_scope_pop();
+    return weft_tensor_finish(out);
+}
+
+static int require_strided(const weft_tensor *t, const char *op)
+{
+    if (t->layout == WEFT_LAYOUT_STRIDED)
+        return 0;
+    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors are supported", op);
+}
+
+/* One more reference to t, recorded like a new result. */
+static weft_tensor *same(weft_tensor *t)
+{
+    return weft_tensor_finish(weft_tensor_retain(t));
+}
+
+weft_tensor *weft_fwd_contiguous(weft_tensor *t)
+{
+    if (!t)
+        return NULL;
+    if (weft_tensor_is_contiguous(t))
+        return same(t);
+    if (require_strided(t, "contiguous") != 0)
+        return NULL;
+    return copy_as(t, t->dtype, t->device, true, false);
+}
+
+weft_tensor *weft_fwd_clone(weft_tensor *t)
+{
+    if (!t || require_strided(t, "clone") != 0)
+        return NULL;
+    return copy_as(t, t->dtype, t->device, false, false);
+}
+
+weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
+{
+    if (!t)
+        return NULL;
+    if (!weft_dtype_valid(dtype)) {
+        weft_error_set(WEFT_ERR_TYPE, "invalid dtype %d", (int)dtype);
+        return NULL;
+    }
+    if (t->dtype == dtype && weft_device_equal(t->device, dev))
+        return same(t);
+    if (require_strided(t, "to") != 0)
+        return NULL;
+    return copy_as(t, dtype, dev, false, non_blocking);
+}
+
+weft_tensor *weft_to_dtype(weft_tensor *t, enum weft_dtype dtype)
+{
+    return t ? weft_to(t, t->device, dtype, false) : NULL;
+}
+
+weft_tensor *weft_to_device(weft_tensor *t, weft_device dev)
+{
+    return t ? weft_to(t, dev, t->dtype, false) : NULL;
+}
+
+/* ---- reading values back ----------------------------------------------------------------- */
+
+/* Copies t (converted to dtype) into host memory dst viewed as a contiguous tensor. */
+static int read_as(const weft_tensor *t, enum weft_dtype dtype, void *dst)
+{
+    size_t nbytes = (size_t)weft_tensor_numel(t) * weft_dtype_size(dtype);
+    if (nbytes == 0)
+        return 0;
+    if (t->device.type == WEFT_DEVICE_CPU && t->dtype == dtype && weft_tensor_is_contiguous(t)) {
+        memcpy(dst, weft_tensor_data(t), nbytes);
+        return 0;
+    }
+    struct weft_storage *s = weft_storage_wrap(WEFT_CPU, dst, nbytes, NULL, NULL);
+    if (!s)
+        return weft_error_code();
+    weft_tensor *view = weft_tensor_make(s, t->ndim, t->shape, NULL, 0, dtype);
+    weft_storage_release(s);
+    if (!view)
+        return weft_error_code();
+    int rc = copy_impl(view, t, false);
+    weft_tensor_release(view);
+    return rc;
+}
+
+int weft_tensor_read(const weft_tensor *t, void *dst, size_t nbytes)
+{
+    if (!t)
+        return null_status();
+    if (require_strided(t, "weft_tensor_read") != 0)
+        return weft_error_code();
+    size_t need = (size_t)weft_tensor_numel(t) * weft_tensor_itemsize(t);
+    if (nbytes < need)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_tensor_read: the buffer holds %zu bytes but the tensor "
+                              "needs %zu (%lld elements of %s)",
+                              nbytes, need, (long long)weft_tensor_numel(t),
+                              weft_dtype_name(t->dtype));
+    return read_as(t, t->dtype, dst);
+}
+
+int weft_tensor_item(const weft_tensor *t, double *out)
+{
+    if (!t)
+        return null_status();
+    if (require_strided(t, "item") != 0)
+        return weft_error_code();
+    int64_t n = weft_tensor_numel(t);
+    if (n != 1)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "a Tensor with %lld elements cannot be converted to Scalar",
+                              (long long)n);
+    return read_as(t, WEFT_F64, out);
+}
+
+/* ---- public entry points -------------------------------------------------------------------
+ * autograd_ops.c defines the public contiguous/clone/to/copy_ (recording the backward node
+ * around the weft_fwd_ versions above). These weak definitions keep libweft whole where it
+ * is not linked, and give way to it where it is. */
+__attribute__((weak)) weft_tensor *weft_contiguous(weft_tensor *t)
+{
+    return weft_fwd_contiguous(t);
+}
+
+__attribute__((weak)) weft_tensor *weft_clone(weft_tensor *t)
+{
+    return weft_fwd_clone(t);
+}
+
+__attribute__((weak)) weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype,
+                                           bool non_blocking)
+{
+    return weft_fwd_to(t, dev, dtype, non_blocking);
+}
+
+__attribute__((weak)) int weft_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src,
+                                                 bool non_blocking)
+{
+    return weft_fwd_copy_nonblocking_(dst, src, non_blocking);
+}

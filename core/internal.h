@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "weft/autograd.h"
 #include "weft/backend.h"
 #include "weft/error.h"
 #include "weft/kernel.h"
@@ -42,7 +43,15 @@ WEFT_INTERNAL int weft_check_same_device(int n, const weft_tensor *const *ts);
 WEFT_INTERNAL void weft_scope_record(weft_tensor *t);
 /* Plugins: load the plugin named after a device type on demand. */
 WEFT_INTERNAL int weft_plugin_autoload_for_device(int device_type);
+/* Frees t's autograd metadata (autograd.c); called when t dies. */
+WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
+/* Saves an output of `node` itself (its producer is the node): autograd.c. */
+WEFT_INTERNAL int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t,
+                                        int output_nr);
 /* Dtype table entries. */
 WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
+/* caffe2::TypeMeta's name of a dtype ("float", "long int", "unsigned char"), which some
+ * PyTorch messages print (ops_elementwise.c). */
+WEFT_INTERNAL const char *weft_dtype_meta_name(enum weft_dtype dt);
 
 #endif

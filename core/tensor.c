@@ -5,8 +5,6 @@
 
 #include "internal.h"
 
-/* The autograd engine installs this to free its per-tensor metadata. */
-WEFT_INTERNAL void (*weft_autograd_meta_free_hook)(struct weft_autograd_meta *meta);
 /* A layout plugin installs this to free layout_data of non-strided tensors. */
 WEFT_INTERNAL void (*weft_layout_data_free_hook)(weft_tensor *t);
 
@@ -33,8 +31,8 @@ void weft_tensor_release(weft_tensor *t)
 {
     if (!t || WEFT_ATOMIC_DEC(&t->refcount) != 0)
         return;
-    if (t->autograd && weft_autograd_meta_free_hook)
-        weft_autograd_meta_free_hook(t->autograd);
+    if (t->autograd)
+        weft_autograd_meta_free(t);
     if (t->layout_data && weft_layout_data_free_hook)
         weft_layout_data_free_hook(t);
     weft_storage_release(t->storage);
@@ -114,6 +112,8 @@ weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
                                const int64_t *stride, int64_t offset)
 {
     weft_tensor *v = weft_tensor_make(t->storage, ndim, shape, stride, offset, t->dtype);
+    if (v)
+        v->flags |= WEFT_TENSOR_VIEW;
     return weft_tensor_finish(v);
 }
 

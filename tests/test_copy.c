@@ -1,2 +1,441 @@
-/* tests/test_copy.c: to be written. */
+/* tests/test_copy.c: copy_, contiguous, clone, to, read and item move data exactly as
+ * PyTorch does: broadcasting the source, converting dtypes, any strides, any devices. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/backend.h>
+#include <weft/half.h>
+#include <weft/plugin.h>
+
 #include "testutil.h"
+
+TestSuite(copy, .init = tu_setup, .fini = tu_teardown);
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+static const enum weft_dtype all_dtypes[] = {WEFT_BOOL, WEFT_U8,  WEFT_I8,   WEFT_I16, WEFT_I32,
+                                             WEFT_I64,  WEFT_F16, WEFT_BF16, WEFT_F32, WEFT_F64};
+#define NDTYPES ((int)(sizeof all_dtypes / sizeof *all_dtypes))
+
+/* What storing v into dtype gives, written independently of the kernels: integers wrap
+ * through int64 (as PyTorch on x86), 16-bit floats round to nearest even. */
+static double reference_convert(enum weft_dtype dt, double v)
+{
+    switch (dt) {
+    case WEFT_BOOL: return v != 0;
+    case WEFT_U8: return (uint8_t)(int64_t)v;
+    case WEFT_I8: return (int8_t)(int64_t)v;
+    case WEFT_I16: return (int16_t)(int64_t)v;
+    case WEFT_I32: return (int32_t)(int64_t)v;
+    case WEFT_I64: return (double)(int64_t)v;
+    case WEFT_F16: return weft_f16_to_float(weft_float_to_f16((float)v));
+    case WEFT_BF16: return weft_bf16_to_float(weft_float_to_bf16((float)v));
+    case WEFT_F32: return (float)v;
+    default: return v;
+    }
+}
+
+static void read_all(const weft_tensor *t, double *out)
+{
+    tu_read(t, out);
+}
+
+Test(copy, copy_broadcasts_the_source)
+{
+    weft_scope_push();
+    weft_tensor *dst = weft_zeros(2, SHAPE(2, 3), WEFT_F32, WEFT_CPU);
+    weft_tensor *row = tu_tensor(1, SHAPE(3), (double[]){1, 2, 3}, WEFT_F32);
+    cr_assert_eq(weft_copy_(dst, row), 0, "%s", weft_error_message());
+    tu_assert_close(dst, (double[]){1, 2, 3, 1, 2, 3}, 6, 0, 0);
+    weft_tensor *col = tu_tensor(2, SHAPE(2, 1), (double[]){7, 8}, WEFT_I64);
+    cr_assert_eq(weft_copy_(dst, col), 0, "%s", weft_error_message());
+    tu_assert_close(dst, (double[]){7, 7, 7, 8, 8, 8}, 6, 0, 0);
+    cr_assert_eq(weft_copy_(dst, weft_scalar_tensor(-2.5, WEFT_F64, WEFT_CPU)), 0);
+    tu_assert_close(dst, (double[]){-2.5, -2.5, -2.5, -2.5, -2.5, -2.5}, 6, 0, 0);
+    weft_scope_pop();
+}
+
+Test(copy, copy_rejects_shapes_that_do_not_broadcast)
+{
+    weft_scope_push();
+    weft_tensor *dst = weft_zeros(2, SHAPE(2, 3), WEFT_F32, WEFT_CPU);
+    cr_assert_lt(weft_copy_(dst, weft_zeros(1, SHAPE(4), WEFT_F32, WEFT_CPU)), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME,
+                    "The size of tensor a (3) must match the size of tensor b (4) at "
+                    "non-singleton dimension 1");
+    weft_tensor *small = weft_zeros(1, SHAPE(3), WEFT_F32, WEFT_CPU);
+    cr_assert_lt(weft_copy_(small, dst), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "output with shape [3] doesn't match the broadcast shape [2, 3]");
+    weft_scope_pop();
+}
+
+Test(copy, copy_into_an_expanded_tensor_is_refused)
+{
+    weft_scope_push();
+    weft_tensor *e = weft_expand(weft_zeros(1, SHAPE(1), WEFT_F32, WEFT_CPU), 1, SHAPE(3));
+    cr_assert_lt(weft_copy_(e, weft_ones(1, SHAPE(3), WEFT_F32, WEFT_CPU)), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME,
+                    "unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location. Please clone() the tensor before "
+                    "performing the operation.");
+    weft_scope_pop();
+}
+
+Test(copy, every_dtype_pair_converts_like_the_reference)
+{
+    const double values[9] = {0, 1, -1, 2.5, -3.75, 300, 60000.5, 0.1, -129};
+    for (int s = 0; s < NDTYPES; s++)
+        for (int d = 0; d < NDTYPES; d++) {
+            weft_scope_push();
+            enum weft_dtype sd = all_dtypes[s], dd = all_dtypes[d];
+            weft_tensor *src = tu_tensor(2, SHAPE(3, 3), values, sd);
+            double stored[9], expected[9], expected_t[9];
+            for (int i = 0; i < 9; i++)
+                stored[i] = reference_convert(sd, values[i]);
+            for (int i = 0; i < 9; i++)
+                expected[i] = reference_convert(dd, stored[i]);
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++)
+                    expected_t[i * 3 + j] = expected[j * 3 + i];
+            weft_tensor *dst = weft_empty(2, SHAPE(3, 3), dd, WEFT_CPU);
+            cr_assert_eq(weft_copy_(dst, src), 0, "%s", weft_error_message());
+            double got[9];
+            read_all(dst, got);
+            for (int i = 0; i < 9; i++)
+                cr_assert(got[i] == expected[i], "%s -> %s, element %d: got %.17g, expected %.17g",
+                          weft_dtype_name(sd), weft_dtype_name(dd), i, got[i], expected[i]);
+            /* The same through a transposed source and a transposed destination. */
+            cr_assert_eq(weft_copy_(dst, weft_t(src)), 0, "%s", weft_error_message());
+            read_all(dst, got);
+            for (int i = 0; i < 9; i++)
+                cr_assert(got[i] == expected_t[i], "%s -> %s transposed, element %d",
+                          weft_dtype_name(sd), weft_dtype_name(dd), i);
+            cr_assert_eq(weft_copy_(weft_t(dst), src), 0, "%s", weft_error_message());
+            read_all(dst, got);
+            for (int i = 0; i < 9; i++)
+                cr_assert(got[i] == expected_t[i], "%s -> %s into transposed, element %d",
+                          weft_dtype_name(sd), weft_dtype_name(dd), i);
+            weft_scope_pop();
+        }
+}
+
+Test(copy, to_dtype_keeps_nan_and_infinities_in_floating_types)
+{
+    weft_scope_push();
+    weft_tensor *t = tu_tensor(1, SHAPE(3), (double[]){NAN, INFINITY, -INFINITY}, WEFT_F64);
+    const enum weft_dtype floats[] = {WEFT_F16, WEFT_BF16, WEFT_F32};
+    for (int i = 0; i < 3; i++)
+        tu_assert_close(weft_to_dtype(t, floats[i]), (double[]){NAN, INFINITY, -INFINITY}, 3, 0, 0);
+    tu_assert_close(weft_to_dtype(t, WEFT_BOOL), (double[]){1, 1, 1}, 3, 0, 0);
+    weft_scope_pop();
+}
+
+/* Fills a tensor of any layout with distinct values and checks a copy elementwise. */
+static void check_strided_copy(weft_tensor *dst, weft_tensor *src)
+{
+    int64_t n = weft_tensor_numel(src);
+    double *a = malloc((size_t)(n ? n : 1) * sizeof(double));
+    double *b = malloc((size_t)(n ? n : 1) * sizeof(double));
+    cr_assert(a && b);
+    read_all(src, a);
+    cr_assert_eq(weft_copy_(dst, src), 0, "%s", weft_error_message());
+    read_all(dst, b);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(a[i] == b[i], "element %lld: got %g, expected %g", (long long)i, b[i], a[i]);
+    free(a);
+    free(b);
+}
+
+static void assert_same_values(const weft_tensor *a, const weft_tensor *b)
+{
+    int64_t n = weft_tensor_numel(a);
+    cr_assert_eq(n, weft_tensor_numel(b));
+    double *x = malloc((size_t)(n ? n : 1) * sizeof(double));
+    double *y = malloc((size_t)(n ? n : 1) * sizeof(double));
+    cr_assert(x && y);
+    read_all(a, x);
+    read_all(b, y);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(x[i] == y[i], "element %lld: %g != %g", (long long)i, x[i], y[i]);
+    free(x);
+    free(y);
+}
+
+Test(copy, transposed_copies_of_every_element_size_match_a_plain_loop)
+{
+    const enum weft_dtype dts[] = {WEFT_U8, WEFT_I16, WEFT_F32, WEFT_F64, WEFT_BF16, WEFT_I32};
+    const int64_t shapes[][2] = {{257, 129}, {64, 64}, {17, 300}, {5, 3}, {1000, 24}};
+    uint64_t seed = 42;
+    for (size_t k = 0; k < sizeof dts / sizeof *dts; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            weft_scope_push();
+            int64_t r = shapes[s][0], c = shapes[s][1];
+            double *v = malloc((size_t)(r * c) * sizeof(double));
+            tu_random_values(v, r * c, 0, 100, &seed);
+            for (int64_t i = 0; i < r * c; i++)
+                v[i] = floor(v[i]);
+            weft_tensor *src = tu_tensor(2, SHAPE(r, c), v, dts[k]);
+            weft_tensor *dst = weft_empty(2, SHAPE(c, r), dts[k], WEFT_CPU);
+            check_strided_copy(dst, weft_t(src));
+            /* contiguous() takes the same path. */
+            assert_same_values(weft_contiguous(weft_t(src)), dst);
+            free(v);
+            weft_scope_pop();
+        }
+}
+
+Test(copy, batched_and_sliced_transposes_match_a_plain_loop)
+{
+    weft_scope_push();
+    uint64_t seed = 7;
+    int64_t n = 3 * 70 * 90;
+    double *v = malloc((size_t)n * sizeof(double));
+    tu_random_values(v, n, -50, 50, &seed);
+    weft_tensor *src = tu_tensor(3, SHAPE(3, 70, 90), v, WEFT_F32);
+    weft_tensor *p = weft_permute(src, 3, (const int[]){0, 2, 1});
+    check_strided_copy(weft_empty(3, SHAPE(3, 90, 70), WEFT_F32, WEFT_CPU), p);
+    weft_tensor *q = weft_permute(src, 3, (const int[]){2, 1, 0});
+    check_strided_copy(weft_empty(3, SHAPE(90, 70, 3), WEFT_F32, WEFT_CPU), q);
+    /* A transposed slice with a step: nothing is contiguous. */
+    weft_tensor *sl = weft_slice(weft_t(weft_select(src, 0, 1)), 0, 3, 80, 2);
+    check_strided_copy(weft_empty(sl->ndim, sl->shape, WEFT_F64, WEFT_CPU), sl);
+    /* And into a strided destination. */
+    weft_tensor *big = weft_zeros(2, SHAPE(90, 140), WEFT_F32, WEFT_CPU);
+    weft_tensor *dst = weft_slice(big, 1, 0, 140, 2);
+    check_strided_copy(dst, weft_t(weft_select(src, 0, 2)));
+    free(v);
+    weft_scope_pop();
+}
+
+Test(copy, large_contiguous_copy_is_exact)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_arange(0, 3000000, 1, WEFT_F64, WEFT_CPU);
+    weft_tensor *b = weft_clone(a);
+    double *got = malloc(3000000 * sizeof(double));
+    cr_assert_eq(weft_tensor_read(b, got, 3000000 * sizeof(double)), 0);
+    for (int i = 0; i < 3000000; i++)
+        cr_assert(got[i] == i, "element %d", i);
+    free(got);
+    weft_scope_pop();
+}
+
+Test(copy, zero_size_copies_do_nothing)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_empty(2, SHAPE(0, 3), WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_copy_(a, weft_zeros(1, SHAPE(3), WEFT_I64, WEFT_CPU)), 0);
+    weft_tensor *c = weft_contiguous(weft_t(a));
+    tu_assert_shape(c, 2, SHAPE(3, 0));
+    weft_scope_pop();
+}
+
+Test(copy, overlapping_copies_read_before_writing)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_arange(0, 10, 1, WEFT_I32, WEFT_CPU);
+    cr_assert_eq(weft_copy_(weft_slice(a, 0, 1, 10, 1), weft_slice(a, 0, 0, 9, 1)), 0);
+    tu_assert_close(a, (double[]){0, 0, 1, 2, 3, 4, 5, 6, 7, 8}, 10, 0, 0);
+    weft_tensor *m = weft_view(weft_arange(0, 9, 1, WEFT_F32, WEFT_CPU), 2, SHAPE(3, 3));
+    cr_assert_eq(weft_copy_(m, weft_t(m)), 0);
+    tu_assert_close(m, (double[]){0, 3, 6, 1, 4, 7, 2, 5, 8}, 9, 0, 0);
+    uint64_t v = weft_tensor_version(m);
+    cr_assert_eq(weft_copy_(m, m), 0);
+    cr_assert_eq(weft_tensor_version(m), v + 1, "copy_ onto itself still counts as a write");
+    weft_scope_pop();
+}
+
+Test(copy, contiguous_returns_the_same_tensor_when_already_contiguous)
+{
+    weft_tensor *a = weft_zeros(2, SHAPE(2, 3), WEFT_F32, WEFT_CPU);
+    weft_tensor *c = weft_contiguous(a);
+    cr_assert_eq(c, a);
+    cr_assert_eq(a->refcount, 2);
+    weft_tensor_release(c);
+    weft_scope_push();
+    weft_tensor *d = weft_contiguous(a);
+    cr_assert_eq(d, a);
+    cr_assert_eq(a->refcount, 2, "the extra reference is recorded in the scope");
+    weft_scope_pop();
+    cr_assert_eq(a->refcount, 1);
+    weft_tensor *t = weft_t(a);
+    weft_tensor *tc = weft_contiguous(t);
+    cr_assert_neq(tc, t);
+    cr_assert(weft_tensor_is_contiguous(tc));
+    cr_assert_eq(tc->stride[0], 2);
+    weft_tensor_release(tc);
+    weft_tensor_release(t);
+    weft_tensor_release(a);
+}
+
+Test(copy, clone_keeps_dense_strides_and_owns_its_storage)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_view(weft_arange(0, 6, 1, WEFT_F32, WEFT_CPU), 2, SHAPE(2, 3));
+    weft_tensor *ct = weft_clone(weft_t(a));
+    tu_assert_shape(ct, 2, SHAPE(3, 2));
+    cr_assert_eq(ct->stride[0], 1, "clone preserves the layout of a dense tensor");
+    cr_assert_eq(ct->stride[1], 3);
+    cr_assert(ct->storage != a->storage);
+    tu_assert_close(ct, (double[]){0, 3, 1, 4, 2, 5}, 6, 0, 0);
+    weft_tensor *cs = weft_clone(weft_slice(a, 1, 0, 3, 2));
+    cr_assert(weft_tensor_is_contiguous(cs), "a gappy tensor clones contiguous");
+    tu_assert_close(cs, (double[]){0, 2, 3, 5}, 4, 0, 0);
+    weft_tensor *cx = weft_clone(weft_expand(weft_scalar_tensor(4, WEFT_F32, WEFT_CPU), 1, SHAPE(3)));
+    cr_assert_eq(cx->stride[0], 1, "an expanded tensor clones contiguous");
+    weft_scope_pop();
+}
+
+Test(copy, to_returns_the_same_tensor_when_nothing_changes)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_zeros(1, SHAPE(3), WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_to_dtype(a, WEFT_F32), a);
+    cr_assert_eq(weft_to_device(a, WEFT_CPU), a);
+    weft_tensor *b = weft_to(a, WEFT_CPU, WEFT_F16, false);
+    cr_assert_neq(b, a);
+    cr_assert_eq(b->dtype, WEFT_F16);
+    weft_scope_pop();
+}
+
+Test(copy, read_gives_row_major_values_of_any_strides)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_view(weft_arange(0, 6, 1, WEFT_I16, WEFT_CPU), 2, SHAPE(2, 3));
+    int16_t got[6];
+    cr_assert_eq(weft_tensor_read(weft_t(a), got, sizeof got), 0);
+    const int16_t expected[6] = {0, 3, 1, 4, 2, 5};
+    cr_assert_arr_eq(got, expected, sizeof got);
+    cr_assert_lt(weft_tensor_read(a, got, 4), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "needs 12");
+    weft_scope_pop();
+}
+
+Test(copy, item_converts_one_element_to_double)
+{
+    weft_scope_push();
+    double v = 0;
+    cr_assert_eq(weft_tensor_item(weft_scalar_tensor(3, WEFT_I8, WEFT_CPU), &v), 0);
+    cr_assert_eq(v, 3);
+    weft_tensor *a = weft_arange(0, 6, 1, WEFT_BF16, WEFT_CPU);
+    cr_assert_eq(weft_tensor_item(weft_slice(a, 0, 5, 6, 1), &v), 0);
+    cr_assert_eq(v, 5);
+    cr_assert_lt(weft_tensor_item(weft_slice(a, 0, 0, 2, 1), &v), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "a Tensor with 2 elements cannot be converted to Scalar");
+    weft_scope_pop();
+}
+
+Test(copy, wrapped_storage_is_not_resizable)
+{
+    float data[4] = {1, 2, 3, 4};
+    weft_tensor *t = weft_from_blob(data, 1, SHAPE(4), NULL, WEFT_F32, WEFT_CPU, NULL, NULL);
+    cr_assert_not_null(t, "%s", weft_error_message());
+    cr_assert_not(t->storage->resizable);
+    cr_assert_lt(weft_storage_resize(t->storage, 64), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "Trying to resize storage that is not resizable");
+    weft_tensor_release(t);
+}
+
+Test(copy, null_inputs_return_without_a_new_error)
+{
+    weft_scope_push();
+    weft_tensor *a = weft_zeros(1, SHAPE(3), WEFT_F32, WEFT_CPU);
+    cr_assert_lt(weft_copy_(a, NULL), 0);
+    cr_assert_lt(weft_copy_(NULL, a), 0);
+    cr_assert_null(weft_contiguous(NULL));
+    cr_assert_null(weft_clone(NULL));
+    cr_assert_null(weft_to(NULL, WEFT_CPU, WEFT_F32, false));
+    double v;
+    cr_assert_lt(weft_tensor_item(NULL, &v), 0);
+    tu_assert_no_error();
+    weft_scope_pop();
+}
+
+/* ---- another device: a host-memory backend that checks the copy contract ------------- */
+
+static int fake_copies;
+
+static int fake_device_count(void) { return 2; }
+static void *fake_alloc(int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
+static void fake_free(int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
+
+static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    (void)non_blocking;
+    cr_assert(weft_tensor_is_contiguous(dst) && weft_tensor_is_contiguous(src),
+              "backend copy gets contiguous tensors");
+    cr_assert_eq(dst->dtype, src->dtype, "backend copy gets one dtype");
+    cr_assert_eq(weft_tensor_numel(dst), weft_tensor_numel(src));
+    cr_assert(dst->device.type != WEFT_DEVICE_CPU || src->device.type != WEFT_DEVICE_CPU);
+    fake_copies++;
+    memcpy(weft_tensor_data(dst), weft_tensor_data(src),
+           (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src));
+    return 0;
+}
+
+static const struct weft_backend fake_backend = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_backend),
+    .name = "fake",
+    .device_count = fake_device_count,
+    .alloc = fake_alloc,
+    .free = fake_free,
+    .copy = fake_copy,
+};
+
+/* Registers the fake device, with the cpu COPY kernel (its memory is host memory). */
+static weft_device fake_device(int index)
+{
+    int type = weft_backend_register(&fake_backend);
+    cr_assert_geq(type, 0, "%s", weft_error_message());
+    weft_kernel_fn copy = weft_kernel_lookup(WEFT_OP_COPY, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32);
+    cr_assert_not_null(copy);
+    cr_assert_eq(weft_kernel_register(WEFT_OP_COPY, type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL, copy), 0);
+    return (weft_device){(int16_t)type, (int16_t)index};
+}
+
+Test(copy, to_another_device_and_back_with_conversion_and_strides)
+{
+    weft_scope_push();
+    weft_device dev = fake_device(0);
+    weft_tensor *a = weft_view(weft_arange(0, 12, 1, WEFT_F64, WEFT_CPU), 2, SHAPE(3, 4));
+    weft_tensor *on = weft_to(weft_t(a), dev, WEFT_F32, false);
+    cr_assert_not_null(on, "%s", weft_error_message());
+    cr_assert(weft_device_equal(on->device, dev));
+    cr_assert_eq(on->dtype, WEFT_F32);
+    cr_assert_eq(fake_copies, 1, "one transfer, conversion done on the cpu");
+    double expected[12];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            expected[i * 3 + j] = j * 4 + i;
+    tu_assert_close(on, expected, 12, 0, 0);
+    /* Broadcast from the host into a non-dense slice on the device. */
+    weft_tensor *d = weft_zeros(2, SHAPE(2, 6), WEFT_I32, WEFT_CPU);
+    weft_tensor *dd = weft_to_device(d, dev);
+    weft_tensor *cols = weft_slice(dd, 1, 1, 6, 2);
+    cr_assert_eq(weft_copy_(cols, tu_tensor(1, SHAPE(3), (double[]){5, 6, 7}, WEFT_F64)), 0, "%s",
+                 weft_error_message());
+    tu_assert_close(dd, (double[]){0, 5, 0, 6, 0, 7, 0, 5, 0, 6, 0, 7}, 12, 0, 0);
+    /* Between two devices of the same type, from a non-dense source. */
+    weft_device dev1 = fake_device(1);
+    weft_tensor *moved = weft_to(cols, dev1, WEFT_F64, false);
+    cr_assert_not_null(moved, "%s", weft_error_message());
+    cr_assert(weft_device_equal(moved->device, dev1));
+    tu_assert_close(moved, (double[]){5, 6, 7, 5, 6, 7}, 6, 0, 0);
+    double v;
+    cr_assert_eq(weft_tensor_item(weft_select(weft_select(moved, 0, 1), 0, 2), &v), 0);
+    cr_assert_eq(v, 7);
+    weft_scope_pop();
+}
+
+Test(copy, from_host_to_another_device)
+{
+    weft_scope_push();
+    weft_device dev = fake_device(0);
+    const float data[4] = {1, 2, 3, 4};
+    weft_tensor *t = weft_from_host(data, 2, SHAPE(2, 2), WEFT_F32, dev);
+    cr_assert_not_null(t, "%s", weft_error_message());
+    tu_assert_close(t, (double[]){1, 2, 3, 4}, 4, 0, 0);
+    weft_scope_pop();
+}

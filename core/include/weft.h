@@ -9,7 +9,10 @@
 #include "weft/storage.h"
 #include "weft/tensor.h"
 #include "weft/ops.h"
+#include "weft/autograd.h"
 #include "weft/config.h"
 #include "weft/runtime.h"
+#include "weft/dataset.h"
+#include "weft/checkpoint.h"
 
 #endif

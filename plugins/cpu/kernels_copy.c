@@ -1,7 +1,365 @@
-/* plugins/cpu/kernels_copy.c: to be written. */
+/* plugins/cpu/kernels_copy.c: the COPY kernel (out[0] <- in[0], any strides, any pair of
+ * dtypes).
+ *
+ * Three paths, cheapest first:
+ *  - same dtype, both sides one contiguous run: memcpy in parallel chunks;
+ *  - same dtype, a transpose (after coalescing, the innermost dim of the destination is
+ *    the outermost-contiguous one of the source): cache-blocked tiles, so that both sides
+ *    stream through whole cache lines instead of the source striding through memory;
+ *  - everything else: the shared iterator with a typed inner loop per (src, dst) pair,
+ *    which the compiler vectorises when both inner strides are unit.
+ */
+#include <string.h>
+
 #include "cpu.h"
+
+/* ---- dtype conversion: one loop per (source, destination) pair ------------------------- */
+
+/* Floating values reach narrow integers through int64, as PyTorch does on x86: -3.0 ->
+ * uint8 gives 253 rather than undefined behaviour. bool is "!= 0" (NaN is true). */
+#define CONV_TO_bool(x) ((x) != 0)
+#define CONV_TO_u8(x) ((uint8_t)(int64_t)(x))
+#define CONV_TO_i8(x) ((int8_t)(int64_t)(x))
+#define CONV_TO_i16(x) ((int16_t)(int64_t)(x))
+#define CONV_TO_i32(x) ((int32_t)(int64_t)(x))
+#define CONV_TO_i64(x) ((int64_t)(x))
+#define CONV_TO_f16(x) ((float)(x))
+#define CONV_TO_bf16(x) ((float)(x))
+#define CONV_TO_f32(x) ((float)(x))
+#define CONV_TO_f64(x) ((double)(x))
+
+typedef void (*convert_fn)(char *dst, const char *src, int64_t dst_stride, int64_t src_stride,
+                           int64_t n);
+
+#define DEFINE_CONVERT(sn, ST, SC, dn, did, DT, DC)                                           \
+    static void convert_##sn##_to_##dn(char *dst, const char *src, int64_t ds, int64_t ss,    \
+                                       int64_t n)                                             \
+    {                                                                                         \
+        if (ds == (int64_t)sizeof(DT) && ss == (int64_t)sizeof(ST)) {                         \
+            for (int64_t i = 0; i < n; i++)                                                   \
+                cpu_store_##dn(dst + i * (int64_t)sizeof(DT),                                 \
+                               CONV_TO_##dn(cpu_load_##sn(src + i * (int64_t)sizeof(ST))));   \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t i = 0; i < n; i++)                                                       \
+            cpu_store_##dn(dst + i * ds, CONV_TO_##dn(cpu_load_##sn(src + i * ss)));          \
+    }
+
+/* The destination side of the table. The preprocessor will not expand
+ * CPU_FOR_ALL_DTYPES inside its own expansion, so this second list is needed; the table
+ * below is indexed by the enums the lists carry, so their order does not matter, and a
+ * dtype missing here shows up as a NotImplemented error at run time. */
+#define FOR_EACH_DESTINATION(X, sn, ST, SC)                                                   \
+    X(sn, ST, SC, bool, WEFT_BOOL, bool, bool)                                                \
+    X(sn, ST, SC, u8, WEFT_U8, uint8_t, uint8_t)                                              \
+    X(sn, ST, SC, i8, WEFT_I8, int8_t, int8_t)                                                \
+    X(sn, ST, SC, i16, WEFT_I16, int16_t, int16_t)                                            \
+    X(sn, ST, SC, i32, WEFT_I32, int32_t, int32_t)                                            \
+    X(sn, ST, SC, i64, WEFT_I64, int64_t, int64_t)                                            \
+    X(sn, ST, SC, f16, WEFT_F16, uint16_t, float)                                             \
+    X(sn, ST, SC, bf16, WEFT_BF16, uint16_t, float)                                           \
+    X(sn, ST, SC, f32, WEFT_F32, float, float)                                                \
+    X(sn, ST, SC, f64, WEFT_F64, double, double)
+
+/* `bool` is a macro (stdbool.h): handed through a second macro level it arrives as _Bool. */
+#define cpu_load__Bool cpu_load_bool
+
+#define DEFINE_CONVERTS_FROM(sn, sid, ST, SC) FOR_EACH_DESTINATION(DEFINE_CONVERT, sn, ST, SC)
+CPU_FOR_ALL_DTYPES(DEFINE_CONVERTS_FROM)
+
+#define CONVERT_ENTRY(sn, ST, SC, dn, did, DT, DC) [did] = convert_##sn##_to_##dn,
+#define CONVERT_ROW(sn, sid, ST, SC) [sid] = {FOR_EACH_DESTINATION(CONVERT_ENTRY, sn, ST, SC)},
+static const convert_fn convert_table[WEFT_DTYPE_COUNT][WEFT_DTYPE_COUNT] = {
+    CPU_FOR_ALL_DTYPES(CONVERT_ROW)};
+
+static void convert_loop(void *ctx, char **data, const int64_t *stride, int64_t n)
+{
+    convert_fn fn = *(const convert_fn *)ctx;
+    fn(data[0], data[1], stride[0], stride[1], n); /* operand 0 is the destination */
+}
+
+/* ---- same dtype: moves by element size ------------------------------------------------- */
+
+#define DEFINE_MOVE(T)                                                                        \
+    static void move_##T(void *ctx, char **data, const int64_t *stride, int64_t n)            \
+    {                                                                                         \
+        (void)ctx;                                                                            \
+        char *dst = data[0];                                                                  \
+        const char *src = data[1];                                                            \
+        int64_t ds = stride[0], ss = stride[1];                                               \
+        if (ds == (int64_t)sizeof(T) && ss == (int64_t)sizeof(T)) {                           \
+            memcpy(dst, src, (size_t)n * sizeof(T));                                          \
+            return;                                                                           \
+        }                                                                                     \
+        if (ds == (int64_t)sizeof(T) && ss == 0) { /* broadcast: fill */                      \
+            T v;                                                                              \
+            memcpy(&v, src, sizeof v);                                                        \
+            for (int64_t i = 0; i < n; i++)                                                   \
+                ((T *)dst)[i] = v;                                                            \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t i = 0; i < n; i++)                                                       \
+            memcpy(dst + i * ds, src + i * ss, sizeof(T));                                    \
+    }
+DEFINE_MOVE(uint8_t)
+DEFINE_MOVE(uint16_t)
+DEFINE_MOVE(uint32_t)
+DEFINE_MOVE(uint64_t)
+
+static weft_iter_loop_fn move_for_size(size_t size)
+{
+    switch (size) {
+    case 1: return move_uint8_t;
+    case 2: return move_uint16_t;
+    case 4: return move_uint32_t;
+    case 8: return move_uint64_t;
+    default: return NULL;
+    }
+}
+
+/* ---- contiguous runs: parallel memcpy --------------------------------------------------- */
+
+/* Big enough that waking the pool pays off, small enough to split 64 MiB eight ways. */
+#define MEMCPY_CHUNK ((int64_t)1 << 18)
+
+struct memcpy_job {
+    char *dst;
+    const char *src;
+    int64_t nbytes;
+};
+
+static void memcpy_chunks(void *ctx, int64_t begin, int64_t end)
+{
+    struct memcpy_job *job = ctx;
+    int64_t lo = begin * MEMCPY_CHUNK;
+    int64_t hi = end * MEMCPY_CHUNK < job->nbytes ? end * MEMCPY_CHUNK : job->nbytes;
+    memcpy(job->dst + lo, job->src + lo, (size_t)(hi - lo));
+}
+
+static void parallel_memcpy(char *dst, const char *src, int64_t nbytes)
+{
+    struct memcpy_job job = {dst, src, nbytes};
+    int64_t chunks = (nbytes + MEMCPY_CHUNK - 1) / MEMCPY_CHUNK;
+    /* One chunk per thread is too coarse for a 1 MiB copy; 4 chunks are worth a split. */
+    cpu_parallel_for(chunks, 4, memcpy_chunks, &job);
+}
+
+/* ---- transposes: cache-blocked tiles ------------------------------------------------------
+ * In destination memory order the last two iterator dims are (rows, cols): the
+ * destination walks cols with unit stride, the source walks rows with unit stride. A tile
+ * is read column by column (unit stride in the source) into a small buffer and written
+ * row by row (unit stride in the destination). Going through the buffer matters: with a
+ * power-of-two row pitch, the TILE lines a direct tile copy keeps open on the strided
+ * side all map to the same L1 set and evict each other on every element. */
+#ifndef TILE
+#define TILE 64
+#endif
+
+struct transpose_job {
+    const struct weft_iter *it;
+    int64_t rows, cols;
+    int64_t row_tiles, col_tiles;
+    int64_t dst_row_stride, src_col_stride; /* bytes */
+    void (*tile)(char *dst, const char *src, int64_t drs, int64_t scs, int64_t nr, int64_t nc);
+};
+
+/* Scalar tiles through a buffer, for any element size. */
+#define DEFINE_TILE(T)                                                                        \
+    static void tile_##T(char *dst, const char *src, int64_t drs, int64_t scs, int64_t nr,    \
+                         int64_t nc)                                                          \
+    {                                                                                         \
+        T buf[TILE * TILE];                                                                   \
+        for (int64_t c = 0; c < nc; c++) {                                                    \
+            const T *s = (const T *)(src + c * scs);                                          \
+            for (int64_t r = 0; r < nr; r++)                                                  \
+                buf[r * TILE + c] = s[r];                                                     \
+        }                                                                                     \
+        for (int64_t r = 0; r < nr; r++)                                                      \
+            memcpy(dst + r * drs, &buf[r * TILE], (size_t)nc * sizeof(T));                    \
+    }
+DEFINE_TILE(uint8_t)
+DEFINE_TILE(uint16_t)
+DEFINE_TILE(uint32_t)
+DEFINE_TILE(uint64_t)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_TILE 1
+
+/* 8x8 blocks of 4-byte elements transposed in registers (the shuffles move bits and never
+ * do arithmetic, so any 4-byte dtype and every NaN payload survive). In the source, the
+ * 8 loads are columns c..c+7, each 8 consecutive rows; the 8 stores are rows. */
+__attribute__((target("avx2"))) static void tile_uint32_avx2(char *dst, const char *src,
+                                                             int64_t drs, int64_t scs,
+                                                             int64_t nr, int64_t nc)
+{
+    int64_t nr8 = nr & ~(int64_t)7, nc8 = nc & ~(int64_t)7;
+    for (int64_t cb = 0; cb < nc8; cb += 8)
+        for (int64_t rb = 0; rb < nr8; rb += 8) {
+            const char *s = src + cb * scs + rb * 4;
+            __m256 v0 = _mm256_loadu_ps((const float *)(s + 0 * scs));
+            __m256 v1 = _mm256_loadu_ps((const float *)(s + 1 * scs));
+            __m256 v2 = _mm256_loadu_ps((const float *)(s + 2 * scs));
+            __m256 v3 = _mm256_loadu_ps((const float *)(s + 3 * scs));
+            __m256 v4 = _mm256_loadu_ps((const float *)(s + 4 * scs));
+            __m256 v5 = _mm256_loadu_ps((const float *)(s + 5 * scs));
+            __m256 v6 = _mm256_loadu_ps((const float *)(s + 6 * scs));
+            __m256 v7 = _mm256_loadu_ps((const float *)(s + 7 * scs));
+            __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+            __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+            __m256 t4 = _mm256_unpacklo_ps(v4, v5), t5 = _mm256_unpackhi_ps(v4, v5);
+            __m256 t6 = _mm256_unpacklo_ps(v6, v7), t7 = _mm256_unpackhi_ps(v6, v7);
+            __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            char *d = dst + rb * drs + cb * 4;
+            _mm256_storeu_ps((float *)(d + 0 * drs), _mm256_permute2f128_ps(s0, s4, 0x20));
+            _mm256_storeu_ps((float *)(d + 1 * drs), _mm256_permute2f128_ps(s1, s5, 0x20));
+            _mm256_storeu_ps((float *)(d + 2 * drs), _mm256_permute2f128_ps(s2, s6, 0x20));
+            _mm256_storeu_ps((float *)(d + 3 * drs), _mm256_permute2f128_ps(s3, s7, 0x20));
+            _mm256_storeu_ps((float *)(d + 4 * drs), _mm256_permute2f128_ps(s0, s4, 0x31));
+            _mm256_storeu_ps((float *)(d + 5 * drs), _mm256_permute2f128_ps(s1, s5, 0x31));
+            _mm256_storeu_ps((float *)(d + 6 * drs), _mm256_permute2f128_ps(s2, s6, 0x31));
+            _mm256_storeu_ps((float *)(d + 7 * drs), _mm256_permute2f128_ps(s3, s7, 0x31));
+        }
+    /* The ragged right and bottom edges, element by element. */
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t c = r < nr8 ? nc8 : 0;
+        for (; c < nc; c++)
+            memcpy(dst + r * drs + c * 4, src + c * scs + r * 4, 4);
+    }
+}
+#endif
+
+static void (*tile_for_size(size_t size))(char *, const char *, int64_t, int64_t, int64_t, int64_t)
+{
+    switch (size) {
+    case 1: return tile_uint8_t;
+    case 2: return tile_uint16_t;
+    case 4:
+#ifdef HAVE_AVX2_TILE
+        if (__builtin_cpu_supports("avx2"))
+            return tile_uint32_avx2;
+#endif
+        return tile_uint32_t;
+    case 8: return tile_uint64_t;
+    default: return NULL;
+    }
+}
+
+/* Base pointers of outer (non-transposed) index `outer`, for both operands. */
+static void outer_bases(const struct weft_iter *it, int64_t outer, char **dst, char **src)
+{
+    char *d = it->data[0], *s = it->data[1];
+    for (int k = it->ndim - 3; k >= 0; k--) {
+        int64_t i = outer % it->shape[k];
+        outer /= it->shape[k];
+        d += i * it->strides[0][k];
+        s += i * it->strides[1][k];
+    }
+    *dst = d;
+    *src = s;
+}
+
+static void transpose_tiles(void *ctx, int64_t begin, int64_t end)
+{
+    const struct transpose_job *job = ctx;
+    int64_t per_outer = job->row_tiles * job->col_tiles;
+    for (int64_t t = begin; t < end; t++) {
+        char *dst;
+        char *src;
+        outer_bases(job->it, t / per_outer, &dst, &src);
+        int64_t rt = t % per_outer / job->col_tiles, ct = t % job->col_tiles;
+        int64_t r0 = rt * TILE, c0 = ct * TILE;
+        int64_t nr = job->rows - r0 < TILE ? job->rows - r0 : TILE;
+        int64_t nc = job->cols - c0 < TILE ? job->cols - c0 : TILE;
+        size_t size = (size_t)job->it->strides[0][job->it->ndim - 1];
+        job->tile(dst + r0 * job->dst_row_stride + c0 * (int64_t)size,
+                  src + r0 * (int64_t)size + c0 * job->src_col_stride, job->dst_row_stride,
+                  job->src_col_stride, nr, nc);
+    }
+}
+
+/* True when the walk is a (batched) transpose worth blocking; fills job. */
+static bool plan_transpose(const struct weft_iter *it, size_t size, struct transpose_job *job)
+{
+    int nd = it->ndim;
+    if (nd < 2)
+        return false;
+    int64_t rows = it->shape[nd - 2], cols = it->shape[nd - 1];
+    bool dst_rows = it->strides[0][nd - 1] == (int64_t)size;
+    bool src_cols = it->strides[1][nd - 2] == (int64_t)size;
+    /* Small transposes fit in cache anyway; the tiles would only add overhead. */
+    if (!dst_rows || !src_cols || rows < 16 || cols < 16)
+        return false;
+    void (*tile)(char *, const char *, int64_t, int64_t, int64_t, int64_t) = tile_for_size(size);
+    if (!tile)
+        return false;
+    *job = (struct transpose_job){
+        .it = it,
+        .rows = rows,
+        .cols = cols,
+        .row_tiles = (rows + TILE - 1) / TILE,
+        .col_tiles = (cols + TILE - 1) / TILE,
+        .dst_row_stride = it->strides[0][nd - 2],
+        .src_col_stride = it->strides[1][nd - 1],
+        .tile = tile,
+    };
+    return true;
+}
+
+static void run_transpose(const struct transpose_job *job)
+{
+    int64_t outer = job->it->numel / (job->rows * job->cols);
+    int64_t ntiles = outer * job->row_tiles * job->col_tiles;
+    int64_t grain = CPU_PARALLEL_GRAIN / (TILE * TILE);
+    cpu_parallel_for(ntiles, grain > 0 ? grain : 1, transpose_tiles, (void *)job);
+}
+
+/* ---- the kernel ------------------------------------------------------------------------- */
+
+static int copy_same_dtype(const struct weft_iter *it, size_t size)
+{
+    if (it->ndim <= 1 && (it->ndim == 0 || (it->strides[0][0] == (int64_t)size &&
+                                             it->strides[1][0] == (int64_t)size))) {
+        parallel_memcpy(it->data[0], it->data[1], it->numel * (int64_t)size);
+        return 0;
+    }
+    struct transpose_job job;
+    if (plan_transpose(it, size, &job)) {
+        run_transpose(&job);
+        return 0;
+    }
+    weft_iter_loop_fn move = move_for_size(size);
+    if (!move)
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "copy: no mover for %zu-byte elements", size);
+    cpu_iter_parallel(it, move, NULL);
+    return 0;
+}
+
+static int copy_kernel(const struct weft_op_call *call)
+{
+    weft_tensor *dst = call->out[0];
+    const weft_tensor *src = call->in[0];
+    const weft_tensor *ops[2] = {dst, src};
+    struct weft_iter it;
+    if (weft_iter_init(&it, 2, ops) != 0)
+        return weft_error_code();
+    if (it.numel == 0)
+        return 0;
+    if (dst->dtype == src->dtype)
+        return copy_same_dtype(&it, weft_dtype_size(dst->dtype));
+    convert_fn fn = convert_table[src->dtype][dst->dtype];
+    if (!fn)
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "copy: no conversion from %s to %s",
+                              weft_dtype_name(src->dtype), weft_dtype_name(dst->dtype));
+    cpu_iter_parallel(&it, convert_loop, &fn);
+    return 0;
+}
 
 int cpu_register_copy_kernels(void)
 {
-    return 0;
+    return weft_kernel_register(WEFT_OP_COPY, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
+                                copy_kernel);
 }

@@ -1,7 +1,325 @@
-/* plugins/cpu/kernels_matmul.c: to be written. */
+/* plugins/cpu/kernels_matmul.c: batched matrix products [B, M, K] x [B, K, N] -> [B, M, N].
+ *
+ * float32/float64 go to OpenBLAS. A transposed operand is passed as a transpose (no copy):
+ * with row-major storage, an operand whose inner stride is 1 is NoTrans with ld = its row
+ * stride, one whose row stride is 1 is Trans with ld = its column stride; anything else is
+ * copied to contiguous memory first. Small matrices in a batch run in parallel over the
+ * batch, one single-threaded GEMM per thread (OpenBLAS's OpenMP build runs single-threaded
+ * inside a parallel region); large ones run one after another, each using every thread.
+ * 16-bit floats and integers use a plain loop that accumulates in float / 64 bits. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu.h"
+
+/* Below this many multiply-adds per matrix a batch is split across threads instead. */
+#define MM_SMALL (128 * 128 * 128)
+
+struct mm_shape {
+    int64_t B, M, K, N;
+};
+
+/* One operand of the product seen as rows x cols with element strides. */
+struct mm_operand {
+    const char *data;
+    int64_t rows, cols, sbatch, srow, scol;
+};
+
+static struct mm_operand operand_of(const weft_tensor *t)
+{
+    struct mm_operand o = {weft_tensor_data(t), t->shape[1], t->shape[2], t->stride[0],
+                           t->stride[1], t->stride[2]};
+    if (t->shape[0] == 1)
+        o.sbatch = 0;
+    return o;
+}
+
+/* How BLAS reads a row-major rows x cols operand with these strides, if it can. */
+static bool blas_layout(const struct mm_operand *o, enum CBLAS_TRANSPOSE *tr, int *ld)
+{
+    int64_t r1 = o->rows > 1 ? o->rows : 1, c1 = o->cols > 1 ? o->cols : 1, l;
+    if ((o->scol == 1 || o->cols == 1) && (o->rows == 1 || o->srow >= c1)) {
+        *tr = CblasNoTrans;
+        l = o->rows == 1 ? c1 : o->srow;
+    } else if ((o->srow == 1 || o->rows == 1) && (o->cols == 1 || o->scol >= r1)) {
+        *tr = CblasTrans;
+        l = o->cols == 1 ? r1 : o->scol;
+    } else {
+        return false;
+    }
+    if (l > INT_MAX)
+        return false;
+    *ld = (int)l;
+    return true;
+}
+
+/* Copies an operand's distinct matrices (one when the batch is broadcast) into a
+ * contiguous buffer and points the operand at it. */
+static int make_contiguous(struct mm_operand *o, int64_t B, size_t isz, void **buffer)
+{
+    int64_t nb = o->sbatch == 0 ? 1 : B;
+    size_t n = (size_t)(nb * o->rows * o->cols);
+    char *buf = malloc(n * isz + 1);
+    if (!buf)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory copying a matmul operand");
+    char *dst = buf;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < o->rows; i++)
+            for (int64_t j = 0; j < o->cols; j++, dst += isz)
+                memcpy(dst, o->data + (b * o->sbatch + i * o->srow + j * o->scol) * (int64_t)isz, isz);
+    o->data = buf;
+    o->sbatch = nb == 1 ? 0 : o->rows * o->cols;
+    o->srow = o->cols;
+    o->scol = 1;
+    *buffer = buf;
+    return 0;
+}
+
+/* Sets how BLAS reads the operand, copying it to contiguous memory when it must. */
+static int prepare_operand(struct mm_operand *o, int64_t B, size_t isz, enum CBLAS_TRANSPOSE *tr,
+                           int *ld, void **buffer)
+{
+    if (blas_layout(o, tr, ld))
+        return 0;
+    if (make_contiguous(o, B, isz, buffer) != 0)
+        return weft_error_code();
+    if (blas_layout(o, tr, ld))
+        return 0;
+    return weft_error_set(WEFT_ERR_VALUE, "matmul: operand of %lld x %lld is too large for BLAS",
+                          (long long)o->rows, (long long)o->cols);
+}
+
+struct gemm_job {
+    struct mm_shape s;
+    struct mm_operand a, b;
+    char *c;
+    int64_t c_sbatch;
+    int ldc;
+    enum CBLAS_TRANSPOSE ta, tb;
+    int lda, ldb;
+    enum weft_dtype dtype;
+};
+
+static void gemm_batches(void *ctx, int64_t begin, int64_t end)
+{
+    const struct gemm_job *j = ctx;
+    int M = (int)j->s.M, N = (int)j->s.N, K = (int)j->s.K;
+    for (int64_t b = begin; b < end; b++) {
+        if (j->dtype == WEFT_F32) {
+            const float *A = (const float *)j->a.data + b * j->a.sbatch;
+            const float *Bm = (const float *)j->b.data + b * j->b.sbatch;
+            float *C = (float *)j->c + b * j->c_sbatch;
+            cblas_sgemm(CblasRowMajor, j->ta, j->tb, M, N, K, 1.0f, A, j->lda, Bm, j->ldb, 0.0f,
+                        C, j->ldc);
+        } else {
+            const double *A = (const double *)j->a.data + b * j->a.sbatch;
+            const double *Bm = (const double *)j->b.data + b * j->b.sbatch;
+            double *C = (double *)j->c + b * j->c_sbatch;
+            cblas_dgemm(CblasRowMajor, j->ta, j->tb, M, N, K, 1.0, A, j->lda, Bm, j->ldb, 0.0, C,
+                        j->ldc);
+        }
+    }
+}
+
+/* Writes zeros into every [M, N] matrix of out (products over an empty K). */
+static void zero_output(weft_tensor *out)
+{
+    char *c = weft_tensor_data(out);
+    size_t isz = weft_tensor_itemsize(out);
+    for (int64_t b = 0; b < out->shape[0]; b++)
+        for (int64_t i = 0; i < out->shape[1]; i++)
+            for (int64_t j = 0; j < out->shape[2]; j++)
+                memset(c + (b * out->stride[0] + i * out->stride[1] + j * out->stride[2]) *
+                               (int64_t)isz,
+                       0, isz);
+}
+
+static int matmul_blas(const struct weft_op_call *call, struct mm_shape s)
+{
+    weft_tensor *out = call->out[0];
+    size_t isz = weft_tensor_itemsize(out);
+    if (s.M > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
+        return weft_error_set(WEFT_ERR_VALUE, "matmul: dimensions above %d are not supported", INT_MAX);
+    struct gemm_job j = {.s = s, .a = operand_of(call->in[0]), .b = operand_of(call->in[1]),
+                         .dtype = out->dtype};
+    void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
+    int rc = 0;
+    if ((rc = prepare_operand(&j.a, s.B, isz, &j.ta, &j.lda, &abuf)) != 0 ||
+        (rc = prepare_operand(&j.b, s.B, isz, &j.tb, &j.ldb, &bbuf)) != 0)
+        goto done;
+    /* The output is written directly when its rows are contiguous, else through a buffer. */
+    bool direct = (out->stride[2] == 1 || s.N == 1) &&
+                  (s.M == 1 || out->stride[1] >= (s.N > 1 ? s.N : 1)) && out->stride[1] <= INT_MAX;
+    if (direct) {
+        j.c = weft_tensor_data(out);
+        j.c_sbatch = out->stride[0];
+        j.ldc = (int)(s.M == 1 ? (s.N > 1 ? s.N : 1) : out->stride[1]);
+    } else {
+        cbuf = malloc((size_t)(s.B * s.M * s.N) * isz);
+        if (!cbuf) {
+            rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a matmul result");
+            goto done;
+        }
+        j.c = cbuf;
+        j.c_sbatch = s.M * s.N;
+        j.ldc = (int)(s.N > 1 ? s.N : 1);
+    }
+    int64_t per = s.M * s.N * s.K;
+    if (s.B > 1 && per < MM_SMALL) {
+        int64_t grain = CPU_PARALLEL_GRAIN / (per > 0 ? per : 1);
+        cpu_parallel_for(s.B, grain > 0 ? grain : 1, gemm_batches, &j);
+    } else {
+        gemm_batches(&j, 0, s.B);
+    }
+    if (!direct) {
+        const char *src = cbuf;
+        char *dst = weft_tensor_data(out);
+        for (int64_t b = 0; b < s.B; b++)
+            for (int64_t i = 0; i < s.M; i++)
+                for (int64_t k = 0; k < s.N; k++, src += isz)
+                    memcpy(dst + (b * out->stride[0] + i * out->stride[1] + k * out->stride[2]) *
+                                     (int64_t)isz,
+                           src, isz);
+    }
+done:
+    free(abuf);
+    free(bbuf);
+    free(cbuf);
+    return rc;
+}
+
+/* ---- the plain loop for 16-bit floats and integers --------------------------------------- */
+
+#define MM_NB 256 /* output columns accumulated at once */
+
+struct loop_job {
+    struct mm_shape s;
+    struct mm_operand a;
+    const void *bconv;     /* b converted to the accumulator type, [nb][K][N] contiguous */
+    int64_t b_sbatch;      /* 0 when b's batch is broadcast, else K * N */
+    weft_tensor *out;
+    int failed;            /* set when a thread could not get scratch memory */
+};
+
+#define MM_ACC(C) __typeof__(_Generic((C)0, float: (float)0, default: (uint64_t)0))
+
+#define DEFINE_MM_LOOP(name, T, C)                                                            \
+    static void *convert_b_##name(const struct mm_operand *o, int64_t B)                      \
+    {                                                                                         \
+        typedef MM_ACC(C) A;                                                                  \
+        int64_t nb = o->sbatch == 0 ? 1 : B;                                                  \
+        A *buf = malloc((size_t)(nb * o->rows * o->cols) * sizeof(A) + 1);                    \
+        if (!buf)                                                                             \
+            return NULL;                                                                      \
+        A *dst = buf;                                                                         \
+        for (int64_t b = 0; b < nb; b++)                                                      \
+            for (int64_t k = 0; k < o->rows; k++)                                             \
+                for (int64_t n = 0; n < o->cols; n++)                                         \
+                    *dst++ = (A)cpu_load_##name((const T *)o->data + b * o->sbatch +          \
+                                                k * o->srow + n * o->scol);                   \
+        return buf;                                                                           \
+    }                                                                                         \
+    static void rows_##name(void *ctx, int64_t begin, int64_t end)                            \
+    {                                                                                         \
+        typedef MM_ACC(C) A;                                                                  \
+        struct loop_job *j = ctx;                                                             \
+        int64_t M = j->s.M, K = j->s.K, N = j->s.N;                                           \
+        A *arow = malloc((size_t)(K > 0 ? K : 1) * sizeof(A));                                \
+        if (!arow) {                                                                          \
+            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);                                \
+            return;                                                                           \
+        }                                                                                     \
+        A acc[MM_NB];                                                                         \
+        const weft_tensor *out = j->out;                                                      \
+        T *c = weft_tensor_data(out);                                                         \
+        for (int64_t t = begin; t < end; t++) {                                               \
+            int64_t b = t / M, i = t % M;                                                     \
+            const T *a = (const T *)j->a.data + b * j->a.sbatch + i * j->a.srow;              \
+            for (int64_t k = 0; k < K; k++)                                                   \
+                arow[k] = (A)cpu_load_##name(a + k * j->a.scol);                              \
+            const A *bm = (const A *)j->bconv + b * j->b_sbatch;                              \
+            for (int64_t n0 = 0; n0 < N; n0 += MM_NB) {                                       \
+                int64_t nn = N - n0 < MM_NB ? N - n0 : MM_NB;                                 \
+                for (int64_t n = 0; n < nn; n++)                                              \
+                    acc[n] = 0;                                                               \
+                for (int64_t k = 0; k < K; k++) {                                             \
+                    A aik = arow[k];                                                          \
+                    const A *brow = bm + k * N + n0;                                          \
+                    for (int64_t n = 0; n < nn; n++)                                          \
+                        acc[n] += aik * brow[n];                                              \
+                }                                                                             \
+                for (int64_t n = 0; n < nn; n++)                                              \
+                    cpu_store_##name(c + b * out->stride[0] + i * out->stride[1] +            \
+                                         (n0 + n) * out->stride[2],                           \
+                                     (C)acc[n]);                                              \
+            }                                                                                 \
+        }                                                                                     \
+        free(arow);                                                                           \
+    }
+#define INST(name, id, T, C) DEFINE_MM_LOOP(name, T, C)
+CPU_FOR_INTEGRAL_DTYPES(INST)
+INST(f16, WEFT_F16, uint16_t, float)
+INST(bf16, WEFT_BF16, uint16_t, float)
+#undef INST
+
+static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
+{
+    void *(*convert)(const struct mm_operand *, int64_t) = NULL;
+    void (*rows)(void *, int64_t, int64_t) = NULL;
+    switch (call->out[0]->dtype) {
+#define CASE(name, id, T, C)                                                                  \
+    case id:                                                                                  \
+        convert = convert_b_##name;                                                           \
+        rows = rows_##name;                                                                   \
+        break;
+        CPU_FOR_INTEGRAL_DTYPES(CASE)
+        CASE(f16, WEFT_F16, uint16_t, float)
+        CASE(bf16, WEFT_BF16, uint16_t, float)
+#undef CASE
+    default:
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"matmul\" not implemented for '%s' on cpu",
+                              weft_dtype_torch_name(call->out[0]->dtype));
+    }
+    struct mm_operand b = operand_of(call->in[1]);
+    struct loop_job j = {.s = s, .a = operand_of(call->in[0]), .out = call->out[0]};
+    j.bconv = convert(&b, s.B);
+    if (!j.bconv)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a matmul operand");
+    j.b_sbatch = b.sbatch == 0 ? 0 : s.K * s.N;
+    int64_t per_row = s.K * s.N > 0 ? s.K * s.N : 1;
+    int64_t grain = CPU_PARALLEL_GRAIN / per_row;
+    cpu_parallel_for(s.B * s.M, grain > 0 ? grain : 1, rows, &j);
+    free((void *)j.bconv);
+    if (j.failed)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for matmul scratch");
+    return 0;
+}
+
+static int matmul_kernel(const struct weft_op_call *call)
+{
+    const weft_tensor *a = call->in[0], *b = call->in[1];
+    weft_tensor *out = call->out[0];
+    if (a->ndim != 3 || b->ndim != 3 || out->ndim != 3 || a->shape[2] != b->shape[1] ||
+        out->shape[1] != a->shape[1] || out->shape[2] != b->shape[2] ||
+        a->dtype != b->dtype || a->dtype != out->dtype)
+        return weft_error_set(WEFT_ERR_RUNTIME, "matmul kernel: expected [B, M, K] x [B, K, N] -> "
+                                                "[B, M, N] of one dtype");
+    struct mm_shape s = {out->shape[0], out->shape[1], a->shape[2], out->shape[2]};
+    if (s.B == 0 || s.M == 0 || s.N == 0)
+        return 0;
+    if (s.K == 0) {
+        zero_output(out);
+        return 0;
+    }
+    if (out->dtype == WEFT_F32 || out->dtype == WEFT_F64)
+        return matmul_blas(call, s);
+    return matmul_loop(call, s);
+}
 
 int cpu_register_matmul_kernels(void)
 {
-    return 0;
+    return weft_kernel_register(WEFT_OP_MATMUL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), matmul_kernel);
 }

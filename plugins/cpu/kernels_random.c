@@ -1,7 +1,176 @@
-/* plugins/cpu/kernels_random.c: to be written. */
+/* plugins/cpu/kernels_random.c: RAND_UNIFORM, RAND_NORMAL and RANDINT.
+ *
+ * Element i (row-major over out[0]'s shape, whatever its strides) takes its value from
+ * Philox block ints[1] + i/4 (i/2 for randint) under key ints[0], exactly as weft/philox.h
+ * maps it. Values therefore depend on neither the thread count nor the device: the CUDA
+ * plugin reproduces them bit for bit for uniform and randint. The arithmetic after the
+ * draw, which another backend must repeat in the same order and precision, is:
+ *   uniform: v = u * (high - low) + low in double (no fused multiply-add), rounded to the
+ *            dtype; a value that rounds up to high becomes low, so the range stays
+ *            [low, high).
+ *   normal:  v = z * std + mean in double, rounded to the dtype.
+ *   randint: low + (u64 % (high - low)) in 64-bit integers, converted to the dtype. */
+#include <string.h>
+
+#include <weft/philox.h>
+
 #include "cpu.h"
+
+/* Values per chunk generated before they are scattered to a strided output. */
+#define RANDOM_CHUNK 512
+/* Random values cost more than a copy, so threads pay off on smaller tensors. */
+#define RANDOM_GRAIN 4096
+
+struct random_job {
+    int op;
+    enum weft_dtype dtype;
+    size_t itemsize;
+    const weft_tensor *out;
+    char *data;      /* element 0 of out */
+    bool contiguous; /* write in place; else through a scratch chunk */
+    uint64_t seed, offset;
+    double p0, p1;   /* low/high or mean/std */
+    int64_t low;     /* randint */
+    uint64_t range;  /* randint: high - low */
+};
+
+static void store_int(enum weft_dtype dt, void *p, int64_t v)
+{
+    switch (dt) {
+    case WEFT_BOOL:
+        cpu_store_bool(p, v != 0);
+        return;
+#define CASE(name, id, T, C)                                                                  \
+    case id:                                                                                  \
+        cpu_store_##name(p, (C)v);                                                            \
+        return;
+        CPU_FOR_INTEGRAL_DTYPES(CASE)
+        CPU_FOR_FLOATING_DTYPES(CASE)
+#undef CASE
+    default:
+        return;
+    }
+}
+
+/* Uniform value of element i from its block's words. */
+static double uniform_unit(const struct random_job *job, const uint32_t w[4], uint64_t i)
+{
+    uint32_t word = w[i % 4];
+    if (job->dtype == WEFT_F64)
+        return (double)word * (1.0 / 4294967296.0);
+    return (double)((float)(word >> 8) * (1.0f / 16777216.0f));
+}
+
+static void generate(const struct random_job *job, int64_t start, int64_t m, char *dst)
+{
+    uint32_t w[4];
+    uint64_t block = UINT64_MAX, pair = UINT64_MAX;
+    double r = 0, t = 0;
+    for (int64_t k = 0; k < m; k++) {
+        uint64_t i = (uint64_t)(start + k);
+        char *p = dst + (size_t)k * job->itemsize;
+        uint64_t b = job->op == WEFT_OP_RANDINT ? i / 2 : i / 4;
+        if (b != block) {
+            weft_philox4x32(job->offset + b, job->seed, w);
+            block = b;
+        }
+        if (job->op == WEFT_OP_RAND_UNIFORM) {
+            double v = uniform_unit(job, w, i) * (job->p1 - job->p0) + job->p0;
+            cpu_store_from_double(job->dtype, p, v);
+            if (cpu_load_as_double(job->dtype, p) >= job->p1)
+                cpu_store_from_double(job->dtype, p, job->p0);
+        } else if (job->op == WEFT_OP_RAND_NORMAL) {
+            /* Box-Muller on words (0,1) or (2,3), computed once per pair. */
+            if (i / 2 != pair) {
+                unsigned w0 = (unsigned)(i % 4) & ~1u;
+                double u1 = ((double)w[w0] + 1.0) * (1.0 / 4294967296.0);
+                double u2 = (double)w[w0 + 1] * (1.0 / 4294967296.0);
+                r = sqrt(-2.0 * log(u1));
+                t = 6.283185307179586476925 * u2;
+                pair = i / 2;
+            }
+            double z = (i % 2) ? r * sin(t) : r * cos(t);
+            cpu_store_from_double(job->dtype, p, z * job->p1 + job->p0);
+        } else {
+            unsigned lo = 2u * (unsigned)(i % 2);
+            uint64_t bits = (uint64_t)w[lo] | ((uint64_t)w[lo + 1] << 32);
+            store_int(job->dtype, p, (int64_t)((uint64_t)job->low + bits % job->range));
+        }
+    }
+}
+
+/* Copies m values of src to out's elements [start, start + m) in row-major order. */
+static void scatter(const weft_tensor *out, char *base, int64_t start, int64_t m, const char *src,
+                    size_t itemsize)
+{
+    int nd = out->ndim;
+    int64_t idx[WEFT_MAX_DIMS], off = 0, rem = start;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rem % out->shape[d];
+        rem /= out->shape[d];
+        off += idx[d] * out->stride[d];
+    }
+    for (int64_t k = 0; k < m; k++) {
+        memcpy(base + off * (int64_t)itemsize, src + k * (int64_t)itemsize, itemsize);
+        for (int d = nd - 1; d >= 0; d--) {
+            off += out->stride[d];
+            if (++idx[d] < out->shape[d])
+                break;
+            off -= idx[d] * out->stride[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static void random_range(void *vjob, int64_t begin, int64_t end)
+{
+    const struct random_job *job = vjob;
+    _Alignas(8) char scratch[RANDOM_CHUNK * 8];
+    for (int64_t start = begin; start < end; start += RANDOM_CHUNK) {
+        int64_t m = end - start < RANDOM_CHUNK ? end - start : RANDOM_CHUNK;
+        if (job->contiguous) {
+            generate(job, start, m, job->data + start * (int64_t)job->itemsize);
+            continue;
+        }
+        generate(job, start, m, scratch);
+        scatter(job->out, job->data, start, m, scratch, job->itemsize);
+    }
+}
+
+static int random_kernel(const struct weft_op_call *call)
+{
+    const weft_tensor *out = call->out[0];
+    struct random_job job = {
+        .op = call->op,
+        .dtype = out->dtype,
+        .itemsize = weft_dtype_size(out->dtype),
+        .out = out,
+        .data = weft_tensor_data(out),
+        .contiguous = weft_tensor_is_contiguous(out),
+        .seed = (uint64_t)call->ints[0],
+        .offset = (uint64_t)call->ints[1],
+        .p0 = call->scalar[0],
+        .p1 = call->scalar[1],
+        .low = call->ints[2],
+        .range = (uint64_t)call->ints[3] - (uint64_t)call->ints[2],
+    };
+    if (call->op == WEFT_OP_RANDINT && call->ints[2] >= call->ints[3])
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
+                              (long long)call->ints[2], (long long)call->ints[3]);
+    cpu_parallel_for(weft_tensor_numel(out), RANDOM_GRAIN, random_range, &job);
+    return 0;
+}
 
 int cpu_register_random_kernels(void)
 {
-    return 0;
+    int rc = weft_kernel_register(WEFT_OP_RAND_UNIFORM, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                  WEFT_DTYPES_FLOATING, random_kernel);
+    if (rc == 0)
+        rc = weft_kernel_register(WEFT_OP_RAND_NORMAL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                  WEFT_DTYPES_FLOATING, random_kernel);
+    if (rc == 0)
+        rc = weft_kernel_register(WEFT_OP_RANDINT, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                  WEFT_DTYPES_ALL, random_kernel);
+    return rc;
 }

@@ -1,7 +1,130 @@
-/* plugins/cpu/kernels_unary.c: to be written. */
+/* plugins/cpu/kernels_unary.c: elementwise unary kernels, out[0] = f(in[0]).
+ *
+ * Every op is one expression of `a`, a value of the compute type C (cpu.h: float for the
+ * 16-bit floats). UNARY_KERNEL turns an expression into an inner loop for the shared
+ * iterator (a contiguous path the compiler vectorises, and a strided one) plus the kernel
+ * entry; the op lists below expand it for each dtype family PyTorch has the op for. The
+ * front end has already promoted integer inputs of floating-only functions. */
+#include <math.h>
+
 #include "cpu.h"
+
+/* Integer ops on unsigned types compare against 0 on purpose (one expression for all). */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+
+/* Asks for vectorisation of a loop whose iterations are independent: -O2's cheap cost
+ * model would not vectorise these loops otherwise. */
+#ifdef _OPENMP
+#define CPU_SIMD _Pragma("omp simd")
+#else
+#define CPU_SIMD
+#endif
+
+/* The libm function for the compute type: expf for float, exp for double. */
+#define FN1(fn, x) _Generic((x), float: fn##f, default: fn)(x)
+
+/* `bool` is a macro (_Bool) that nested X-macro arguments expand, so the bool dtype's
+ * accessors are also needed under that spelling. */
+static inline bool cpu_load__Bool(const void *p) { return cpu_load_bool(p); }
+static inline void cpu_store__Bool(void *p, bool v) { cpu_store_bool(p, v); }
+
+/* Two's-complement wrap-around without signed overflow. */
+#define WRAP_NEG(C, x) ((C)(0 - (uint64_t)(x)))
+
+/* Flat arrays when all contiguous, else the shared iterator (kernels_binary.c; its
+ * declaration belongs in cpu.h). */
+int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
+                        weft_iter_loop_fn loop, void *ctx);
+
+static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, weft_iter_loop_fn loop)
+{
+    const weft_tensor *ops[2] = {call->out[0], call->in[0]};
+    return cpu_elementwise_run(2, ops, itemsize, loop, NULL);
+}
+
+/* ID: op id suffix; name/T/C: input dtype (cpu.h); ON/OT: output dtype name and storage. */
+#define UNARY_KERNEL(ID, name, id, T, C, ON, OT, EXPR)                                        \
+    static void unary_loop_##ID##_##name(void *ctx, char **data, const int64_t *s, int64_t n) \
+    {                                                                                         \
+        (void)ctx;                                                                            \
+        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {                      \
+            OT *o = (OT *)data[0];                                                            \
+            const T *x = (const T *)data[1];                                                  \
+            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
+            {                                                                                 \
+                C a = cpu_load_##name(&x[i]);                                                 \
+                cpu_store_##ON(&o[i], (EXPR));                                                \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t i = 0; i < n; i++) {                                                     \
+            C a = cpu_load_##name(data[1] + i * s[1]);                                        \
+            cpu_store_##ON(data[0] + i * s[0], (EXPR));                                       \
+        }                                                                                     \
+    }                                                                                         \
+    static int unary_kernel_##ID##_##name(const struct weft_op_call *call)                    \
+    {                                                                                         \
+        static const int64_t itemsize[2] = {sizeof(OT), sizeof(T)};                           \
+        return run_unary(call, itemsize, unary_loop_##ID##_##name);                           \
+    }
+
+#define UNARY_REGISTER(ID, name, id, T, C, ON, OT, EXPR)                                      \
+    rc = weft_kernel_register(WEFT_OP_##ID, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,              \
+                              WEFT_DTYPE_BIT(id), unary_kernel_##ID##_##name);                \
+    if (rc != 0)                                                                              \
+        return rc;
+
+/* ---- the ops, per dtype family: Y(ID, name, id, T, C, out name, out storage, expr) ---- */
+
+#define UNARY_FLOATING_OPS(Y, name, id, T, C)                                                 \
+    Y(EXP, name, id, T, C, name, T, FN1(exp, a))                                              \
+    Y(EXPM1, name, id, T, C, name, T, FN1(expm1, a))                                          \
+    Y(LOG, name, id, T, C, name, T, FN1(log, a))                                              \
+    Y(LOG1P, name, id, T, C, name, T, FN1(log1p, a))                                          \
+    Y(SQRT, name, id, T, C, name, T, FN1(sqrt, a))                                            \
+    Y(RSQRT, name, id, T, C, name, T, (C)1 / FN1(sqrt, a))                                    \
+    Y(RECIPROCAL, name, id, T, C, name, T, (C)1 / a)                                          \
+    Y(SIN, name, id, T, C, name, T, FN1(sin, a))                                              \
+    Y(COS, name, id, T, C, name, T, FN1(cos, a))                                              \
+    Y(TANH, name, id, T, C, name, T, FN1(tanh, a))                                            \
+    Y(SIGMOID, name, id, T, C, name, T, (C)1 / ((C)1 + FN1(exp, -a)))                         \
+    Y(GELU, name, id, T, C, name, T, (C)0.5 * a * ((C)1 + FN1(erf, a * (C)M_SQRT1_2)))        \
+    Y(SILU, name, id, T, C, name, T, a / ((C)1 + FN1(exp, -a)))                               \
+    Y(ERF, name, id, T, C, name, T, FN1(erf, a))                                              \
+    Y(FLOOR, name, id, T, C, name, T, FN1(floor, a))                                          \
+    Y(CEIL, name, id, T, C, name, T, FN1(ceil, a))                                            \
+    Y(ROUND, name, id, T, C, name, T, FN1(nearbyint, a)) /* half to even, as torch */       \
+    Y(TRUNC, name, id, T, C, name, T, FN1(trunc, a))                                          \
+    Y(NEG, name, id, T, C, name, T, -a)                                                       \
+    Y(ABS, name, id, T, C, name, T, FN1(fabs, a))                                             \
+    Y(SIGN, name, id, T, C, name, T, (C)((a > 0) - (a < 0))) /* sign(nan) = 0, as torch */  \
+    Y(RELU, name, id, T, C, name, T, a < 0 ? (C)0 : a)       /* keeps nan */                \
+    Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
+
+#define UNARY_INTEGRAL_OPS(Y, name, id, T, C)                                                 \
+    Y(NEG, name, id, T, C, name, T, WRAP_NEG(C, a))                                           \
+    Y(ABS, name, id, T, C, name, T, a < 0 ? WRAP_NEG(C, a) : a)                               \
+    Y(SIGN, name, id, T, C, name, T, (C)((a > 0) - (a < 0)))                                  \
+    Y(RELU, name, id, T, C, name, T, a < 0 ? (C)0 : a)                                        \
+    Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
+
+#define UNARY_BOOL_OPS(Y, name, id, T, C)                                                     \
+    Y(SIGN, name, id, T, C, name, T, a)                                                       \
+    Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
+
+#define FLOATING_KERNELS(name, id, T, C) UNARY_FLOATING_OPS(UNARY_KERNEL, name, id, T, C)
+#define INTEGRAL_KERNELS(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_KERNEL, name, id, T, C)
+CPU_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
+CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
+UNARY_BOOL_OPS(UNARY_KERNEL, bool, WEFT_BOOL, bool, bool)
 
 int cpu_register_unary_kernels(void)
 {
+    int rc;
+#define FLOATING_REGISTER(name, id, T, C) UNARY_FLOATING_OPS(UNARY_REGISTER, name, id, T, C)
+#define INTEGRAL_REGISTER(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_REGISTER, name, id, T, C)
+    CPU_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
+    CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
+    UNARY_BOOL_OPS(UNARY_REGISTER, bool, WEFT_BOOL, bool, bool)
     return 0;
 }

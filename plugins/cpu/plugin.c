@@ -72,7 +72,7 @@ static const char *cpu_features(void)
             simd = "AVX-512";
         else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
             simd = "AVX2 FMA";
-        snprintf(text, sizeof text, "%s; OpenBLAS %s (%s)%s", simd, openblas_get_config(),
+        snprintf(text, sizeof text, "%s; %s (%s)%s", simd, openblas_get_config(),
                  openblas_get_corename(),
 #ifdef _OPENMP
                  "; OpenMP"

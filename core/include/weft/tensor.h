@@ -40,12 +40,16 @@ enum weft_layout {
 
 struct weft_autograd_meta; /* owned by the autograd engine; opaque */
 
+/* flags: the tensor is a view of another tensor's storage (made by a view op). */
+#define WEFT_TENSOR_VIEW 0x1u
+
 /* Plugins read this struct directly; its layout is part of the ABI. */
 typedef struct weft_tensor {
     uint32_t refcount;        /* atomic; use retain/release */
     int32_t ndim;             /* 0..WEFT_MAX_DIMS */
     enum weft_dtype dtype;
     enum weft_layout layout;
+    uint32_t flags;           /* WEFT_TENSOR_* bits */
     weft_device device;
     int64_t offset;           /* in elements, from storage->data */
     int64_t shape[WEFT_MAX_DIMS];

@@ -1,0 +1,892 @@
+/* core/autograd.c: tensors' autograd metadata, graph nodes and the backward engine.
+ *
+ * Ownership: an output holds its grad_fn; a node holds the nodes its inputs came from
+ * (edges) and detached aliases of the tensors it saved; an AccumulateGrad node holds its
+ * leaf. Back pointers (a leaf's accumulator, a node's retain_grad tensors) are weak and
+ * cleared by whichever side dies first, so no cycle keeps memory alive. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "weft/autograd.h"
+#include "weft/ops.h"
+
+struct weft_autograd_meta {
+    bool requires_grad; /* set on leaves by weft_requires_grad_ */
+    bool retains_grad;
+    int output_nr;
+    weft_tensor *grad;
+    struct weft_node *grad_fn;     /* strong */
+    struct weft_node *accumulator; /* weak: cleared by the accumulator when it dies */
+};
+
+struct edge {
+    struct weft_node *node;
+    int input_nr; /* which output of `node` this gradient belongs to */
+};
+
+struct input_info {
+    int ndim;
+    enum weft_dtype dtype;
+    weft_device device;
+    int64_t shape[WEFT_MAX_DIMS];
+};
+
+struct saved_tensor {
+    weft_tensor *alias; /* detached alias sharing storage and version */
+    uint64_t version;
+    const char *producer; /* grad_fn name of the saved tensor, for messages */
+    int output_nr;
+};
+
+struct weft_node {
+    uint32_t refcount;
+    const char *name;
+    weft_backward_fn backward;
+    uint64_t sequence_nr;
+    int num_inputs, num_outputs, num_saved;
+    bool released; /* saved tensors freed by a backward without retain_graph */
+    struct edge *next;
+    struct input_info *inputs;
+    struct saved_tensor *saved;
+    weft_tensor *variable;   /* AccumulateGrad: its leaf (strong) */
+    weft_tensor **retained;  /* per output: a non-leaf keeping its grad (weak) */
+    double scalars[4];
+    int64_t ints[16];
+    /* engine scratch, valid during one backward */
+    int deps;
+    bool discovered;
+    weft_tensor **buffer;
+};
+
+static __thread bool grad_mode_off; /* zero-initialised: grad mode on */
+static bool anomaly_mode;
+static uint64_t next_sequence_nr;
+
+static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                    weft_tensor **grad_inputs);
+
+/* ---- metadata ----------------------------------------------------------------------- */
+
+static struct weft_autograd_meta *meta_get(weft_tensor *t)
+{
+    if (!t->autograd) {
+        t->autograd = calloc(1, sizeof *t->autograd);
+        if (!t->autograd)
+            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for autograd metadata");
+    }
+    return t->autograd;
+}
+
+static void node_release(struct weft_node *node);
+
+/* Called by weft_tensor_release when the tensor dies. */
+void weft_autograd_meta_free(weft_tensor *t)
+{
+    struct weft_autograd_meta *m = t->autograd;
+    if (!m)
+        return;
+    if (m->accumulator)
+        m->accumulator->variable = NULL; /* cannot happen: the accumulator holds t */
+    if (m->retains_grad && m->grad_fn && m->grad_fn->retained &&
+        m->grad_fn->retained[m->output_nr] == t)
+        m->grad_fn->retained[m->output_nr] = NULL;
+    weft_tensor_release(m->grad);
+    node_release(m->grad_fn);
+    free(m);
+    t->autograd = NULL;
+}
+
+bool weft_requires_grad(const weft_tensor *t)
+{
+    return t && t->autograd && (t->autograd->requires_grad || t->autograd->grad_fn);
+}
+
+bool weft_is_leaf(const weft_tensor *t)
+{
+    return !t || !t->autograd || !t->autograd->grad_fn;
+}
+
+int weft_requires_grad_(weft_tensor *t, bool requires_grad)
+{
+    if (!t)
+        return WEFT_ERR_VALUE;
+    if (!weft_is_leaf(t)) {
+        if (!requires_grad)
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "you can only change requires_grad flags of leaf variables. If "
+                                  "you want to use a computed variable in a subgraph that doesn't "
+                                  "require differentiation use var_no_grad = var.detach().");
+        return 0;
+    }
+    if (requires_grad && !weft_dtype_is_floating(t->dtype))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Only Tensors of floating point dtype can require gradients");
+    if (!requires_grad && !t->autograd)
+        return 0;
+    struct weft_autograd_meta *m = meta_get(t);
+    if (!m)
+        return WEFT_ERR_OUT_OF_MEMORY;
+    m->requires_grad = requires_grad;
+    return 0;
+}
+
+weft_tensor *weft_grad(const weft_tensor *t)
+{
+    if (!t || !t->autograd || !t->autograd->grad)
+        return NULL;
+    return weft_tensor_finish(weft_tensor_retain(t->autograd->grad));
+}
+
+static bool same_meta(const weft_tensor *a, const weft_tensor *b)
+{
+    return a->ndim == b->ndim && a->dtype == b->dtype && weft_device_equal(a->device, b->device) &&
+           memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
+}
+
+int weft_set_grad(weft_tensor *t, weft_tensor *grad)
+{
+    if (!t)
+        return WEFT_ERR_VALUE;
+    if (grad && !same_meta(t, grad)) {
+        char a[160], b[160];
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "assigned grad has data of a different size, type or device: %s %s "
+                              "on %s, expected %s %s on %s",
+                              weft_shape_str(grad->ndim, grad->shape, a, sizeof a),
+                              weft_dtype_name(grad->dtype), weft_device_name_tl(grad->device),
+                              weft_shape_str(t->ndim, t->shape, b, sizeof b),
+                              weft_dtype_name(t->dtype), weft_device_type_name(t->device.type));
+    }
+    if (!grad && !t->autograd)
+        return 0;
+    struct weft_autograd_meta *m = meta_get(t);
+    if (!m)
+        return WEFT_ERR_OUT_OF_MEMORY;
+    weft_tensor_retain(grad);
+    weft_tensor_release(m->grad);
+    m->grad = grad;
+    return 0;
+}
+
+int weft_zero_grad(weft_tensor *t, bool set_to_none)
+{
+    if (!t)
+        return WEFT_ERR_VALUE;
+    if (!t->autograd || !t->autograd->grad)
+        return 0;
+    if (set_to_none)
+        return weft_set_grad(t, NULL);
+    bool prev = weft_no_grad_begin();
+    int rc = weft_mul_scalar_(t->autograd->grad, 0.0) ? 0 : weft_error_code();
+    weft_grad_mode_restore(prev);
+    return rc;
+}
+
+int weft_retain_grad(weft_tensor *t)
+{
+    if (!t)
+        return WEFT_ERR_VALUE;
+    if (!weft_requires_grad(t))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "can't retain_grad on Tensor that has requires_grad=False");
+    struct weft_autograd_meta *m = t->autograd;
+    if (!m->grad_fn || m->retains_grad)
+        return 0; /* leaves keep their grad anyway */
+    struct weft_node *fn = m->grad_fn;
+    if (!fn->retained) {
+        fn->retained = calloc((size_t)fn->num_outputs, sizeof *fn->retained);
+        if (!fn->retained)
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in retain_grad");
+    }
+    fn->retained[m->output_nr] = t;
+    m->retains_grad = true;
+    return 0;
+}
+
+const char *weft_grad_fn_name(const weft_tensor *t)
+{
+    return t && t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
+}
+
+/* ---- modes -------------------------------------------------------------------------- */
+
+bool weft_grad_enabled(void)
+{
+    return !grad_mode_off;
+}
+
+void weft_set_grad_enabled(bool enabled)
+{
+    grad_mode_off = !enabled;
+}
+
+bool weft_no_grad_begin(void)
+{
+    bool prev = !grad_mode_off;
+    grad_mode_off = true;
+    return prev;
+}
+
+void weft_grad_mode_restore(bool previous)
+{
+    grad_mode_off = !previous;
+}
+
+void weft_set_anomaly_enabled(bool enabled)
+{
+    __atomic_store_n(&anomaly_mode, enabled, __ATOMIC_RELAXED);
+}
+
+bool weft_anomaly_enabled(void)
+{
+    return __atomic_load_n(&anomaly_mode, __ATOMIC_RELAXED);
+}
+
+bool weft_autograd_needed(int n, weft_tensor *const *tensors)
+{
+    if (grad_mode_off)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (weft_requires_grad(tensors[i]))
+            return true;
+    return false;
+}
+
+/* ---- nodes -------------------------------------------------------------------------- */
+
+static struct weft_node *node_alloc(const char *name, weft_backward_fn backward, int num_inputs,
+                                    int num_saved)
+{
+    struct weft_node *n = calloc(1, sizeof *n);
+    if (!n)
+        goto oom;
+    n->refcount = 1;
+    n->name = name;
+    n->backward = backward;
+    n->sequence_nr = __atomic_fetch_add(&next_sequence_nr, 1, __ATOMIC_RELAXED);
+    n->num_inputs = num_inputs;
+    n->num_outputs = 1;
+    n->num_saved = num_saved;
+    n->next = num_inputs ? calloc((size_t)num_inputs, sizeof *n->next) : NULL;
+    n->inputs = num_inputs ? calloc((size_t)num_inputs, sizeof *n->inputs) : NULL;
+    n->saved = num_saved ? calloc((size_t)num_saved, sizeof *n->saved) : NULL;
+    if ((num_inputs && (!n->next || !n->inputs)) || (num_saved && !n->saved))
+        goto oom;
+    return n;
+oom:
+    if (n) {
+        free(n->next);
+        free(n->inputs);
+        free(n->saved);
+        free(n);
+    }
+    weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for an autograd node");
+    return NULL;
+}
+
+static void node_free_saved(struct weft_node *n)
+{
+    for (int i = 0; i < n->num_saved; i++) {
+        weft_tensor_release(n->saved[i].alias);
+        n->saved[i].alias = NULL;
+    }
+}
+
+/* Frees nodes iteratively: a long chain must not recurse once per node. */
+static void node_release(struct weft_node *node)
+{
+    struct weft_node *stack_small[64];
+    struct weft_node **stack = stack_small;
+    size_t count = 0, capacity = 64;
+    if (!node)
+        return;
+    stack[count++] = node;
+    while (count > 0) {
+        struct weft_node *n = stack[--count];
+        if (WEFT_ATOMIC_DEC(&n->refcount) != 0)
+            continue;
+        for (int i = 0; i < n->num_inputs; i++) {
+            if (!n->next[i].node)
+                continue;
+            if (count == capacity) {
+                size_t cap = capacity * 2;
+                struct weft_node **grown = malloc(cap * sizeof *grown);
+                if (!grown)
+                    continue; /* leaks the subgraph rather than crash */
+                memcpy(grown, stack, count * sizeof *grown);
+                if (stack != stack_small)
+                    free(stack);
+                stack = grown;
+                capacity = cap;
+            }
+            stack[count++] = n->next[i].node;
+        }
+        node_free_saved(n);
+        if (n->variable) {
+            if (n->variable->autograd && n->variable->autograd->accumulator == n)
+                n->variable->autograd->accumulator = NULL;
+            weft_tensor_release(n->variable);
+        }
+        if (n->retained)
+            for (int j = 0; j < n->num_outputs; j++)
+                if (n->retained[j] && n->retained[j]->autograd)
+                    n->retained[j]->autograd->retains_grad = false;
+        free(n->retained);
+        free(n->next);
+        free(n->inputs);
+        free(n->saved);
+        free(n);
+    }
+    if (stack != stack_small)
+        free(stack);
+}
+
+/* The edge a gradient for t flows along: its grad_fn, or its leaf accumulator. */
+static int gradient_edge(weft_tensor *t, struct edge *out)
+{
+    *out = (struct edge){0};
+    if (!weft_requires_grad(t))
+        return 0;
+    struct weft_autograd_meta *m = t->autograd;
+    if (m->grad_fn) {
+        WEFT_ATOMIC_INC(&m->grad_fn->refcount);
+        *out = (struct edge){m->grad_fn, m->output_nr};
+        return 0;
+    }
+    if (!m->accumulator) {
+        struct weft_node *acc = node_alloc("AccumulateGrad", accumulate_grad_backward, 0, 0);
+        if (!acc)
+            return WEFT_ERR_OUT_OF_MEMORY;
+        acc->variable = weft_tensor_retain(t);
+        m->accumulator = acc; /* weak; the edge below holds the node */
+        *out = (struct edge){acc, 0};
+        return 0;
+    }
+    WEFT_ATOMIC_INC(&m->accumulator->refcount);
+    *out = (struct edge){m->accumulator, 0};
+    return 0;
+}
+
+struct weft_node *weft_node_create(const char *name, weft_backward_fn backward, int num_inputs,
+                                   weft_tensor *const *inputs, int num_saved)
+{
+    struct weft_node *n = node_alloc(name, backward, num_inputs, num_saved);
+    if (!n)
+        return NULL;
+    for (int i = 0; i < num_inputs; i++) {
+        weft_tensor *t = inputs[i];
+        if (!t)
+            continue;
+        struct input_info *info = &n->inputs[i];
+        info->ndim = t->ndim;
+        info->dtype = t->dtype;
+        info->device = t->device;
+        memcpy(info->shape, t->shape, sizeof info->shape);
+        if (gradient_edge(t, &n->next[i]) != 0) {
+            node_release(n);
+            return NULL;
+        }
+    }
+    return n;
+}
+
+static const char *torch_tensor_type(enum weft_dtype dt)
+{
+    switch (dt) {
+    case WEFT_F32: return "FloatTensor";
+    case WEFT_F64: return "DoubleTensor";
+    case WEFT_F16: return "HalfTensor";
+    case WEFT_BF16: return "BFloat16Tensor";
+    default: return "Tensor";
+    }
+}
+
+static int node_save(struct weft_node *node, int slot, weft_tensor *t, const char *producer,
+                     int output_nr)
+{
+    if (!node || slot < 0 || slot >= node->num_saved)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
+    if (!t)
+        return 0;
+    weft_tensor *alias = weft_tensor_make(t->storage, t->ndim, t->shape, t->stride, t->offset,
+                                          t->dtype);
+    if (!alias)
+        return WEFT_ERR_OUT_OF_MEMORY;
+    alias->flags = t->flags;
+    struct saved_tensor *s = &node->saved[slot];
+    weft_tensor_release(s->alias);
+    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr};
+    return 0;
+}
+
+int weft_node_save(struct weft_node *node, int slot, weft_tensor *t)
+{
+    const char *producer = t && t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name
+                                                                    : NULL;
+    int output_nr = t && t->autograd ? t->autograd->output_nr : 0;
+    return node_save(node, slot, t, producer, output_nr);
+}
+
+int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t, int output_nr)
+{
+    return node_save(node, slot, t, node ? node->name : NULL, output_nr);
+}
+
+weft_tensor *weft_node_saved(struct weft_node *node, int slot)
+{
+    if (!node || slot < 0 || slot >= node->num_saved)
+        return NULL;
+    return node->saved[slot].alias;
+}
+
+int64_t *weft_node_ints(struct weft_node *node)
+{
+    return node->ints;
+}
+
+double *weft_node_scalars(struct weft_node *node)
+{
+    return node->scalars;
+}
+
+int weft_node_num_inputs(const struct weft_node *node)
+{
+    return node->num_inputs;
+}
+
+bool weft_node_needs_input_grad(const struct weft_node *node, int i)
+{
+    return i >= 0 && i < node->num_inputs && node->next[i].node != NULL;
+}
+
+int weft_node_input_ndim(const struct weft_node *node, int i)
+{
+    return node->inputs[i].ndim;
+}
+
+const int64_t *weft_node_input_shape(const struct weft_node *node, int i)
+{
+    return node->inputs[i].shape;
+}
+
+enum weft_dtype weft_node_input_dtype(const struct weft_node *node, int i)
+{
+    return node->inputs[i].dtype;
+}
+
+int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const *outputs)
+{
+    if (!node)
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_VALUE;
+    node->num_outputs = num_outputs;
+    for (int j = 0; j < num_outputs; j++) {
+        if (!outputs[j] || !weft_dtype_is_floating(outputs[j]->dtype))
+            continue; /* integer outputs (indices) are not differentiable */
+        struct weft_autograd_meta *m = meta_get(outputs[j]);
+        if (!m) {
+            node_release(node);
+            return WEFT_ERR_OUT_OF_MEMORY;
+        }
+        WEFT_ATOMIC_INC(&node->refcount);
+        node_release(m->grad_fn); /* in-place: the node's edge keeps the old history */
+        m->grad_fn = node;
+        m->output_nr = j;
+        m->retains_grad = false;
+    }
+    node_release(node); /* the caller's reference */
+    return 0;
+}
+
+void weft_node_abandon(struct weft_node *node)
+{
+    node_release(node);
+}
+
+int weft_autograd_check_inplace(weft_tensor *t, bool recording)
+{
+    if (!t || grad_mode_off)
+        return 0;
+    if (weft_requires_grad(t) && weft_is_leaf(t)) {
+        if (t->flags & WEFT_TENSOR_VIEW)
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "a view of a leaf Variable that requires grad is being used in "
+                                  "an in-place operation.");
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "a leaf Variable that requires grad is being used in an in-place "
+                              "operation.");
+    }
+    if (recording && (t->flags & WEFT_TENSOR_VIEW))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "weft does not record in-place operations on views while autograd "
+                              "is recording (the base's history would be wrong); use the "
+                              "out-of-place op, or run it under weft_no_grad_begin()");
+    return 0;
+}
+
+/* ---- the engine ----------------------------------------------------------------------- */
+
+struct node_list {
+    struct weft_node **items;
+    size_t count, capacity;
+};
+
+static int list_push(struct node_list *l, struct weft_node *n)
+{
+    if (l->count == l->capacity) {
+        size_t cap = l->capacity ? l->capacity * 2 : 64;
+        struct weft_node **p = realloc(l->items, cap * sizeof *p);
+        if (!p)
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
+        l->items = p;
+        l->capacity = cap;
+    }
+    l->items[l->count++] = n;
+    return 0;
+}
+
+/* Max-heap on sequence_nr: the most recently created ready node runs first. */
+static void heap_push(struct node_list *h, struct weft_node *n)
+{
+    size_t i = h->count - 1;
+    h->items[i] = n;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (h->items[parent]->sequence_nr >= h->items[i]->sequence_nr)
+            break;
+        struct weft_node *tmp = h->items[parent];
+        h->items[parent] = h->items[i];
+        h->items[i] = tmp;
+        i = parent;
+    }
+}
+
+static struct weft_node *heap_pop(struct node_list *h)
+{
+    struct weft_node *top = h->items[0];
+    h->items[0] = h->items[--h->count];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < h->count && h->items[l]->sequence_nr > h->items[best]->sequence_nr)
+            best = l;
+        if (r < h->count && h->items[r]->sequence_nr > h->items[best]->sequence_nr)
+            best = r;
+        if (best == i)
+            break;
+        struct weft_node *tmp = h->items[best];
+        h->items[best] = h->items[i];
+        h->items[i] = tmp;
+        i = best;
+    }
+    return top;
+}
+
+/* Finds every node reachable from root and counts the edges into each. */
+static int discover(struct weft_node *root, struct node_list *all)
+{
+    struct node_list stack = {0};
+    int rc = list_push(&stack, root);
+    if (rc == 0) {
+        root->discovered = true;
+        rc = list_push(all, root);
+    }
+    while (rc == 0 && stack.count > 0) {
+        struct weft_node *n = stack.items[--stack.count];
+        for (int i = 0; i < n->num_inputs && rc == 0; i++) {
+            struct weft_node *next = n->next[i].node;
+            if (!next)
+                continue;
+            next->deps++;
+            if (next->discovered)
+                continue;
+            next->discovered = true;
+            rc = list_push(all, next);
+            if (rc == 0)
+                rc = list_push(&stack, next);
+        }
+    }
+    free(stack.items);
+    return rc;
+}
+
+static int buffer_add(struct weft_node *n, int slot, weft_tensor *grad)
+{
+    if (!n->buffer) {
+        n->buffer = calloc((size_t)n->num_outputs, sizeof *n->buffer);
+        if (!n->buffer)
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
+    }
+    if (!n->buffer[slot]) {
+        n->buffer[slot] = weft_tensor_retain(grad);
+        return 0;
+    }
+    weft_tensor *sum = weft_add(n->buffer[slot], grad);
+    if (!sum)
+        return weft_error_code();
+    weft_tensor_retain(sum);
+    weft_tensor_release(n->buffer[slot]);
+    n->buffer[slot] = sum;
+    return 0;
+}
+
+static void version_error(const struct weft_node *n, const struct saved_tensor *s)
+{
+    char shape[160];
+    const weft_tensor *t = s->alias;
+    weft_shape_str(t->ndim, t->shape, shape, sizeof shape);
+    const char *cuda = t->device.type == WEFT_DEVICE_CUDA ? "cuda." : "";
+    char which[160] = "";
+    if (s->producer)
+        snprintf(which, sizeof which, ", which is output %d of %s,", s->output_nr, s->producer);
+    weft_error_set(WEFT_ERR_RUNTIME,
+                   "one of the variables needed for gradient computation has been modified by "
+                   "an inplace operation: [torch.%s%s %s]%s is at version %llu; expected "
+                   "version %llu instead. Hint: enable anomaly detection to find the operation "
+                   "that failed to compute its gradient, with weft_set_anomaly_enabled(true). "
+                   "(needed by %s)",
+                   cuda, torch_tensor_type(t->dtype), shape, which,
+                   (unsigned long long)weft_tensor_version(t), (unsigned long long)s->version,
+                   n->name);
+}
+
+static int check_saved(const struct weft_node *n)
+{
+    if (n->released && n->num_saved > 0)
+        return weft_error_set(
+            WEFT_ERR_RUNTIME,
+            "Trying to backward through the graph a second time (or directly access saved "
+            "tensors after they have already been freed). Saved intermediate values of the "
+            "graph are freed when you call .backward() or autograd.grad(). Specify "
+            "retain_graph=True if you need to backward through the graph a second time or if "
+            "you need to access saved tensors after calling backward.");
+    for (int i = 0; i < n->num_saved; i++) {
+        const struct saved_tensor *s = &n->saved[i];
+        if (s->alias && weft_tensor_version(s->alias) != s->version) {
+            version_error(n, s);
+            return WEFT_ERR_RUNTIME;
+        }
+    }
+    return 0;
+}
+
+/* True when every element is finite. */
+static int check_finite(weft_tensor *g, bool *finite)
+{
+    weft_tensor *bad = weft_any(weft_logical_not(weft_logical_and(weft_eq(g, g),
+                                                                 weft_lt_scalar(weft_abs(g), INFINITY))),
+                                0, NULL, false);
+    double v;
+    if (!bad || weft_tensor_item(bad, &v) != 0)
+        return weft_error_code();
+    *finite = v == 0;
+    return 0;
+}
+
+/* Sums a gradient over the dims the forward broadcast, and converts its dtype. */
+static weft_tensor *fit_to_input(weft_tensor *g, const struct input_info *info)
+{
+    if (g->ndim == info->ndim &&
+        memcmp(g->shape, info->shape, (size_t)info->ndim * sizeof *info->shape) == 0)
+        return g->dtype == info->dtype ? g : weft_to_dtype(g, info->dtype);
+    int dims[WEFT_MAX_DIMS], nd = 0;
+    int lead = g->ndim - info->ndim;
+    if (lead < 0)
+        goto mismatch;
+    for (int d = 0; d < g->ndim; d++) {
+        int id = d - lead;
+        if (id < 0 || (info->shape[id] == 1 && g->shape[d] != 1))
+            dims[nd++] = d;
+        else if (info->shape[id] != g->shape[d])
+            goto mismatch;
+    }
+    weft_tensor *r = nd ? weft_sum(g, nd, dims, true) : g;
+    r = weft_reshape(r, info->ndim, info->shape);
+    return r && r->dtype != info->dtype ? weft_to_dtype(r, info->dtype) : r;
+mismatch:;
+    char a[160], b[160];
+    weft_error_set(WEFT_ERR_RUNTIME,
+                   "Function returned an invalid gradient: got shape %s but expected shape "
+                   "compatible with %s",
+                   weft_shape_str(g->ndim, g->shape, a, sizeof a),
+                   weft_shape_str(info->ndim, info->shape, b, sizeof b));
+    return NULL;
+}
+
+static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                    weft_tensor **grad_inputs)
+{
+    (void)grad_inputs;
+    weft_tensor *leaf = node->variable, *g = grad_outputs[0];
+    if (!leaf || !g)
+        return 0;
+    struct weft_autograd_meta *m = meta_get(leaf);
+    if (!m)
+        return WEFT_ERR_OUT_OF_MEMORY;
+    struct input_info info = {leaf->ndim, leaf->dtype, leaf->device, {0}};
+    memcpy(info.shape, leaf->shape, sizeof info.shape);
+    g = fit_to_input(g, &info);
+    if (!g)
+        return weft_error_code();
+    if (m->grad) {
+        return weft_add_(m->grad, g) ? 0 : weft_error_code();
+    }
+    /* Keep our own copy: g may alias a buffer another node still reads. */
+    weft_tensor *own = weft_clone(g);
+    if (!own)
+        return weft_error_code();
+    m->grad = weft_tensor_retain(own);
+    return 0;
+}
+
+/* Stores the gradient flowing into a non-leaf that asked for retain_grad. */
+static int store_retained(struct weft_node *n)
+{
+    if (!n->retained || !n->buffer)
+        return 0;
+    for (int j = 0; j < n->num_outputs; j++) {
+        weft_tensor *t = n->retained[j];
+        if (!t || !n->buffer[j])
+            continue;
+        struct weft_autograd_meta *m = t->autograd;
+        if (m->grad) {
+            if (!weft_add_(m->grad, n->buffer[j]))
+                return weft_error_code();
+            continue;
+        }
+        weft_tensor *own = weft_clone(n->buffer[j]);
+        if (!own)
+            return weft_error_code();
+        m->grad = weft_tensor_retain(own);
+    }
+    return 0;
+}
+
+static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph)
+{
+    int rc = check_saved(n);
+    if (rc != 0)
+        return rc;
+    weft_tensor *empty[1] = {NULL};
+    weft_tensor *const *grad_outputs = n->buffer ? n->buffer : empty;
+    int ninputs = n->num_inputs;
+    weft_tensor *grad_inputs_small[8] = {0};
+    weft_tensor **grad_inputs = grad_inputs_small;
+    if (ninputs > 8) {
+        grad_inputs = calloc((size_t)ninputs, sizeof *grad_inputs);
+        if (!grad_inputs)
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
+    }
+    weft_scope_push();
+    rc = store_retained(n);
+    if (rc == 0)
+        rc = n->backward(n, grad_outputs, grad_inputs);
+    for (int i = 0; i < ninputs && rc == 0; i++) {
+        struct edge *e = &n->next[i];
+        weft_tensor *g = grad_inputs[i];
+        if (!e->node || !g)
+            continue;
+        if (weft_anomaly_enabled()) {
+            bool finite = true;
+            rc = check_finite(g, &finite);
+            if (rc == 0 && !finite)
+                rc = weft_error_set(WEFT_ERR_RUNTIME,
+                                    "Function '%s' returned nan values in its %dth output.",
+                                    n->name, i);
+            if (rc)
+                break;
+        }
+        g = fit_to_input(g, &n->inputs[i]);
+        if (!g) {
+            rc = weft_error_code();
+            break;
+        }
+        rc = buffer_add(e->node, e->input_nr, g);
+        if (rc == 0 && --e->node->deps == 0) {
+            rc = list_push(ready, e->node);
+            if (rc == 0)
+                heap_push(ready, e->node);
+        }
+    }
+    weft_scope_pop();
+    /* Results not recorded in the scope (no scope was open in the formula's caller) are
+     * released here; those recorded were released by the pop. */
+    if (grad_inputs != grad_inputs_small)
+        free(grad_inputs);
+    if (!retain_graph && rc == 0) {
+        node_free_saved(n);
+        n->released = true;
+    }
+    return rc;
+}
+
+static void engine_cleanup(struct node_list *all)
+{
+    for (size_t i = 0; i < all->count; i++) {
+        struct weft_node *n = all->items[i];
+        if (n->buffer) {
+            for (int j = 0; j < n->num_outputs; j++)
+                weft_tensor_release(n->buffer[j]);
+            free(n->buffer);
+            n->buffer = NULL;
+        }
+        n->deps = 0;
+        n->discovered = false;
+    }
+    free(all->items);
+}
+
+int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
+{
+    if (!root)
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_VALUE;
+    if (!weft_requires_grad(root))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "element 0 of tensors does not require grad and does not have a "
+                              "grad_fn");
+    bool prev = weft_no_grad_begin();
+    weft_scope_push();
+    int rc = 0;
+    if (!grad) {
+        if (weft_tensor_numel(root) != 1) {
+            rc = weft_error_set(WEFT_ERR_RUNTIME,
+                                "grad can be implicitly created only for scalar outputs");
+            goto out;
+        }
+        grad = weft_ones_like(root);
+        if (!grad) {
+            rc = weft_error_code();
+            goto out;
+        }
+    } else if (!same_meta(root, grad)) {
+        char a[160], b[160];
+        rc = weft_error_set(WEFT_ERR_RUNTIME,
+                            "Mismatch in shape: grad_output[0] has a shape of %s and output[0] "
+                            "has a shape of %s.",
+                            weft_shape_str(grad->ndim, grad->shape, a, sizeof a),
+                            weft_shape_str(root->ndim, root->shape, b, sizeof b));
+        goto out;
+    }
+    struct edge root_edge;
+    rc = gradient_edge(root, &root_edge);
+    if (rc != 0)
+        goto out;
+    struct node_list all = {0}, ready = {0};
+    rc = discover(root_edge.node, &all);
+    if (rc == 0)
+        rc = buffer_add(root_edge.node, root_edge.input_nr, grad);
+    if (rc == 0)
+        rc = list_push(&ready, root_edge.node);
+    if (rc == 0)
+        heap_push(&ready, root_edge.node);
+    while (rc == 0 && ready.count > 0)
+        rc = run_node(heap_pop(&ready), &ready, retain_graph);
+    free(ready.items);
+    engine_cleanup(&all);
+    node_release(root_edge.node);
+out:
+    weft_scope_pop();
+    weft_grad_mode_restore(prev);
+    return rc;
+}

@@ -1,0 +1,118 @@
+/* weft/autograd.h: define-by-run automatic differentiation, PyTorch's rules.
+ *
+ * A tensor requires grad when it is a leaf marked with weft_requires_grad_() or the
+ * output of an op recorded while grad mode was on and an input required grad. Recording
+ * makes a node (its grad_fn, e.g. "MulBackward0") that holds the backward formula, the
+ * tensors it saved (with their versions) and edges to the nodes of its inputs.
+ * weft_backward() walks the graph in dependency order and accumulates into the .grad of
+ * leaves (and of non-leaves that called weft_retain_grad()).
+ */
+#ifndef WEFT_AUTOGRAD_H
+#define WEFT_AUTOGRAD_H
+
+#include <stdbool.h>
+
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the user API ------------------------------------------------------------------- */
+
+/* Marks a leaf as requiring grad (or not). Errors as PyTorch: "Only Tensors of floating
+ * point dtype can require gradients"; "you can only change requires_grad flags of leaf
+ * variables." (turning it off on a non-leaf). Returns 0 or negative. */
+int weft_requires_grad_(weft_tensor *t, bool requires_grad);
+bool weft_requires_grad(const weft_tensor *t);
+bool weft_is_leaf(const weft_tensor *t);
+/* The accumulated gradient (a new reference), or NULL without error when none. */
+weft_tensor *weft_grad(const weft_tensor *t);
+/* Replaces .grad (NULL clears it); shape, dtype and device must match. */
+int weft_set_grad(weft_tensor *t, weft_tensor *grad);
+/* Clears .grad (set_to_none, PyTorch's default) or zeroes it in place. */
+int weft_zero_grad(weft_tensor *t, bool set_to_none);
+/* Keeps .grad for a non-leaf; a no-op on leaves. "can't retain_grad on Tensor that has
+ * requires_grad=False". */
+int weft_retain_grad(weft_tensor *t);
+/* "MulBackward0"; NULL for leaves and tensors without history. */
+const char *weft_grad_fn_name(const weft_tensor *t);
+
+/* Backpropagates from root. grad NULL means ones (root must have one element: "grad can
+ * be implicitly created only for scalar outputs"). Frees the graph's saved tensors unless
+ * retain_graph. Returns 0 or negative. */
+int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph);
+
+/* Grad mode (thread-local, on by default). weft_no_grad_begin() turns it off and returns
+ * the previous state for weft_grad_mode_restore(). */
+bool weft_grad_enabled(void);
+void weft_set_grad_enabled(bool enabled);
+bool weft_no_grad_begin(void);
+void weft_grad_mode_restore(bool previous);
+
+/* Anomaly mode (process-wide): the first backward node that returns NaN/Inf fails with
+ * "Function 'MulBackward0' returned nan values in its 0th output." */
+void weft_set_anomaly_enabled(bool enabled);
+bool weft_anomaly_enabled(void);
+
+/* torch.autograd.gradcheck: compares the analytical gradient of sum(fn(inputs) * w) for
+ * a fixed random w with central differences (eps) in float64. Inputs must be float64
+ * leaves; those that require grad are checked. Returns 0 when every entry satisfies
+ * |analytical - numerical| <= atol + rtol * |numerical|, else WEFT_ERR_RUNTIME naming the
+ * input, the entry and both values. */
+typedef weft_tensor *(*weft_gradcheck_fn)(void *ctx, weft_tensor *const *inputs);
+int weft_gradcheck(weft_gradcheck_fn fn, void *ctx, int ninputs, weft_tensor *const *inputs,
+                   double eps, double atol, double rtol);
+
+/* ---- defining differentiable ops (core ops, plugins) -------------------------------- */
+
+struct weft_node;
+
+/* Computes grad_inputs[i] for each input i with weft_node_needs_input_grad(node, i)
+ * (NULL means zero). Results are references owned by the engine's scope: tensors made by
+ * weft ops are; to pass a grad_output through unchanged, return
+ * weft_autorelease(weft_tensor_retain(g)). grad_outputs[j] is the gradient of forward output j
+ * (NULL when no gradient reached it). Runs with grad mode off, inside a scope. Any
+ * broadcast the forward did may be left in the result: the engine sums it back to the
+ * input's shape and converts it to the input's dtype. Returns 0 or negative. */
+typedef int (*weft_backward_fn)(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                weft_tensor **grad_inputs);
+
+/* True when grad mode is on and one of the tensors requires grad. */
+bool weft_autograd_needed(int n, weft_tensor *const *tensors);
+
+/* A new node named `name` (a string literal or otherwise static) with edges to the
+ * inputs' histories (NULL inputs and inputs that do not require grad get no edge) and
+ * room for num_saved saved tensors. The caller owns the node until weft_node_finish. */
+struct weft_node *weft_node_create(const char *name, weft_backward_fn backward, int num_inputs,
+                                   weft_tensor *const *inputs, int num_saved);
+/* Saves t in slot, remembering its current version; saving an output of this node keeps
+ * a detached alias so the graph has no cycle. */
+int weft_node_save(struct weft_node *node, int slot, weft_tensor *t);
+/* The saved tensor (borrowed), NULL if the slot is empty. */
+weft_tensor *weft_node_saved(struct weft_node *node, int slot);
+/* Per-node parameters copied from the forward (dims, scalars). */
+int64_t *weft_node_ints(struct weft_node *node);    /* 16 entries */
+double *weft_node_scalars(struct weft_node *node);  /* 4 entries */
+int weft_node_num_inputs(const struct weft_node *node);
+bool weft_node_needs_input_grad(const struct weft_node *node, int i);
+/* Forward input i's shape and dtype as recorded. */
+int weft_node_input_ndim(const struct weft_node *node, int i);
+const int64_t *weft_node_input_shape(const struct weft_node *node, int i);
+enum weft_dtype weft_node_input_dtype(const struct weft_node *node, int i);
+/* Makes node the grad_fn of outputs (output j gets output_nr j), consuming the caller's
+ * reference. For in-place ops the output is the modified input: its history is replaced
+ * (the node's edge to the old history was taken at create time). Returns 0 or negative;
+ * on failure the node is freed. */
+int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const *outputs);
+/* Frees a node that will not be finished (an error path). */
+void weft_node_abandon(struct weft_node *node);
+/* Checks before an in-place op on t: errors for a leaf that requires grad ("a leaf
+ * Variable that requires grad is being used in an in-place operation.") and for views
+ * when recording (weft refuses rather than risk a wrong gradient). */
+int weft_autograd_check_inplace(weft_tensor *t, bool recording);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,192 @@
+/* weft/nn.h: layers, losses and modules, with PyTorch's names, defaults and semantics.
+ *
+ * The functional layer (weft_linear, weft_conv2d, ...) is made of recorded ops or of
+ * ops with their own backward nodes, so every layer is differentiable on every backend
+ * that has its kernels. Modules own their parameters (leaf tensors that require grad)
+ * and buffers, and name them as torch.nn does ("0.weight", "3.running_mean"), so a
+ * state_dict saved by weft loads into PyTorch and back.
+ *
+ * Tensors follow weft/tensor.h's ownership rules (new references, autorelease scopes);
+ * modules are plain owned objects: whoever creates one frees it with weft_module_free,
+ * and a container owns the children added to it.
+ */
+#ifndef WEFT_NN_H
+#define WEFT_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- functional layers ------------------------------------------------------------- */
+
+/* x @ weight^T + bias; weight [out, in], bias [out] or NULL; x [..., in]. */
+weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
+
+struct weft_conv2d_params {
+    int64_t stride[2];   /* 0 means 1 */
+    int64_t padding[2];
+    int64_t dilation[2]; /* 0 means 1 */
+    int64_t groups;      /* 0 means 1 */
+};
+/* x [N, C_in, H, W] (or [C_in, H, W]), weight [C_out, C_in/groups, kH, kW], bias [C_out]
+ * or NULL; params NULL means stride 1, no padding, dilation 1, groups 1. */
+weft_tensor *weft_conv2d(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
+                         const struct weft_conv2d_params *params);
+
+struct weft_pool2d_params {
+    int64_t kernel[2];
+    int64_t stride[2];   /* 0 means the kernel size (PyTorch's default) */
+    int64_t padding[2];
+    int64_t dilation[2]; /* max pooling only; 0 means 1 */
+    bool ceil_mode;
+    bool count_include_pad; /* avg pooling; PyTorch's default is true */
+};
+weft_tensor *weft_max_pool2d(weft_tensor *x, const struct weft_pool2d_params *params);
+weft_tensor *weft_avg_pool2d(weft_tensor *x, const struct weft_pool2d_params *params);
+weft_tensor *weft_adaptive_avg_pool2d(weft_tensor *x, int64_t out_h, int64_t out_w);
+
+/* Batch norm over dim 1 of [N, C] or [N, C, ...]. In training, normalises with the
+ * batch statistics and updates running_mean/var in place (unbiased variance, PyTorch's
+ * momentum convention); in eval, uses the running statistics. weight/bias/running
+ * tensors may be NULL. */
+weft_tensor *weft_batch_norm(weft_tensor *x, weft_tensor *running_mean, weft_tensor *running_var,
+                             weft_tensor *weight, weft_tensor *bias, bool training,
+                             double momentum, double eps);
+/* Normalises over the last `ndims` dims, which must equal normalized_shape. */
+weft_tensor *weft_layer_norm(weft_tensor *x, int ndims, const int64_t *normalized_shape,
+                             weft_tensor *weight, weft_tensor *bias, double eps);
+/* Zeroes elements with probability p (Philox) and scales the rest by 1/(1-p) when
+ * training; identity otherwise. */
+weft_tensor *weft_dropout(weft_tensor *x, double p, bool training);
+/* Rows of weight [num, dim] picked by integer indices of any shape. */
+weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight);
+weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope);
+
+/* ---- losses ------------------------------------------------------------------------ */
+
+enum weft_reduction { WEFT_REDUCTION_MEAN = 0, WEFT_REDUCTION_SUM, WEFT_REDUCTION_NONE };
+
+struct weft_cross_entropy_params {
+    enum weft_reduction reduction;
+    int64_t ignore_index;   /* PyTorch's default is -100 */
+    double label_smoothing; /* 0..1 */
+    weft_tensor *weight;    /* per-class weights [C] or NULL */
+};
+/* PyTorch's defaults: mean, ignore_index -100, no smoothing, no weights. */
+struct weft_cross_entropy_params weft_cross_entropy_defaults(void);
+
+/* logits [N, C] (or [N, C, d...]), target int64 class indices [N] (or [N, d...]).
+ * Fused log-softmax + NLL: numerically stable, with one backward node. params NULL means
+ * the defaults. */
+weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
+                                const struct weft_cross_entropy_params *params);
+/* log_probs [N, C], target int64 [N]; label_smoothing is ignored. */
+weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
+                           const struct weft_cross_entropy_params *params);
+weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
+weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
+/* pos_weight [C] or NULL. */
+weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tensor *target,
+                                                   weft_tensor *pos_weight,
+                                                   enum weft_reduction reduction);
+
+/* ---- modules ----------------------------------------------------------------------- */
+
+typedef struct weft_module weft_module;
+
+/* What a kind of module does. Versioned like every vtable: abi_version and struct_size
+ * first, fields appended only, NULL optional methods. Plugins may define module types. */
+struct weft_module_type {
+    uint32_t abi_version;    /* WEFT_PLUGIN_ABI_VERSION */
+    uint32_t struct_size;    /* sizeof(struct weft_module_type) */
+    const char *name;        /* "Linear" */
+    /* Required: the forward computation (a new reference, or NULL with an error). */
+    weft_tensor *(*forward)(weft_module *m, weft_tensor *input);
+    /* Optional: frees the state pointer given to weft_module_new. */
+    void (*free_state)(void *state);
+    /* Optional: the text inside the parentheses of the repr ("in_features=784, ..."). */
+    int (*extra_repr)(const weft_module *m, char *buf, size_t size);
+};
+
+/* A module of `type` owning `state` (freed by type->free_state). NULL on error. */
+weft_module *weft_module_new(const struct weft_module_type *type, void *state);
+void weft_module_free(weft_module *m); /* frees children too; NULL is ignored */
+void *weft_module_state(const weft_module *m);
+const char *weft_module_type_name(const weft_module *m);
+
+/* Registers a parameter (made a leaf that requires grad) or a buffer; the module takes
+ * its own reference. Names must be unique within the module and contain no '.'. */
+int weft_module_register_parameter(weft_module *m, const char *name, weft_tensor *t);
+int weft_module_register_buffer(weft_module *m, const char *name, weft_tensor *t);
+/* Adds a child under `name`; the module takes ownership (also on failure). */
+int weft_module_add_child(weft_module *m, const char *name, weft_module *child);
+/* This module's own parameter/buffer/child by name (borrowed), or NULL. */
+weft_tensor *weft_module_parameter(const weft_module *m, const char *name);
+weft_tensor *weft_module_buffer(const weft_module *m, const char *name);
+weft_module *weft_module_child(const weft_module *m, const char *name);
+
+/* Runs forward (a new reference). */
+weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input);
+/* Sets training mode recursively (PyTorch's train()/eval()). */
+void weft_module_train(weft_module *m, bool training);
+bool weft_module_is_training(const weft_module *m);
+/* Moves/converts every parameter and buffer in place (the tensors keep their identity,
+ * so optimizers built before still point at them). Floating dtypes only are converted. */
+int weft_module_to(weft_module *m, weft_device dev, enum weft_dtype dtype);
+
+/* Full dotted names and tensors (borrowed), in registration order, depth first:
+ * parameters "0.weight", "0.bias", ...; buffers "1.running_mean", ... Returns the count
+ * and a malloc'd array the caller frees with free(); names live in the array. */
+struct weft_named_tensor {
+    char name[128];
+    weft_tensor *tensor;
+};
+int weft_module_named_parameters(const weft_module *m, struct weft_named_tensor **out);
+int weft_module_named_buffers(const weft_module *m, struct weft_named_tensor **out);
+/* Total number of parameter elements. */
+int64_t weft_module_num_parameters(const weft_module *m);
+/* PyTorch's repr of a module tree, malloc'd. */
+char *weft_module_repr(const weft_module *m);
+
+/* ---- layers (defaults as torch.nn; float32 on cpu, initialised as PyTorch does) ------ */
+
+weft_module *weft_nn_linear(int64_t in_features, int64_t out_features, bool bias);
+struct weft_conv2d_options {
+    int64_t in_channels, out_channels;
+    int64_t kernel_size[2];
+    struct weft_conv2d_params params;
+    bool bias;
+};
+weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options);
+weft_module *weft_nn_max_pool2d(const struct weft_pool2d_params *params);
+weft_module *weft_nn_avg_pool2d(const struct weft_pool2d_params *params);
+weft_module *weft_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w);
+/* eps 1e-5, momentum 0.1 are PyTorch's defaults. */
+weft_module *weft_nn_batch_norm1d(int64_t num_features, double eps, double momentum);
+weft_module *weft_nn_batch_norm2d(int64_t num_features, double eps, double momentum);
+weft_module *weft_nn_layer_norm(int ndims, const int64_t *normalized_shape, double eps,
+                                bool elementwise_affine);
+weft_module *weft_nn_dropout(double p);
+weft_module *weft_nn_embedding(int64_t num_embeddings, int64_t embedding_dim);
+weft_module *weft_nn_flatten(int start_dim, int end_dim); /* PyTorch: 1, -1 */
+weft_module *weft_nn_relu(void);
+weft_module *weft_nn_leaky_relu(double negative_slope); /* PyTorch: 0.01 */
+weft_module *weft_nn_gelu(void);
+weft_module *weft_nn_tanh(void);
+weft_module *weft_nn_sigmoid(void);
+weft_module *weft_nn_softmax(int dim);
+weft_module *weft_nn_log_softmax(int dim);
+/* Children named "0", "1", ... in order; takes ownership of all (also on failure). */
+weft_module *weft_nn_sequential(int n, weft_module *const *modules);
+int weft_nn_sequential_append(weft_module *seq, weft_module *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,548 @@
+/* plugins/cuda/backend.c: the cuda device backend: devices, memory through the caching
+ * allocators, copies, synchronisation, statistics.
+ *
+ * The allocators (caching_allocator.c, host_allocator.c) know nothing of CUDA; this file
+ * gives them the CUDA runtime as their struct alloc_ops. One device allocator per
+ * device, made on first use; one pinned host allocator for the process. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/plugin.h>
+
+#include "caching_allocator.h"
+#include "cuda_plugin.h"
+#include "host_allocator.h"
+
+struct device_state {
+    int index;
+    struct caching_allocator *allocator; /* NULL until the first allocation */
+    cudaStream_t stream;                 /* the current stream; NULL: legacy default */
+};
+
+static struct device_state devices[CUDA_MAX_DEVICES];
+static int ndevices;
+static struct host_allocator *host_allocator;
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int cuda_check(cudaError_t err, const char *call, const char *file, int line)
+{
+    if (err == cudaSuccess)
+        return 0;
+    /* Clears the error unless it is sticky (then the context is lost anyway). */
+    (void)cudaGetLastError();
+    const char *base = strrchr(file, '/');
+    return weft_error_set(WEFT_ERR_DEVICE, "CUDA error: %s (%s at %s:%d)", cudaGetErrorString(err),
+                          call, base ? base + 1 : file, line);
+}
+
+int cuda_device_count(void)
+{
+    return ndevices;
+}
+
+static int check_index(int index)
+{
+    if (index >= 0 && index < ndevices)
+        return 0;
+    return weft_error_set(WEFT_ERR_DEVICE, "invalid device cuda:%d: only %d CUDA device(s) present",
+                          index, ndevices);
+}
+
+int cuda_set_device(int index)
+{
+    if (check_index(index) != 0)
+        return WEFT_ERR_DEVICE;
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == index)
+        return 0;
+    return CUDA_CHECK(cudaSetDevice(index));
+}
+
+cudaStream_t cuda_current_stream(int index)
+{
+    if (index < 0 || index >= ndevices)
+        return NULL;
+    return __atomic_load_n(&devices[index].stream, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the CUDA runtime as the allocators' device ------------------------------------ */
+
+/* Writes "CUDA error: ..." for a failed call, and says whether it was out of memory. */
+static int raw_status(cudaError_t err, const char *what, size_t size, char *why, size_t why_size)
+{
+    (void)cudaGetLastError();
+    snprintf(why, why_size, "CUDA error: %s (%s of %zu bytes)", cudaGetErrorString(err), what,
+             size);
+    return err == cudaErrorMemoryAllocation ? CA_ERR_OOM : CA_ERR_DEVICE;
+}
+
+static int device_alloc(void *ctx, size_t size, void **ptr, char *why, size_t why_size)
+{
+    const struct device_state *d = ctx;
+    cudaError_t err = cudaSetDevice(d->index);
+    if (err == cudaSuccess)
+        err = cudaMalloc(ptr, size);
+    return err == cudaSuccess ? CA_OK : raw_status(err, "cudaMalloc", size, why, why_size);
+}
+
+/* Errors are ignored: at process exit the runtime may already be unloading, and there
+ * is nobody to tell. */
+static void device_free(void *ctx, void *ptr, size_t size)
+{
+    const struct device_state *d = ctx;
+    if (cudaSetDevice(d->index) != cudaSuccess || cudaFree(ptr) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static void device_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    const struct device_state *d = ctx;
+    *free_bytes = *total_bytes = 0;
+    if (cudaSetDevice(d->index) != cudaSuccess || cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+/* Events are created on the current device; callers made it the stream's device. */
+static void *event_record(void *ctx, ca_stream stream)
+{
+    const struct device_state *d = ctx;
+    cudaEvent_t event = NULL;
+    if (d && cudaSetDevice(d->index) != cudaSuccess)
+        goto fail;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess)
+        goto fail;
+    if (cudaEventRecord(event, (cudaStream_t)stream) != cudaSuccess) {
+        cudaEventDestroy(event);
+        goto fail;
+    }
+    return event;
+fail:
+    (void)cudaGetLastError();
+    return NULL;
+}
+
+static int event_query(void *ctx, void *event)
+{
+    cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (err != cudaSuccess)
+        (void)cudaGetLastError();
+    return 1;
+}
+
+static void event_synchronize(void *ctx, void *event)
+{
+    if (cudaEventSynchronize((cudaEvent_t)event) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static void event_destroy(void *ctx, void *event)
+{
+    if (cudaEventDestroy((cudaEvent_t)event) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static void stream_synchronize(void *ctx, ca_stream stream)
+{
+    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static int pinned_alloc(void *ctx, size_t size, void **ptr, char *why, size_t why_size)
+{
+    cudaError_t err = cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+    return err == cudaSuccess ? CA_OK : raw_status(err, "cudaHostAlloc", size, why, why_size);
+}
+
+static void pinned_free(void *ctx, void *ptr, size_t size)
+{
+    if (cudaFreeHost(ptr) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static struct alloc_ops device_ops(struct device_state *d)
+{
+    return (struct alloc_ops){
+        .ctx = d,
+        .alloc = device_alloc,
+        .free = device_free,
+        .mem_info = device_mem_info,
+        .event_record = event_record,
+        .event_query = event_query,
+        .event_synchronize = event_synchronize,
+        .event_destroy = event_destroy,
+        .stream_synchronize = stream_synchronize,
+    };
+}
+
+/* ---- allocators ---------------------------------------------------------------------- */
+
+/* PYTORCH_CUDA_ALLOC_CONF's max_split_size_mb, read from WEFT_CUDA_MAX_SPLIT_SIZE_MB
+ * (PyTorch requires more than 20 MiB; smaller values are raised to that). */
+static size_t max_split_size(void)
+{
+    const char *text = getenv("WEFT_CUDA_MAX_SPLIT_SIZE_MB");
+    char *end;
+    unsigned long long mb = text ? strtoull(text, &end, 10) : 0;
+    if (!text || end == text || mb == 0)
+        return CA_MAX_SPLIT_UNLIMITED;
+    if (mb <= CA_LARGE_BUFFER >> 20)
+        mb = (CA_LARGE_BUFFER >> 20) + 1;
+    return (size_t)mb << 20;
+}
+
+/* The device's allocator, made on first use; NULL with an error. */
+static struct caching_allocator *device_allocator(int index)
+{
+    if (check_index(index) != 0)
+        return NULL;
+    struct device_state *d = &devices[index];
+    struct caching_allocator *ca = __atomic_load_n(&d->allocator, __ATOMIC_ACQUIRE);
+    if (ca)
+        return ca;
+    pthread_mutex_lock(&state_lock);
+    ca = d->allocator;
+    if (!ca) {
+        struct caching_allocator_config cfg = {
+            .device = index, .max_split_size = max_split_size(), .ops = device_ops(d)};
+        ca = caching_allocator_new(&cfg);
+        __atomic_store_n(&d->allocator, ca, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&state_lock);
+    if (!ca)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "cuda:%d: out of host memory for the allocator",
+                       index);
+    return ca;
+}
+
+static struct host_allocator *pinned_allocator(void)
+{
+    struct host_allocator *ha = __atomic_load_n(&host_allocator, __ATOMIC_ACQUIRE);
+    if (ha)
+        return ha;
+    pthread_mutex_lock(&state_lock);
+    ha = host_allocator;
+    if (!ha) {
+        struct alloc_ops ops = device_ops(NULL);
+        ops.alloc = pinned_alloc;
+        ops.free = pinned_free;
+        ops.mem_info = NULL;
+        ha = host_allocator_new(&ops);
+        __atomic_store_n(&host_allocator, ha, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&state_lock);
+    if (!ha)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for the pinned allocator");
+    return ha;
+}
+
+static int allocator_error(int rc, const char *why)
+{
+    return weft_error_set(rc == CA_ERR_OOM ? WEFT_ERR_OUT_OF_MEMORY : WEFT_ERR_DEVICE, "%s", why);
+}
+
+static void *cuda_alloc(int index, size_t nbytes)
+{
+    struct caching_allocator *ca = device_allocator(index);
+    if (!ca)
+        return NULL;
+    void *ptr = NULL;
+    char why[512];
+    int rc = caching_allocator_malloc(ca, nbytes, cuda_current_stream(index), &ptr, why, sizeof why);
+    if (rc != CA_OK)
+        allocator_error(rc, why);
+    return ptr;
+}
+
+static void cuda_free(int index, void *ptr, size_t nbytes)
+{
+    (void)nbytes;
+    if (!ptr || index < 0 || index >= ndevices || !devices[index].allocator)
+        return;
+    if (caching_allocator_free(devices[index].allocator, ptr) != CA_OK)
+        fprintf(stderr, "weft-cuda: free of %p, which cuda:%d's allocator did not hand out\n", ptr,
+                index);
+}
+
+static void *cuda_host_alloc_pinned(size_t nbytes)
+{
+    struct host_allocator *ha = pinned_allocator();
+    if (!ha)
+        return NULL;
+    void *ptr = NULL;
+    char why[512];
+    int rc = host_allocator_malloc(ha, nbytes, &ptr, why, sizeof why);
+    if (rc != CA_OK)
+        allocator_error(rc, why);
+    return ptr;
+}
+
+static void cuda_host_free_pinned(void *ptr, size_t nbytes)
+{
+    (void)nbytes;
+    struct host_allocator *ha = __atomic_load_n(&host_allocator, __ATOMIC_ACQUIRE);
+    if (ptr && (!ha || host_allocator_free(ha, ptr) != CA_OK))
+        fprintf(stderr, "weft-cuda: free of %p, which the pinned allocator did not hand out\n",
+                ptr);
+}
+
+/* ---- copies ---------------------------------------------------------------------------- */
+
+/* Page-locked host memory: ours, or registered/allocated by someone else. */
+static bool is_pinned(const void *host)
+{
+    struct host_allocator *ha = __atomic_load_n(&host_allocator, __ATOMIC_ACQUIRE);
+    if (ha && host_allocator_contains(ha, host))
+        return true;
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return attr.type == cudaMemoryTypeHost;
+}
+
+/* Device to device: queued on the stream, never waited for (stream order protects both
+ * blocks, as in PyTorch). */
+static int copy_device_to_device(void *dst, int dst_dev, const void *src, int src_dev,
+                                 size_t nbytes)
+{
+    cudaStream_t stream = cuda_current_stream(dst_dev);
+    if (dst_dev == src_dev)
+        return CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
+    return CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, nbytes, stream));
+}
+
+/* Host <-> device on the current stream. Returns before the copy ends only when asked
+ * to and the host side is pinned; our pinned blocks then get an event so that they are
+ * not reused before the copy is done. Otherwise (pageable memory, or blocking copies)
+ * it waits, as PyTorch's copy_ does. */
+static int copy_host_device(void *dst, const void *src, size_t nbytes, enum cudaMemcpyKind kind,
+                            int index, bool non_blocking)
+{
+    cudaStream_t stream = cuda_current_stream(index);
+    const void *host = kind == cudaMemcpyHostToDevice ? src : dst;
+    if (CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, stream)) != 0)
+        return WEFT_ERR_DEVICE;
+    if (non_blocking && is_pinned(host)) {
+        struct host_allocator *ha = __atomic_load_n(&host_allocator, __ATOMIC_ACQUIRE);
+        if (!ha || host_allocator_record_event(ha, host, stream) >= 0)
+            return 0;
+        /* No event could be kept: fall through and wait instead. */
+    }
+    return CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+static int cuda_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
+    if (nbytes == 0)
+        return 0;
+    void *d = weft_tensor_data(dst);
+    const void *s = weft_tensor_data(src);
+    bool dst_on_device = dst->device.type != WEFT_DEVICE_CPU;
+    bool src_on_device = src->device.type != WEFT_DEVICE_CPU;
+    int index = dst_on_device ? dst->device.index : src->device.index;
+    if (cuda_set_device(index) != 0)
+        return WEFT_ERR_DEVICE;
+    if (dst_on_device && src_on_device)
+        return copy_device_to_device(d, dst->device.index, s, src->device.index, nbytes);
+    enum cudaMemcpyKind kind = dst_on_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    return copy_host_device(d, s, nbytes, kind, index, non_blocking);
+}
+
+/* ---- the rest of the vtable -------------------------------------------------------- */
+
+static int cuda_device_name(int index, char *buf, size_t size)
+{
+    if (check_index(index) != 0)
+        return WEFT_ERR_DEVICE;
+    struct cudaDeviceProp prop;
+    if (CUDA_CHECK(cudaGetDeviceProperties(&prop, index)) != 0)
+        return WEFT_ERR_DEVICE;
+    snprintf(buf, size, "%s", prop.name);
+    return 0;
+}
+
+static int cuda_synchronize(int index)
+{
+    if (cuda_set_device(index) != 0)
+        return WEFT_ERR_DEVICE;
+    return CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+static int cuda_memory_stats(int index, struct weft_memory_stats *out)
+{
+    if (check_index(index) != 0)
+        return WEFT_ERR_DEVICE;
+    struct weft_memory_stats m = {.struct_size = out->struct_size};
+    struct caching_allocator *ca = __atomic_load_n(&devices[index].allocator, __ATOMIC_ACQUIRE);
+    if (ca) {
+        struct ca_stats s;
+        caching_allocator_get_stats(ca, &s);
+        m.allocated_bytes = (uint64_t)s.allocated_bytes[CA_STAT_ALL].current;
+        m.reserved_bytes = (uint64_t)s.reserved_bytes[CA_STAT_ALL].current;
+        m.peak_allocated_bytes = (uint64_t)s.allocated_bytes[CA_STAT_ALL].peak;
+        m.peak_reserved_bytes = (uint64_t)s.reserved_bytes[CA_STAT_ALL].peak;
+        m.num_allocs = (uint64_t)s.allocation[CA_STAT_ALL].allocated;
+        m.num_frees = (uint64_t)s.allocation[CA_STAT_ALL].freed;
+        m.num_cache_hits = (uint64_t)s.num_cache_hits;
+        m.num_alloc_retries = (uint64_t)s.num_alloc_retries;
+        m.num_ooms = (uint64_t)s.num_ooms;
+    }
+    /* Only the fields the caller's struct has. */
+    size_t size = out->struct_size < sizeof m ? out->struct_size : sizeof m;
+    memcpy(out, &m, size);
+    return 0;
+}
+
+static void cuda_empty_cache(int index)
+{
+    if (index < 0 || index >= ndevices)
+        return;
+    struct caching_allocator *ca = __atomic_load_n(&devices[index].allocator, __ATOMIC_ACQUIRE);
+    if (ca && cuda_set_device(index) == 0)
+        caching_allocator_empty_cache(ca);
+}
+
+/* "sm_90; CUDA 13.0; cuBLAS 13.0.2": device 0's architecture, the runtime, cuBLAS. */
+static char features_text[160];
+
+static void fill_features(void)
+{
+    int major = 0, minor = 0, runtime = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess ||
+        cudaRuntimeGetVersion(&runtime) != cudaSuccess)
+        (void)cudaGetLastError();
+    char blas[64];
+    cuda_blas_version(blas, sizeof blas);
+    snprintf(features_text, sizeof features_text, "sm_%d%d; CUDA %d.%d; %s", major, minor,
+             runtime / 1000, runtime % 1000 / 10, blas);
+}
+
+static const char *cuda_features(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_features);
+    return features_text;
+}
+
+static int cuda_device_count_method(void)
+{
+    return ndevices;
+}
+
+static const struct weft_backend cuda_backend = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_backend),
+    .name = "cuda",
+    .device_count = cuda_device_count_method,
+    .device_name = cuda_device_name,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .synchronize = cuda_synchronize,
+    .host_alloc_pinned = cuda_host_alloc_pinned,
+    .host_free_pinned = cuda_host_free_pinned,
+    .memory_stats = cuda_memory_stats,
+    .empty_cache = cuda_empty_cache,
+    .features = cuda_features,
+};
+
+/* ---- extras: what PyTorch users reach through torch.cuda ----------------------------- */
+
+/* torch.cuda.memory_summary(device): a malloc'd table (caller frees), NULL with error. */
+static char *extra_memory_summary(int index, bool abbreviated)
+{
+    struct caching_allocator *ca = device_allocator(index);
+    if (!ca)
+        return NULL;
+    char *text = caching_allocator_summary(ca, abbreviated);
+    if (!text)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory_summary: out of host memory");
+    return text;
+}
+
+/* Tensor.record_stream(stream): the block holding the storage at `data` (its base
+ * pointer) is not reused until the work queued on `stream` so far has finished. */
+static int extra_record_stream(int index, void *data, void *stream)
+{
+    struct caching_allocator *ca = device_allocator(index);
+    if (!ca)
+        return WEFT_ERR_DEVICE;
+    if (caching_allocator_record_stream(ca, data, (ca_stream)stream) == CA_OK)
+        return 0;
+    return weft_error_set(WEFT_ERR_VALUE, "record_stream: %p is not a block of cuda:%d's "
+                                          "caching allocator", data, index);
+}
+
+static void *extra_current_stream(int index)
+{
+    return cuda_current_stream(index);
+}
+
+/* torch.cuda.set_stream: later work for the device is queued on `stream`. */
+static int extra_set_stream(int index, void *stream)
+{
+    if (check_index(index) != 0)
+        return WEFT_ERR_DEVICE;
+    __atomic_store_n(&devices[index].stream, (cudaStream_t)stream, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void extra_reset_peak_memory_stats(int index)
+{
+    struct caching_allocator *ca = device_allocator(index);
+    if (ca)
+        caching_allocator_reset_peak_stats(ca);
+}
+
+int cuda_backend_register(void)
+{
+    int n = 0;
+    if (CUDA_CHECK(cudaGetDeviceCount(&n)) != 0)
+        return WEFT_ERR_DEVICE;
+    ndevices = n < CUDA_MAX_DEVICES ? n : CUDA_MAX_DEVICES;
+    for (int i = 0; i < ndevices; i++)
+        devices[i].index = i;
+    int type = weft_backend_register(&cuda_backend);
+    if (type < 0)
+        return type;
+    struct {
+        const char *name;
+        void *fn;
+    } extras[] = {
+        {"cuda.memory_summary", (void *)extra_memory_summary},
+        {"cuda.record_stream", (void *)extra_record_stream},
+        {"cuda.current_stream", (void *)extra_current_stream},
+        {"cuda.set_stream", (void *)extra_set_stream},
+        {"cuda.reset_peak_memory_stats", (void *)extra_reset_peak_memory_stats},
+    };
+    for (size_t i = 0; i < sizeof extras / sizeof *extras; i++) {
+        int rc = weft_extra_register(extras[i].name, extras[i].fn);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Returns cached memory to the driver (plugin unload at exit). Blocks still handed out
+ * are freed too: nothing can use them once weft is gone. */
+void cuda_backend_shutdown(void)
+{
+    for (int i = 0; i < ndevices; i++) {
+        struct caching_allocator *ca = devices[i].allocator;
+        devices[i].allocator = NULL;
+        if (ca && cudaSetDevice(i) == cudaSuccess)
+            caching_allocator_destroy(ca);
+    }
+    host_allocator_destroy(host_allocator);
+    host_allocator = NULL;
+    (void)cudaGetLastError();
+}

@@ -1,0 +1,64 @@
+/* plugins/cuda/plugin.c: the CUDA plugin's descriptor, probe and set-up. */
+#include <stdio.h>
+
+#include <weft/plugin.h>
+#include <weft/version.h>
+
+#include "cuda_plugin.h"
+
+/* Usable when the runtime finds a device. Without a driver cudaGetDeviceCount fails
+ * with error 35, and the reason says so: "no CUDA device: CUDA driver version is
+ * insufficient for CUDA runtime version". */
+static int cuda_probe(char *why, size_t why_size)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, why_size, "no CUDA device: %s", cudaGetErrorString(err));
+        return 1;
+    }
+    if (n == 0) {
+        snprintf(why, why_size, "no CUDA device: the CUDA runtime found none");
+        return 1;
+    }
+    return 0;
+}
+
+static int cuda_init(void)
+{
+    int (*const steps[])(void) = {
+        cuda_backend_register,
+        cuda_register_elementwise_kernels,
+        cuda_register_fill_kernels,
+        cuda_register_matmul_kernels,
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        int rc = steps[i]();
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void cuda_fini(void)
+{
+    cuda_blas_shutdown();
+    cuda_backend_shutdown();
+}
+
+static const struct weft_plugin cuda_plugin = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_plugin),
+    .name = "cuda",
+    .version = WEFT_VERSION_STRING,
+    .description = "CUDA devices: caching allocator, pinned host memory, kernels, cuBLAS",
+    .probe = cuda_probe,
+    .init = cuda_init,
+    .fini = cuda_fini,
+};
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin *weft_plugin_init(void)
+{
+    return &cuda_plugin;
+}

@@ -1,0 +1,92 @@
+/* plugins/io/io.h: what the readers of weft-io.so share: config helpers, files read
+ * whole or as a stream (raw or gzip'd), memory-mapped files and byte order. */
+#ifndef WEFT_IO_H
+#define WEFT_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/config.h>
+#include <weft/dataset.h>
+#include <weft/error.h>
+
+#define IO_PATH_MAX 4096
+
+/* The readers (one file each). */
+extern const struct weft_dataset_reader io_idx_reader;
+extern const struct weft_dataset_reader io_csv_reader;
+extern const struct weft_dataset_reader io_npy_reader;
+extern const struct weft_dataset_reader io_synthetic_reader;
+
+/* ---- config ---------------------------------------------------------------------- */
+
+/* Reads [section] key as a path resolved against the config's directory into out.
+ * Returns 1 when set, 0 when absent and optional, negative with an error ("missing key
+ * 'images': expected <what>") when absent and required or when the value is empty. */
+int io_config_path(struct weft_config *cfg, const char *section, const char *key, bool required,
+                   const char *what, char *out, size_t size);
+/* An integer key: def when absent (taken as is), else a value that must lie in
+ * [lo, hi]. */
+int io_config_int_range(struct weft_config *cfg, const char *section, const char *key,
+                        int64_t def, int64_t lo, int64_t hi, int64_t *out);
+
+/* ---- sequential reading, raw or gzip'd ------------------------------------------ */
+
+/* A file read front to back; a gzip'd file (recognised by its magic, whatever its
+ * name) is decompressed on the fly through zlib. `offset` counts decompressed bytes. */
+struct io_stream {
+    const char *path;
+    void *handle;      /* gzFile with zlib, FILE * without */
+    bool compressed;
+    bool gz_cut;       /* the gzip data ended before the stream's end marker */
+    uint64_t offset;   /* bytes consumed so far */
+    int64_t raw_size;  /* file size when not compressed, else -1 */
+};
+
+int io_stream_open(struct io_stream *s, const char *path);
+void io_stream_close(struct io_stream *s);
+/* Reads exactly n bytes; a short read is "<path>: byte <offset>: truncated <what>:
+ * expected n bytes, found k". */
+int io_stream_read(struct io_stream *s, void *buf, size_t n, const char *what);
+/* Reads exactly n bytes into a new malloc'd *out. Memory grows only as data really
+ * arrives (or is checked against the file size first), so a size that a corrupt header
+ * claims never becomes an allocation. */
+int io_stream_read_alloc(struct io_stream *s, size_t n, void **out, const char *what);
+/* Reads everything that is left into a new malloc'd, NUL-terminated *out (*len bytes,
+ * NUL not counted). */
+int io_stream_read_all(struct io_stream *s, char **out, size_t *len);
+/* Error unless the stream is at its end ("<path>: byte N: unexpected data after ..."). */
+int io_stream_expect_end(struct io_stream *s, const char *after);
+/* "(decompressed) " for compressed streams, "" otherwise: for messages that give
+ * offsets. */
+const char *io_stream_offset_kind(const struct io_stream *s);
+
+/* ---- memory-mapped files -------------------------------------------------------- */
+
+struct io_map {
+    const unsigned char *data;
+    size_t size;
+};
+/* Maps the whole file read-only; an empty file is mapped as data NULL, size 0. */
+int io_map_open(struct io_map *m, const char *path);
+void io_map_close(struct io_map *m);
+
+/* ---- byte order and sizes -------------------------------------------------------- */
+
+static inline uint32_t io_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Reverses the bytes of each of n items of `size` bytes (1, 2, 4 or 8) in place. */
+void io_swap_bytes(void *data, size_t n, size_t size);
+/* Copies one item of `size` bytes, reversing its bytes when swap is set. */
+void io_copy_item(void *dst, const void *src, size_t size, bool swap);
+/* true when the host is little-endian. */
+bool io_host_little_endian(void);
+
+/* *out = a * b unless that overflows int64 (then false). */
+bool io_mul_i64(int64_t a, int64_t b, int64_t *out);
+
+#endif

@@ -1,0 +1,484 @@
+/* tests/test_autograd.c: the autograd engine's rules (PyTorch's) and gradients of every
+ * differentiable op checked against central differences in float64. */
+#include <math.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static void setup(void)
+{
+    tu_setup();
+    weft_scope_push();
+}
+
+static void teardown(void)
+{
+    weft_scope_pop();
+    weft_set_grad_enabled(true);
+    weft_set_anomaly_enabled(false);
+    tu_teardown();
+}
+
+TestSuite(autograd, .init = setup, .fini = teardown);
+
+static weft_tensor *leaf(int ndim, const int64_t *shape, const double *values)
+{
+    weft_tensor *t = tu_tensor(ndim, shape, values, WEFT_F64);
+    cr_assert_eq(weft_requires_grad_(t, true), 0, "%s", weft_error_message());
+    return t;
+}
+
+static weft_tensor *random_leaf(int ndim, const int64_t *shape, double lo, double hi, uint64_t *seed)
+{
+    double values[256];
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    cr_assert(n <= 256);
+    tu_random_values(values, n, lo, hi, seed);
+    return leaf(ndim, shape, values);
+}
+
+/* ---- the engine's rules -------------------------------------------------------------- */
+
+Test(autograd, leaves_and_grad_fn_names_follow_pytorch)
+{
+    const int64_t shape[1] = {3};
+    const double v[3] = {1, 2, 3};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *y = weft_mul(x, x);
+    cr_expect(weft_is_leaf(x));
+    cr_expect(!weft_is_leaf(y));
+    cr_expect(weft_requires_grad(y));
+    cr_expect_str_eq(weft_grad_fn_name(y), "MulBackward0");
+    cr_expect_null(weft_grad_fn_name(x));
+    cr_expect_str_eq(weft_grad_fn_name(weft_sum(y, 0, NULL, false)), "SumBackward0");
+    weft_tensor *z = weft_add_scalar(weft_detach(y), 1);
+    cr_expect(!weft_requires_grad(z), "detach cuts history");
+}
+
+Test(autograd, only_floating_tensors_can_require_grad)
+{
+    const int64_t shape[1] = {2};
+    weft_tensor *i = weft_zeros(1, shape, WEFT_I64, WEFT_CPU);
+    cr_expect_neq(weft_requires_grad_(i, true), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "Only Tensors of floating point dtype can require gradients");
+}
+
+Test(autograd, requires_grad_flag_of_non_leaf_cannot_be_cleared)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *y = weft_exp(leaf(1, shape, v));
+    cr_expect_neq(weft_requires_grad_(y, false), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "you can only change requires_grad flags of leaf variables.");
+}
+
+Test(autograd, gradient_of_a_tensor_used_twice_is_summed)
+{
+    const int64_t shape[1] = {3};
+    const double v[3] = {1, -2, 3};
+    weft_tensor *x = leaf(1, shape, v);
+    /* y = x*x + 3x  ->  dy/dx = 2x + 3 */
+    weft_tensor *y = weft_sum(weft_add(weft_mul(x, x), weft_mul_scalar(x, 3)), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
+    const double expected[3] = {5, -1, 9};
+    tu_assert_close(weft_grad(x), expected, 3, 0, 1e-12);
+}
+
+Test(autograd, broadcast_inputs_get_gradients_reduced_to_their_shape)
+{
+    const int64_t sa[2] = {2, 3}, sb[1] = {3};
+    const double va[6] = {1, 2, 3, 4, 5, 6}, vb[3] = {10, 20, 30};
+    weft_tensor *a = leaf(2, sa, va), *b = leaf(1, sb, vb);
+    weft_tensor *y = weft_sum(weft_mul(a, b), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
+    const double ga[6] = {10, 20, 30, 10, 20, 30}, gb[3] = {5, 7, 9};
+    tu_assert_close(weft_grad(a), ga, 6, 0, 1e-12);
+    tu_assert_close(weft_grad(b), gb, 3, 0, 1e-12);
+}
+
+Test(autograd, gradients_accumulate_until_zeroed)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *x = leaf(1, shape, v);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(weft_backward(weft_sum(weft_mul_scalar(x, 2), 0, NULL, false), NULL, false), 0);
+    const double expected[2] = {6, 6};
+    tu_assert_close(weft_grad(x), expected, 2, 0, 0);
+    cr_assert_eq(weft_zero_grad(x, false), 0);
+    const double zero[2] = {0, 0};
+    tu_assert_close(weft_grad(x), zero, 2, 0, 0);
+    cr_assert_eq(weft_zero_grad(x, true), 0);
+    cr_expect_null(weft_grad(x));
+}
+
+Test(autograd, second_backward_without_retain_graph_fails_with_pytorchs_text)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *y = weft_sum(weft_exp(x), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0);
+    cr_expect_neq(weft_backward(y, NULL, false), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "Trying to backward through the graph a second time");
+}
+
+Test(autograd, retain_graph_allows_a_second_backward)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {0, 1};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *y = weft_sum(weft_exp(x), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, true), 0);
+    cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
+    const double expected[2] = {2, 2 * M_E};
+    tu_assert_close(weft_grad(x), expected, 2, 1e-12, 0);
+}
+
+Test(autograd, non_scalar_backward_needs_a_gradient)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *y = weft_mul_scalar(x, 3);
+    cr_expect_neq(weft_backward(y, NULL, false), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "grad can be implicitly created only for scalar outputs");
+    const double gv[2] = {1, 10};
+    cr_assert_eq(weft_backward(y, tu_tensor(1, shape, gv, WEFT_F64), false), 0);
+    const double expected[2] = {3, 30};
+    tu_assert_close(weft_grad(x), expected, 2, 0, 0);
+}
+
+Test(autograd, backward_on_a_tensor_without_history_fails)
+{
+    const int64_t shape[1] = {1};
+    weft_tensor *x = weft_ones(1, shape, WEFT_F64, WEFT_CPU);
+    cr_expect_neq(weft_backward(x, NULL, false), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "element 0 of tensors does not require grad and does not have a grad_fn");
+}
+
+Test(autograd, no_grad_records_nothing)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *x = leaf(1, shape, v);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *y = weft_mul(x, x);
+    weft_grad_mode_restore(prev);
+    cr_expect(!weft_requires_grad(y));
+    cr_expect(weft_grad_enabled());
+}
+
+Test(autograd, retain_grad_keeps_a_non_leafs_gradient)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *h = weft_mul_scalar(x, 3);
+    cr_assert_eq(weft_retain_grad(h), 0);
+    cr_assert_eq(weft_backward(weft_sum(weft_mul(h, h), 0, NULL, false), NULL, false), 0);
+    const double gh[2] = {6, 12}, gx[2] = {18, 36};
+    tu_assert_close(weft_grad(h), gh, 2, 0, 1e-12);
+    tu_assert_close(weft_grad(x), gx, 2, 0, 1e-12);
+    weft_tensor *plain = weft_zeros(1, shape, WEFT_F64, WEFT_CPU);
+    cr_expect_neq(weft_retain_grad(plain), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "can't retain_grad on Tensor that has requires_grad=False");
+}
+
+Test(autograd, modifying_a_saved_tensor_in_place_is_caught_with_versions)
+{
+    const int64_t shape[2] = {64, 1};
+    weft_tensor *a = weft_ones(2, shape, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_requires_grad_(a, true), 0);
+    weft_tensor *y = weft_exp(a);          /* ExpBackward0 saves its output y */
+    weft_tensor *z = weft_sum(weft_mul_scalar(y, 2), 0, NULL, false);
+    cr_assert_not_null(weft_add_scalar_(y, 1)); /* y is now at version 1 */
+    cr_expect_neq(weft_backward(z, NULL, false), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME,
+                    "one of the variables needed for gradient computation has been modified by "
+                    "an inplace operation: [torch.FloatTensor [64, 1]], which is output 0 of "
+                    "ExpBackward0, is at version 1; expected version 0 instead.");
+}
+
+Test(autograd, in_place_on_a_leaf_that_requires_grad_is_refused)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {1, 2};
+    weft_tensor *x = leaf(1, shape, v);
+    cr_expect_null(weft_mul_scalar_(x, 2));
+    tu_assert_error(WEFT_ERR_RUNTIME, "a leaf Variable that requires grad is being used in an in-place operation.");
+    cr_expect_null(weft_add_scalar_(weft_narrow(x, 0, 0, 1), 2));
+    tu_assert_error(WEFT_ERR_RUNTIME, "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+    /* Under no_grad the update an optimizer makes is allowed. */
+    bool prev = weft_no_grad_begin();
+    cr_expect_not_null(weft_mul_scalar_(x, 2));
+    weft_grad_mode_restore(prev);
+}
+
+Test(autograd, in_place_on_a_non_leaf_rebases_its_history)
+{
+    const int64_t shape[1] = {3};
+    const double v[3] = {1, 2, 3};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *y = weft_mul_scalar(x, 2);
+    cr_assert_not_null(weft_mul_(y, x)); /* y = 2x * x */
+    cr_expect_str_eq(weft_grad_fn_name(y), "MulBackward0");
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s", weft_error_message());
+    const double expected[3] = {4, 8, 12};
+    tu_assert_close(weft_grad(x), expected, 3, 0, 1e-12);
+}
+
+Test(autograd, in_place_on_a_view_while_recording_is_refused_not_silently_wrong)
+{
+    const int64_t shape[1] = {4};
+    const double v[4] = {1, 2, 3, 4};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *y = weft_mul_scalar(x, 1);
+    weft_tensor *part = weft_narrow(y, 0, 1, 2);
+    cr_expect_null(weft_mul_scalar_(part, 3));
+    tu_assert_error(WEFT_ERR_RUNTIME, "in-place operations on views");
+}
+
+Test(autograd, anomaly_mode_names_the_node_that_made_nan)
+{
+    const int64_t shape[1] = {2};
+    const double v[2] = {0, 1};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_set_anomaly_enabled(true);
+    /* d sqrt(x)/dx at 0 is inf */
+    weft_tensor *y = weft_sum(weft_sqrt(x), 0, NULL, false);
+    cr_expect_neq(weft_backward(y, NULL, false), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "Function 'SqrtBackward0' returned nan values in its 0th output.");
+}
+
+Test(autograd, long_chains_free_without_recursion)
+{
+    const int64_t shape[1] = {16};
+    weft_tensor *x = weft_ones(1, shape, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_requires_grad_(x, true), 0);
+    weft_tensor *y = x;
+    for (int i = 0; i < 20000; i++)
+        y = weft_mul_scalar(y, 1.0);
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0);
+    const double ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    tu_assert_close(weft_grad(x), ones, 16, 0, 0);
+}
+
+/* ---- gradcheck sweep --------------------------------------------------------------------- */
+
+typedef weft_tensor *(*op1)(weft_tensor *);
+
+static weft_tensor *apply_unary(void *ctx, weft_tensor *const *in)
+{
+    return ((op1)ctx)(in[0]);
+}
+
+static void check_unary(const char *name, op1 fn, double lo, double hi)
+{
+    uint64_t seed = 42;
+    const int64_t shape[2] = {3, 4};
+    weft_tensor *x = random_leaf(2, shape, lo, hi, &seed);
+    weft_tensor *in[1] = {x};
+    cr_expect_eq(weft_gradcheck(apply_unary, (void *)fn, 1, in, 1e-6, 1e-5, 1e-4), 0, "%s: %s",
+                 name, weft_error_message());
+    weft_error_clear();
+}
+
+Test(autograd, gradcheck_unary_ops)
+{
+    check_unary("neg", weft_neg, -2, 2);
+    check_unary("abs", weft_abs, 0.1, 2);
+    check_unary("exp", weft_exp, -2, 2);
+    check_unary("expm1", weft_expm1, -2, 2);
+    check_unary("log", weft_log, 0.1, 3);
+    check_unary("log1p", weft_log1p, 0.1, 3);
+    check_unary("sqrt", weft_sqrt, 0.1, 3);
+    check_unary("rsqrt", weft_rsqrt, 0.1, 3);
+    check_unary("reciprocal", weft_reciprocal, 0.5, 3);
+    check_unary("sin", weft_sin, -3, 3);
+    check_unary("cos", weft_cos, -3, 3);
+    check_unary("tanh", weft_tanh, -2, 2);
+    check_unary("sigmoid", weft_sigmoid, -3, 3);
+    check_unary("relu", weft_relu, 0.1, 2);
+    check_unary("gelu", weft_gelu, -3, 3);
+    check_unary("silu", weft_silu, -3, 3);
+    check_unary("erf", weft_erf, -2, 2);
+}
+
+typedef weft_tensor *(*op2)(weft_tensor *, weft_tensor *);
+
+static weft_tensor *apply_binary(void *ctx, weft_tensor *const *in)
+{
+    return ((op2)ctx)(in[0], in[1]);
+}
+
+static void check_binary(const char *name, op2 fn, double lo, double hi, bool broadcast)
+{
+    uint64_t seed = 7;
+    const int64_t sa[2] = {3, 4}, sb_full[2] = {3, 4}, sb_row[1] = {4};
+    weft_tensor *a = random_leaf(2, sa, lo, hi, &seed);
+    weft_tensor *b = broadcast ? random_leaf(1, sb_row, lo, hi, &seed)
+                               : random_leaf(2, sb_full, lo, hi, &seed);
+    weft_tensor *in[2] = {a, b};
+    cr_expect_eq(weft_gradcheck(apply_binary, (void *)fn, 2, in, 1e-6, 1e-5, 1e-4), 0, "%s: %s",
+                 name, weft_error_message());
+    weft_error_clear();
+}
+
+Test(autograd, gradcheck_binary_ops_with_and_without_broadcast)
+{
+    for (int bc = 0; bc < 2; bc++) {
+        check_binary("add", weft_add, -2, 2, bc);
+        check_binary("sub", weft_sub, -2, 2, bc);
+        check_binary("mul", weft_mul, -2, 2, bc);
+        check_binary("div", weft_div, 0.5, 2, bc);
+        check_binary("pow", weft_pow, 0.5, 2, bc);
+        check_binary("maximum", weft_maximum, -2, 2, bc);
+        check_binary("minimum", weft_minimum, -2, 2, bc);
+        check_binary("matmul-like mul", weft_mul, -1, 1, bc);
+    }
+}
+
+struct call_ctx {
+    int kind;
+    int dim;
+};
+
+static weft_tensor *apply_misc(void *p, weft_tensor *const *in)
+{
+    const struct call_ctx *c = p;
+    weft_tensor *x = in[0];
+    int dims[2] = {c->dim, 0};
+    switch (c->kind) {
+    case 0: return weft_sum(x, 1, dims, false);
+    case 1: return weft_mean(x, 1, dims, true);
+    case 2: return weft_prod(x, 1, dims, false);
+    case 3: return weft_var(x, 1, dims, 1, false);
+    case 4: return weft_std(x, 1, dims, 1, true);
+    case 5: return weft_softmax(x, c->dim);
+    case 6: return weft_log_softmax(x, c->dim);
+    case 7: return weft_max(x);
+    case 8: {
+        weft_tensor *v = NULL;
+        return weft_max_dim(x, c->dim, false, &v, NULL) == 0 ? v : NULL;
+    }
+    case 9: return weft_clamp(x, -0.5, 0.5);
+    case 10: return weft_transpose(weft_mul_scalar(x, 2), 0, 1);
+    case 11: {
+        const int perm[2] = {1, 0};
+        return weft_permute(x, 2, perm);
+    }
+    case 12: return weft_narrow(x, c->dim, 1, 2);
+    case 13: return weft_select(x, c->dim, 1);
+    case 14: {
+        const int64_t shape[3] = {2, 3, 4};
+        return weft_expand(weft_unsqueeze(x, 0), 3, shape);
+    }
+    case 15: {
+        const int64_t shape[1] = {12};
+        return weft_view(weft_contiguous(x), 1, shape);
+    }
+    case 16: {
+        const int64_t shape[2] = {4, 3};
+        return weft_reshape(weft_t(x), 2, shape);
+    }
+    case 17: {
+        weft_tensor *parts[2] = {x, weft_mul_scalar(x, 3)};
+        return weft_cat(2, parts, c->dim);
+    }
+    case 18: {
+        weft_tensor *parts[2] = {x, weft_exp(x)};
+        return weft_stack(2, parts, c->dim);
+    }
+    case 19: {
+        const int64_t shape[2] = {2, 2}, stride[2] = {1, 3};
+        return weft_as_strided(x, 2, shape, stride, 1);
+    }
+    case 20: return weft_slice(x, 1, 0, 4, 2);
+    case 21: return weft_squeeze(weft_unsqueeze(x, 1));
+    case 22: return weft_flatten(x, 0, 1);
+    case 23: return weft_sum(x, 0, NULL, false);
+    case 24: return weft_mean(x, 0, NULL, false);
+    default: return NULL;
+    }
+}
+
+Test(autograd, gradcheck_reductions_softmax_views_and_joins)
+{
+    uint64_t seed = 3;
+    const int64_t shape[2] = {3, 4};
+    for (int kind = 0; kind <= 24; kind++) {
+        for (int dim = 0; dim < 2; dim++) {
+            weft_tensor *x = random_leaf(2, shape, 0.2, 2, &seed);
+            weft_tensor *in[1] = {x};
+            struct call_ctx c = {kind, dim};
+            cr_expect_eq(weft_gradcheck(apply_misc, &c, 1, in, 1e-6, 1e-5, 1e-4), 0,
+                         "kind %d dim %d: %s", kind, dim, weft_error_message());
+            weft_error_clear();
+        }
+    }
+}
+
+static weft_tensor *apply_matmul(void *ctx, weft_tensor *const *in)
+{
+    (void)ctx;
+    return weft_matmul(in[0], in[1]);
+}
+
+Test(autograd, gradcheck_matmul_shapes)
+{
+    uint64_t seed = 11;
+    struct {
+        int na, nb;
+        int64_t a[3], b[3];
+    } cases[] = {
+        {1, 1, {4}, {4}},           {2, 2, {3, 4}, {4, 2}},      {1, 2, {4}, {4, 3}},
+        {2, 1, {3, 4}, {4}},        {3, 3, {2, 3, 4}, {2, 4, 5}}, {3, 2, {2, 3, 4}, {4, 2}},
+        {2, 3, {3, 4}, {2, 4, 2}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        weft_tensor *a = random_leaf(cases[i].na, cases[i].a, -1, 1, &seed);
+        weft_tensor *b = random_leaf(cases[i].nb, cases[i].b, -1, 1, &seed);
+        weft_tensor *in[2] = {a, b};
+        cr_expect_eq(weft_gradcheck(apply_matmul, NULL, 2, in, 1e-6, 1e-5, 1e-4), 0,
+                     "case %zu: %s", i, weft_error_message());
+        weft_error_clear();
+    }
+}
+
+static weft_tensor *apply_index(void *ctx, weft_tensor *const *in)
+{
+    int kind = *(int *)ctx;
+    const int64_t ishape[1] = {3}, gshape[2] = {3, 2};
+    const double iv[3] = {2, 0, 2}, gv[6] = {0, 3, 1, 1, 2, 0};
+    weft_tensor *idx = tu_tensor(1, ishape, iv, WEFT_I64);
+    weft_tensor *gidx = tu_tensor(2, gshape, gv, WEFT_I64);
+    switch (kind) {
+    case 0: return weft_index_select(in[0], 0, idx);
+    case 1: return weft_index_select(in[0], 1, idx);
+    case 2: return weft_gather(in[0], 1, gidx);
+    case 3: return weft_scatter_add(in[0], 1, gidx, in[1]);
+    case 4: {
+        weft_tensor *cond = weft_gt_scalar(in[1], 0);
+        return weft_where(weft_narrow(cond, 1, 0, 2), weft_narrow(in[0], 1, 0, 2), in[1]);
+    }
+    case 5: return weft_masked_fill(in[0], weft_gt_scalar(in[0], 0), 0.5);
+    default: return NULL;
+    }
+}
+
+Test(autograd, gradcheck_index_ops_and_where)
+{
+    uint64_t seed = 5;
+    const int64_t shape[2] = {3, 4}, src[2] = {3, 2};
+    for (int kind = 0; kind <= 5; kind++) {
+        weft_tensor *x = random_leaf(2, shape, -1, 1, &seed);
+        weft_tensor *s = random_leaf(2, src, -1, 1, &seed);
+        weft_tensor *in[2] = {x, s};
+        cr_expect_eq(weft_gradcheck(apply_index, &kind, 2, in, 1e-6, 1e-5, 1e-4), 0,
+                     "kind %d: %s", kind, weft_error_message());
+        weft_error_clear();
+    }
+}
