@@ -10,7 +10,8 @@ label of every image comes from its file's name. This script
   3. shuffles the 10,000 (image, label) pairs with a fixed permutation (below),
   4. writes the first 8,000 as the training set and the last 2,000 as the test set,
      in the IDX format of Yann LeCun's MNIST files, gzip'd at level 9 with no file
-     name and a zero time stamp, so the output is byte-for-byte reproducible.
+     name and a zero time stamp, so the output is reproducible (the .gz bytes given
+     the same zlib version, the decompressed contents always).
 
 The permutation is a Fisher-Yates shuffle driven by a 64-bit LCG (Knuth's MMIX
 constants): state = state * 6364136223846793005 + 1442695040888963407 (mod 2**64),

@@ -2,9 +2,10 @@
  * COPY (any pair of dtypes), the unary ops and the binary ops (kernel.h has their
  * contracts; values follow the cpu plugin's expressions).
  *
- * One loop body per op (a functor of compute-type values), two launch shapes:
- *  - every operand contiguous: linear indexing, VEC elements per thread moved with one
- *    aligned vector load/store per operand when every pointer allows it;
+ * One loop body (out = op(a, b) on compute-type values) per dtype and op family, two
+ * launch shapes:
+ *  - every operand contiguous and aligned: linear indexing, kVec elements per thread
+ *    moved with one aligned vector load/store per operand;
  *  - otherwise: the core's weft_iter (dims coalesced, byte strides) passed by value, each
  *    thread turning its linear index into per-operand offsets. */
 #include <math.h>
@@ -41,8 +42,8 @@ template <typename DIn, typename DOut, int NIN, typename Op> struct Body {
     }
 };
 
-/* Every operand contiguous (same linear index everywhere). VEC > 1 only when every
- * pointer is aligned to VEC elements. */
+/* Every operand contiguous (same linear index everywhere) and every pointer aligned to
+ * VEC elements; the tail past the last whole vector goes element by element. */
 template <int VEC, typename B>
 __global__ void contiguous_kernel(typename B::out_s *o, const typename B::in_s *a,
                                   const typename B::in_s *b, int64_t n, B body)
@@ -51,7 +52,7 @@ __global__ void contiguous_kernel(typename B::out_s *o, const typename B::in_s *
     typedef typename B::out_s out_s;
     int64_t step = (int64_t)gridDim.x * blockDim.x * VEC;
     for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < n; i += step) {
-        if (VEC > 1 && i + VEC <= n) {
+        if (i + VEC <= n) {
             Vec<in_s, VEC> av = *reinterpret_cast<const Vec<in_s, VEC> *>(a + i), bv;
             if (b)
                 bv = *reinterpret_cast<const Vec<in_s, VEC> *>(b + i);

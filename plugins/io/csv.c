@@ -7,9 +7,9 @@
  * and "label" (int64, []) when label_column is set.
  *
  * Keys: path (required), header (default true), delimiter (default ","; one character,
- * or "tab"), label_column (a header name, or a 0-based index), columns (comma-separated
- * names or 0-based indices of the feature columns; default all but the label),
- * num_classes (default: largest label + 1).
+ * or comma, semicolon, tab, space, pipe), label_column (a header name, or a 0-based
+ * index), columns (comma-separated names or 0-based indices of the feature columns;
+ * default all but the label), num_classes (default: largest label + 1).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -342,13 +342,23 @@ static bool next_line(const char *text, size_t len, size_t *pos, const char **li
 
 /* ---- the reader -------------------------------------------------------------------- */
 
+/* The delimiter: one character, or a name for the ones an INI value cannot hold (';'
+ * starts a comment, spaces are trimmed). */
 static int parse_delimiter(struct weft_config *cfg, const char *section, char *out)
 {
+    static const struct {
+        const char *name;
+        char c;
+    } names[] = {
+        {"comma", ','}, {"semicolon", ';'}, {"tab", '\t'},
+        {"\\t", '\t'}, {"space", ' '},     {"pipe", '|'},
+    };
     const char *d = weft_config_string(cfg, section, "delimiter", ",");
-    if (strcmp(d, "tab") == 0 || strcmp(d, "\\t") == 0) {
-        *out = '\t';
-        return 0;
-    }
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(d, names[i].name) == 0) {
+            *out = names[i].c;
+            return 0;
+        }
     if (strlen(d) == 1 && d[0] != '"' && d[0] != '.' && d[0] != '-' && d[0] != '+' &&
         !isalnum((unsigned char)d[0])) {
         *out = d[0];
@@ -356,7 +366,8 @@ static int parse_delimiter(struct weft_config *cfg, const char *section, char *o
     }
     return weft_error_set(WEFT_ERR_CONFIG,
                           "%s: [%s] delimiter = '%s': expected one character that cannot be "
-                          "part of a number (e.g. ',', ';', '|', ' '), or 'tab'",
+                          "part of a number (e.g. ',' or '|'), or one of comma, semicolon, tab, "
+                          "space, pipe (';' would start an INI comment)",
                           weft_config_name(cfg), section, d);
 }
 

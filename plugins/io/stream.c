@@ -100,12 +100,19 @@ static int64_t read_some(struct io_stream *s, void *buf, size_t n)
         int got = gzread(gz, (char *)buf + total, (unsigned)want);
         int err = Z_OK;
         const char *msg = gzerror(gz, &err);
-        if (got < 0 || (err != Z_OK && err != Z_BUF_ERROR))
-            return weft_error_set(WEFT_ERR_IO, "%s: byte %s%llu: %s: %s", s->path,
-                                  io_stream_offset_kind(s),
-                                  (unsigned long long)(s->offset + total),
+        if (got < 0 || (err != Z_OK && err != Z_BUF_ERROR)) {
+            /* zlib's message starts with the path; we give it ourselves. */
+            size_t plen = strlen(s->path);
+            if (strncmp(msg, s->path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+                msg += plen + 2;
+            /* zlib notices a bad checksum only after handing out the data before it, so
+             * the offset is where the error was noticed, or later. */
+            return weft_error_set(WEFT_ERR_IO, "%s: %s after %sbyte %llu: %s", s->path,
                                   s->compressed ? "corrupt gzip data" : "read error",
+                                  s->compressed ? "decompressed " : "",
+                                  (unsigned long long)(s->offset + total),
                                   err == Z_ERRNO ? strerror(errno) : msg);
+        }
         if (got > 0) {
             total += (size_t)got;
             continue;
