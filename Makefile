@@ -46,7 +46,7 @@ test-release: build
 	$(MESON) test -C $(BUILD) --print-errorlogs
 
 $(ASAN_BUILD)/build.ninja:
-	$(MESON) setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+	$(MESON) setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled
 
 test-asan: $(ASAN_BUILD)/build.ninja
 	$(NINJA) -C $(ASAN_BUILD)

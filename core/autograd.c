@@ -47,6 +47,7 @@ struct weft_node {
     uint64_t sequence_nr;
     int num_inputs, num_outputs, num_saved;
     bool released; /* saved tensors freed by a backward without retain_graph */
+    bool is_view;  /* a view op's node: its output aliases input 0 */
     struct edge *next;
     struct input_info *inputs;
     struct saved_tensor *saved;
@@ -499,6 +500,12 @@ int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const
     return 0;
 }
 
+void weft_node_mark_view(struct weft_node *node)
+{
+    if (node)
+        node->is_view = true;
+}
+
 void weft_node_abandon(struct weft_node *node)
 {
     node_release(node);
@@ -517,6 +524,14 @@ int weft_autograd_check_inplace(weft_tensor *t, bool recording)
                               "a leaf Variable that requires grad is being used in an in-place "
                               "operation.");
     }
+    /* A view made (through view ops only) from a leaf that requires grad. */
+    struct weft_node *fn = t->autograd ? t->autograd->grad_fn : NULL;
+    while (fn && fn->is_view && fn->num_inputs > 0 && fn->next[0].node)
+        fn = fn->next[0].node;
+    if ((t->flags & WEFT_TENSOR_VIEW) && fn && fn->backward == accumulate_grad_backward)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "a view of a leaf Variable that requires grad is being used in an "
+                              "in-place operation.");
     if (recording && (t->flags & WEFT_TENSOR_VIEW))
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "weft does not record in-place operations on views while autograd "

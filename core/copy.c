@@ -389,29 +389,3 @@ int weft_tensor_item(const weft_tensor *t, double *out)
                               (long long)n);
     return read_as(t, WEFT_F64, out);
 }
-
-/* ---- public entry points -------------------------------------------------------------------
- * autograd_ops.c defines the public contiguous/clone/to/copy_ (recording the backward node
- * around the weft_fwd_ versions above). These weak definitions keep libweft whole where it
- * is not linked, and give way to it where it is. */
-__attribute__((weak)) weft_tensor *weft_contiguous(weft_tensor *t)
-{
-    return weft_fwd_contiguous(t);
-}
-
-__attribute__((weak)) weft_tensor *weft_clone(weft_tensor *t)
-{
-    return weft_fwd_clone(t);
-}
-
-__attribute__((weak)) weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype,
-                                           bool non_blocking)
-{
-    return weft_fwd_to(t, dev, dtype, non_blocking);
-}
-
-__attribute__((weak)) int weft_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src,
-                                                 bool non_blocking)
-{
-    return weft_fwd_copy_nonblocking_(dst, src, non_blocking);
-}

@@ -35,6 +35,19 @@ WEFT_DIFF_UNARY_OPS(WEFT_FWD_UNARY)
 WEFT_DIFF_BINARY_OPS(WEFT_FWD_BINARY)
 #undef WEFT_FWD_BINARY
 
+/* Non-differentiable elementwise ops: the public versions only forward. */
+WEFT_INTERNAL weft_tensor *weft_fwd_logical_not(weft_tensor *t);
+WEFT_INTERNAL weft_tensor *weft_fwd_logical_not_(weft_tensor *t);
+#define WEFT_NONDIFF_BINARY_OPS(X)                                                            \
+    X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or)
+#define WEFT_FWD_NONDIFF_BINARY(name)                                                         \
+    WEFT_INTERNAL weft_tensor *weft_fwd_##name(weft_tensor *a, weft_tensor *b);               \
+    WEFT_INTERNAL weft_tensor *weft_fwd_##name##_(weft_tensor *a, weft_tensor *b);            \
+    WEFT_INTERNAL weft_tensor *weft_fwd_##name##_scalar(weft_tensor *a, double b);            \
+    WEFT_INTERNAL weft_tensor *weft_fwd_##name##_scalar_(weft_tensor *a, double b);
+WEFT_NONDIFF_BINARY_OPS(WEFT_FWD_NONDIFF_BINARY)
+#undef WEFT_FWD_NONDIFF_BINARY
+
 WEFT_INTERNAL weft_tensor *weft_fwd_rsub_scalar(weft_tensor *t, double s);
 WEFT_INTERNAL weft_tensor *weft_fwd_rdiv_scalar(weft_tensor *t, double s);
 WEFT_INTERNAL weft_tensor *weft_fwd_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b);

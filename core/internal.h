@@ -48,10 +48,17 @@ WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
 /* Saves an output of `node` itself (its producer is the node): autograd.c. */
 WEFT_INTERNAL int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t,
                                         int output_nr);
+/* Marks a view op's node, so in-place checks can find the leaf a view came from. */
+WEFT_INTERNAL void weft_node_mark_view(struct weft_node *node);
 /* Dtype table entries. */
 WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
 /* caffe2::TypeMeta's name of a dtype ("float", "long int", "unsigned char"), which some
  * PyTorch messages print (ops_elementwise.c). */
 WEFT_INTERNAL const char *weft_dtype_meta_name(enum weft_dtype dt);
+
+/* A module's children in order (nn_module.c), for containers such as Sequential. */
+struct weft_module;
+WEFT_INTERNAL int weft_module_num_children(const struct weft_module *m);
+WEFT_INTERNAL struct weft_module *weft_module_child_at(const struct weft_module *m, int i);
 
 #endif

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "forward.h"
 #include "internal.h"
 #include "weft/ops.h"
 
@@ -321,8 +322,8 @@ static weft_tensor *unary_(const struct unary_op *u, weft_tensor *t)
 
 #define DEFINE_UNARY(name, OP, kind)                                                          \
     static const struct unary_op unary_##name = {WEFT_OP_##OP, kind};                         \
-    weft_tensor *weft_##name(weft_tensor *t) { return unary(&unary_##name, t); }              \
-    weft_tensor *weft_##name##_(weft_tensor *t) { return unary_(&unary_##name, t); }
+    weft_tensor *weft_fwd_##name(weft_tensor *t) { return unary(&unary_##name, t); }          \
+    weft_tensor *weft_fwd_##name##_(weft_tensor *t) { return unary_(&unary_##name, t); }
 UNARY_TABLE(DEFINE_UNARY)
 #undef DEFINE_UNARY
 
@@ -441,19 +442,19 @@ static weft_tensor *binary_scalar_(const struct binary_op *op, weft_tensor *a, d
 
 #define DEFINE_BINARY(name, OP, kind)                                                         \
     static const struct binary_op binary_##name = {WEFT_OP_##OP, kind};                       \
-    weft_tensor *weft_##name(weft_tensor *a, weft_tensor *b)                                  \
+    weft_tensor *weft_fwd_##name(weft_tensor *a, weft_tensor *b)                              \
     {                                                                                         \
         return binary(&binary_##name, a, b);                                                  \
     }                                                                                         \
-    weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b)                               \
+    weft_tensor *weft_fwd_##name##_(weft_tensor *a, weft_tensor *b)                           \
     {                                                                                         \
         return binary_(&binary_##name, a, b);                                                 \
     }                                                                                         \
-    weft_tensor *weft_##name##_scalar(weft_tensor *a, double s)                               \
+    weft_tensor *weft_fwd_##name##_scalar(weft_tensor *a, double s)                           \
     {                                                                                         \
         return binary_scalar(&binary_##name, a, s);                                           \
     }                                                                                         \
-    weft_tensor *weft_##name##_scalar_(weft_tensor *a, double s)                              \
+    weft_tensor *weft_fwd_##name##_scalar_(weft_tensor *a, double s)                          \
     {                                                                                         \
         return binary_scalar_(&binary_##name, a, s);                                          \
     }
@@ -473,12 +474,12 @@ static weft_tensor *reversed_scalar(const struct binary_op *op, weft_tensor *t, 
     return leave_scope(r);
 }
 
-weft_tensor *weft_rsub_scalar(weft_tensor *t, double s)
+weft_tensor *weft_fwd_rsub_scalar(weft_tensor *t, double s)
 {
     return reversed_scalar(&binary_sub, t, s);
 }
 
-weft_tensor *weft_rdiv_scalar(weft_tensor *t, double s)
+weft_tensor *weft_fwd_rdiv_scalar(weft_tensor *t, double s)
 {
     return reversed_scalar(&binary_div, t, s);
 }
@@ -518,14 +519,14 @@ static weft_tensor *where_impl(weft_tensor *cond, weft_tensor *a, weft_tensor *b
     return leave_scope(r);
 }
 
-weft_tensor *weft_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b)
+weft_tensor *weft_fwd_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b)
 {
     if (!cond || !a || !b)
         return NULL;
     return where_impl(cond, a, b, 0, weft_result_type(a, b));
 }
 
-weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b)
+weft_tensor *weft_fwd_where_scalar(weft_tensor *cond, weft_tensor *a, double b)
 {
     if (!cond || !a)
         return NULL;
@@ -543,7 +544,7 @@ static int check_mask(const weft_tensor *t, const weft_tensor *mask)
 }
 
 /* masked_fill is where(mask, value, t) with the value cast to t's dtype (no promotion). */
-weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
+weft_tensor *weft_fwd_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
 {
     if (!t || !mask || check_mask(t, mask) < 0)
         return NULL;
@@ -561,7 +562,7 @@ weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
     return leave_scope(r);
 }
 
-weft_tensor *weft_masked_fill_(weft_tensor *t, weft_tensor *mask, double value)
+weft_tensor *weft_fwd_masked_fill_(weft_tensor *t, weft_tensor *mask, double value)
 {
     if (!t || !mask || check_mask(t, mask) < 0 || check_internal_overlap(t) < 0)
         return NULL;
@@ -602,7 +603,7 @@ static int clamp_check(weft_tensor *t, double min, double max, enum weft_dtype *
     ((struct weft_op_call){.op = WEFT_OP_CLAMP, .nin = 1, .scalar = {(min), (max)},           \
                            .ints = {!isnan(min), !isnan(max)}})
 
-weft_tensor *weft_clamp(weft_tensor *t, double min, double max)
+weft_tensor *weft_fwd_clamp(weft_tensor *t, double min, double max)
 {
     enum weft_dtype ct;
     if (!t || clamp_check(t, min, max, &ct) < 0)
@@ -610,7 +611,7 @@ weft_tensor *weft_clamp(weft_tensor *t, double min, double max)
     return map1(&clamp_call(min, max), t, ct, ct);
 }
 
-weft_tensor *weft_clamp_(weft_tensor *t, double min, double max)
+weft_tensor *weft_fwd_clamp_(weft_tensor *t, double min, double max)
 {
     enum weft_dtype ct;
     if (!t || clamp_check(t, min, max, &ct) < 0)

@@ -444,35 +444,3 @@ weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes)
     weft_scope_pop();
     return weft_tensor_finish(result);
 }
-
-/* ---- public entries until autograd_ops.c is built ---------------------------------------
- * autograd_ops.c defines the public weft_<op> of each differentiable op around
- * weft_fwd_<op> (forward.h) and records the autograd node. These weak forwarders only
- * stand in while it is not part of the build; its definitions replace them when it is. */
-#define WEAK_FORWARD __attribute__((weak))
-WEAK_FORWARD weft_tensor *weft_cat(int n, weft_tensor *const *tensors, int dim)
-{
-    return weft_fwd_cat(n, tensors, dim);
-}
-WEAK_FORWARD weft_tensor *weft_stack(int n, weft_tensor *const *tensors, int dim)
-{
-    return weft_fwd_stack(n, tensors, dim);
-}
-WEAK_FORWARD weft_tensor *weft_index_select(weft_tensor *t, int dim, weft_tensor *index)
-{
-    return weft_fwd_index_select(t, dim, index);
-}
-WEAK_FORWARD weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index)
-{
-    return weft_fwd_gather(t, dim, index);
-}
-WEAK_FORWARD weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
-                                           weft_tensor *src)
-{
-    return weft_fwd_scatter_add(t, dim, index, src);
-}
-WEAK_FORWARD weft_tensor *weft_scatter_add_(weft_tensor *t, int dim, weft_tensor *index,
-                                            weft_tensor *src)
-{
-    return weft_fwd_scatter_add_(t, dim, index, src);
-}

@@ -203,13 +203,3 @@ weft_tensor *weft_fwd_matmul(weft_tensor *a, weft_tensor *b)
     weft_scope_pop();
     return weft_tensor_finish(result);
 }
-
-/* ---- public entries until autograd_ops.c is built ---------------------------------------
- * autograd_ops.c defines the public weft_<op> of each differentiable op around
- * weft_fwd_<op> (forward.h) and records the autograd node. These weak forwarders only
- * stand in while it is not part of the build; its definitions replace them when it is. */
-#define WEAK_FORWARD __attribute__((weak))
-WEAK_FORWARD weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b)
-{
-    return weft_fwd_matmul(a, b);
-}

@@ -191,10 +191,10 @@ bool weft_tensor_is_contiguous(const weft_tensor *t)
 {
     if (!t || t->layout != WEFT_LAYOUT_STRIDED)
         return false;
+    if (weft_tensor_numel(t) == 0)
+        return true; /* PyTorch: a tensor with no elements is contiguous, whatever its strides */
     int64_t expected = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] == 0)
-            return true;
         if (t->shape[i] == 1)
             continue;
         if (t->stride[i] != expected)

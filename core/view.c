@@ -674,30 +674,3 @@ weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype)
         v->flags |= WEFT_TENSOR_VIEW;
     return weft_tensor_finish(v);
 }
-
-/* ---- public entry points -------------------------------------------------------------------
- * autograd_ops.c defines the public view functions (recording the backward node around the
- * weft_fwd_ versions above). These weak definitions keep libweft whole where it is not
- * linked, and give way to it where it is. */
-#define WEAK_VIEW(ret, name, params, args)                                                    \
-    __attribute__((weak)) ret weft_##name params { return weft_fwd_##name args; }
-WEAK_VIEW(weft_tensor *, view, (weft_tensor *t, int ndim, const int64_t *shape), (t, ndim, shape))
-WEAK_VIEW(weft_tensor *, reshape, (weft_tensor *t, int ndim, const int64_t *shape), (t, ndim, shape))
-WEAK_VIEW(weft_tensor *, transpose, (weft_tensor *t, int dim0, int dim1), (t, dim0, dim1))
-WEAK_VIEW(weft_tensor *, t, (weft_tensor *t), (t))
-WEAK_VIEW(weft_tensor *, permute, (weft_tensor *t, int ndim, const int *dims), (t, ndim, dims))
-WEAK_VIEW(weft_tensor *, narrow, (weft_tensor *t, int dim, int64_t start, int64_t length),
-          (t, dim, start, length))
-WEAK_VIEW(weft_tensor *, slice, (weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step),
-          (t, dim, start, end, step))
-WEAK_VIEW(weft_tensor *, select, (weft_tensor *t, int dim, int64_t index), (t, dim, index))
-WEAK_VIEW(weft_tensor *, expand, (weft_tensor *t, int ndim, const int64_t *shape), (t, ndim, shape))
-WEAK_VIEW(weft_tensor *, squeeze, (weft_tensor *t), (t))
-WEAK_VIEW(weft_tensor *, squeeze_dim, (weft_tensor *t, int dim), (t, dim))
-WEAK_VIEW(weft_tensor *, unsqueeze, (weft_tensor *t, int dim), (t, dim))
-WEAK_VIEW(weft_tensor *, flatten, (weft_tensor *t, int start_dim, int end_dim), (t, start_dim, end_dim))
-WEAK_VIEW(weft_tensor *, unflatten, (weft_tensor *t, int dim, int ndim, const int64_t *sizes),
-          (t, dim, ndim, sizes))
-WEAK_VIEW(weft_tensor *, as_strided,
-          (weft_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset),
-          (t, ndim, shape, stride, offset))

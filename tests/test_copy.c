@@ -185,6 +185,33 @@ Test(copy, transposed_copies_of_every_element_size_match_a_plain_loop)
         }
 }
 
+Test(copy, large_transposes_match_a_plain_loop_aligned_or_not)
+{
+    /* Past 4 MiB the float32 path streams its stores when rows are 32-byte aligned. */
+    weft_scope_push();
+    int64_t r = 1024, c = 1100;
+    weft_tensor *src = weft_view(weft_arange(0, (double)(r * c), 1, WEFT_I32, WEFT_CPU), 2, SHAPE(r, c));
+    weft_tensor *dst = weft_empty(2, SHAPE(c, r), WEFT_I32, WEFT_CPU);
+    cr_assert_eq(weft_copy_(dst, weft_t(src)), 0, "%s", weft_error_message());
+    int32_t *got = malloc((size_t)(r * c) * sizeof *got);
+    cr_assert_eq(weft_tensor_read(dst, got, (size_t)(r * c) * sizeof *got), 0);
+    for (int64_t i = 0; i < c; i++)
+        for (int64_t j = 0; j < r; j++)
+            cr_assert_eq(got[i * r + j], j * c + i, "aligned: element (%lld, %lld)", (long long)i,
+                         (long long)j);
+    /* The same into a destination whose rows start one element off. */
+    weft_tensor *wide = weft_zeros(2, SHAPE(c, r + 1), WEFT_I32, WEFT_CPU);
+    weft_tensor *shifted = weft_narrow(wide, 1, 1, r);
+    cr_assert_eq(weft_copy_(shifted, weft_t(src)), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_tensor_read(shifted, got, (size_t)(r * c) * sizeof *got), 0);
+    for (int64_t i = 0; i < c; i++)
+        for (int64_t j = 0; j < r; j++)
+            cr_assert_eq(got[i * r + j], j * c + i, "shifted: element (%lld, %lld)", (long long)i,
+                         (long long)j);
+    free(got);
+    weft_scope_pop();
+}
+
 Test(copy, batched_and_sliced_transposes_match_a_plain_loop)
 {
     weft_scope_push();

@@ -128,7 +128,8 @@ static void assert_same(weft_tensor *a, weft_tensor *b, double rtol, double atol
     cr_assert_not_null(b, "%s: %s", what, weft_error_message());
     int64_t n = weft_tensor_numel(b);
     cr_assert_eq(weft_tensor_numel(a), n, "%s: numel", what);
-    double *x = malloc((size_t)(n ? n : 1) * sizeof *x), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    size_t bytes = (size_t)(n ? n : 1) * sizeof(double);
+    double *x = malloc(bytes), *y = malloc(bytes);
     tu_read(a, x);
     tu_read(b, y);
     for (int64_t i = 0; i < n; i++) {
@@ -199,8 +200,8 @@ Test(cuda, copy_converts_between_dtypes_on_the_device_as_the_cpu_does)
         weft_tensor *src = random_cpu(2, shape, -200, 200, all_dtypes[s], 11 + s);
         weft_tensor *dev = weft_t(cuda(src));
         for (size_t d = 0; d < sizeof all_dtypes / sizeof *all_dtypes; d++)
-            assert_same(weft_to_dtype(dev, all_dtypes[d]), weft_to_dtype(weft_t(src), all_dtypes[d]),
-                        0, 0, "conversion");
+            assert_same(weft_to_dtype(dev, all_dtypes[d]),
+                        weft_to_dtype(weft_t(src), all_dtypes[d]), 0, 0, "conversion");
     }
     weft_scope_pop();
 }
@@ -212,16 +213,17 @@ Test(cuda, fill_arange_and_linspace_match_the_cpu)
     int64_t shape[2] = {5, 7};
     for (size_t d = 0; d < sizeof all_dtypes / sizeof *all_dtypes; d++) {
         enum weft_dtype dt = all_dtypes[d];
-        assert_same(weft_full(2, shape, -3.5, dt, WEFT_CUDA(0)), weft_full(2, shape, -3.5, dt, WEFT_CPU),
-                    0, 0, "full");
-        assert_same(weft_zeros(2, shape, dt, WEFT_CUDA(0)), weft_zeros(2, shape, dt, WEFT_CPU), 0, 0,
+        weft_device gpu = WEFT_CUDA(0);
+        assert_same(weft_full(2, shape, 3.5, dt, gpu), weft_full(2, shape, 3.5, dt, WEFT_CPU), 0,
+                    0, "full");
+        assert_same(weft_zeros(2, shape, dt, gpu), weft_zeros(2, shape, dt, WEFT_CPU), 0, 0,
                     "zeros");
         if (dt == WEFT_BOOL)
             continue;
-        assert_same(weft_arange(-5, 40, 1.5, dt, WEFT_CUDA(0)), weft_arange(-5, 40, 1.5, dt, WEFT_CPU),
-                    0, 0, "arange");
-        assert_same(weft_linspace(-1, 2, 17, dt, WEFT_CUDA(0)), weft_linspace(-1, 2, 17, dt, WEFT_CPU),
-                    0, 0, "linspace");
+        assert_same(weft_arange(-5, 40, 1.5, dt, gpu), weft_arange(-5, 40, 1.5, dt, WEFT_CPU), 0,
+                    0, "arange");
+        assert_same(weft_linspace(-1, 2, 17, dt, gpu), weft_linspace(-1, 2, 17, dt, WEFT_CPU), 0,
+                    0, "linspace");
     }
     weft_scope_pop();
 }
@@ -281,7 +283,8 @@ Test(cuda, binary_ops_match_the_cpu_with_broadcasting_and_scalars)
     int64_t sa[3] = {4, 1, 37}, sb[2] = {29, 37};
     const enum weft_dtype dts[] = {WEFT_F32, WEFT_F64, WEFT_BF16, WEFT_I64, WEFT_U8, WEFT_BOOL};
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
-        weft_tensor *a = random_cpu(3, sa, 0, 5, dts[d], 5), *b = random_cpu(2, sb, 1, 4, dts[d], 6);
+        weft_tensor *a = random_cpu(3, sa, 0, 5, dts[d], 5);
+        weft_tensor *b = random_cpu(2, sb, 1, 4, dts[d], 6);
         weft_tensor *bt = weft_t(weft_t(b)); /* same values, a view */
         weft_tensor *ac = cuda(a), *bc = cuda(bt);
         double tol = dts[d] == WEFT_F64 ? 1e-13 : dts[d] == WEFT_BF16 ? 1e-2 : 1e-6;
@@ -299,7 +302,7 @@ Test(cuda, binary_ops_match_the_cpu_with_broadcasting_and_scalars)
     weft_scope_pop();
 }
 
-/* ---- with a GPU: random numbers --------------------------------------------------------------- */
+/* ---- with a GPU: random numbers ---------------------------------------------------------- */
 
 Test(cuda, uniform_and_randint_are_bit_identical_to_the_cpu)
 {
@@ -352,7 +355,8 @@ Test(cuda, matmul_matches_the_cpu_for_transposed_and_batched_operands)
                     weft_matmul(at, bt), tol, tol, "matmul of a transposed batch");
     }
     int64_t se[2] = {3, 0}, sf[2] = {0, 2};
-    weft_tensor *e = weft_zeros(2, se, WEFT_F32, WEFT_CUDA(0)), *f = weft_zeros(2, sf, WEFT_F32, WEFT_CUDA(0));
+    weft_tensor *e = weft_zeros(2, se, WEFT_F32, WEFT_CUDA(0));
+    weft_tensor *f = weft_zeros(2, sf, WEFT_F32, WEFT_CUDA(0));
     double zeros[6] = {0};
     tu_assert_close(weft_matmul(e, f), zeros, 6, 0, 0);
     weft_scope_pop();

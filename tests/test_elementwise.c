@@ -786,6 +786,7 @@ Test(elementwise, where_selects_on_every_dtype_and_layout)
             }
             expect_values(weft_where(cond, a, b), (enum weft_dtype)dt, want, 20);
             expect_values(weft_masked_fill(a, cond, 1), (enum weft_dtype)dt, fill, 20);
+            expect_values(weft_masked_fill_(a, cond, 1), (enum weft_dtype)dt, fill, 20); /* a is a transposed view */
             free(cv);
             free(av);
             free(bv);
@@ -828,6 +829,7 @@ Test(elementwise, clamp_works_on_every_numeric_dtype)
         for (int i = 0; i < 12; i++)
             want[i] = v[i] < 3 ? 3 : v[i] > 9 ? 9 : v[i];
         expect_values(weft_clamp(t, 3, 9), (enum weft_dtype)dt, want, 12);
+        expect_values(weft_clamp_(t, 3, 9), (enum weft_dtype)dt, want, 12); /* t is transposed */
         free(v);
     }
     weft_scope_pop();

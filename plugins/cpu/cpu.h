@@ -20,6 +20,8 @@ int cpu_register_reduce_kernels(void);
 int cpu_register_softmax_kernels(void);
 int cpu_register_matmul_kernels(void);
 int cpu_register_index_kernels(void);
+int cpu_register_conv_kernels(void); /* im2col, col2im */
+int cpu_register_pool_kernels(void); /* max/avg pool2d and their backward */
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);

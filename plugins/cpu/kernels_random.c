@@ -10,6 +10,8 @@
  *            [low, high).
  *   normal:  v = z * std + mean in double, rounded to the dtype.
  *   randint: low + (u64 % (high - low)) in 64-bit integers, converted to the dtype. */
+#define _GNU_SOURCE /* sincos */
+#include <math.h>
 #include <string.h>
 
 #include <weft/philox.h>
@@ -52,51 +54,72 @@ static void store_int(enum weft_dtype dt, void *p, int64_t v)
     }
 }
 
-/* Uniform value of element i from its block's words. */
-static double uniform_unit(const struct random_job *job, const uint32_t w[4], uint64_t i)
+/* Each generator writes elements [start, start + m) into dst (contiguous, out's dtype),
+ * drawing one Philox block per 4 (or 2) elements. */
+
+static void generate_uniform(const struct random_job *job, int64_t start, int64_t m, char *dst)
 {
-    uint32_t word = w[i % 4];
-    if (job->dtype == WEFT_F64)
-        return (double)word * (1.0 / 4294967296.0);
-    return (double)((float)(word >> 8) * (1.0f / 16777216.0f));
+    const double low = job->p0, high = job->p1, span = high - low;
+    const bool f64 = job->dtype == WEFT_F64;
+    uint32_t w[4];
+    for (int64_t k = 0; k < m; k++) {
+        uint64_t i = (uint64_t)(start + k);
+        if (k == 0 || i % 4 == 0)
+            weft_philox4x32(job->offset + i / 4, job->seed, w);
+        uint32_t word = w[i % 4];
+        double u = f64 ? (double)word * (1.0 / 4294967296.0)
+                       : (double)((float)(word >> 8) * (1.0f / 16777216.0f));
+        char *p = dst + (size_t)k * job->itemsize;
+        cpu_store_from_double(job->dtype, p, u * span + low);
+        if (cpu_load_as_double(job->dtype, p) >= high)
+            cpu_store_from_double(job->dtype, p, low);
+    }
+}
+
+static void generate_normal(const struct random_job *job, int64_t start, int64_t m, char *dst)
+{
+    uint32_t w[4];
+    double z[2] = {0, 0};
+    for (int64_t k = 0; k < m; k++) {
+        uint64_t i = (uint64_t)(start + k);
+        if (k == 0 || i % 4 == 0)
+            weft_philox4x32(job->offset + i / 4, job->seed, w);
+        if (k == 0 || i % 2 == 0) {
+            /* Box-Muller on words (0,1) or (2,3); both values of the pair at once. */
+            unsigned w0 = (unsigned)(i % 4) & ~1u;
+            double u1 = ((double)w[w0] + 1.0) * (1.0 / 4294967296.0);
+            double u2 = (double)w[w0 + 1] * (1.0 / 4294967296.0);
+            double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586476925 * u2, sn, cs;
+            sincos(t, &sn, &cs);
+            z[0] = r * cs;
+            z[1] = r * sn;
+        }
+        cpu_store_from_double(job->dtype, dst + (size_t)k * job->itemsize, z[i % 2] * job->p1 + job->p0);
+    }
+}
+
+static void generate_randint(const struct random_job *job, int64_t start, int64_t m, char *dst)
+{
+    uint32_t w[4];
+    for (int64_t k = 0; k < m; k++) {
+        uint64_t i = (uint64_t)(start + k);
+        if (k == 0 || i % 2 == 0)
+            weft_philox4x32(job->offset + i / 2, job->seed, w);
+        unsigned lo = 2u * (unsigned)(i % 2);
+        uint64_t bits = (uint64_t)w[lo] | ((uint64_t)w[lo + 1] << 32);
+        store_int(job->dtype, dst + (size_t)k * job->itemsize,
+                  (int64_t)((uint64_t)job->low + bits % job->range));
+    }
 }
 
 static void generate(const struct random_job *job, int64_t start, int64_t m, char *dst)
 {
-    uint32_t w[4];
-    uint64_t block = UINT64_MAX, pair = UINT64_MAX;
-    double r = 0, t = 0;
-    for (int64_t k = 0; k < m; k++) {
-        uint64_t i = (uint64_t)(start + k);
-        char *p = dst + (size_t)k * job->itemsize;
-        uint64_t b = job->op == WEFT_OP_RANDINT ? i / 2 : i / 4;
-        if (b != block) {
-            weft_philox4x32(job->offset + b, job->seed, w);
-            block = b;
-        }
-        if (job->op == WEFT_OP_RAND_UNIFORM) {
-            double v = uniform_unit(job, w, i) * (job->p1 - job->p0) + job->p0;
-            cpu_store_from_double(job->dtype, p, v);
-            if (cpu_load_as_double(job->dtype, p) >= job->p1)
-                cpu_store_from_double(job->dtype, p, job->p0);
-        } else if (job->op == WEFT_OP_RAND_NORMAL) {
-            /* Box-Muller on words (0,1) or (2,3), computed once per pair. */
-            if (i / 2 != pair) {
-                unsigned w0 = (unsigned)(i % 4) & ~1u;
-                double u1 = ((double)w[w0] + 1.0) * (1.0 / 4294967296.0);
-                double u2 = (double)w[w0 + 1] * (1.0 / 4294967296.0);
-                r = sqrt(-2.0 * log(u1));
-                t = 6.283185307179586476925 * u2;
-                pair = i / 2;
-            }
-            double z = (i % 2) ? r * sin(t) : r * cos(t);
-            cpu_store_from_double(job->dtype, p, z * job->p1 + job->p0);
-        } else {
-            unsigned lo = 2u * (unsigned)(i % 2);
-            uint64_t bits = (uint64_t)w[lo] | ((uint64_t)w[lo + 1] << 32);
-            store_int(job->dtype, p, (int64_t)((uint64_t)job->low + bits % job->range));
-        }
-    }
+    if (job->op == WEFT_OP_RAND_UNIFORM)
+        generate_uniform(job, start, m, dst);
+    else if (job->op == WEFT_OP_RAND_NORMAL)
+        generate_normal(job, start, m, dst);
+    else
+        generate_randint(job, start, m, dst);
 }
 
 /* Copies m values of src to out's elements [start, start + m) in row-major order. */

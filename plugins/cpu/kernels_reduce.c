@@ -6,15 +6,16 @@
  *  - line mode: a group is one output; its reduced elements are walked line by line
  *    along the innermost reduced dim (a contiguous, vectorised loop in the common case);
  *  - column mode: when a kept dim lies closer together in memory than every reduced dim
- *    (sum over dim 0 of a contiguous [N, M]), a group is a block of up to RW neighbouring
- *    outputs along that dim and every reduced position adds one short row into the
- *    block's accumulators, so memory is read in order instead of once per output.
+ *    (sum over dim 0 of a contiguous [N, M]), a group is a block of up to CW_MAX
+ *    neighbouring outputs along that dim and every reduced position adds one row of the
+ *    block into its accumulators, so memory is read in long runs, not once per output.
  * Floating sums are pairwise within a line and cascaded across lines and rows, so their
  * error grows with log(n) rather than n (PyTorch's cascade sum does the same). Integer
  * sums and products wrap in 64 bits like PyTorch's int64 accumulation. With fewer groups
  * than threads the reduced range is split into chunks whose partials combine in order,
  * which keeps "first occurrence" and NaN rules of max/min exact. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +27,9 @@
 #define OMP_SIMD
 #endif
 
-#define RW 64       /* outputs per column-mode group */
+#define CW_MAX 2048 /* outputs per column-mode group: each row is read in runs this long */
 #define RB 16       /* rows summed plainly before entering the cascade */
-#define RLEVELS 48  /* cascade depth: 2^48 blocks of rows is more than memory holds */
+#define MM_LANES 16 /* independent running extremes in a contiguous max/min line */
 #define PW_LEAF 256 /* pairwise summation stops splitting below this length */
 #define PW_LANES 32 /* independent partial sums in a leaf (vector registers in flight) */
 
@@ -103,8 +104,11 @@ static inline void rpos_advance(const struct rspace *rs, struct rpos *pos, int64
 /* ---- typed element loops, written once per family and expanded per dtype ------------- */
 
 typedef void (*line_fn)(struct racc *a, const char *p, int64_t stride, int64_t n);
+/* Column mode: w outputs whose elements are cs bytes apart; scratch holds
+ * (nlevels + 2) * w * 8 bytes (accumulators and the cascade's levels). */
 typedef void (*block_fn)(struct racc *acc, const char *p, int64_t cs, int w,
-                         const struct rspace *rs, int64_t r0, int64_t r1);
+                         const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,
+                         int nlevels);
 
 static inline bool red_isnan_f(float x) { return isnan(x); }
 static inline bool red_isnan_d(double x) { return isnan(x); }
@@ -136,12 +140,12 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
         int l_ = 0;                                                                           \
         while ((used) >> l_ & 1u) {                                                           \
             for (int j_ = 0; j_ < (w); j_++)                                                  \
-                (cur)[j_] += (level)[l_][j_];                                                 \
+                (cur)[j_] += (level)[l_ * (w) + j_];                                          \
             (used) &= ~(1ull << l_);                                                          \
             l_++;                                                                             \
         }                                                                                     \
         for (int j_ = 0; j_ < (w); j_++) {                                                    \
-            (level)[l_][j_] = (cur)[j_];                                                      \
+            (level)[l_ * (w) + j_] = (cur)[j_];                                               \
             (cur)[j_] = 0;                                                                    \
         }                                                                                     \
         (used) |= 1ull << l_;                                                                 \
@@ -186,10 +190,11 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
         a->idx = 0;                                                                           \
     }                                                                                         \
     static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1)                   \
+                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
+                           int nlevels)                                                       \
     {                                                                                         \
-        A cur[RW], level[RLEVELS][RW];                                                        \
-        double m[RW];                                                                         \
+        double *m = scratch;                                                                  \
+        A *cur = (A *)(m + w), *level = cur + w;                                              \
         uint64_t used = 0;                                                                    \
         int rows = 0;                                                                         \
         for (int j = 0; j < w; j++) {                                                         \
@@ -215,10 +220,10 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
                 rows = 0;                                                                     \
             }                                                                                 \
         }                                                                                     \
-        for (int l = 0; l < RLEVELS; l++)                                                     \
+        for (int l = 0; l < nlevels; l++)                                                     \
             if (used >> l & 1u)                                                               \
                 for (int j = 0; j < w; j++)                                                   \
-                    cur[j] += level[l][j];                                                    \
+                    cur[j] += level[l * w + j];                                               \
         for (int j = 0; j < w; j++) {                                                         \
             RACC_SET(&acc[j], A, cur[j]);                                                     \
             acc[j].idx = 0;                                                                   \
@@ -235,9 +240,11 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
         a->idx = 0;                                                                           \
     }                                                                                         \
     static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1)                   \
+                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
+                           int nlevels)                                                       \
     {                                                                                         \
-        A cur[RW];                                                                            \
+        A *cur = scratch;                                                                     \
+        (void)nlevels;                                                                        \
         for (int j = 0; j < w; j++)                                                           \
             cur[j] = 1;                                                                       \
         struct rpos pos;                                                                      \
@@ -258,10 +265,43 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
 #define DEFINE_MINMAX(fn, LOAD, T, V, BETTER)                                                 \
     static void fn##_line(struct racc *a, const char *p, int64_t s, int64_t n)                \
     {                                                                                         \
-        V best = (V)LOAD(p);                                                       \
-        int64_t bi = 0;                                                                       \
-        for (int64_t i = 1; i < n && !RED_ISNAN(best); i++) {                                 \
-            V x = (V)LOAD(p + i * s);                                              \
+        V best = (V)LOAD(p);                                                                  \
+        int64_t bi = 0, i = 1;                                                                \
+        if (s == (int64_t)sizeof(T) && n >= 2 * MM_LANES && n / MM_LANES < INT32_MAX &&       \
+            !RED_ISNAN(best)) {                                                               \
+            /* Lanes keep the first extreme (or NaN) of their residue class. The block       \
+             * number is kept in 32 bits so the loop vectorises next to 32-bit floats. */     \
+            const T *q = (const T *)p;                                                        \
+            V lb[MM_LANES];                                                                   \
+            int32_t blk[MM_LANES] = {0};                                                      \
+            for (int j = 0; j < MM_LANES; j++)                                                \
+                lb[j] = (V)LOAD(q + j);                                                       \
+            for (i = MM_LANES; i + MM_LANES <= n; i += MM_LANES) {                            \
+                int32_t b = (int32_t)(i / MM_LANES);                                          \
+                OMP_SIMD                                                                      \
+                for (int j = 0; j < MM_LANES; j++) {                                          \
+                    V x = (V)LOAD(q + i + j);                                                 \
+                    bool take = (BETTER(x, lb[j]) | RED_ISNAN(x)) & !RED_ISNAN(lb[j]);        \
+                    lb[j] = take ? x : lb[j];                                                 \
+                    blk[j] = take ? b : blk[j];                                               \
+                }                                                                             \
+            }                                                                                 \
+            /* the first NaN, else the extreme with the smallest index */                     \
+            best = lb[0];                                                                     \
+            bi = (int64_t)blk[0] * MM_LANES;                                                  \
+            for (int j = 1; j < MM_LANES; j++) {                                              \
+                int64_t at = (int64_t)blk[j] * MM_LANES + j;                                  \
+                bool take = RED_ISNAN(best) ? RED_ISNAN(lb[j]) && at < bi                     \
+                          : RED_ISNAN(lb[j]) || BETTER(lb[j], best) ||                        \
+                                (lb[j] == best && at < bi);                                   \
+                if (take) {                                                                   \
+                    best = lb[j];                                                             \
+                    bi = at;                                                                  \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+        for (; i < n && !RED_ISNAN(best); i++) {                                              \
+            V x = (V)LOAD(p + i * s);                                                         \
             if (RED_ISNAN(x) || BETTER(x, best)) {                                            \
                 best = x;                                                                     \
                 bi = i;                                                                       \
@@ -271,25 +311,27 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
         a->idx = bi;                                                                          \
     }                                                                                         \
     static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1)                   \
+                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
+                           int nlevels)                                                       \
     {                                                                                         \
-        V cur[RW];                                                                            \
-        int64_t at[RW];                                                                       \
+        V *cur = scratch;                                                                     \
+        int64_t *at = (int64_t *)((char *)scratch + (size_t)w * 8);                           \
+        (void)nlevels;                                                                        \
         struct rpos pos;                                                                      \
         rpos_seek(rs, &pos, r0);                                                              \
         for (int j = 0; j < w; j++) {                                                         \
-            cur[j] = (V)LOAD(p + pos.off + j * cs);                                \
+            cur[j] = (V)LOAD(p + pos.off + j * cs);                                               \
             at[j] = r0;                                                                       \
         }                                                                                     \
         for (int64_t r = r0 + 1; r < r1; r++) {                                               \
             rpos_next(rs, &pos);                                                              \
             const char *row = p + pos.off;                                                    \
+            OMP_SIMD                                                                          \
             for (int j = 0; j < w; j++) {                                                     \
-                V x = (V)LOAD(row + j * cs);                                       \
-                if (!RED_ISNAN(cur[j]) && (RED_ISNAN(x) || BETTER(x, cur[j]))) {              \
-                    cur[j] = x;                                                               \
-                    at[j] = r;                                                                \
-                }                                                                             \
+                V x = (V)LOAD(row + j * cs);                                                  \
+                bool take = (RED_ISNAN(x) | BETTER(x, cur[j])) & !RED_ISNAN(cur[j]);          \
+                cur[j] = take ? x : cur[j];                                                   \
+                at[j] = take ? r : at[j];                                                     \
             }                                                                                 \
         }                                                                                     \
         for (int j = 0; j < w; j++) {                                                         \
@@ -311,9 +353,11 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
         a->v.i = (IS_ALL);                                                                    \
     }                                                                                         \
     static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1)                   \
+                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
+                           int nlevels)                                                       \
     {                                                                                         \
-        uint8_t cur[RW];                                                                      \
+        uint8_t *cur = scratch;                                                               \
+        (void)nlevels;                                                                        \
         for (int j = 0; j < w; j++)                                                           \
             cur[j] = (IS_ALL);                                                                \
         struct rpos pos;                                                                      \
@@ -502,8 +546,11 @@ struct rjob {
     int64_t R;
     bool columns;
     int64_t col_n, col_in, col_o0, col_o1; /* column dim: size, byte strides */
+    int64_t cw;      /* outputs per group: up to CW_MAX in column mode, else 1 */
     int64_t nblk;    /* column blocks per kept position (1 in line mode) */
     int64_t ngroups;
+    int nlevels;     /* cascade levels a column-mode group may need */
+    int failed;      /* a thread could not get scratch memory */
 };
 
 static void opos_seek(const struct ospace *os, struct opos *pos, int64_t g)
@@ -544,11 +591,11 @@ struct group {
 static struct group group_at(const struct rjob *job, const struct opos *pos, int64_t blk)
 {
     struct group g;
-    int64_t first = blk * RW;
+    int64_t first = blk * job->cw;
     g.in = job->in + pos->in + first * job->col_in;
     g.o0 = job->out0 + pos->o0 + first * job->col_o0;
     g.o1 = job->out1 ? job->out1 + pos->o1 + first * job->col_o1 : NULL;
-    g.w = job->columns ? (int)(job->col_n - first < RW ? job->col_n - first : RW) : 1;
+    g.w = (int)(job->columns && job->col_n - first < job->cw ? job->col_n - first : job->cw);
     return g;
 }
 
@@ -587,7 +634,7 @@ static void line_reduce(const struct rjob *job, int phase, const char *base, int
 
 /* One phase of one group over reduced positions [r0, r1); acc[] carries the means in. */
 static void group_phase(const struct rjob *job, int phase, const struct group *g, int64_t r0,
-                        int64_t r1, struct racc *acc)
+                        int64_t r1, struct racc *acc, void *scratch)
 {
     if (r0 >= r1) {
         for (int j = 0; j < g->w; j++)
@@ -595,7 +642,8 @@ static void group_phase(const struct rjob *job, int phase, const struct group *g
         return;
     }
     if (job->columns)
-        job->fns[phase].block(acc, g->in, job->col_in, g->w, &job->rs, r0, r1);
+        job->fns[phase].block(acc, g->in, job->col_in, g->w, &job->rs, r0, r1, scratch,
+                              job->nlevels);
     else
         line_reduce(job, phase, g->in, r0, r1, acc);
 }
@@ -667,67 +715,103 @@ static void finish_group(const struct rjob *job, const struct group *g, const st
         finish_one(job, &acc[j], g->o0 + j * job->col_o0, g->o1 ? g->o1 + j * job->col_o1 : NULL);
 }
 
+/* Per-thread memory: accumulators for one group and the column kernels' scratch. */
+struct work_mem {
+    struct racc *acc;
+    void *scratch;
+};
+
+static bool work_mem_get(struct rjob *job, struct work_mem *m)
+{
+    m->acc = calloc((size_t)job->cw, sizeof *m->acc);
+    m->scratch = job->columns ? malloc((size_t)(job->nlevels + 2) * (size_t)job->cw * 8) : NULL;
+    if (m->acc && (m->scratch || !job->columns))
+        return true;
+    free(m->acc);
+    free(m->scratch);
+    __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+static void work_mem_put(struct work_mem *m)
+{
+    free(m->acc);
+    free(m->scratch);
+}
+
 /* Groups [begin, end), each over the whole reduced range: the usual plan. */
 static void run_groups(void *ctx, int64_t begin, int64_t end)
 {
-    const struct rjob *job = ctx;
+    struct rjob *job = ctx;
+    struct work_mem mem;
+    if (!work_mem_get(job, &mem))
+        return;
     struct opos pos;
     opos_seek(&job->os, &pos, begin / job->nblk);
     int64_t blk = begin % job->nblk;
     for (int64_t gi = begin; gi < end; gi++) {
         struct group g = group_at(job, &pos, blk);
-        struct racc acc[RW];
-        memset(acc, 0, (size_t)g.w * sizeof *acc);
+        memset(mem.acc, 0, (size_t)g.w * sizeof *mem.acc);
         for (int ph = 0; ph < job->nphases; ph++) {
             if (ph > 0)
-                set_means(job, acc, g.w);
-            group_phase(job, ph, &g, 0, job->R, acc);
+                set_means(job, mem.acc, g.w);
+            group_phase(job, ph, &g, 0, job->R, mem.acc, mem.scratch);
         }
-        finish_group(job, &g, acc);
+        finish_group(job, &g, mem.acc);
         if (++blk == job->nblk) {
             blk = 0;
             opos_next(&job->os, &pos);
         }
     }
+    work_mem_put(&mem);
 }
 
 /* Few groups, long reductions: every (group, chunk of the reduced range) is a task. */
 struct chunked {
-    const struct rjob *job;
+    struct rjob *job;
     int phase;
     int64_t nchunks;
-    struct racc *part; /* [chunk][group][RW] */
-    const struct racc *fin; /* [group][RW]: the means going in */
+    struct racc *part;      /* [chunk][group][cw] */
+    const struct racc *fin; /* [group][cw]: the means going in */
 };
 
 static void run_chunks(void *ctx, int64_t begin, int64_t end)
 {
     const struct chunked *ch = ctx;
-    const struct rjob *job = ch->job;
+    struct rjob *job = ch->job;
+    struct work_mem mem;
+    if (!work_mem_get(job, &mem))
+        return;
     for (int64_t t = begin; t < end; t++) {
         int64_t gi = t % job->ngroups, c = t / job->ngroups;
         struct opos pos;
         opos_seek(&job->os, &pos, gi / job->nblk);
         struct group g = group_at(job, &pos, gi % job->nblk);
-        struct racc *acc = ch->part + (c * job->ngroups + gi) * RW;
-        memcpy(acc, ch->fin + gi * RW, (size_t)g.w * sizeof *acc);
+        struct racc *acc = ch->part + (c * job->ngroups + gi) * job->cw;
+        memcpy(acc, ch->fin + gi * job->cw, (size_t)g.w * sizeof *acc);
         group_phase(job, ch->phase, &g, job->R * c / ch->nchunks, job->R * (c + 1) / ch->nchunks,
-                    acc);
+                    acc, mem.scratch);
     }
+    work_mem_put(&mem);
 }
 
-static int run_chunked(const struct rjob *job, int64_t nchunks)
+static int out_of_memory(void)
 {
-    size_t per = (size_t)job->ngroups * RW;
-    struct racc *part = malloc((size_t)nchunks * per * sizeof *part);
+    return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a reduction");
+}
+
+static int run_chunked(struct rjob *job, int64_t nchunks)
+{
+    size_t per = (size_t)job->ngroups * (size_t)job->cw;
+    struct racc *part = calloc((size_t)nchunks * per, sizeof *part);
     struct racc *fin = calloc(per, sizeof *fin);
     if (!part || !fin) {
         free(part);
         free(fin);
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a reduction");
+        return out_of_memory();
     }
     struct chunked ch = {job, 0, nchunks, part, fin};
-    for (int ph = 0; ph < job->nphases; ph++) {
+    for (int ph = 0; ph < job->nphases && !job->failed; ph++) {
         if (ph > 0)
             set_means(job, fin, (int)per);
         ch.phase = ph;
@@ -742,9 +826,9 @@ static int run_chunked(const struct rjob *job, int64_t nchunks)
     }
     struct opos pos;
     opos_seek(&job->os, &pos, 0);
-    for (int64_t gi = 0, blk = 0; gi < job->ngroups; gi++) {
+    for (int64_t gi = 0, blk = 0; gi < job->ngroups && !job->failed; gi++) {
         struct group g = group_at(job, &pos, blk);
-        finish_group(job, &g, fin + gi * RW);
+        finish_group(job, &g, fin + gi * job->cw);
         if (++blk == job->nblk) {
             blk = 0;
             opos_next(&job->os, &pos);
@@ -752,7 +836,7 @@ static int run_chunked(const struct rjob *job, int64_t nchunks)
     }
     free(part);
     free(fin);
-    return 0;
+    return job->failed ? out_of_memory() : 0;
 }
 
 static int64_t iabs64(int64_t x)
@@ -822,13 +906,15 @@ static void setup_kept(struct rjob *job, const weft_tensor *in, const weft_tenso
         if (sin[d] != 0 && iabs64(sin[d]) < inner && (col < 0 || iabs64(sin[d]) < iabs64(sin[col])))
             col = d;
     job->columns = col >= 0;
+    job->cw = 1;
     job->nblk = 1;
     if (job->columns) {
         job->col_n = shape[col];
         job->col_in = sin[col];
         job->col_o0 = s0[col];
         job->col_o1 = s1[col];
-        job->nblk = (shape[col] + RW - 1) / RW;
+        job->cw = shape[col] < CW_MAX ? shape[col] : CW_MAX;
+        job->nblk = (shape[col] + job->cw - 1) / job->cw;
     }
     struct ospace *os = &job->os;
     os->n = 0;
@@ -935,6 +1021,9 @@ static int reduce_kernel(const struct weft_op_call *call)
         return weft_error_set(WEFT_ERR_INDEX, "%s(): Expected reduction dim to have non-zero size.",
                               weft_op_name(call->op));
     setup_kept(&job, in, out0, out1, k, isz);
+    /* a column group pushes one partial per RB rows into its cascade */
+    for (job.nlevels = 2; (job.R / RB + 1) >> (job.nlevels - 2) != 0; job.nlevels++)
+        ;
     job.in = weft_tensor_data(in);
     job.out0 = weft_tensor_data(out0);
     job.out1 = out1 ? weft_tensor_data(out1) : NULL;
@@ -952,7 +1041,7 @@ static int reduce_kernel(const struct weft_op_call *call)
     int64_t per_group = work / job.ngroups;
     int64_t grain = CPU_PARALLEL_GRAIN / (per_group > 0 ? per_group : 1);
     cpu_parallel_for(job.ngroups, grain > 0 ? grain : 1, run_groups, &job);
-    return 0;
+    return job.failed ? out_of_memory() : 0;
 }
 
 int cpu_register_reduce_kernels(void)

@@ -1,52 +1,120 @@
 /* plugins/cpu/kernels_softmax.c: softmax and log_softmax along one dim.
  *
  * Each line along the dim is independent: the iterator walks the line starts (the
- * tensors seen with the softmax dim's size set to 1) and a line function walks the line
- * with its stride. Numerically stable: the line's maximum is subtracted before exp, and
- * the sum of exponentials is accumulated in double. */
+ * tensors seen with the softmax dim's size set to 1) and each line is walked with its
+ * stride. Numerically stable: the line's maximum is subtracted before exp. Two paths:
+ *  - a line at a time, for lines along the last dim (contiguous: plain indexed loops the
+ *    compiler vectorises, exp included);
+ *  - up to SM_COLS neighbouring lines at once when the line starts are adjacent in memory
+ *    (softmax over dim 0 of a contiguous matrix), so every pass reads rows in order
+ *    instead of jumping a row per element.
+ * Sums of exponentials are accumulated in double (per block of SM_BLOCK in the compute
+ * type on the vector path). */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "cpu.h"
 
-#define SM_EXP(x) _Generic((x), float: expf, default: exp)(x)
-#define SM_LOG(x) _Generic((x), float: logf, default: log)(x)
+#ifdef _OPENMP
+#define OMP_PRAGMA(text) _Pragma(#text)
+#define OMP_SIMD OMP_PRAGMA(omp simd)
+#define OMP_SIMD_SUM(v) OMP_PRAGMA(omp simd reduction(+ : v))
+#else
+#define OMP_SIMD
+#define OMP_SIMD_SUM(v)
+#endif
+
+#define SM_BLOCK 1024 /* exponentials summed in the compute type before going to double */
+#define SM_COLS 512   /* neighbouring lines handled together on the column path */
+
+/* exp(x) for x <= 0 or NaN (softmax only feeds x - max), within 1 ulp of exp on
+ * [-87, 0] and 0 below the float range. Written without branches or calls so loops
+ * calling it vectorise: 2^n * p(r) with n = round(x / ln 2), r = x - n ln 2 in two parts
+ * and Cephes' polynomial; the clamping is done on the bits, as integer selects. */
+static inline float sm_expf(float x)
+{
+    uint32_t ux, ur, bits;
+    memcpy(&ux, &x, sizeof ux);
+    uint32_t mag = ux & 0x7fffffffu;
+    uint32_t tiny = 0u - (uint32_t)(mag > 0x42aeac4fu); /* below -87.3365, or NaN */
+    uint32_t nan = 0u - (uint32_t)(mag > 0x7f800000u);
+    uint32_t uc = (ux & ~tiny) | (0xc2aeac4fu & tiny);
+    float xc;
+    memcpy(&xc, &uc, sizeof xc);
+    float t = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to nearest */
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4b400000u + 127u) << 23; /* n sits in t's low mantissa bits */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float res = y * scale;
+    memcpy(&ur, &res, sizeof ur);
+    ur = (ur & ~tiny) | (ux & nan);
+    memcpy(&res, &ur, sizeof res);
+    return res;
+}
+
+#define SM_EXP(x) _Generic((x), float: sm_expf, default: exp)(x)
+
+/* The running maximum; the first NaN sticks (softmax of a line with NaN is NaN). */
+#define SM_MAX(m, v) ((m) != (m) ? (m) : ((v) > (m) || (v) != (v)) ? (v) : (m))
 
 /* Written with the strides as parameters and inlined twice, so the contiguous call
  * (strides == itemsize, constants) compiles to plain indexed loops. */
-#define DEFINE_SOFTMAX_LINE(name, T, C)                                                       \
+#define DEFINE_SOFTMAX(name, T, C)                                                            \
     static inline __attribute__((always_inline)) void softmax_impl_##name(                    \
-        const char *x, int64_t sx, char *y, int64_t sy, int64_t n, bool take_log)            \
+        const char *x, int64_t sx, char *y, int64_t sy, int64_t n, bool take_log)             \
     {                                                                                         \
         C mx = cpu_load_##name(x);                                                            \
-        for (int64_t i = 1; i < n && !isnan(mx); i++) {                                       \
+        for (int64_t i = 1; i < n; i++) {                                                     \
             C v = cpu_load_##name(x + i * sx);                                                \
-            if (v > mx || isnan(v))                                                           \
-                mx = v;                                                                       \
+            mx = SM_MAX(mx, v);                                                               \
         }                                                                                     \
+        /* exp(x - max) summed; kept in y when y holds the compute type exactly */            \
+        bool keep = !take_log && sizeof(T) == sizeof(C);                                      \
         double sum = 0;                                                                       \
+        for (int64_t b = 0; b < n; b += SM_BLOCK) {                                           \
+            int64_t e = n - b < SM_BLOCK ? n - b : SM_BLOCK;                                  \
+            C part = 0;                                                                       \
+            if (keep) {                                                                       \
+                OMP_SIMD_SUM(part)                                                            \
+                for (int64_t i = b; i < b + e; i++) {                                         \
+                    C ex = SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                     \
+                    cpu_store_##name(y + i * sy, ex);                                         \
+                    part += ex;                                                               \
+                }                                                                             \
+            } else {                                                                          \
+                OMP_SIMD_SUM(part)                                                            \
+                for (int64_t i = b; i < b + e; i++)                                           \
+                    part += SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                    \
+            }                                                                                 \
+            sum += part;                                                                      \
+        }                                                                                     \
         if (take_log) {                                                                       \
-            for (int64_t i = 0; i < n; i++)                                                   \
-                sum += SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                         \
             C lse = (C)log(sum);                                                              \
+            OMP_SIMD                                                                          \
             for (int64_t i = 0; i < n; i++)                                                   \
                 cpu_store_##name(y + i * sy, (C)(cpu_load_##name(x + i * sx) - mx) - lse);    \
             return;                                                                           \
         }                                                                                     \
-        if (sizeof(T) == sizeof(C)) { /* keep exp(x - max) in y, then scale in place */       \
-            for (int64_t i = 0; i < n; i++) {                                                 \
-                C e = SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                          \
-                cpu_store_##name(y + i * sy, e);                                              \
-                sum += e;                                                                     \
-            }                                                                                 \
-            C inv = (C)(1.0 / sum);                                                           \
+        C inv = (C)(1.0 / sum);                                                               \
+        if (keep) {                                                                           \
+            OMP_SIMD                                                                          \
             for (int64_t i = 0; i < n; i++)                                                   \
                 cpu_store_##name(y + i * sy, cpu_load_##name(y + i * sy) * inv);              \
             return;                                                                           \
         }                                                                                     \
         /* 16-bit storage would round the exponentials: compute them again instead */        \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            sum += SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                             \
-        C inv = (C)(1.0 / sum);                                                               \
         for (int64_t i = 0; i < n; i++)                                                       \
             cpu_store_##name(y + i * sy, SM_EXP((C)(cpu_load_##name(x + i * sx) - mx)) * inv); \
     }                                                                                         \
@@ -57,37 +125,77 @@
             softmax_impl_##name(x, sizeof(T), y, sizeof(T), n, take_log);                     \
         else                                                                                  \
             softmax_impl_##name(x, sx, y, sy, n, take_log);                                   \
+    }                                                                                         \
+    /* w lines whose starts are adjacent (element j of row l at x + l * sx + j); the         \
+     * passes walk rows, keeping one max and one sum per line. */                             \
+    static void softmax_cols_##name(const char *x, int64_t sx, char *y, int64_t sy, int w,    \
+                                    int64_t n, bool take_log)                                 \
+    {                                                                                         \
+        const T *xr = (const T *)x;                                                           \
+        C mx[SM_COLS];                                                                        \
+        double sum[SM_COLS];                                                                  \
+        for (int j = 0; j < w; j++) {                                                         \
+            mx[j] = cpu_load_##name(xr + j);                                                  \
+            sum[j] = 0;                                                                       \
+        }                                                                                     \
+        for (int64_t l = 1; l < n; l++) {                                                     \
+            const T *row = (const T *)(x + l * sx);                                           \
+            for (int j = 0; j < w; j++) {                                                     \
+                C v = cpu_load_##name(row + j);                                               \
+                mx[j] = SM_MAX(mx[j], v);                                                     \
+            }                                                                                 \
+        }                                                                                     \
+        for (int64_t l = 0; l < n; l++) {                                                     \
+            const T *row = (const T *)(x + l * sx);                                           \
+            OMP_SIMD                                                                          \
+            for (int j = 0; j < w; j++)                                                       \
+                sum[j] += SM_EXP((C)(cpu_load_##name(row + j) - mx[j]));                      \
+        }                                                                                     \
+        for (int j = 0; j < w; j++) /* 1/sum, or log(sum) for log_softmax */                  \
+            sum[j] = take_log ? log(sum[j]) : 1.0 / sum[j];                                   \
+        for (int64_t l = 0; l < n; l++) {                                                     \
+            const T *row = (const T *)(x + l * sx);                                           \
+            T *out = (T *)(y + l * sy);                                                       \
+            if (take_log) {                                                                   \
+                for (int j = 0; j < w; j++)                                                   \
+                    cpu_store_##name(out + j, (C)(cpu_load_##name(row + j) - mx[j]) - (C)sum[j]); \
+            } else {                                                                          \
+                OMP_SIMD                                                                      \
+                for (int j = 0; j < w; j++)                                                   \
+                    cpu_store_##name(out + j, SM_EXP((C)(cpu_load_##name(row + j) - mx[j])) * \
+                                                  (C)sum[j]);                                 \
+            }                                                                                 \
+        }                                                                                     \
     }
-#define INST(name, id, T, C) DEFINE_SOFTMAX_LINE(name, T, C)
+#define INST(name, id, T, C) DEFINE_SOFTMAX(name, T, C)
 CPU_FOR_FLOATING_DTYPES(INST)
 #undef INST
 
 typedef void (*softmax_line_fn)(const char *x, int64_t sx, char *y, int64_t sy, int64_t n,
                                 bool take_log);
-
-static softmax_line_fn line_for(enum weft_dtype dt)
-{
-    switch (dt) {
-#define CASE(name, id, T, C)                                                                  \
-    case id:                                                                                  \
-        return softmax_line_##name;
-        CPU_FOR_FLOATING_DTYPES(CASE)
-#undef CASE
-    default:
-        return NULL;
-    }
-}
+typedef void (*softmax_cols_fn)(const char *x, int64_t sx, char *y, int64_t sy, int w, int64_t n,
+                                bool take_log);
 
 struct softmax_job {
     struct weft_iter it; /* operand 0: out's line starts, operand 1: in's */
     softmax_line_fn line;
+    softmax_cols_fn cols;
     int64_t len, sx, sy; /* line length, byte strides along the dim */
+    int64_t isz;
     bool take_log;
 };
 
 static void softmax_loop(void *ctx, char **data, const int64_t *stride, int64_t n)
 {
     const struct softmax_job *job = ctx;
+    if (stride[0] == job->isz && stride[1] == job->isz && job->sx != job->isz && n > 1) {
+        for (int64_t j = 0; j < n; j += SM_COLS) {
+            int w = (int)(n - j < SM_COLS ? n - j : SM_COLS);
+            job->cols(data[1] + j * job->isz, job->sx, data[0] + j * job->isz, job->sy, w,
+                      job->len, job->take_log);
+        }
+        return;
+    }
     for (int64_t e = 0; e < n; e++)
         job->line(data[1] + e * stride[1], job->sx, data[0] + e * stride[0], job->sy, job->len,
                   job->take_log);
@@ -104,13 +212,27 @@ static int softmax_kernel(const struct weft_op_call *call)
     const weft_tensor *in = call->in[0];
     weft_tensor *out = call->out[0];
     int dim = (int)call->ints[0];
-    if (in->ndim == 0 || weft_tensor_numel(in) == 0)
-        return in->ndim == 0 ? weft_error_set(WEFT_ERR_RUNTIME, "softmax kernel: 0-dim input") : 0;
+    if (in->ndim == 0 || in->dtype != out->dtype)
+        return weft_error_set(WEFT_ERR_RUNTIME, "softmax kernel: expects a dim and one dtype");
+    if (weft_tensor_numel(in) == 0)
+        return 0;
     struct softmax_job job;
-    job.line = line_for(in->dtype);
+    switch (in->dtype) {
+#define CASE(name, id, T, C)                                                                  \
+    case id:                                                                                  \
+        job.line = softmax_line_##name;                                                       \
+        job.cols = softmax_cols_##name;                                                       \
+        break;
+        CPU_FOR_FLOATING_DTYPES(CASE)
+#undef CASE
+    default:
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s' on cpu",
+                              weft_op_name(call->op), weft_dtype_torch_name(in->dtype));
+    }
+    job.isz = (int64_t)weft_dtype_size(in->dtype);
     job.len = in->shape[dim];
-    job.sx = in->stride[dim] * (int64_t)weft_dtype_size(in->dtype);
-    job.sy = out->stride[dim] * (int64_t)weft_dtype_size(out->dtype);
+    job.sx = in->stride[dim] * job.isz;
+    job.sy = out->stride[dim] * job.isz;
     job.take_log = call->op == WEFT_OP_LOG_SOFTMAX;
     /* Line starts: both tensors with the softmax dim collapsed to size 1. */
     weft_tensor starts_out = *out, starts_in = *in;

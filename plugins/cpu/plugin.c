@@ -113,6 +113,7 @@ static int cpu_init(void)
         cpu_register_copy_kernels,   cpu_register_fill_kernels,    cpu_register_unary_kernels,
         cpu_register_binary_kernels, cpu_register_reduce_kernels,  cpu_register_softmax_kernels,
         cpu_register_matmul_kernels, cpu_register_index_kernels,  cpu_register_random_kernels,
+        cpu_register_conv_kernels,   cpu_register_pool_kernels,
     };
     int type = weft_backend_register(&cpu_backend);
     if (type < 0)

@@ -100,7 +100,8 @@ static void device_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
 {
     const struct device_state *d = ctx;
     *free_bytes = *total_bytes = 0;
-    if (cudaSetDevice(d->index) != cudaSuccess || cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess)
+    if (cudaSetDevice(d->index) != cudaSuccess ||
+        cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess)
         (void)cudaGetLastError();
 }
 
@@ -253,7 +254,8 @@ static void *cuda_alloc(int index, size_t nbytes)
         return NULL;
     void *ptr = NULL;
     char why[512];
-    int rc = caching_allocator_malloc(ca, nbytes, cuda_current_stream(index), &ptr, why, sizeof why);
+    int rc = caching_allocator_malloc(ca, nbytes, cuda_current_stream(index), &ptr, why,
+                                      sizeof why);
     if (rc != CA_OK)
         allocator_error(rc, why);
     return ptr;

@@ -1048,8 +1048,8 @@ char *caching_allocator_summary(struct caching_allocator *ca, bool abbreviated)
     text_add(&t, RULE_EQ);
     text_add(&t, "| %19s weft CUDA memory summary, device ID %-17d |\n", "", ca->device);
     text_add(&t, RULE_DASH);
-    text_add(&t, "|  %9s CUDA OOMs: %-12" PRId64 " | %6s cudaMalloc retries: %-8" PRId64 "  |\n", "",
-             s.num_ooms, "", s.num_alloc_retries);
+    text_add(&t, "|  %9s CUDA OOMs: %-12" PRId64 " | %6s cudaMalloc retries: %-8" PRId64 "  |\n",
+             "", s.num_ooms, "", s.num_alloc_retries);
     text_add(&t, RULE_EQ);
     text_add(&t, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n");
     for (size_t m = 0; m < sizeof metrics / sizeof *metrics; m++) {

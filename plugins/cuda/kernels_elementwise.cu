@@ -441,7 +441,8 @@ template <typename DIn> __global__ void convert_strided_kernel(weft_iter it, int
     }
 }
 
-template <typename DIn> static int convert_from(const struct weft_op_call *call, cudaStream_t stream)
+template <typename DIn>
+static int convert_from(const struct weft_op_call *call, cudaStream_t stream)
 {
     const weft_tensor *src = call->in[0];
     weft_tensor *dst = call->out[0];

@@ -82,7 +82,39 @@ extern "C" {
     X(GATHER, "gather")                                                                      \
     /* SCATTER_ADD: out[0][.. in[0][..i..] ..] += in[1][..i..] along ints[0], in place on */ \
     /* out[0]; in[0] int64 index and in[1] src have the iteration shape (index's).       */ \
-    X(SCATTER_ADD, "scatter_add")
+    X(SCATTER_ADD, "scatter_add")                                                            \
+    /* Convolution and pooling geometry, shared by the ops below: ints[0..7] = kH, kW,    */ \
+    /* strideH, strideW, padH, padW, dilationH, dilationW (all >= 1 but pads >= 0).       */ \
+    /* Images are [N, C, H, W]; output positions (oh, ow) read rows oh*sH - pH + i*dH and */ \
+    /* columns ow*sW - pW + j*dW; positions outside the image are padding.                */ \
+    /* IM2COL: in[0] [N, C, H, W] (any strides) -> out[0] contiguous [N, C*kH*kW, OH*OW], */ \
+    /* row (c*kH + i)*kW + j holding the input under kernel tap (i, j) of channel c, 0 in */ \
+    /* padding; ints[8], ints[9] = OH, OW.                                                */ \
+    X(IM2COL, "im2col")                                                                      \
+    /* COL2IM: the adjoint of IM2COL: in[0] [N, C*kH*kW, OH*OW] (any strides) -> out[0]   */ \
+    /* contiguous [N, C, H, W], overwritten with the sum of every column entry that reads */ \
+    /* each pixel (padding entries are dropped); ints[8], ints[9] = OH, OW.               */ \
+    X(COL2IM, "col2im")                                                                      \
+    /* MAX_POOL2D: in[0] [N, C, H, W] (any strides) -> out[0] values and out[1] int64     */ \
+    /* indices (h*W + w within the plane), both contiguous [N, C, OH, OW]; the window     */ \
+    /* holds the in-image taps only; the first maximum wins, NaN propagates (a NaN tap is */ \
+    /* taken); a window without in-image taps gives -inf and index -1.                    */ \
+    X(MAX_POOL2D, "max_pool2d")                                                              \
+    /* MAX_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW], in[1] int64 indices (any    */ \
+    /* strides) -> out[0] contiguous [N, C, H, W] zeroed, then grad_output added at each  */ \
+    /* index (indices < 0 are skipped). Dispatch dtype: in[0]'s.                          */ \
+    X(MAX_POOL2D_BACKWARD, "max_pool2d_backward")                                            \
+    /* AVG_POOL2D: in[0] [N, C, H, W] (any strides) -> out[0] contiguous [N, C, OH, OW];  */ \
+    /* dilation must be 1. PyTorch's windows: hstart = oh*sH - pH,                        */ \
+    /* hend = min(hstart + kH, H + pH), pool size (hend-hstart)*(wend-wstart), then       */ \
+    /* clipped to the image; the clipped window's sum is divided by ints[9] when > 0      */ \
+    /* (divisor_override), else by the pool size when ints[8] (count_include_pad), else   */ \
+    /* by the clipped window's size; an empty clipped window gives 0.                     */ \
+    X(AVG_POOL2D, "avg_pool2d")                                                              \
+    /* AVG_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW] (any strides) -> out[0]      */ \
+    /* contiguous [N, C, H, W]: each pixel gets grad_output / divisor of every window     */ \
+    /* that holds it; same ints as AVG_POOL2D.                                            */ \
+    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
 
 enum weft_op_id {
 #define WEFT_OP_ENUM(id, name) WEFT_OP_##id,

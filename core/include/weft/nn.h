@@ -124,7 +124,8 @@ const char *weft_module_type_name(const weft_module *m);
  * its own reference. Names must be unique within the module and contain no '.'. */
 int weft_module_register_parameter(weft_module *m, const char *name, weft_tensor *t);
 int weft_module_register_buffer(weft_module *m, const char *name, weft_tensor *t);
-/* Adds a child under `name`; the module takes ownership (also on failure). */
+/* Adds a child under `name`; the module takes ownership (also on failure, except when
+ * child already has a parent or is m or one of its ancestors, which are refused). */
 int weft_module_add_child(weft_module *m, const char *name, weft_module *child);
 /* This module's own parameter/buffer/child by name (borrowed), or NULL. */
 weft_tensor *weft_module_parameter(const weft_module *m, const char *name);
@@ -153,6 +154,19 @@ int weft_module_named_buffers(const weft_module *m, struct weft_named_tensor **o
 int64_t weft_module_num_parameters(const weft_module *m);
 /* PyTorch's repr of a module tree, malloc'd. */
 char *weft_module_repr(const weft_module *m);
+
+struct weft_tensor_dict;
+/* PyTorch's state_dict(): for each module depth first, its parameters, then its buffers,
+ * then its children's entries, under dotted names; each value a detached reference to
+ * the module's tensor (same storage, no history). A new dict (weft/checkpoint.h). */
+struct weft_tensor_dict *weft_module_state_dict(const weft_module *m);
+/* PyTorch's load_state_dict(): copies every entry of d into the parameter or buffer of
+ * that name in place (grad mode off; dtype and device converted as copy_ does). strict
+ * makes missing and unexpected keys errors. All problems are reported together, in
+ * PyTorch's words ("Error(s) in loading state_dict for Sequential:\n\tMissing key(s) in
+ * state_dict: \"0.bias\". \n\tsize mismatch for 0.weight: ..."); unlike PyTorch nothing
+ * is copied then. Returns 0 or negative (WEFT_ERR_RUNTIME). */
+int weft_module_load_state_dict(weft_module *m, const struct weft_tensor_dict *d, bool strict);
 
 /* ---- layers (defaults as torch.nn; float32 on cpu, initialised as PyTorch does) ------ */
 
@@ -184,6 +198,7 @@ weft_module *weft_nn_softmax(int dim);
 weft_module *weft_nn_log_softmax(int dim);
 /* Children named "0", "1", ... in order; takes ownership of all (also on failure). */
 weft_module *weft_nn_sequential(int n, weft_module *const *modules);
+/* Adds m as child str(len(seq)); takes ownership of m (also on failure). */
 int weft_nn_sequential_append(weft_module *seq, weft_module *m);
 
 #ifdef __cplusplus

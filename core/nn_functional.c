@@ -1,0 +1,352 @@
+/* core/nn_functional.c: the functional layers made of recorded ops (linear, batch_norm,
+ * layer_norm, dropout, embedding) and leaky_relu with its own node; helpers shared by
+ * nn_conv.c, nn_pool.c and nn_loss.c. Convolution, pooling and losses have their own
+ * files. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_functional.h"
+
+/* ---- shared helpers ------------------------------------------------------------------------ */
+
+const char *weft_nn_pyfloat(double v, char *buf, size_t size)
+{
+    if (isnan(v) || isinf(v)) {
+        snprintf(buf, size, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        return buf;
+    }
+    /* Python's repr: the shortest text that reads back as v, with ".0" when whole. */
+    for (int precision = 1; precision <= 17; precision++) {
+        snprintf(buf, size, "%.*g", precision, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".e"))
+        strncat(buf, ".0", size - strlen(buf) - 1);
+    return buf;
+}
+
+weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out)
+{
+    if (!node)
+        return NULL;
+    if (!out) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_node_finish(node, 1, &out) == 0 ? out : NULL;
+}
+
+/* Runs fn(args) inside a scope: temporaries are released, the result survives. */
+#define IN_SCOPE(call)                                                                        \
+    do {                                                                                      \
+        weft_scope_push();                                                                    \
+        weft_tensor *result__ = weft_tensor_retain(call);                                     \
+        weft_scope_pop();                                                                     \
+        return weft_tensor_finish(result__);                                                  \
+    } while (0)
+
+/* [1, C, 1, ...] view of a per-channel vector for an input of ndim dims. */
+static weft_tensor *channel_view(weft_tensor *v, int ndim)
+{
+    int64_t shape[WEFT_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        shape[d] = d == 1 ? -1 : 1;
+    return weft_reshape(v, ndim, shape);
+}
+
+/* ---- linear ------------------------------------------------------------------------------- */
+
+static weft_tensor *linear_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b)
+{
+    /* x @ w.t(): the transposed view goes to BLAS as a transpose, no copy. Leading dims
+     * are folded into one so the product is a single GEMM (and its backward too). */
+    weft_tensor *wt = weft_t(w);
+    weft_tensor *y;
+    if (x->ndim > 2) {
+        const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
+        y = weft_matmul(weft_reshape(x, 2, flat), wt);
+        if (y) {
+            int64_t shape[WEFT_MAX_DIMS];
+            memcpy(shape, x->shape, sizeof shape);
+            shape[x->ndim - 1] = y->shape[1];
+            y = weft_reshape(y, x->ndim, shape);
+        }
+    } else {
+        y = weft_matmul(x, wt);
+    }
+    return b ? weft_add(y, b) : y;
+}
+
+weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
+{
+    if (!x || !weight)
+        return NULL;
+    IN_SCOPE(linear_in_scope(x, weight, bias));
+}
+
+/* ---- batch norm ------------------------------------------------------------------------------ */
+
+static int check_channels(const char *name, const weft_tensor *t, int64_t C)
+{
+    if (!t || weft_tensor_numel(t) == C)
+        return 0;
+    return weft_error_set(WEFT_ERR_RUNTIME, "%s should contain %lld elements not %lld", name,
+                          (long long)C, (long long)weft_tensor_numel(t));
+}
+
+/* running = (1 - m) * running + m * batch, in place and unrecorded. */
+static int update_running(weft_tensor *running, weft_tensor *batch, double momentum)
+{
+    if (!running)
+        return 0;
+    bool prev = weft_no_grad_begin();
+    weft_tensor *step = weft_mul_scalar(weft_reshape(batch, 1, (const int64_t[]){-1}), momentum);
+    weft_tensor *r = weft_add_(weft_mul_scalar_(running, 1 - momentum), step);
+    weft_grad_mode_restore(prev);
+    return r ? 0 : weft_error_code();
+}
+
+static weft_tensor *batch_norm_in_scope(weft_tensor *x, weft_tensor *rm, weft_tensor *rv,
+                                        weft_tensor *w, weft_tensor *b, bool training,
+                                        double momentum, double eps)
+{
+    char s[160];
+    if (x->ndim < 2) {
+        weft_error_set(WEFT_ERR_VALUE, "batch_norm: expected 2D or higher input (got %dD input)",
+                       x->ndim);
+        return NULL;
+    }
+    int64_t C = x->shape[1];
+    if (check_channels("running_mean", rm, C) || check_channels("running_var", rv, C) ||
+        check_channels("weight", w, C) || check_channels("bias", b, C))
+        return NULL;
+    int dims[WEFT_MAX_DIMS], nd = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != 1)
+            dims[nd++] = d;
+    weft_tensor *y;
+    if (training) {
+        int64_t n = weft_tensor_numel(x) / (C ? C : 1);
+        if (n <= 1) {
+            weft_error_set(WEFT_ERR_VALUE,
+                           "Expected more than 1 value per channel when training, got input size %s",
+                           weft_shape_str(x->ndim, x->shape, s, sizeof s));
+            return NULL;
+        }
+        weft_tensor *mean = weft_mean(x, nd, dims, true);
+        weft_tensor *var = weft_var(x, nd, dims, 0, true);
+        y = weft_mul(weft_sub(x, mean), weft_rsqrt(weft_add_scalar(var, eps)));
+        /* The running variance is the unbiased estimate, as PyTorch keeps it. */
+        if (!y || update_running(rm, mean, momentum) != 0 ||
+            update_running(rv, weft_mul_scalar(var, (double)n / (double)(n - 1)), momentum) != 0)
+            return NULL;
+    } else {
+        if (!rm || !rv) {
+            weft_error_set(WEFT_ERR_VALUE,
+                           "running_mean and running_var must be defined in evaluation mode");
+            return NULL;
+        }
+        weft_tensor *mean = weft_to_dtype(channel_view(rm, x->ndim), x->dtype);
+        weft_tensor *var = weft_to_dtype(channel_view(rv, x->ndim), x->dtype);
+        y = weft_mul(weft_sub(x, mean), weft_rsqrt(weft_add_scalar(var, eps)));
+    }
+    if (w)
+        y = weft_mul(y, channel_view(w, x->ndim));
+    if (b)
+        y = weft_add(y, channel_view(b, x->ndim));
+    return y;
+}
+
+weft_tensor *weft_batch_norm(weft_tensor *x, weft_tensor *running_mean, weft_tensor *running_var,
+                             weft_tensor *weight, weft_tensor *bias, bool training,
+                             double momentum, double eps)
+{
+    if (!x)
+        return NULL;
+    IN_SCOPE(batch_norm_in_scope(x, running_mean, running_var, weight, bias, training, momentum,
+                                 eps));
+}
+
+/* ---- layer norm ----------------------------------------------------------------------------- */
+
+/* "[*, 3, 4]" for PyTorch's message. */
+static const char *star_shape(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "[*");
+    for (int d = 0; d < ndim && n > 0 && (size_t)n < size; d++)
+        n += snprintf(buf + n, size - (size_t)n, ", %lld", (long long)shape[d]);
+    if (n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "]");
+    return buf;
+}
+
+static int check_affine(const char *name, const weft_tensor *t, int ndims, const int64_t *shape)
+{
+    if (!t || (t->ndim == ndims && memcmp(t->shape, shape, (size_t)ndims * sizeof *shape) == 0))
+        return 0;
+    char a[160], b[160];
+    return weft_error_set(WEFT_ERR_RUNTIME,
+                          "Expected %s to be of same shape as normalized_shape, but got %s of shape "
+                          "%s and normalized_shape = %s",
+                          name, name, weft_shape_str(t->ndim, t->shape, a, sizeof a),
+                          weft_shape_str(ndims, shape, b, sizeof b));
+}
+
+static weft_tensor *layer_norm_in_scope(weft_tensor *x, int ndims, const int64_t *shape,
+                                        weft_tensor *w, weft_tensor *b, double eps)
+{
+    char ns[160], xs[160], st[160];
+    if (ndims < 1 || ndims > WEFT_MAX_DIMS || !shape) {
+        weft_error_set(WEFT_ERR_VALUE,
+                       "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                       "least one element, but got normalized_shape = []");
+        return NULL;
+    }
+    if (x->ndim < ndims ||
+        memcmp(x->shape + x->ndim - ndims, shape, (size_t)ndims * sizeof *shape) != 0) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "Given normalized_shape=%s, expected input with shape %s, but got input of "
+                       "size%s",
+                       weft_shape_str(ndims, shape, ns, sizeof ns),
+                       star_shape(ndims, shape, st, sizeof st),
+                       weft_shape_str(x->ndim, x->shape, xs, sizeof xs));
+        return NULL;
+    }
+    if (check_affine("weight", w, ndims, shape) || check_affine("bias", b, ndims, shape))
+        return NULL;
+    int dims[WEFT_MAX_DIMS];
+    for (int i = 0; i < ndims; i++)
+        dims[i] = x->ndim - ndims + i;
+    weft_tensor *mean = weft_mean(x, ndims, dims, true);
+    weft_tensor *var = weft_var(x, ndims, dims, 0, true);
+    weft_tensor *y = weft_mul(weft_sub(x, mean), weft_rsqrt(weft_add_scalar(var, eps)));
+    if (w)
+        y = weft_mul(y, w);
+    if (b)
+        y = weft_add(y, b);
+    return y;
+}
+
+weft_tensor *weft_layer_norm(weft_tensor *x, int ndims, const int64_t *normalized_shape,
+                             weft_tensor *weight, weft_tensor *bias, double eps)
+{
+    if (!x)
+        return NULL;
+    IN_SCOPE(layer_norm_in_scope(x, ndims, normalized_shape, weight, bias, eps));
+}
+
+/* ---- dropout ------------------------------------------------------------------------------- */
+
+static weft_tensor *dropout_in_scope(weft_tensor *x, double p, bool training)
+{
+    if (!(p >= 0 && p <= 1)) {
+        char buf[32];
+        weft_error_set(WEFT_ERR_VALUE, "dropout probability has to be between 0 and 1, but got %s",
+                       weft_nn_pyfloat(p, buf, sizeof buf));
+        return NULL;
+    }
+    if (!training || p == 0)
+        return weft_autorelease(weft_tensor_retain(x));
+    if (!weft_dtype_is_floating(x->dtype)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "dropout: expected a floating tensor, got %s",
+                       weft_dtype_torch_name(x->dtype));
+        return NULL;
+    }
+    if (p == 1) /* PyTorch multiplies by zero: the result still has x's history */
+        return weft_mul_scalar(x, 0);
+    /* Keep with probability 1 - p (Philox uniforms), scale the kept by 1 / (1 - p). */
+    enum weft_dtype udt = x->dtype == WEFT_F64 ? WEFT_F64 : WEFT_F32;
+    weft_tensor *u = weft_rand(x->ndim, x->shape, udt, x->device);
+    weft_tensor *keep = weft_to_dtype(weft_lt_scalar(u, 1 - p), x->dtype);
+    return weft_mul(x, weft_mul_scalar(keep, 1 / (1 - p)));
+}
+
+weft_tensor *weft_dropout(weft_tensor *x, double p, bool training)
+{
+    if (!x)
+        return NULL;
+    IN_SCOPE(dropout_in_scope(x, p, training));
+}
+
+/* ---- embedding ------------------------------------------------------------------------------ */
+
+static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight)
+{
+    if (weight->ndim != 2) {
+        weft_error_set(WEFT_ERR_RUNTIME, "'weight' must be 2-D");
+        return NULL;
+    }
+    if (indices->dtype != WEFT_I64 && indices->dtype != WEFT_I32) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "Expected tensor for argument #1 'indices' to have one of the following "
+                       "scalar types: Long, Int; but got torch.%sTensor instead (while checking "
+                       "arguments for embedding)",
+                       weft_dtype_torch_name(indices->dtype));
+        return NULL;
+    }
+    if (indices->ndim + 1 > WEFT_MAX_DIMS) {
+        weft_error_set(WEFT_ERR_VALUE, "embedding: indices have too many dims (%d)", indices->ndim);
+        return NULL;
+    }
+    const int64_t flat = -1;
+    weft_tensor *rows = weft_index_select(weight, 0, weft_reshape(indices, 1, &flat));
+    int64_t shape[WEFT_MAX_DIMS];
+    memcpy(shape, indices->shape, (size_t)indices->ndim * sizeof *shape);
+    shape[indices->ndim] = weight->shape[1];
+    return weft_reshape(rows, indices->ndim + 1, shape);
+}
+
+weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight)
+{
+    if (!indices || !weight)
+        return NULL;
+    IN_SCOPE(embedding_in_scope(indices, weight));
+}
+
+/* ---- leaky_relu ----------------------------------------------------------------------------
+ * Its own node, as PyTorch's: x > 0 ? g : g * slope (the slope at 0). Saves x. */
+
+static int leaky_relu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                               weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *x = weft_node_saved(node, 0);
+    if (!g)
+        return 0;
+    double slope = weft_node_scalars(node)[0];
+    grad_inputs[0] = weft_where(weft_gt_scalar(x, 0), g, weft_mul_scalar(g, slope));
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+static weft_tensor *leaky_relu_in_scope(weft_tensor *x, double slope)
+{
+    if (!weft_dtype_is_floating(x->dtype)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"leaky_relu\" not implemented for '%s'",
+                       weft_dtype_torch_name(x->dtype));
+        return NULL;
+    }
+    bool rec = weft_autograd_needed(1, &x);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *y = weft_where(weft_gt_scalar(x, 0), x, weft_mul_scalar(x, slope));
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    struct weft_node *node = weft_node_create("LeakyReluBackward0", leaky_relu_backward, 1, &x, 1);
+    if (!node)
+        return NULL;
+    weft_node_scalars(node)[0] = slope;
+    if (weft_node_save(node, 0, x) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, y);
+}
+
+weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope)
+{
+    if (!x)
+        return NULL;
+    IN_SCOPE(leaky_relu_in_scope(x, negative_slope));
+}

@@ -1,0 +1,65 @@
+/* core/nn_sequential.c: nn.Sequential, the container that runs its children in order. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "weft/nn.h"
+#include "weft/plugin.h"
+
+static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
+{
+    int n = weft_module_num_children(m);
+    if (n == 0)
+        return weft_tensor_finish(weft_tensor_retain(input)); /* PyTorch returns the input */
+    /* Intermediate results die in this scope; only the last one is handed back. */
+    weft_scope_push();
+    weft_tensor *x = input;
+    for (int i = 0; i < n && x; i++)
+        x = weft_module_forward(weft_module_child_at(m, i), x);
+    weft_tensor_retain(x);
+    weft_scope_pop();
+    return weft_tensor_finish(x);
+}
+
+static const struct weft_module_type sequential_type = {
+    WEFT_PLUGIN_ABI_VERSION, sizeof(struct weft_module_type), "Sequential", sequential_forward,
+    NULL, NULL,
+};
+
+weft_module *weft_nn_sequential(int n, weft_module *const *modules)
+{
+    weft_module *seq = n >= 0 ? weft_module_new(&sequential_type, NULL) : NULL;
+    if (n < 0)
+        weft_error_set(WEFT_ERR_VALUE, "weft_nn_sequential: n must be >= 0, got %d", n);
+    /* Every module is consumed, also after a failure, so a caller never frees any. */
+    int rc = seq ? 0 : WEFT_ERR_VALUE;
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && !modules[i])
+            rc = WEFT_ERR_VALUE; /* a constructor failed and set the error */
+        if (rc == 0)
+            rc = weft_nn_sequential_append(seq, modules[i]);
+        else
+            weft_module_free(modules[i]);
+    }
+    if (rc != 0) {
+        weft_module_free(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+int weft_nn_sequential_append(weft_module *seq, weft_module *m)
+{
+    if (!seq || !m) {
+        weft_module_free(m);
+        return WEFT_ERR_VALUE;
+    }
+    if (strcmp(weft_module_type_name(seq), "Sequential") != 0) {
+        weft_module_free(m);
+        return weft_error_set(WEFT_ERR_TYPE, "weft_nn_sequential_append: expected a Sequential, "
+                                             "got a %s", weft_module_type_name(seq));
+    }
+    char name[24];
+    snprintf(name, sizeof name, "%d", weft_module_num_children(seq));
+    return weft_module_add_child(seq, name, m);
+}

@@ -1,0 +1,226 @@
+/* plugins/cpu/kernels_conv.c: im2col and its adjoint col2im, the data movement around the
+ * GEMM that computes a convolution (the GEMM itself goes through the MATMUL kernel).
+ *
+ * Both work one (image, channel) plane at a time, so planes run in parallel with no
+ * shared writes. im2col only moves elements (no arithmetic, any dtype of the same size
+ * would do); col2im sums, in the compute type: 16-bit floats accumulate in a float
+ * buffer and are rounded once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+struct conv_geom {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+    int64_t C, H, W;
+};
+
+static struct conv_geom geom_of(const struct weft_op_call *call, const weft_tensor *image)
+{
+    const int64_t *k = call->ints;
+    return (struct conv_geom){k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9],
+                              image->shape[1], image->shape[2], image->shape[3]};
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+/* The output columns [lo, hi) whose tap at kernel column offset `off` (= j*dW - pW)
+ * lands inside the image row. */
+static void valid_columns(const struct conv_geom *g, int64_t off, int64_t *lo, int64_t *hi)
+{
+    *lo = ceil_div(-off, g->sw);
+    *hi = ceil_div(g->W - off, g->sw);
+    if (*hi > g->ow)
+        *hi = g->ow;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
+/* ---- im2col ------------------------------------------------------------------------------
+ * x: one plane, strides sy/sx in elements; col: its kH*kW rows of OH*OW, contiguous. */
+#define DEFINE_IM2COL(name, T, C)                                                             \
+    static void im2col_plane_##name(const char *xp, int64_t sy, int64_t sx, char *colp,       \
+                                    const struct conv_geom *g)                                \
+    {                                                                                         \
+        const T *x = (const T *)xp;                                                           \
+        T *col = (T *)colp;                                                                   \
+        int64_t L = g->oh * g->ow;                                                            \
+        for (int64_t i = 0; i < g->kh; i++)                                                   \
+            for (int64_t j = 0; j < g->kw; j++) {                                             \
+                T *row = col + (i * g->kw + j) * L;                                           \
+                int64_t off = j * g->dw - g->pw, lo, hi;                                      \
+                valid_columns(g, off, &lo, &hi);                                              \
+                for (int64_t oy = 0; oy < g->oh; oy++) {                                      \
+                    T *dst = row + oy * g->ow;                                                \
+                    int64_t y = oy * g->sh - g->ph + i * g->dh;                               \
+                    if (y < 0 || y >= g->H) {                                                 \
+                        memset(dst, 0, (size_t)g->ow * sizeof(T));                            \
+                        continue;                                                             \
+                    }                                                                         \
+                    const T *src = x + y * sy;                                                \
+                    memset(dst, 0, (size_t)lo * sizeof(T));                                   \
+                    if (g->sw == 1 && sx == 1)                                                \
+                        memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(T));      \
+                    else                                                                      \
+                        for (int64_t ox = lo; ox < hi; ox++)                                  \
+                            dst[ox] = src[(ox * g->sw + off) * sx];                           \
+                    memset(dst + hi, 0, (size_t)(g->ow - hi) * sizeof(T));                    \
+                }                                                                             \
+            }                                                                                 \
+    }
+
+/* ---- col2im ------------------------------------------------------------------------------
+ * col: one plane's kH*kW rows (row stride sr, column stride sc, in elements); out: the
+ * H*W plane, contiguous. acc: H*W compute-type scratch for 16-bit types, else NULL. */
+#define DEFINE_COL2IM(name, T, C)                                                             \
+    static void col2im_plane_##name(const char *colp, int64_t sr, int64_t sc, char *outp,     \
+                                    C *acc, const struct conv_geom *g)                        \
+    {                                                                                         \
+        const T *col = (const T *)colp;                                                       \
+        int64_t HW = g->H * g->W;                                                             \
+        C *sum = sizeof(T) == sizeof(C) ? (C *)outp : acc;                                    \
+        for (int64_t p = 0; p < HW; p++)                                                      \
+            sum[p] = 0;                                                                       \
+        for (int64_t i = 0; i < g->kh; i++)                                                   \
+            for (int64_t j = 0; j < g->kw; j++) {                                             \
+                const T *row = col + (i * g->kw + j) * sr;                                    \
+                int64_t off = j * g->dw - g->pw, lo, hi;                                      \
+                valid_columns(g, off, &lo, &hi);                                              \
+                for (int64_t oy = 0; oy < g->oh; oy++) {                                      \
+                    int64_t y = oy * g->sh - g->ph + i * g->dh;                               \
+                    if (y < 0 || y >= g->H)                                                   \
+                        continue;                                                             \
+                    C *dst = sum + y * g->W;                                                  \
+                    const T *src = row + oy * g->ow * sc;                                     \
+                    for (int64_t ox = lo; ox < hi; ox++)                                      \
+                        dst[ox * g->sw + off] += cpu_load_##name(src + ox * sc);              \
+                }                                                                             \
+            }                                                                                 \
+        if (sizeof(T) != sizeof(C))                                                           \
+            for (int64_t p = 0; p < HW; p++)                                                  \
+                cpu_store_##name((T *)outp + p, sum[p]);                                      \
+    }
+
+#define INST(name, id, T, C) DEFINE_IM2COL(name, T, C) DEFINE_COL2IM(name, T, C)
+CPU_FOR_FLOATING_DTYPES(INST)
+#undef INST
+
+/* ---- kernels -------------------------------------------------------------------------- */
+
+struct conv_job {
+    const struct weft_op_call *call;
+    struct conv_geom g;
+    enum weft_dtype dtype;
+    int failed; /* a thread could not get its scratch buffer */
+};
+
+static void im2col_range(void *ctx, int64_t begin, int64_t end)
+{
+    const struct conv_job *job = ctx;
+    const weft_tensor *x = job->call->in[0];
+    weft_tensor *out = job->call->out[0];
+    size_t isz = weft_dtype_size(job->dtype);
+    int64_t rows = job->g.kh * job->g.kw * (job->g.oh * job->g.ow);
+    for (int64_t p = begin; p < end; p++) {
+        int64_t n = p / job->g.C, c = p % job->g.C;
+        const char *src = (const char *)weft_tensor_data(x) +
+                          (n * x->stride[0] + c * x->stride[1]) * (int64_t)isz;
+        char *dst = (char *)weft_tensor_data(out) + p * rows * (int64_t)isz;
+        switch (job->dtype) {
+#define CASE(name, id, T, C)                                                                  \
+    case id:                                                                                  \
+        im2col_plane_##name(src, x->stride[2], x->stride[3], dst, &job->g);                   \
+        break;
+            CPU_FOR_FLOATING_DTYPES(CASE)
+#undef CASE
+        default:
+            break;
+        }
+    }
+}
+
+static void col2im_range(void *ctx, int64_t begin, int64_t end)
+{
+    struct conv_job *job = ctx;
+    const weft_tensor *col = job->call->in[0];
+    weft_tensor *out = job->call->out[0];
+    size_t isz = weft_dtype_size(job->dtype);
+    int64_t taps = job->g.kh * job->g.kw, HW = job->g.H * job->g.W;
+    float *acc = isz == 2 ? malloc((size_t)(HW ? HW : 1) * sizeof *acc) : NULL;
+    if (isz == 2 && !acc) {
+        __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t p = begin; p < end; p++) {
+        int64_t n = p / job->g.C, c = p % job->g.C;
+        const char *src = (const char *)weft_tensor_data(col) +
+                          (n * col->stride[0] + c * taps * col->stride[1]) * (int64_t)isz;
+        char *dst = (char *)weft_tensor_data(out) + p * HW * (int64_t)isz;
+        switch (job->dtype) {
+        case WEFT_F16:
+            col2im_plane_f16(src, col->stride[1], col->stride[2], dst, acc, &job->g);
+            break;
+        case WEFT_BF16:
+            col2im_plane_bf16(src, col->stride[1], col->stride[2], dst, acc, &job->g);
+            break;
+        case WEFT_F32:
+            col2im_plane_f32(src, col->stride[1], col->stride[2], dst, NULL, &job->g);
+            break;
+        case WEFT_F64:
+            col2im_plane_f64(src, col->stride[1], col->stride[2], dst, NULL, &job->g);
+            break;
+        default:
+            break;
+        }
+    }
+    free(acc);
+}
+
+static int64_t plane_grain(int64_t work_per_plane)
+{
+    int64_t g = CPU_PARALLEL_GRAIN / (work_per_plane > 0 ? work_per_plane : 1);
+    return g > 0 ? g : 1;
+}
+
+static int im2col_kernel(const struct weft_op_call *call)
+{
+    const weft_tensor *x = call->in[0];
+    struct conv_job job = {call, geom_of(call, x), x->dtype};
+    int64_t planes = x->shape[0] * job.g.C;
+    if (weft_tensor_numel(call->out[0]) == 0)
+        return 0;
+    int64_t work = job.g.kh * job.g.kw * job.g.oh * job.g.ow;
+    cpu_parallel_for(planes, plane_grain(work), im2col_range, &job);
+    return 0;
+}
+
+static int col2im_kernel(const struct weft_op_call *call)
+{
+    weft_tensor *out = call->out[0];
+    struct conv_job job = {call, geom_of(call, out), call->in[0]->dtype};
+    int64_t planes = out->shape[0] * job.g.C;
+    if (weft_tensor_numel(out) == 0)
+        return 0;
+    if (weft_tensor_numel(call->in[0]) == 0) {
+        memset(weft_tensor_data(out), 0, (size_t)weft_tensor_numel(out) * weft_tensor_itemsize(out));
+        return 0;
+    }
+    int64_t work = job.g.kh * job.g.kw * job.g.oh * job.g.ow;
+    cpu_parallel_for(planes, plane_grain(work), col2im_range, &job);
+    if (job.failed)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "col2im: out of host memory");
+    return 0;
+}
+
+int cpu_register_conv_kernels(void)
+{
+    int rc = weft_kernel_register(WEFT_OP_IM2COL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                  WEFT_DTYPES_FLOATING, im2col_kernel);
+    if (rc != 0)
+        return rc;
+    return weft_kernel_register(WEFT_OP_COL2IM, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                WEFT_DTYPES_FLOATING, col2im_kernel);
+}
