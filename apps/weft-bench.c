@@ -237,6 +237,116 @@ static void bench_tiny(void)
     weft_tensor_release(c.b);
 }
 
+/* ---- conv2d and autograd overhead ----------------------------------------------------------- */
+
+struct conv_ctx {
+    weft_tensor *x, *w, *b;
+    struct weft_conv2d_params p;
+};
+
+/* One forward and backward of a Conv2d layer, as in a training step. */
+static void run_conv2d_fwd_bwd(void *p)
+{
+    struct conv_ctx *c = p;
+    weft_scope_push();
+    weft_tensor *y = weft_conv2d(c->x, c->w, c->b, &c->p);
+    weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+    weft_scope_pop();
+    weft_zero_grad(c->x, true);
+    weft_zero_grad(c->w, true);
+    weft_zero_grad(c->b, true);
+}
+
+static void bench_conv2d(void)
+{
+    const char *name = "conv2d_fwd_bwd_64x8x26x26";
+    if (!selected(name))
+        return;
+    /* Conv2d(8, 16, 3, padding=1) on a batch of 64 8x26x26 images */
+    const int64_t N = 64, C = 8, H = 26, W = 26, Cout = 16, k = 3;
+    const int64_t xs[4] = {N, C, H, W}, ws[4] = {Cout, C, k, k}, bs[1] = {Cout};
+    struct conv_ctx c = {.p = {.padding = {1, 1}}};
+    c.x = weft_rand(4, xs, WEFT_F32, WEFT_CPU);
+    c.w = weft_rand(4, ws, WEFT_F32, WEFT_CPU);
+    c.b = weft_rand(1, bs, WEFT_F32, WEFT_CPU);
+    weft_requires_grad_(c.x, true);
+    weft_requires_grad_(c.w, true);
+    weft_requires_grad_(c.b, true);
+    die_on_error("setting up conv2d");
+    /* forward 2*N*Cout*OH*OW*Cin*kh*kw; backward (input and weight grads) twice that */
+    double fwd = 2.0 * (double)(N * Cout * H * W * C * k * k);
+    double s = time_median(run_conv2d_fwd_bwd, &c, opt.repeats);
+    die_on_error("conv2d");
+    report(name, 3 * fwd / s / 1e9, "GFLOP/s");
+    weft_tensor_release(c.x);
+    weft_tensor_release(c.w);
+    weft_tensor_release(c.b);
+}
+
+enum chain_mode { CHAIN_NO_GRAD, CHAIN_RECORDING, CHAIN_FWD_BWD };
+
+#define CHAIN_OPS 100
+#define CHAIN_REPEATS 200
+
+struct chain_ctx {
+    enum chain_mode mode;
+    weft_tensor *x, *c;
+};
+
+/* CHAIN_REPEATS chains of 100 tiny elementwise ops (mul, add, tanh in turn) on 16
+ * elements: per-op cost is the framework's overhead, not arithmetic. */
+static void run_chain(void *p)
+{
+    struct chain_ctx *c = p;
+    bool prev = c->mode == CHAIN_NO_GRAD ? weft_no_grad_begin() : weft_grad_enabled();
+    for (int r = 0; r < CHAIN_REPEATS; r++) {
+        weft_scope_push();
+        weft_tensor *y = c->x;
+        for (int i = 0; i < CHAIN_OPS; i++) {
+            switch (i % 3) {
+            case 0: y = weft_mul(y, c->c); break;
+            case 1: y = weft_add(y, c->c); break;
+            default: y = weft_tanh(y); break;
+            }
+        }
+        if (c->mode == CHAIN_FWD_BWD) {
+            weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+            weft_zero_grad(c->x, true);
+        }
+        weft_scope_pop();
+    }
+    weft_grad_mode_restore(prev);
+}
+
+static void bench_autograd(void)
+{
+    static const char *const names[] = {"chain100_fwd_no_grad", "chain100_fwd_recording",
+                                        "autograd_chain100_fwd_bwd"};
+    const int64_t shape[1] = {16};
+    struct chain_ctx c;
+    c.x = weft_rand(1, shape, WEFT_F32, WEFT_CPU);
+    c.c = weft_rand(1, shape, WEFT_F32, WEFT_CPU);
+    weft_requires_grad_(c.x, true);
+    die_on_error("setting up the op chain");
+    for (int m = CHAIN_NO_GRAD; m <= CHAIN_FWD_BWD; m++) {
+        if (!selected(names[m]))
+            continue;
+        c.mode = (enum chain_mode)m;
+        double s = time_median(run_chain, &c, opt.repeats);
+        die_on_error(names[m]);
+        report(names[m], s / (CHAIN_REPEATS * CHAIN_OPS) * 1e6, "us/op");
+    }
+    weft_tensor_release(c.x);
+    weft_tensor_release(c.c);
+}
+
+/* The nn layer: a convolution's training step and the autograd overhead per op. */
+static void bench_nn(void)
+{
+    bench_conv2d();
+    bench_autograd();
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static void usage(FILE *f)
@@ -277,12 +387,81 @@ static int parse_args(int argc, char **argv)
     return 0;
 }
 
+/* ---- data loader ------------------------------------------------------------------------ */
+
+struct loader_ctx {
+    weft_dataloader *dl;
+    int nfields;
+};
+
+/* One epoch, each batch's tensors dropped at once (as a training step would after use). */
+static void run_loader_epoch(void *p)
+{
+    struct loader_ctx *c = p;
+    weft_tensor *f[WEFT_DATASET_MAX_FIELDS];
+    weft_dataloader_epoch(c->dl, 0);
+    while (weft_dataloader_next(c->dl, f) == 1)
+        for (int i = 0; i < c->nfields; i++)
+            weft_tensor_release(f[i]);
+}
+
+/* MNIST train from data/mnist (under $WEFT_SOURCE_ROOT, or the current or parent
+ * directory) through the idx reader: batch 64, 2 workers, normalised to float32. */
+static void bench_dataloader(void)
+{
+    const char *name = "dataloader_mnist_images_per_s";
+    if (!selected(name))
+        return;
+    const char *root = getenv("WEFT_SOURCE_ROOT");
+    const char *dirs[] = {root ? root : ".", ".", ".."};
+    char images[1024] = "", labels[1024];
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !images[0]; i++) {
+        snprintf(images, sizeof images, "%s/data/mnist/train-images-idx3-ubyte.gz", dirs[i]);
+        FILE *f = fopen(images, "rb");
+        if (f) {
+            fclose(f);
+            snprintf(labels, sizeof labels, "%s/data/mnist/train-labels-idx1-ubyte.gz", dirs[i]);
+        } else {
+            images[0] = '\0';
+        }
+    }
+    if (!images[0]) {
+        printf("# %s skipped: data/mnist not found (set WEFT_SOURCE_ROOT)\n", name);
+        return;
+    }
+    struct weft_config *cfg = weft_config_new("bench");
+    weft_config_put(cfg, "data", "reader", "idx");
+    weft_config_put(cfg, "data", "images", images);
+    weft_config_put(cfg, "data", "labels", labels);
+    weft_config_put(cfg, "loader", "batch_size", "64");
+    weft_config_put(cfg, "loader", "workers", "2");
+    weft_config_put(cfg, "loader", "mean", "0.1307");
+    weft_config_put(cfg, "loader", "std", "0.3081");
+    weft_dataset *ds = weft_dataset_open(cfg, "data");
+    if (!ds) {
+        printf("# %s skipped: %s\n", name, weft_error_message());
+        weft_error_clear();
+        weft_config_free(cfg);
+        return;
+    }
+    struct loader_ctx c = {weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU),
+                           weft_dataset_num_fields(ds)};
+    die_on_error("setting up the data loader");
+    double s = time_median(run_loader_epoch, &c, opt.repeats);
+    die_on_error(name);
+    report(name, (double)weft_dataset_length(ds) / s, "images/s");
+    weft_dataloader_free(c.dl);
+    weft_dataset_close(ds);
+    weft_config_free(cfg);
+}
+
 int main(int argc, char **argv)
 {
     int rc = parse_args(argc, argv);
     if (rc)
         return rc;
-    if (weft_runtime_init(NULL, NULL) != 0) {
+    weft_device device;
+    if (weft_runtime_init(NULL, &device) != 0) {
         fprintf(stderr, "weft-bench: %s\n", weft_error_message());
         return 2;
     }
@@ -297,5 +476,7 @@ int main(int argc, char **argv)
     bench_matmul(1024);
     bench_matmul(2048);
     bench_tiny();
+    bench_nn();
+    bench_dataloader();
     return 0;
 }

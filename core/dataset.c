@@ -423,3 +423,78 @@ int weft_dataset_resolve_path(const struct weft_config *cfg, const char *path, c
                               name, path, size - 1);
     return 0;
 }
+
+/* ---- subsets ------------------------------------------------------------------------- */
+
+/* A subset reads through to its base with its indices mapped; it is how a trainer holds
+ * out a validation split without copying samples. */
+struct subset_ctx {
+    const weft_dataset *base;
+    int64_t n;
+    int64_t *map;
+};
+
+static int subset_read(void *ctx, int64_t n, const int64_t *indices, void *const *buffers)
+{
+    const struct subset_ctx *s = ctx;
+    int64_t small[256] = {0};
+    int64_t *mapped = n <= 256 ? small : malloc((size_t)n * sizeof *mapped);
+    if (!mapped)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataset subset: out of memory");
+    for (int64_t k = 0; k < n; k++)
+        mapped[k] = s->map[indices[k]];
+    int rc = weft_dataset_read(s->base, n, mapped, buffers);
+    if (mapped != small)
+        free(mapped);
+    return rc;
+}
+
+static void subset_close(void *ctx)
+{
+    struct subset_ctx *s = ctx;
+    free(s->map);
+    free(s);
+}
+
+static const struct weft_dataset_reader subset_reader = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_dataset_reader),
+    .name = "subset",
+    .description = "a subset of another dataset's samples",
+    .read = subset_read,
+    .close = subset_close,
+};
+
+weft_dataset *weft_dataset_subset(const weft_dataset *base, int64_t n, const int64_t *indices)
+{
+    if (!base)
+        return NULL;
+    for (int64_t k = 0; k < n; k++)
+        if (indices[k] < 0 || indices[k] >= base->info.length) {
+            weft_error_set(WEFT_ERR_INDEX,
+                           "subset index %lld is out of bounds for dataset [%s] with %lld samples",
+                           (long long)indices[k], base->section, (long long)base->info.length);
+            return NULL;
+        }
+    weft_dataset *ds = calloc(1, sizeof *ds);
+    struct subset_ctx *s = calloc(1, sizeof *s);
+    int64_t *map = malloc((size_t)(n > 0 ? n : 1) * sizeof *map);
+    char *section = strdup(base->section);
+    if (!ds || !s || !map || !section) {
+        free(ds);
+        free(s);
+        free(map);
+        free(section);
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataset subset: out of memory");
+        return NULL;
+    }
+    if (n > 0)
+        memcpy(map, indices, (size_t)n * sizeof *map);
+    *s = (struct subset_ctx){base, n, map};
+    *ds = *base;
+    ds->reader = &subset_reader;
+    ds->ctx = s;
+    ds->section = section;
+    ds->info.length = n;
+    return ds;
+}

@@ -39,7 +39,8 @@ weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out)
     return weft_node_finish(node, 1, &out) == 0 ? out : NULL;
 }
 
-/* Runs fn(args) inside a scope: temporaries are released, the result survives. */
+/* Returns `call` evaluated inside a scope: its temporaries are released, the result
+ * survives with one reference recorded in the caller's scope (if any). */
 #define IN_SCOPE(call)                                                                        \
     do {                                                                                      \
         weft_scope_push();                                                                    \

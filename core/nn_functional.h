@@ -18,9 +18,9 @@
 /* v as Python's repr(float) writes it ("1.5", "2.0", "-0.1"), for PyTorch's messages. */
 WEFT_INTERNAL const char *weft_nn_pyfloat(double v, char *buf, size_t size);
 
-/* Attaches node (when not NULL) as the grad_fn of out, consuming the node; returns out,
- * or NULL when out is NULL or the node could not be attached (error set). out must be
- * recorded in an open scope, which releases it on failure. */
+/* Makes node the grad_fn of out, consuming the node; returns out, or NULL when node or
+ * out is NULL (a failed creation or forward: the error is already set) or attaching
+ * failed. out must be recorded in an open scope, which releases it on failure. */
 WEFT_INTERNAL weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out);
 
 #endif

@@ -162,7 +162,8 @@ static int linear_repr(const weft_module *m, char *buf, size_t size)
                     py_bool(weft_module_parameter(m, "bias") != NULL));
 }
 
-static const struct weft_module_type linear_type = MODULE_TYPE("Linear", linear_forward, linear_repr);
+static const struct weft_module_type linear_type =
+    MODULE_TYPE("Linear", linear_forward, linear_repr);
 
 weft_module *weft_nn_linear(int64_t in_features, int64_t out_features, bool bias)
 {
@@ -212,7 +213,8 @@ static int conv2d_repr(const weft_module *m, char *buf, size_t size)
     return (int)used;
 }
 
-static const struct weft_module_type conv2d_type = MODULE_TYPE("Conv2d", conv2d_forward, conv2d_repr);
+static const struct weft_module_type conv2d_type =
+    MODULE_TYPE("Conv2d", conv2d_forward, conv2d_repr);
 
 weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
 {
@@ -377,7 +379,7 @@ static weft_tensor *batch_norm_forward(weft_module *m, weft_tensor *x)
 static int batch_norm_repr(const weft_module *m, char *buf, size_t size)
 {
     const struct batch_norm_state *s = weft_module_state(m);
-    char eps[40], momentum[40];
+    char eps[64], momentum[64];
     return snprintf(buf, size, "%lld, eps=%s, momentum=%s, affine=True, track_running_stats=True",
                     (long long)s->num_features, py_float(s->eps, eps, sizeof eps),
                     py_float(s->momentum, momentum, sizeof momentum));
@@ -447,7 +449,7 @@ static int layer_norm_repr(const weft_module *m, char *buf, size_t size)
         used += (size_t)snprintf(shape + used, sizeof shape - used, i ? ", %lld" : "%lld",
                                  (long long)s->shape[i]);
     snprintf(shape + used, sizeof shape - used, "%s)", s->ndims == 1 ? "," : "");
-    char eps[40];
+    char eps[64];
     return snprintf(buf, size, "%s, eps=%s, elementwise_affine=%s", shape,
                     py_float(s->eps, eps, sizeof eps), py_bool(s->elementwise_affine));
 }
@@ -517,17 +519,18 @@ static weft_tensor *dropout_forward(weft_module *m, weft_tensor *x)
 
 static int dropout_repr(const weft_module *m, char *buf, size_t size)
 {
-    char p[40];
+    char p[64];
     return snprintf(buf, size, "p=%s, inplace=False",
                     py_float(*(const double *)weft_module_state(m), p, sizeof p));
 }
 
-static const struct weft_module_type dropout_type = MODULE_TYPE("Dropout", dropout_forward, dropout_repr);
+static const struct weft_module_type dropout_type =
+    MODULE_TYPE("Dropout", dropout_forward, dropout_repr);
 
 weft_module *weft_nn_dropout(double p)
 {
     if (!(p >= 0.0 && p <= 1.0)) {
-        char text[40];
+        char text[64];
         weft_error_set(WEFT_ERR_VALUE, "dropout probability has to be between 0 and 1, but got %s",
                        py_float(p, text, sizeof text));
         return NULL;
@@ -547,7 +550,8 @@ static int flatten_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "start_dim=%d, end_dim=%d", dims[0], dims[1]);
 }
 
-static const struct weft_module_type flatten_type = MODULE_TYPE("Flatten", flatten_forward, flatten_repr);
+static const struct weft_module_type flatten_type =
+    MODULE_TYPE("Flatten", flatten_forward, flatten_repr);
 
 weft_module *weft_nn_flatten(int start_dim, int end_dim)
 {
@@ -594,7 +598,7 @@ static weft_tensor *leaky_relu_forward(weft_module *m, weft_tensor *x)
 
 static int leaky_relu_repr(const weft_module *m, char *buf, size_t size)
 {
-    char slope[40];
+    char slope[64];
     return snprintf(buf, size, "negative_slope=%s",
                     py_float(*(const double *)weft_module_state(m), slope, sizeof slope));
 }

@@ -42,7 +42,9 @@ struct class_loss {
     weft_tensor *wt;      /* [N, 1, d...] weight of each position's target, 0 where ignored */
     weft_tensor *valid;   /* [N, 1, d...] 1 where not ignored, input's dtype */
     weft_tensor *weights; /* [1, C, 1...] or NULL */
-    int64_t C, M;
+    int64_t C, M;         /* classes, positions */
+    int out_ndim;         /* target's shape: the unreduced loss's */
+    int64_t out_shape[WEFT_MAX_DIMS];
 };
 
 static int class_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
@@ -84,7 +86,7 @@ static int class_backward(struct weft_node *node, weft_tensor *const *grad_outpu
         grad = weft_mul(weft_exp(logp), c1);
     }
     /* ... minus c1 at each position's target class. */
-    grad = weft_scatter_add_(grad, 1, t, weft_neg(weft_expand_as(c1, t)));
+    grad = weft_scatter_add_(grad, 1, t, weft_neg(c1));
     grad_inputs[0] = grad;
     return grad ? 0 : weft_error_code();
 }
@@ -178,6 +180,8 @@ static int class_prepare(weft_tensor *input, weft_tensor *target,
     if (!valid || class_check_bounds(t, valid, L->C) != 0)
         return weft_error_code();
     L->M = weft_tensor_numel(t);
+    L->out_ndim = target->ndim;
+    memcpy(L->out_shape, target->shape, sizeof L->out_shape);
     L->target = weft_masked_fill(t, weft_logical_not(valid), 0);
     L->valid = weft_to_dtype(valid, input->dtype);
     L->weights = NULL;
@@ -198,3 +202,271 @@ static int class_prepare(weft_tensor *input, weft_tensor *target,
     return L->target && L->valid && L->wt && (!p->weight || L->weights) ? 0 : weft_error_code();
 }
 
+
+/* The loss from log-probabilities; *norm gets sum(w_t), the mean's normaliser. */
+static weft_tensor *class_forward(const struct class_loss *L, weft_tensor *logp, double eps,
+                                  enum weft_reduction reduction, weft_tensor **norm)
+{
+    const int cls = 1;
+    weft_tensor *nll = weft_neg(weft_mul(weft_gather(logp, 1, L->target), L->wt));
+    weft_tensor *smooth = NULL;
+    if (eps > 0) { /* PyTorch's -sum_c(w_c * logp_c), zero where ignored */
+        weft_tensor *lp = L->weights ? weft_mul(logp, L->weights) : logp;
+        smooth = weft_mul(weft_neg(weft_sum(lp, 1, &cls, true)), L->valid);
+    }
+    *norm = weft_sum(L->wt, 0, NULL, false);
+    if (reduction == WEFT_REDUCTION_NONE) {
+        weft_tensor *loss = nll;
+        if (smooth)
+            loss = weft_add(weft_mul_scalar(nll, 1 - eps), weft_mul_scalar(smooth, eps / (double)L->C));
+        return weft_reshape(loss, L->out_ndim, L->out_shape);
+    }
+    weft_tensor *total = weft_sum(nll, 0, NULL, false);
+    if (reduction == WEFT_REDUCTION_MEAN)
+        total = weft_div(total, *norm);
+    if (!smooth)
+        return total;
+    /* Smoothing's mean: over the weights like the NLL term when weighted, else over every
+     * position, ignored ones included (PyTorch's smooth_loss.mean()). */
+    weft_tensor *s = weft_sum(smooth, 0, NULL, false);
+    if (reduction == WEFT_REDUCTION_MEAN)
+        s = L->weights ? weft_div(s, *norm) : weft_div_scalar(s, (double)L->M);
+    return weft_add(weft_mul_scalar(total, 1 - eps), weft_mul_scalar(s, eps / (double)L->C));
+}
+
+static int class_save(struct weft_node *node, const struct class_loss *L, weft_tensor *logp,
+                      weft_tensor *norm, bool logits, double eps, enum weft_reduction reduction)
+{
+    int64_t *ints = weft_node_ints(node);
+    ints[0] = reduction;
+    ints[1] = logits;
+    ints[2] = L->weights != NULL;
+    weft_node_scalars(node)[0] = eps;
+    weft_node_scalars(node)[1] = (double)L->M;
+    int rc = logits ? weft_node_save(node, 0, logp) : 0;
+    if (rc == 0)
+        rc = weft_node_save(node, 1, L->target);
+    if (rc == 0)
+        rc = weft_node_save(node, 2, L->wt);
+    if (rc == 0 && reduction == WEFT_REDUCTION_MEAN)
+        rc = weft_node_save(node, 3, norm);
+    if (rc == 0 && eps > 0)
+        rc = weft_node_save(node, 4, L->weights);
+    if (rc == 0 && eps > 0)
+        rc = weft_node_save(node, 5, L->valid);
+    return rc;
+}
+
+static weft_tensor *class_loss_in_scope(weft_tensor *input, weft_tensor *target,
+                                        const struct weft_cross_entropy_params *params, bool logits)
+{
+    struct weft_cross_entropy_params p = params ? *params : weft_cross_entropy_defaults();
+    if (logits && !(p.label_smoothing >= 0 && p.label_smoothing <= 1)) {
+        /* C++'s stream formatting of a double, which is %g's */
+        weft_error_set(WEFT_ERR_RUNTIME, "label_smoothing must be between 0.0 and 1.0. Got: %g",
+                       p.label_smoothing);
+        return NULL;
+    }
+    double eps = logits ? p.label_smoothing : 0;
+    struct class_loss L;
+    if (class_prepare(input, target, &p, &L) != 0)
+        return NULL;
+    bool rec = weft_autograd_needed(1, &L.input);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *logp = logits ? weft_log_softmax(L.input, 1) : L.input, *norm = NULL;
+    weft_tensor *loss = logp ? class_forward(&L, logp, eps, p.reduction, &norm) : NULL;
+    weft_grad_mode_restore(prev);
+    if (!loss || !rec)
+        return loss;
+    struct weft_node *node = weft_node_create("NllLossBackward0", class_backward, 1, &L.input, 6);
+    if (!node)
+        return NULL;
+    if (class_save(node, &L, logp, norm, logits, eps, p.reduction) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, loss);
+}
+
+weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
+                                const struct weft_cross_entropy_params *params)
+{
+    if (!logits || !target)
+        return NULL;
+    weft_scope_push();
+    weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(logits, target, params, true));
+    weft_scope_pop();
+    return weft_tensor_finish(loss);
+}
+
+weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
+                           const struct weft_cross_entropy_params *params)
+{
+    if (!log_probs || !target)
+        return NULL;
+    weft_scope_push();
+    weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(log_probs, target, params, false));
+    weft_scope_pop();
+    return weft_tensor_finish(loss);
+}
+
+/* ---- pointwise losses ------------------------------------------------------------------------
+ * One node per loss with PyTorch's name; the reduction happens inside it. Inputs: 0 input,
+ * 1 target, 2 pos_weight (BCE); all three saved in the same slots. ints[0] kind, ints[1]
+ * reduction; scalars[0] the number of loss elements (the mean's divisor). */
+
+enum pointwise_kind { PW_MSE, PW_L1, PW_BCE_LOGITS };
+
+/* softplus(-x) = log(1 + exp(-x)) = -log(sigmoid(x)), without overflow. */
+static weft_tensor *softplus_neg(weft_tensor *x)
+{
+    return weft_add(weft_log1p(weft_exp(weft_neg(weft_abs(x)))), weft_relu(weft_neg(x)));
+}
+
+/* lw = (pos_weight - 1) * y + 1, the weight of the positive term. */
+static weft_tensor *log_weight(weft_tensor *y, weft_tensor *pw)
+{
+    return weft_add_scalar(weft_mul(weft_sub_scalar(pw, 1), y), 1);
+}
+
+static weft_tensor *pointwise_elements(enum pointwise_kind kind, weft_tensor *x, weft_tensor *y,
+                                       weft_tensor *pw)
+{
+    switch (kind) {
+    case PW_MSE: {
+        weft_tensor *d = weft_sub(x, y);
+        return weft_mul(d, d);
+    }
+    case PW_L1:
+        return weft_abs(weft_sub(x, y));
+    case PW_BCE_LOGITS: {
+        /* (1 - y) * x + lw * softplus(-x): max(x, 0) - x*y + log(1 + exp(-|x|)) when lw = 1 */
+        weft_tensor *sp = softplus_neg(x);
+        return weft_add(weft_mul(weft_rsub_scalar(y, 1), x), pw ? weft_mul(log_weight(y, pw), sp) : sp);
+    }
+    }
+    return NULL;
+}
+
+static int pointwise_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                              weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *x = weft_node_saved(node, 0), *y = weft_node_saved(node, 1),
+                *pw = weft_node_saved(node, 2);
+    enum pointwise_kind kind = (enum pointwise_kind)weft_node_ints(node)[0];
+    if (weft_node_ints(node)[1] == WEFT_REDUCTION_MEAN)
+        g = weft_div_scalar(g, weft_node_scalars(node)[0]);
+    weft_tensor *dx = NULL, *dy = NULL, *dpw = NULL;
+    bool need_y = weft_node_needs_input_grad(node, 1), need_pw = weft_node_needs_input_grad(node, 2);
+    switch (kind) {
+    case PW_MSE:
+        dx = weft_mul(weft_mul_scalar(weft_sub(x, y), 2), g);
+        dy = need_y ? weft_neg(dx) : NULL;
+        break;
+    case PW_L1:
+        dx = weft_mul(weft_sign(weft_sub(x, y)), g);
+        dy = need_y ? weft_neg(dx) : NULL;
+        break;
+    case PW_BCE_LOGITS: {
+        /* d/dx = lw * sigmoid(x) - pos_weight * y (sigmoid(x) - y without pos_weight);
+         * d/dy = -x + (pos_weight - 1) * softplus(-x); d/dpos_weight = y * softplus(-x). */
+        weft_tensor *sig = weft_sigmoid(x);
+        dx = pw ? weft_sub(weft_mul(log_weight(y, pw), sig), weft_mul(pw, y)) : weft_sub(sig, y);
+        dx = weft_mul(dx, g);
+        weft_tensor *sp = need_y || need_pw ? softplus_neg(x) : NULL;
+        if (need_y)
+            dy = weft_mul(pw ? weft_sub(weft_mul(weft_sub_scalar(pw, 1), sp), x) : weft_neg(x), g);
+        if (need_pw)
+            dpw = weft_mul(weft_mul(y, sp), g);
+        break;
+    }
+    }
+    if (!dx || (need_y && !dy) || (need_pw && !dpw))
+        return weft_error_code();
+    grad_inputs[0] = weft_node_needs_input_grad(node, 0) ? dx : NULL;
+    grad_inputs[1] = dy;
+    grad_inputs[2] = dpw;
+    return 0;
+}
+
+static const char *pointwise_name(enum pointwise_kind kind)
+{
+    static const char *const names[] = {"MseLossBackward0", "L1LossBackward0",
+                                        "BinaryCrossEntropyWithLogitsBackward0"};
+    return names[kind];
+}
+
+static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x, weft_tensor *y,
+                                       weft_tensor *pw, enum weft_reduction reduction)
+{
+    if (check_reduction(reduction) != 0)
+        return NULL;
+    if (!weft_dtype_is_floating(x->dtype)) {
+        static const char *const kernels[] = {"mse_cpu", "l1_cpu", "binary_cross_entropy_with_logits"};
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'", kernels[kind],
+                       weft_dtype_torch_name(x->dtype));
+        return NULL;
+    }
+    if (kind == PW_BCE_LOGITS &&
+        (x->ndim != y->ndim || memcmp(x->shape, y->shape, (size_t)x->ndim * sizeof *x->shape) != 0)) {
+        char a[160], b[160];
+        weft_error_set(WEFT_ERR_VALUE,
+                       "Target size (torch.Size(%s)) must be the same as input size (torch.Size(%s))",
+                       weft_shape_str(y->ndim, y->shape, a, sizeof a),
+                       weft_shape_str(x->ndim, x->shape, b, sizeof b));
+        return NULL;
+    }
+    weft_tensor *in[3] = {x, y, pw};
+    bool rec = weft_autograd_needed(3, in);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *e = pointwise_elements(kind, x, y, pw), *loss = e;
+    if (e && reduction == WEFT_REDUCTION_SUM)
+        loss = weft_sum(e, 0, NULL, false);
+    else if (e && reduction == WEFT_REDUCTION_MEAN)
+        loss = weft_mean(e, 0, NULL, false);
+    weft_grad_mode_restore(prev);
+    if (!loss || !rec)
+        return loss;
+    struct weft_node *node = weft_node_create(pointwise_name(kind), pointwise_backward, 3, in, 3);
+    if (!node)
+        return NULL;
+    weft_node_ints(node)[0] = kind;
+    weft_node_ints(node)[1] = reduction;
+    weft_node_scalars(node)[0] = (double)weft_tensor_numel(e);
+    if (weft_node_save(node, 0, x) != 0 || weft_node_save(node, 1, y) != 0 ||
+        weft_node_save(node, 2, pw) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, loss);
+}
+
+#define POINTWISE_ENTRY(kind, x, y, pw, reduction)                                            \
+    do {                                                                                      \
+        if (!(x) || !(y))                                                                     \
+            return NULL;                                                                      \
+        weft_scope_push();                                                                    \
+        weft_tensor *loss__ = weft_tensor_retain(pointwise_in_scope(kind, x, y, pw, reduction)); \
+        weft_scope_pop();                                                                     \
+        return weft_tensor_finish(loss__);                                                    \
+    } while (0)
+
+weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction)
+{
+    POINTWISE_ENTRY(PW_MSE, input, target, NULL, reduction);
+}
+
+weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction)
+{
+    POINTWISE_ENTRY(PW_L1, input, target, NULL, reduction);
+}
+
+weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tensor *target,
+                                                   weft_tensor *pos_weight,
+                                                   enum weft_reduction reduction)
+{
+    POINTWISE_ENTRY(PW_BCE_LOGITS, input, target, pos_weight, reduction);
+}

@@ -73,7 +73,8 @@ static void sb_puts(struct strbuf *sb, const char *s)
     sb_putn(sb, s, strlen(s));
 }
 
-static void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct strbuf *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void sb_printf(struct strbuf *sb, const char *fmt, ...)
 {
     va_list ap;
@@ -434,8 +435,9 @@ static int collect_visit(void *ctx, const char *name, weft_tensor *t)
         if (c->items[i].tensor == t)
             return 0;
     if (strlen(name) > NAME_MAX_LEN)
-        return weft_error_set(WEFT_ERR_VALUE, "tensor name '%.60s...' is longer than %zu characters",
-                              name, NAME_MAX_LEN);
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "tensor name '%.60s...' is longer than %zu characters", name,
+                              NAME_MAX_LEN);
     if (c->count == c->capacity) {
         int cap = c->capacity ? c->capacity * 2 : 16;
         struct weft_named_tensor *p = realloc(c->items, (size_t)cap * sizeof *p);
@@ -700,7 +702,8 @@ static int queue_copy(struct load *ld, const char *key, weft_tensor *dst, weft_t
 
 static bool same_shape(const weft_tensor *a, const weft_tensor *b)
 {
-    return a->ndim == b->ndim && memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
 }
 
 /* One local parameter or buffer: PyTorch's _load_from_state_dict for it. */

@@ -17,7 +17,8 @@ static int require_strided(const weft_tensor *t, const char *name)
 {
     if (t->layout == WEFT_LAYOUT_STRIDED)
         return 0;
-    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors are supported", name);
+    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors are supported",
+                          name);
 }
 
 /* ---- cat / stack ------------------------------------------------------------------------ */
@@ -35,14 +36,16 @@ static int cat_check(int n, weft_tensor *const *ts, const weft_tensor *ref, int 
         if (cat_skipped(t))
             continue;
         if (t->ndim != ref->ndim)
-            return weft_error_set(WEFT_ERR_RUNTIME, "Tensors must have same number of dimensions: got %d and %d",
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "Tensors must have same number of dimensions: got %d and %d",
                                   ref->ndim, t->ndim);
         for (int k = 0; k < t->ndim; k++)
             if (k != d && t->shape[k] != ref->shape[k])
-                return weft_error_set(WEFT_ERR_RUNTIME,
-                                      "Sizes of tensors must match except in dimension %d. Expected size "
-                                      "%lld but got size %lld for tensor number %d in the list.",
-                                      d, (long long)ref->shape[k], (long long)t->shape[k], i);
+                return weft_error_set(
+                    WEFT_ERR_RUNTIME,
+                    "Sizes of tensors must match except in dimension %d. Expected size "
+                    "%lld but got size %lld for tensor number %d in the list.",
+                    d, (long long)ref->shape[k], (long long)t->shape[k], i);
     }
     return 0;
 }
@@ -53,7 +56,8 @@ static weft_tensor *cat_in_scope(int n, weft_tensor *const *ts, int dim)
     const weft_tensor *ref = NULL;
     for (int i = 0; i < n; i++) {
         if (ts[i]->ndim == 0) {
-            weft_error_set(WEFT_ERR_RUNTIME, "zero-dimensional tensor (at position %d) cannot be concatenated", i);
+            weft_error_set(WEFT_ERR_RUNTIME,
+                           "zero-dimensional tensor (at position %d) cannot be concatenated", i);
             return NULL;
         }
         if (require_strided(ts[i], "cat") != 0)
@@ -95,7 +99,7 @@ static weft_tensor *cat_in_scope(int n, weft_tensor *const *ts, int dim)
 weft_tensor *weft_fwd_cat(int n, weft_tensor *const *tensors, int dim)
 {
     if (n <= 0 || !tensors) {
-        weft_error_set(WEFT_ERR_VALUE, "torch.cat(): expected a non-empty list of Tensors");
+        weft_error_set(WEFT_ERR_RUNTIME, "torch.cat(): expected a non-empty list of Tensors");
         return NULL;
     }
     for (int i = 0; i < n; i++)
@@ -115,11 +119,12 @@ static weft_tensor *stack_parts(int n, weft_tensor *const *ts, int d, weft_tenso
         if (t->ndim != first->ndim ||
             memcmp(t->shape, first->shape, (size_t)t->ndim * sizeof *t->shape) != 0) {
             char a[160], b[160];
-            weft_error_set(WEFT_ERR_RUNTIME,
-                           "stack expects each tensor to be equal size, but got %s at entry 0 and %s "
-                           "at entry %d",
-                           weft_shape_str(first->ndim, first->shape, a, sizeof a),
-                           weft_shape_str(t->ndim, t->shape, b, sizeof b), i);
+            weft_error_set(
+                WEFT_ERR_RUNTIME,
+                "stack expects each tensor to be equal size, but got %s at entry 0 and %s "
+                "at entry %d",
+                weft_shape_str(first->ndim, first->shape, a, sizeof a),
+                weft_shape_str(t->ndim, t->shape, b, sizeof b), i);
             return NULL;
         }
         if (require_strided(t, "stack") != 0)
@@ -156,7 +161,7 @@ static weft_tensor *stack_in_scope(int n, weft_tensor *const *ts, int d)
 weft_tensor *weft_fwd_stack(int n, weft_tensor *const *tensors, int dim)
 {
     if (n <= 0 || !tensors) {
-        weft_error_set(WEFT_ERR_VALUE, "stack expects a non-empty TensorList");
+        weft_error_set(WEFT_ERR_RUNTIME, "stack expects a non-empty TensorList");
         return NULL;
     }
     for (int i = 0; i < n; i++)
@@ -182,7 +187,8 @@ static weft_tensor *index_select_in_scope(weft_tensor *t, int d, weft_tensor *in
 {
     int64_t nidx = weft_tensor_numel(index);
     if (t->ndim == 0 && nidx != 1) {
-        weft_error_set(WEFT_ERR_INDEX, "index_select(): Index to scalar can have only 1 value, got %lld value(s)",
+        weft_error_set(WEFT_ERR_INDEX,
+                       "index_select(): Index to scalar can have only 1 value, got %lld value(s)",
                        (long long)nidx);
         return NULL;
     }
@@ -247,16 +253,18 @@ static int64_t nonempty_size(const weft_tensor *t, int d)
 static int gather_shape_check(const weft_tensor *t, int d, const weft_tensor *index)
 {
     if (nonempty_ndim(t) != nonempty_ndim(index))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "Index tensor must have the same number of dimensions as input tensor");
+        return weft_error_set(
+            WEFT_ERR_RUNTIME,
+            "Index tensor must have the same number of dimensions as input tensor");
     for (int k = 0; k < nonempty_ndim(t); k++)
         if (k != d && nonempty_size(index, k) > nonempty_size(t, k)) {
             char a[160], b[160];
-            return weft_error_set(WEFT_ERR_RUNTIME,
-                                  "Size does not match at dimension %d expected index %s to be smaller "
-                                  "than self %s apart from dimension %d",
-                                  k, weft_shape_str(index->ndim, index->shape, a, sizeof a),
-                                  weft_shape_str(t->ndim, t->shape, b, sizeof b), d);
+            return weft_error_set(
+                WEFT_ERR_RUNTIME,
+                "Size does not match at dimension %d expected index %s to be smaller "
+                "than self %s apart from dimension %d",
+                k, weft_shape_str(index->ndim, index->shape, a, sizeof a),
+                weft_shape_str(t->ndim, t->shape, b, sizeof b), d);
         }
     return 0;
 }
@@ -300,8 +308,9 @@ static int scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *i
 {
     int nd = nonempty_ndim(t);
     if (nd != nonempty_ndim(index))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "Index tensor must have the same number of dimensions as self tensor");
+        return weft_error_set(
+            WEFT_ERR_RUNTIME,
+            "Index tensor must have the same number of dimensions as self tensor");
     bool wrong = false;
     for (int k = 0; k < nd && !wrong; k++)
         wrong = k != d && nonempty_size(index, k) > nonempty_size(t, k);
@@ -312,12 +321,13 @@ static int scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *i
         wrong = nonempty_size(index, k) > nonempty_size(src, k);
     if (wrong) {
         char a[160], b[160], c[160];
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "Expected index %s to be smaller than self %s apart from dimension %d and "
-                              "to be smaller size than src %s",
-                              weft_shape_str(index->ndim, index->shape, a, sizeof a),
-                              weft_shape_str(t->ndim, t->shape, b, sizeof b), d,
-                              weft_shape_str(src->ndim, src->shape, c, sizeof c));
+        return weft_error_set(
+            WEFT_ERR_RUNTIME,
+            "Expected index %s to be smaller than self %s apart from dimension %d and "
+            "to be smaller size than src %s",
+            weft_shape_str(index->ndim, index->shape, a, sizeof a),
+            weft_shape_str(t->ndim, t->shape, b, sizeof b), d,
+            weft_shape_str(src->ndim, src->shape, c, sizeof c));
     }
     return 0;
 }
@@ -390,7 +400,8 @@ static weft_tensor *one_hot_in_scope(weft_tensor *t, int64_t num_classes)
     int nd = t->ndim + 1;
     if (weft_tensor_numel(t) == 0) {
         if (num_classes <= 0) {
-            weft_error_set(WEFT_ERR_RUNTIME, "Can not infer total number of classes from empty tensor.");
+            weft_error_set(WEFT_ERR_RUNTIME,
+                           "Can not infer total number of classes from empty tensor.");
             return NULL;
         }
         shape[t->ndim] = num_classes;
@@ -431,7 +442,8 @@ weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes)
     if (!t)
         return NULL;
     if (t->dtype != WEFT_I64) {
-        weft_error_set(WEFT_ERR_RUNTIME, "one_hot is only applicable to index tensor of type LongTensor.");
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "one_hot is only applicable to index tensor of type LongTensor.");
         return NULL;
     }
     if (t->ndim + 1 > WEFT_MAX_DIMS) {

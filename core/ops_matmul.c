@@ -28,34 +28,39 @@ static int size_mismatch(const weft_tensor *a, const weft_tensor *b, int64_t bat
     for (int d = 0; d < a->ndim - 1; d++)
         rows *= a->shape[d];
     if (a->ndim == 1 && b->ndim == 1)
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "inconsistent tensor size, expected tensor [%lld] and src [%lld] to have "
-                              "the same number of elements, but got %lld and %lld elements respectively",
-                              (long long)ka, (long long)kb, (long long)ka, (long long)kb);
+        return weft_error_set(
+            WEFT_ERR_RUNTIME,
+            "inconsistent tensor size, expected tensor [%lld] and src [%lld] to have "
+            "the same number of elements, but got %lld and %lld elements respectively",
+            (long long)ka, (long long)kb, (long long)ka, (long long)kb);
     if (b->ndim == 1) /* mv, after folding a's leading dims */
-        return weft_error_set(WEFT_ERR_RUNTIME, "size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)",
-                              rows, rows, (long long)ka, (long long)kb);
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)", rows,
+                              rows, (long long)ka, (long long)kb);
     if (b->ndim == 2) /* mm, after folding a's leading dims */
         return weft_error_set(WEFT_ERR_RUNTIME,
-                              "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", rows,
-                              (long long)ka, (long long)kb, (long long)b->shape[1]);
-    return weft_error_set(WEFT_ERR_RUNTIME,
-                          "Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] "
-                          "but got: [%lld, %lld].",
-                          (long long)batch, (long long)ka, (long long)batch, (long long)kb);
+                              "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                              rows, (long long)ka, (long long)kb, (long long)b->shape[1]);
+    return weft_error_set(
+        WEFT_ERR_RUNTIME,
+        "Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] "
+        "but got: [%lld, %lld].",
+        (long long)batch, (long long)ka, (long long)batch, (long long)kb);
 }
 
 static int check_args(const weft_tensor *a, const weft_tensor *b)
 {
     if (a->ndim == 0 || b->ndim == 0)
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "both arguments to matmul need to be at least 1D, but they are %dD and %dD",
-                              a->ndim, b->ndim);
+        return weft_error_set(
+            WEFT_ERR_RUNTIME,
+            "both arguments to matmul need to be at least 1D, but they are %dD and %dD", a->ndim,
+            b->ndim);
     const weft_tensor *both[2] = {a, b};
     if (weft_check_same_device(2, both) != 0)
         return weft_error_code();
     if (a->layout != WEFT_LAYOUT_STRIDED || b->layout != WEFT_LAYOUT_STRIDED)
-        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "matmul: only strided tensors are supported");
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "matmul: only strided tensors are supported");
     if (a->dtype != b->dtype)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "expected m1 and m2 to have the same dtype, but got: %s != %s",
@@ -86,7 +91,8 @@ static void coalesce_batch(struct batch *bt)
         if (bt->shape[i] == 1)
             continue;
         if (m > 0 && bt->sa[m - 1] == bt->shape[i] * bt->sa[i] &&
-            bt->sb[m - 1] == bt->shape[i] * bt->sb[i] && bt->so[m - 1] == bt->shape[i] * bt->so[i]) {
+            bt->sb[m - 1] == bt->shape[i] * bt->sb[i] &&
+            bt->so[m - 1] == bt->shape[i] * bt->so[i]) {
             bt->shape[m - 1] *= bt->shape[i];
             bt->sa[m - 1] = bt->sa[i];
             bt->sb[m - 1] = bt->sb[i];

@@ -12,7 +12,8 @@ static int require_strided(const weft_tensor *t, const char *name)
 {
     if (t->layout == WEFT_LAYOUT_STRIDED)
         return 0;
-    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors can be reduced", name);
+    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors can be reduced",
+                          name);
 }
 
 /* Marks the dims a reduction covers (ndims == 0: all of them), each at most once. */
@@ -33,7 +34,8 @@ static int reduced_mask(const weft_tensor *t, int ndims, const int *dims, bool *
         if (t->ndim == 0)
             continue; /* a 0-dim tensor's dim 0 / -1 reduces nothing */
         if (mask[d])
-            return weft_error_set(WEFT_ERR_RUNTIME, "dim %d appears multiple times in the list of dims", d);
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "dim %d appears multiple times in the list of dims", d);
         mask[d] = true;
     }
     return 0;
@@ -154,19 +156,21 @@ static bool check_var_dtype(const weft_tensor *t)
     return false;
 }
 
-weft_tensor *weft_fwd_var(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
+weft_tensor *weft_fwd_var(weft_tensor *t, int ndims, const int *dims, double correction,
+                          bool keepdim)
 {
     if (!t || !check_var_dtype(t))
         return NULL;
     return reduce(WEFT_OP_VAR, "var", t, ndims, dims, keepdim, t->dtype, correction);
 }
 
-weft_tensor *weft_fwd_std(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
+weft_tensor *weft_fwd_std(weft_tensor *t, int ndims, const int *dims, double correction,
+                          bool keepdim)
 {
     if (!t || !check_var_dtype(t))
         return NULL;
     weft_tensor *v = reduce(WEFT_OP_VAR, "std", t, ndims, dims, keepdim, t->dtype, correction);
-    if (v && !weft_sqrt_(v)) {
+    if (v && !weft_fwd_sqrt_(v)) {
         /* v was recorded in the caller's scope if one is open; otherwise it is ours */
         if (weft_scope_depth() == 0)
             weft_tensor_release(v);
@@ -224,8 +228,8 @@ static int extreme_dim_in_scope(int op, const char *name, weft_tensor *t, int di
     if (d < 0)
         return d;
     if (t->ndim > 0 && t->shape[d] == 0)
-        return weft_error_set(WEFT_ERR_INDEX, "%s(): Expected reduction dim %d to have non-zero size.",
-                              name, d);
+        return weft_error_set(WEFT_ERR_INDEX,
+                              "%s(): Expected reduction dim %d to have non-zero size.", name, d);
     weft_tensor *src = t;
     if (t->ndim == 0) {
         const int64_t one = 1;
@@ -288,12 +292,14 @@ static int extreme_dim(int op, const char *name, weft_tensor *t, int dim, bool k
     return 0;
 }
 
-int weft_fwd_max_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values, weft_tensor **indices)
+int weft_fwd_max_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
+                     weft_tensor **indices)
 {
     return extreme_dim(WEFT_OP_MAX, "max", t, dim, keepdim, values, indices);
 }
 
-int weft_fwd_min_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values, weft_tensor **indices)
+int weft_fwd_min_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
+                     weft_tensor **indices)
 {
     return extreme_dim(WEFT_OP_MIN, "min", t, dim, keepdim, values, indices);
 }
@@ -323,7 +329,8 @@ static weft_tensor *arg_all(int op, const char *name, weft_tensor *t)
         return NULL;
     if (weft_tensor_numel(t) == 0) {
         weft_error_set(WEFT_ERR_RUNTIME,
-                       "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+                       "%s(): Expected reduction dim to be specified for input.numel() == 0.",
+                       name);
         return NULL;
     }
     if (require_strided(t, name) != 0)
@@ -384,8 +391,8 @@ static weft_tensor *softmax_common(int op, const char *name, weft_tensor *t, int
         return NULL;
     if (!weft_dtype_is_floating(t->dtype)) {
         bool last = t->ndim == 0 || d == t->ndim - 1;
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s%s_kernel_impl\" not implemented for '%s'", name,
-                       last ? "_lastdim" : "", weft_dtype_torch_name(t->dtype));
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s%s_kernel_impl\" not implemented for '%s'",
+                       name, last ? "_lastdim" : "", weft_dtype_torch_name(t->dtype));
         return NULL;
     }
     weft_scope_push();

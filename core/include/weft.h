@@ -13,6 +13,9 @@
 #include "weft/config.h"
 #include "weft/runtime.h"
 #include "weft/dataset.h"
+#include "weft/dataloader.h"
 #include "weft/checkpoint.h"
+#include "weft/nn.h"
+#include "weft/optim.h"
 
 #endif

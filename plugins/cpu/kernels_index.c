@@ -135,9 +135,8 @@ static int index_select_kernel(const struct weft_op_call *call)
     j.sin = in->stride[dim] * (int64_t)isz;
     j.sout = out->stride[dim] * (int64_t)isz;
     weft_tensor out_starts = line_starts(out, dim), in_starts = line_starts(in, dim);
+    /* in's other dims match out's; only the size along dim differs, and that is 1 now */
     const weft_tensor *ops[2] = {&out_starts, &in_starts};
-    /* in's other dims match out's; only its dim size differs, and that is 1 in both now */
-    in_starts.ndim = out_starts.ndim;
     if (weft_iter_init(&j.it, 2, ops) != 0)
         return weft_error_code();
     run_weighted(&j.it, j.nidx, loop, &j);
@@ -191,7 +190,8 @@ static int report_bounds(const weft_tensor *index, int dim, int64_t size)
     if (found < 0)
         return weft_error_code();
     if (found)
-        return weft_error_set(WEFT_ERR_RUNTIME, "index %lld is out of bounds for dimension %d with size %lld",
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "index %lld is out of bounds for dimension %d with size %lld",
                               (long long)bad, dim, (long long)size);
     return 0;
 }

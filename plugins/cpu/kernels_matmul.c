@@ -63,12 +63,14 @@ static int make_contiguous(struct mm_operand *o, int64_t B, size_t isz, void **b
     size_t n = (size_t)(nb * o->rows * o->cols);
     char *buf = malloc(n * isz + 1);
     if (!buf)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory copying a matmul operand");
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
+                              "out of host memory copying a matmul operand");
     char *dst = buf;
     for (int64_t b = 0; b < nb; b++)
         for (int64_t i = 0; i < o->rows; i++)
             for (int64_t j = 0; j < o->cols; j++, dst += isz)
-                memcpy(dst, o->data + (b * o->sbatch + i * o->srow + j * o->scol) * (int64_t)isz, isz);
+                memcpy(dst, o->data + (b * o->sbatch + i * o->srow + j * o->scol) * (int64_t)isz,
+                       isz);
     o->data = buf;
     o->sbatch = nb == 1 ? 0 : o->rows * o->cols;
     o->srow = o->cols;
@@ -141,7 +143,8 @@ static int matmul_blas(const struct weft_op_call *call, struct mm_shape s)
     weft_tensor *out = call->out[0];
     size_t isz = weft_tensor_itemsize(out);
     if (s.M > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
-        return weft_error_set(WEFT_ERR_VALUE, "matmul: dimensions above %d are not supported", INT_MAX);
+        return weft_error_set(WEFT_ERR_VALUE, "matmul: dimensions above %d are not supported",
+                              INT_MAX);
     struct gemm_job j = {.s = s, .a = operand_of(call->in[0]), .b = operand_of(call->in[1]),
                          .dtype = out->dtype};
     void *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
@@ -279,7 +282,8 @@ static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
         CASE(bf16, WEFT_BF16, uint16_t, float)
 #undef CASE
     default:
-        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"matmul\" not implemented for '%s' on cpu",
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "\"matmul\" not implemented for '%s' on cpu",
                               weft_dtype_torch_name(call->out[0]->dtype));
     }
     struct mm_operand b = operand_of(call->in[1]);

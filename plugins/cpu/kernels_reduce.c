@@ -117,9 +117,11 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
 
 #define IS_FP(C) _Generic((C)0, float: 1, double: 1, default: 0)
 /* Sum/product accumulator: float for 16/32-bit floats, double, or wrapping 64-bit. */
-#define SUM_ACC(C) __typeof__(_Generic((C)0, float: (float)0, double: (double)0, default: (uint64_t)0))
+#define SUM_ACC(C)                                                                            \
+    __typeof__(_Generic((C)0, float: (float)0, double: (double)0, default: (uint64_t)0))
 /* Max/min value: the compute type for floats, int64 for bool and integers. */
-#define MM_VAL(C) __typeof__(_Generic((C)0, float: (float)0, double: (double)0, default: (int64_t)0))
+#define MM_VAL(C)                                                                             \
+    __typeof__(_Generic((C)0, float: (float)0, double: (double)0, default: (int64_t)0))
 #define RACC_SET(a, A, val)                                                                   \
     do {                                                                                      \
         if (IS_FP(A))                                                                         \
@@ -863,8 +865,8 @@ static void setup_reduced(struct rjob *job, const weft_tensor *in, int k, int64_
         rs->shape[at] = in->shape[d];
         rs->stride[at] = in->stride[d] * isz;
     }
-    /* Merging changes which linear position an element has, so only when no index is
-     * reported (index ops have a single reduced dim anyway). */
+    /* Reordering and merging change which linear position an element has; that is safe
+     * because the ops that report an index reduce a single dim. */
     int m = 0;
     for (int d = 0; d < n; d++) {
         if (m > 0 && rs->stride[m - 1] == rs->shape[d] * rs->stride[d]) {
@@ -973,13 +975,15 @@ static int setup_ops(struct rjob *job, int wop, enum weft_dtype dt)
         job->ops[0] = R_ANY;
         break;
     default:
-        return weft_error_set(WEFT_ERR_RUNTIME, "reduce kernel called for op %s", weft_op_name(wop));
+        return weft_error_set(WEFT_ERR_RUNTIME, "reduce kernel called for op %s",
+                              weft_op_name(wop));
     }
     for (int ph = 0; ph < job->nphases; ph++) {
         job->fns[ph] = rtable[job->ops[ph]][dt];
         if (!job->fns[ph].line)
-            return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s' on cpu",
-                                  weft_op_name(wop), weft_dtype_torch_name(dt));
+            return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                                  "\"%s\" not implemented for '%s' on cpu", weft_op_name(wop),
+                                  weft_dtype_torch_name(dt));
     }
     return 0;
 }
@@ -989,13 +993,14 @@ static int check_call(const struct weft_op_call *call, int k)
     const weft_tensor *in = call->in[0];
     int nk = in->ndim - k;
     if (k < 0 || nk < 0)
-        return weft_error_set(WEFT_ERR_RUNTIME, "reduce kernel: %d reduced dims of a %d-dim input", k,
-                              in->ndim);
+        return weft_error_set(WEFT_ERR_RUNTIME, "reduce kernel: %d reduced dims of a %d-dim input",
+                              k, in->ndim);
     for (int o = 0; o < call->nout; o++) {
         const weft_tensor *out = call->out[o];
         if (out->ndim != nk || memcmp(out->shape, in->shape, (size_t)nk * sizeof(int64_t)) != 0)
             return weft_error_set(WEFT_ERR_RUNTIME,
-                                  "reduce kernel: output %d does not have the input's kept shape", o);
+                                  "reduce kernel: output %d does not have the input's kept shape",
+                                  o);
     }
     return 0;
 }
@@ -1063,8 +1068,8 @@ int cpu_register_reduce_kernels(void)
         {WEFT_OP_ANY, all},
     };
     for (size_t i = 0; i < sizeof regs / sizeof *regs; i++) {
-        int rc = weft_kernel_register(regs[i].op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, regs[i].mask,
-                                      reduce_kernel);
+        int rc = weft_kernel_register(regs[i].op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                      regs[i].mask, reduce_kernel);
         if (rc != 0)
             return rc;
     }

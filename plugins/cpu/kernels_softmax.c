@@ -66,8 +66,7 @@ static inline float sm_expf(float x)
 
 #define SM_EXP(x) _Generic((x), float: sm_expf, default: exp)(x)
 
-/* The running maximum; the first NaN sticks (softmax of a line with NaN is NaN). */
-#define SM_MAX(m, v) ((m) != (m) ? (m) : ((v) > (m) || (v) != (v)) ? (v) : (m))
+#define SM_LANES 16 /* independent running maxima: the max pass vectorises */
 
 /* Written with the strides as parameters and inlined twice, so the contiguous call
  * (strides == itemsize, constants) compiles to plain indexed loops. */
@@ -75,11 +74,32 @@ static inline float sm_expf(float x)
     static inline __attribute__((always_inline)) void softmax_impl_##name(                    \
         const char *x, int64_t sx, char *y, int64_t sy, int64_t n, bool take_log)             \
     {                                                                                         \
-        C mx = cpu_load_##name(x);                                                            \
-        for (int64_t i = 1; i < n; i++) {                                                     \
-            C v = cpu_load_##name(x + i * sx);                                                \
-            mx = SM_MAX(mx, v);                                                               \
+        /* the line's max, or NaN when it holds one (then every result is NaN) */            \
+        C lane[SM_LANES], mx;                                                                 \
+        int nan_seen[SM_LANES] = {0}, any_nan = 0;                                            \
+        int64_t i = 0;                                                                        \
+        for (int j = 0; j < SM_LANES; j++)                                                    \
+            lane[j] = cpu_load_##name(x);                                                     \
+        for (; i + SM_LANES <= n; i += SM_LANES) {                                            \
+            OMP_SIMD                                                                          \
+            for (int j = 0; j < SM_LANES; j++) {                                              \
+                C v = cpu_load_##name(x + (i + j) * sx);                                      \
+                lane[j] = v > lane[j] ? v : lane[j];                                          \
+                nan_seen[j] |= v != v;                                                        \
+            }                                                                                 \
         }                                                                                     \
+        for (int j = 0; i < n; i++, j++) {                                                    \
+            C v = cpu_load_##name(x + i * sx);                                                \
+            lane[j] = v > lane[j] ? v : lane[j];                                              \
+            nan_seen[j] |= v != v;                                                            \
+        }                                                                                     \
+        mx = lane[0];                                                                         \
+        for (int j = 0; j < SM_LANES; j++) {                                                  \
+            mx = lane[j] > mx ? lane[j] : mx;                                                 \
+            any_nan |= nan_seen[j];                                                           \
+        }                                                                                     \
+        if (any_nan)                                                                          \
+            mx = (C)NAN;                                                                      \
         /* exp(x - max) summed; kept in y when y holds the compute type exactly */            \
         bool keep = !take_log && sizeof(T) == sizeof(C);                                      \
         double sum = 0;                                                                       \
@@ -88,14 +108,14 @@ static inline float sm_expf(float x)
             C part = 0;                                                                       \
             if (keep) {                                                                       \
                 OMP_SIMD_SUM(part)                                                            \
-                for (int64_t i = b; i < b + e; i++) {                                         \
+                for (i = b; i < b + e; i++) {                                                 \
                     C ex = SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                     \
                     cpu_store_##name(y + i * sy, ex);                                         \
                     part += ex;                                                               \
                 }                                                                             \
             } else {                                                                          \
                 OMP_SIMD_SUM(part)                                                            \
-                for (int64_t i = b; i < b + e; i++)                                           \
+                for (i = b; i < b + e; i++)                                                   \
                     part += SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                    \
             }                                                                                 \
             sum += part;                                                                      \
@@ -103,19 +123,19 @@ static inline float sm_expf(float x)
         if (take_log) {                                                                       \
             C lse = (C)log(sum);                                                              \
             OMP_SIMD                                                                          \
-            for (int64_t i = 0; i < n; i++)                                                   \
+            for (i = 0; i < n; i++)                                                           \
                 cpu_store_##name(y + i * sy, (C)(cpu_load_##name(x + i * sx) - mx) - lse);    \
             return;                                                                           \
         }                                                                                     \
         C inv = (C)(1.0 / sum);                                                               \
         if (keep) {                                                                           \
             OMP_SIMD                                                                          \
-            for (int64_t i = 0; i < n; i++)                                                   \
+            for (i = 0; i < n; i++)                                                           \
                 cpu_store_##name(y + i * sy, cpu_load_##name(y + i * sy) * inv);              \
             return;                                                                           \
         }                                                                                     \
         /* 16-bit storage would round the exponentials: compute them again instead */        \
-        for (int64_t i = 0; i < n; i++)                                                       \
+        for (i = 0; i < n; i++)                                                               \
             cpu_store_##name(y + i * sy, SM_EXP((C)(cpu_load_##name(x + i * sx) - mx)) * inv); \
     }                                                                                         \
     static void softmax_line_##name(const char *x, int64_t sx, char *y, int64_t sy, int64_t n, \
@@ -134,22 +154,39 @@ static inline float sm_expf(float x)
         const T *xr = (const T *)x;                                                           \
         C mx[SM_COLS];                                                                        \
         double sum[SM_COLS];                                                                  \
+        int nan_seen[SM_COLS];                                                                \
         for (int j = 0; j < w; j++) {                                                         \
             mx[j] = cpu_load_##name(xr + j);                                                  \
             sum[j] = 0;                                                                       \
-        }                                                                                     \
-        for (int64_t l = 1; l < n; l++) {                                                     \
-            const T *row = (const T *)(x + l * sx);                                           \
-            for (int j = 0; j < w; j++) {                                                     \
-                C v = cpu_load_##name(row + j);                                               \
-                mx[j] = SM_MAX(mx[j], v);                                                     \
-            }                                                                                 \
+            nan_seen[j] = 0;                                                                  \
         }                                                                                     \
         for (int64_t l = 0; l < n; l++) {                                                     \
             const T *row = (const T *)(x + l * sx);                                           \
             OMP_SIMD                                                                          \
-            for (int j = 0; j < w; j++)                                                       \
-                sum[j] += SM_EXP((C)(cpu_load_##name(row + j) - mx[j]));                      \
+            for (int j = 0; j < w; j++) {                                                     \
+                C v = cpu_load_##name(row + j);                                               \
+                mx[j] = v > mx[j] ? v : mx[j];                                                \
+                nan_seen[j] |= v != v;                                                        \
+            }                                                                                 \
+        }                                                                                     \
+        for (int j = 0; j < w; j++)                                                           \
+            mx[j] = nan_seen[j] ? (C)NAN : mx[j];                                             \
+        bool keep = !take_log && sizeof(T) == sizeof(C);                                      \
+        for (int64_t l = 0; l < n; l++) {                                                     \
+            const T *row = (const T *)(x + l * sx);                                           \
+            T *out = (T *)(y + l * sy);                                                       \
+            if (keep) {                                                                       \
+                OMP_SIMD                                                                      \
+                for (int j = 0; j < w; j++) {                                                 \
+                    C ex = SM_EXP((C)(cpu_load_##name(row + j) - mx[j]));                     \
+                    cpu_store_##name(out + j, ex);                                            \
+                    sum[j] += ex;                                                             \
+                }                                                                             \
+            } else {                                                                          \
+                OMP_SIMD                                                                      \
+                for (int j = 0; j < w; j++)                                                   \
+                    sum[j] += SM_EXP((C)(cpu_load_##name(row + j) - mx[j]));                  \
+            }                                                                                 \
         }                                                                                     \
         for (int j = 0; j < w; j++) /* 1/sum, or log(sum) for log_softmax */                  \
             sum[j] = take_log ? log(sum[j]) : 1.0 / sum[j];                                   \
@@ -159,6 +196,10 @@ static inline float sm_expf(float x)
             if (take_log) {                                                                   \
                 for (int j = 0; j < w; j++)                                                   \
                     cpu_store_##name(out + j, (C)(cpu_load_##name(row + j) - mx[j]) - (C)sum[j]); \
+            } else if (keep) {                                                                \
+                OMP_SIMD                                                                      \
+                for (int j = 0; j < w; j++)                                                   \
+                    cpu_store_##name(out + j, cpu_load_##name(out + j) * (C)sum[j]);          \
             } else {                                                                          \
                 OMP_SIMD                                                                      \
                 for (int j = 0; j < w; j++)                                                   \

@@ -120,6 +120,9 @@ const struct weft_dataset_reader *weft_dataset_reader_get(int i);
 weft_dataset *weft_dataset_open(struct weft_config *cfg, const char *section);
 /* Frees the dataset (NULL is a no-op). Not while a read on it is running. */
 void weft_dataset_close(weft_dataset *ds);
+/* A dataset of base's samples indices[0..n) (copied), e.g. a validation split. Reads go
+ * to base, which must stay open while the subset lives. Close it like any dataset. */
+weft_dataset *weft_dataset_subset(const weft_dataset *base, int64_t n, const int64_t *indices);
 
 /* Number of samples; -1 for NULL. */
 int64_t weft_dataset_length(const weft_dataset *ds);

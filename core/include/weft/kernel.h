@@ -114,7 +114,23 @@ extern "C" {
     /* AVG_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW] (any strides) -> out[0]      */ \
     /* contiguous [N, C, H, W]: each pixel gets grad_output / divisor of every window     */ \
     /* that holds it; same ints as AVG_POOL2D.                                            */ \
-    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
+    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")                                            \
+    /* Optimizer updates (plugins/optim, weft/optim.h): one in-place pass, PyTorch's      */ \
+    /* formulas. Every tensor is contiguous, of one dtype and of out[0]'s shape; out[0]   */ \
+    /* is the parameter, in[0] its gradient; state tensors listed under in[] are updated  */ \
+    /* in place too. Dispatch dtype: in[0]'s. The plugin bumps versions.                  */ \
+    /* SGD_STEP: out[1] momentum buffer (NULL when scalar[1] momentum is 0); scalar[0] lr,*/ \
+    /* [2] dampening, [3] weight_decay; ints[0] nesterov, ints[1] first step (buffer = g).*/ \
+    X(SGD_STEP, "sgd_step")                                                                  \
+    /* ADAM_STEP: out[1] exp_avg, in[1] exp_avg_sq, in[2] max_exp_avg_sq (amsgrad, else   */ \
+    /* NULL); scalar[0] lr, [1] beta1, [2] beta2, [3] eps; ints[0] step t (>= 1),         */ \
+    /* ints[1] amsgrad, ints[2] decoupled (AdamW), ints[3] the IEEE-754 bits of the       */ \
+    /* double weight_decay (scalars are full).                                            */ \
+    X(ADAM_STEP, "adam_step")                                                                \
+    /* RMSPROP_STEP: out[1] square_avg, in[1] grad_avg (centered, else NULL), in[2]       */ \
+    /* momentum buffer (momentum > 0, else NULL); scalar[0] lr, [1] alpha, [2] eps,       */ \
+    /* [3] weight_decay; ints[0] the IEEE-754 bits of the double momentum.                */ \
+    X(RMSPROP_STEP, "rmsprop_step")
 
 enum weft_op_id {
 #define WEFT_OP_ENUM(id, name) WEFT_OP_##id,

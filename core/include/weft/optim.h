@@ -1,0 +1,171 @@
+/* weft/optim.h: optimizers, learning-rate schedulers and gradient clipping.
+ *
+ * Optimizers. An optimizer type (SGD, Adam, ...) is a vtable a plugin registers by name;
+ * weft-optim.so provides "sgd", "adam", "adamw" and "rmsprop" and is loaded on demand.
+ * An optimizer holds one parameter group: the parameters it was created with (it keeps
+ * a reference to each) and the hyperparameters read from a config section:
+ *
+ *     [optim]
+ *     type = adam            ; read by weft_optimizer_create when name is NULL
+ *     lr = 0.001
+ *     betas = 0.9, 0.999
+ *     weight_decay = 0
+ *
+ * Keys per type (defaults as PyTorch): sgd: lr (1e-3), momentum (0), dampening (0),
+ * nesterov (false), weight_decay (0); adam/adamw: lr (1e-3), betas (0.9, 0.999), eps
+ * (1e-8), weight_decay (0; adamw 1e-2), amsgrad (false); rmsprop: lr (1e-2), alpha
+ * (0.99), eps (1e-8), weight_decay (0), momentum (0), centered (false). Invalid values
+ * fail with PyTorch's text ("Invalid learning rate: -0.1"), prefixed with the config's
+ * name and section.
+ *
+ * step() updates every parameter that has a .grad (others are skipped, as PyTorch) with
+ * PyTorch's exact formulas, one fused pass per parameter where the backend has the
+ * kernel (weft/kernel.h SGD_STEP, ADAM_STEP, RMSPROP_STEP) and weft ops otherwise, under
+ * no_grad. Gradient accumulation: backward() adds into .grad, so calling backward over
+ * several micro-batches and then step() once and zero_grad() once accumulates (scale
+ * the loss by 1/k for a mean).
+ *
+ * State dicts. weft_optimizer_state_export() flattens PyTorch's optimizer.state_dict():
+ * tensors "state.<i>.<name>" (i = parameter index; "step" is a 0-dim float32 tensor as
+ * in PyTorch, then "exp_avg", "momentum_buffer", ...) and metadata
+ * "param_groups.0.<hyper>" as text ("param_groups.0.lr" = "0.001") plus "optimizer" =
+ * the type name. Importing restores the state and the learning rate, so a resumed run
+ * takes exactly the steps the original would have.
+ *
+ * Versioning: struct weft_optimizer_type starts with abi_version (WEFT_PLUGIN_ABI_VERSION)
+ * and struct_size; fields are only appended and NULL optional methods mean "not
+ * provided", as for dataset readers.
+ */
+#ifndef WEFT_OPTIM_H
+#define WEFT_OPTIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "weft/checkpoint.h"
+#include "weft/plugin.h"
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct weft_config;
+
+/* An optimizer type: what a plugin registers. Methods get back the ctx create() made and
+ * the optimizer's parameters (params[0..n), in creation order). */
+struct weft_optimizer_type {
+    uint32_t abi_version; /* WEFT_PLUGIN_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(struct weft_optimizer_type) */
+    const char *name;     /* "adam"; required, unique */
+    const char *description; /* one line; optional */
+    /* Required. Reads and validates the hyperparameters in [section] of cfg (never NULL
+     * here: the core passes an empty config for "all defaults") and fills *ctx. Returns
+     * 0, or negative with an error set and nothing allocated. */
+    int (*create)(int n, weft_tensor *const *params, struct weft_config *cfg,
+                  const char *section, void **ctx);
+    /* Required. One update of every parameter that has a gradient. */
+    int (*step)(void *ctx, int n, weft_tensor *const *params);
+    /* Required. Frees ctx. */
+    void (*destroy)(void *ctx);
+    /* Required. The group's learning rate, and setting it (schedulers do). */
+    double (*get_lr)(void *ctx);
+    int (*set_lr)(void *ctx, double lr);
+    /* Optional. Adds the state to d and m as described above. NULL: no state to save. */
+    int (*state_export)(void *ctx, int n, weft_tensor *const *params,
+                        struct weft_tensor_dict *d, struct weft_metadata *m);
+    /* Optional. Restores what state_export wrote (shapes checked). */
+    int (*state_import)(void *ctx, int n, weft_tensor *const *params,
+                        const struct weft_tensor_dict *d, const struct weft_metadata *m);
+    /* Optional. NULL: the core calls weft_zero_grad() on every parameter. */
+    int (*zero_grad)(void *ctx, int n, weft_tensor *const *params, bool set_to_none);
+};
+
+typedef struct weft_optimizer weft_optimizer;
+
+/* ---- registry (the pattern of weft/dataset.h) ------------------------------------ */
+
+/* Registers a type (the pointer is kept). Same struct twice is a no-op; another type
+ * with a taken name is WEFT_ERR_PLUGIN. */
+int weft_optimizer_type_register(const struct weft_optimizer_type *type);
+/* The type registered under name, or NULL (no error). Loads nothing. */
+const struct weft_optimizer_type *weft_optimizer_type_find(const char *name);
+int weft_optimizer_type_count(void);
+const struct weft_optimizer_type *weft_optimizer_type_get(int i);
+
+/* ---- optimizers ----------------------------------------------------------------- */
+
+/* Creates an optimizer of type `name` (NULL: the section's `type` key, required) over
+ * params[0..n) (floating leaf tensors; the optimizer keeps a reference to each) with
+ * the hyperparameters of [section] in cfg (cfg NULL: all defaults). Loads plugin "optim"
+ * when the name is not registered. Unknown names fail with WEFT_ERR_CONFIG listing the
+ * registered types. Free with weft_optimizer_free(). */
+weft_optimizer *weft_optimizer_create(const char *name, int n, weft_tensor *const *params,
+                                      struct weft_config *cfg, const char *section);
+void weft_optimizer_free(weft_optimizer *opt); /* NULL is ignored */
+const char *weft_optimizer_name(const weft_optimizer *opt);
+int weft_optimizer_num_params(const weft_optimizer *opt);
+/* Parameter i (borrowed), NULL when out of range. */
+weft_tensor *weft_optimizer_param(const weft_optimizer *opt, int i);
+
+/* One update. Returns 0 or negative. */
+int weft_optimizer_step(weft_optimizer *opt);
+/* Clears (set_to_none, PyTorch's default) or zeroes every parameter's .grad. */
+int weft_optimizer_zero_grad(weft_optimizer *opt, bool set_to_none);
+double weft_optimizer_get_lr(const weft_optimizer *opt); /* NAN for NULL */
+int weft_optimizer_set_lr(weft_optimizer *opt, double lr);
+
+/* Adds the state to d (tensors) and m (metadata; may be NULL) as described above. */
+int weft_optimizer_state_export(const weft_optimizer *opt, struct weft_tensor_dict *d,
+                                struct weft_metadata *m);
+/* Restores it; "optimizer" in m, when present, must name this type. Entries of d that
+ * do not start with "state." are ignored (one dict may hold the model too). */
+int weft_optimizer_state_import(weft_optimizer *opt, const struct weft_tensor_dict *d,
+                                const struct weft_metadata *m);
+
+/* ---- gradient clipping ------------------------------------------------------------ */
+
+/* torch.nn.utils.clip_grad_norm_: total = norm_type-norm of the per-tensor norms of the
+ * gradients (parameters without .grad are skipped; norm_type INFINITY for the max norm);
+ * when total > max_norm every gradient is multiplied in place by max_norm/(total + 1e-6).
+ * *total_norm (may be NULL) receives total (0 when no gradient; NaN/Inf kept, as
+ * error_if_nonfinite=False). Returns 0 or negative. */
+int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, double norm_type,
+                         double *total_norm);
+
+/* ---- learning-rate schedulers ----------------------------------------------------
+ * Read from a config section:
+ *
+ *     [scheduler]
+ *     type = cosine          ; none | step | multistep | cosine
+ *     T_max = 100            ; cosine; eta_min (0)
+ *     step_size = 30         ; step; gamma (0.1)
+ *     milestones = 30, 80    ; multistep; gamma (0.1)
+ *     warmup_steps = 5       ; optional linear warmup (0: none)
+ *     warmup_start_factor = 0.1
+ *
+ * With base = the optimizer's lr at creation and e = the step count (0 at creation, +1
+ * per weft_scheduler_step), the lr is PyTorch's closed form: step base·γ^⌊e/step_size⌋;
+ * multistep base·γ^(milestones ≤ e); cosine η_min + (base − η_min)(1 + cos(π·e/T_max))/2;
+ * none base. A warmup of w steps runs first as LinearLR(start_factor, 1.0, w) and the
+ * main schedule then starts from e = 0 (SequentialLR(milestones=[w])). Creating sets the
+ * optimizer's lr to the schedule at e = 0. Call weft_scheduler_step() after each
+ * optimizer step (or epoch), as PyTorch. */
+typedef struct weft_scheduler weft_scheduler;
+
+weft_scheduler *weft_scheduler_create(weft_optimizer *opt, struct weft_config *cfg,
+                                      const char *section);
+void weft_scheduler_free(weft_scheduler *s); /* NULL is ignored */
+/* Advances e by one and sets the optimizer's lr. */
+int weft_scheduler_step(weft_scheduler *s);
+/* The lr the schedule gives at step e (no side effect). */
+double weft_scheduler_lr_at(const weft_scheduler *s, int64_t e);
+int64_t weft_scheduler_last_epoch(const weft_scheduler *s);
+/* Metadata "scheduler.last_epoch" and "scheduler.base_lr"; import sets e and the lr. */
+int weft_scheduler_state_export(const weft_scheduler *s, struct weft_metadata *m);
+int weft_scheduler_state_import(weft_scheduler *s, const struct weft_metadata *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,616 @@
+/* tests/test_dataloader.c: the data loader over a reader defined here (and the io
+ * plugin's synthetic one): batching, shuffling, workers, normalisation, pinning,
+ * errors, configuration.
+ *
+ * The "lt_seq" reader: sample i has image [3, 2, 2] uint8 with element (c, h, w) equal
+ * to (7 i + 4 c + 2 h + w) % 251 and label [] int32 equal to i (num_classes = samples),
+ * so a batch tells which samples it holds. Keys: samples, fail_at (reading that index
+ * fails), delay_us (a batch sleeps up to that long, varying per batch, so workers finish
+ * out of order). */
+#include <string.h>
+#include <unistd.h>
+
+#include <weft/philox.h>
+
+#include "testutil.h"
+
+struct seq_ctx {
+    int64_t samples, fail_at, delay_us;
+};
+
+static int seq_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
+                    void **ctx)
+{
+    struct seq_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "lt_seq: out of memory");
+    if (weft_config_int(cfg, section, "samples", 10, &c->samples) < 0 ||
+        weft_config_int(cfg, section, "fail_at", -1, &c->fail_at) < 0 ||
+        weft_config_int(cfg, section, "delay_us", 0, &c->delay_us) < 0) {
+        free(c);
+        return weft_error_code();
+    }
+    info->length = c->samples;
+    info->nfields = 2;
+    strcpy(info->fields[0].name, "image");
+    info->fields[0].dtype = WEFT_U8;
+    info->fields[0].ndim = 3;
+    info->fields[0].shape[0] = 3;
+    info->fields[0].shape[1] = 2;
+    info->fields[0].shape[2] = 2;
+    strcpy(info->fields[1].name, "label");
+    info->fields[1].dtype = WEFT_I32;
+    info->fields[1].num_classes = c->samples;
+    *ctx = c;
+    return 0;
+}
+
+static int seq_read(void *ctx, int64_t n, const int64_t *indices, void *const *buffers)
+{
+    const struct seq_ctx *c = ctx;
+    if (c->delay_us > 0)
+        usleep((useconds_t)((indices[0] * 7919) % (c->delay_us + 1)));
+    uint8_t *img = buffers[0];
+    int32_t *lab = buffers[1];
+    for (int64_t k = 0; k < n; k++) {
+        int64_t i = indices[k];
+        if (i == c->fail_at)
+            return weft_error_set(WEFT_ERR_IO, "lt_seq.bin: sample %lld is corrupt at byte %lld",
+                                  (long long)i, (long long)(i * 16));
+        for (int e = 0; e < 12; e++)
+            img[k * 12 + e] = (uint8_t)((7 * i + e) % 251);
+        lab[k] = (int32_t)i;
+    }
+    return 0;
+}
+
+static void seq_close(void *ctx)
+{
+    free(ctx);
+}
+
+static const struct weft_dataset_reader seq_reader = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_dataset_reader),
+    .name = "lt_seq",
+    .description = "test sequence",
+    .open = seq_open,
+    .read = seq_read,
+    .close = seq_close,
+};
+
+static void setup(void)
+{
+    tu_setup();
+    cr_assert_eq(weft_dataset_reader_register(&seq_reader), 0);
+}
+
+TestSuite(dataloader, .init = setup, .fini = tu_teardown);
+
+static struct weft_config *cfg_of(const char *ini)
+{
+    struct weft_config *cfg = weft_config_parse(ini, "loader.ini");
+    tu_assert_no_error();
+    cr_assert_not_null(cfg);
+    return cfg;
+}
+
+static weft_dataset *open_seq(int64_t samples, int64_t fail_at, int64_t delay_us)
+{
+    char ini[256];
+    snprintf(ini, sizeof ini, "[data]\nreader = lt_seq\nsamples = %lld\nfail_at = %lld\n"
+             "delay_us = %lld\n", (long long)samples, (long long)fail_at, (long long)delay_us);
+    struct weft_config *cfg = cfg_of(ini);
+    weft_dataset *ds = weft_dataset_open(cfg, "data");
+    weft_config_free(cfg);
+    tu_assert_no_error();
+    cr_assert_not_null(ds);
+    return ds;
+}
+
+static weft_dataloader *loader(const weft_dataset *ds, int64_t bs, bool shuffle, int workers)
+{
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = bs;
+    o.shuffle = shuffle;
+    o.num_workers = workers;
+    o.seed = 1234;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    tu_assert_no_error();
+    cr_assert_not_null(dl);
+    return dl;
+}
+
+/* The labels (= sample indices) of one epoch in the order handed out; returns count. */
+static int64_t epoch_labels(weft_dataloader *dl, int64_t epoch, int64_t *out, int64_t cap)
+{
+    cr_assert_eq(weft_dataloader_epoch(dl, epoch), 0);
+    int64_t n = 0;
+    weft_tensor *f[2];
+    int rc;
+    while ((rc = weft_dataloader_next(dl, f)) == 1) {
+        int64_t b = weft_tensor_size(f[1], 0);
+        cr_assert_leq(n + b, cap);
+        double v[256];
+        cr_assert_leq(b, 256);
+        tu_read(f[1], v);
+        for (int64_t k = 0; k < b; k++)
+            out[n++] = (int64_t)v[k];
+        weft_tensor_release(f[0]);
+        weft_tensor_release(f[1]);
+    }
+    tu_assert_no_error();
+    cr_assert_eq(rc, 0);
+    return n;
+}
+
+Test(dataloader, len_and_batch_sizes_follow_batch_size_and_drop_last)
+{
+    weft_dataset *ds = open_seq(10, -1, 0);
+    for (int drop = 0; drop < 2; drop++) {
+        struct weft_dataloader_options o = weft_dataloader_options_default();
+        o.batch_size = 3;
+        o.drop_last = drop;
+        weft_dataloader *dl = weft_dataloader_new(ds, &o);
+        cr_assert_eq(weft_dataloader_len(dl), drop ? 3 : 4);
+        int64_t sizes[] = {3, 3, 3, 1};
+        weft_tensor *f[2];
+        for (int b = 0; b < (drop ? 3 : 4); b++) {
+            cr_assert_eq(weft_dataloader_next(dl, f), 1);
+            tu_assert_shape(f[0], 4, (int64_t[]){sizes[b], 3, 2, 2});
+            tu_assert_shape(f[1], 1, (int64_t[]){sizes[b]});
+            cr_assert_eq(f[0]->dtype, WEFT_U8);
+            cr_assert_eq(f[1]->dtype, WEFT_I32);
+            cr_assert(weft_device_equal(f[0]->device, WEFT_CPU));
+            weft_tensor_release(f[0]);
+            weft_tensor_release(f[1]);
+        }
+        cr_assert_eq(weft_dataloader_next(dl, f), 0);
+        cr_assert_eq(weft_dataloader_next(dl, f), 0);
+        weft_dataloader_free(dl);
+    }
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, batch_holds_the_reader_bytes_unshuffled)
+{
+    weft_dataset *ds = open_seq(5, -1, 0);
+    weft_dataloader *dl = loader(ds, 2, false, 0);
+    weft_tensor *f[2];
+    cr_assert_eq(weft_dataloader_next(dl, f), 1); /* starts epoch 0 by itself */
+    cr_assert_eq(weft_dataloader_num_fields(dl), 2);
+    double img[24];
+    tu_read(f[0], img);
+    for (int k = 0; k < 2; k++)
+        for (int e = 0; e < 12; e++)
+            cr_assert_eq(img[k * 12 + e], (7 * k + e) % 251);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, every_sample_appears_exactly_once_per_epoch)
+{
+    weft_dataset *ds = open_seq(103, -1, 0);
+    for (int workers = 0; workers <= 3; workers += 3) {
+        weft_dataloader *dl = loader(ds, 8, true, workers);
+        for (int64_t e = 0; e < 3; e++) {
+            int64_t got[103];
+            cr_assert_eq(epoch_labels(dl, e, got, 103), 103);
+            int seen[103] = {0};
+            for (int i = 0; i < 103; i++) {
+                cr_assert(got[i] >= 0 && got[i] < 103);
+                seen[got[i]]++;
+            }
+            for (int i = 0; i < 103; i++)
+                cr_assert_eq(seen[i], 1, "sample %d seen %d times", i, seen[i]);
+        }
+        weft_dataloader_free(dl);
+    }
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, shuffle_differs_per_epoch_and_not_with_the_number_of_workers)
+{
+    weft_dataset *ds = open_seq(64, -1, 200);
+    int64_t order[3][2][64];
+    int workers[] = {0, 1, 4};
+    for (int w = 0; w < 3; w++) {
+        weft_dataloader *dl = loader(ds, 5, true, workers[w]);
+        for (int e = 0; e < 2; e++)
+            cr_assert_eq(epoch_labels(dl, e, order[w][e], 64), 64);
+        weft_dataloader_free(dl);
+    }
+    cr_assert(memcmp(order[0][0], order[0][1], sizeof order[0][0]) != 0);
+    for (int w = 1; w < 3; w++)
+        for (int e = 0; e < 2; e++)
+            cr_assert(memcmp(order[0][e], order[w][e], sizeof order[0][e]) == 0,
+                      "epoch %d differs with %d workers", e, workers[w]);
+    /* Not the identity either. */
+    int moved = 0;
+    for (int i = 0; i < 64; i++)
+        moved += order[0][0][i] != i;
+    cr_assert_gt(moved, 32);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, shuffle_is_the_documented_philox_fisher_yates)
+{
+    weft_dataset *ds = open_seq(37, -1, 0);
+    weft_dataloader *dl = loader(ds, 37, true, 2);
+    int64_t got[37], want[37];
+    for (int64_t e = 0; e < 3; e++) {
+        cr_assert_eq(epoch_labels(dl, e, got, 37), 37);
+        for (int i = 0; i < 37; i++)
+            want[i] = i;
+        for (int64_t i = 36; i > 0; i--) {
+            uint64_t r = weft_philox_u64(1234, (uint64_t)e << 40, (uint64_t)(36 - i));
+            int64_t j = (int64_t)(r % (uint64_t)(i + 1)), t = want[i];
+            want[i] = want[j];
+            want[j] = t;
+        }
+        cr_assert(memcmp(got, want, sizeof got) == 0, "epoch %lld", (long long)e);
+    }
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, workers_hand_out_batches_in_order)
+{
+    weft_dataset *ds = open_seq(90, -1, 2000); /* batches finish out of order */
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = 3;
+    o.num_workers = 4;
+    o.prefetch_factor = 1;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    int64_t got[90];
+    cr_assert_eq(epoch_labels(dl, 0, got, 90), 90);
+    for (int i = 0; i < 90; i++)
+        cr_assert_eq(got[i], i);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, normalisation_scales_u8_then_applies_mean_and_std_per_channel)
+{
+    weft_dataset *ds = open_seq(4, -1, 0);
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = 4;
+    o.num_workers = 2;
+    double mean[3] = {0.5, 0.25, 0.0}, std[3] = {0.5, 2.0, 0.1};
+    o.fields[0].nchannels = 3;
+    memcpy(o.fields[0].mean, mean, sizeof mean);
+    memcpy(o.fields[0].std, std, sizeof std);
+    o.fields[1].convert = true;
+    o.fields[1].dtype = WEFT_I64;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    tu_assert_no_error();
+    weft_tensor *f[2];
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    cr_assert_eq(f[0]->dtype, WEFT_F32);
+    cr_assert_eq(f[1]->dtype, WEFT_I64);
+    double want[48];
+    for (int k = 0; k < 4; k++)
+        for (int e = 0; e < 12; e++)
+            want[k * 12 + e] = (((7 * k + e) % 251) / 255.0 - mean[e / 4]) / std[e / 4];
+    tu_assert_close(f[0], want, 48, 1e-6, 1e-6);
+    tu_assert_close(f[1], (double[]){0, 1, 2, 3}, 4, 0, 0);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    weft_dataloader_free(dl);
+
+    /* One mean/std for all channels, to float64. */
+    o = weft_dataloader_options_default();
+    o.batch_size = 2;
+    o.fields[0].nchannels = 1;
+    o.fields[0].mean[0] = 0.1307;
+    o.fields[0].std[0] = 0.3081;
+    o.fields[0].convert = true;
+    o.fields[0].dtype = WEFT_F64;
+    dl = weft_dataloader_new(ds, &o);
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    cr_assert_eq(f[0]->dtype, WEFT_F64);
+    for (int k = 0; k < 2; k++)
+        for (int e = 0; e < 12; e++)
+            want[k * 12 + e] = (((7 * k + e) % 251) / 255.0 - 0.1307) / 0.3081;
+    tu_assert_close(f[0], want, 24, 1e-12, 1e-12);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, plain_dtype_conversion_without_normalisation)
+{
+    weft_dataset *ds = open_seq(3, -1, 0);
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = 3;
+    o.fields[0].convert = true;
+    o.fields[0].dtype = WEFT_F16;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    weft_tensor *f[2];
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    cr_assert_eq(f[0]->dtype, WEFT_F16);
+    double want[36];
+    for (int k = 0; k < 3; k++)
+        for (int e = 0; e < 12; e++)
+            want[k * 12 + e] = (7 * k + e) % 251;
+    tu_assert_close(f[0], want, 36, 0, 0);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, pin_memory_on_cpu_falls_back_to_ordinary_buffers)
+{
+    weft_dataset *ds = open_seq(20, -1, 0);
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = 6;
+    o.num_workers = 2;
+    o.pin_memory = true;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    tu_assert_no_error();
+    int64_t got[20];
+    cr_assert_eq(epoch_labels(dl, 0, got, 20), 20);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(got[i], i);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, tensors_outlive_the_loader_and_scopes_own_them)
+{
+    weft_dataset *ds = open_seq(8, -1, 0);
+    weft_dataloader *dl = loader(ds, 4, false, 2);
+    weft_tensor *f[2];
+    weft_scope_push();
+    cr_assert_eq(weft_dataloader_next(dl, f), 1); /* recorded in the scope */
+    weft_tensor *keep = weft_tensor_retain(f[1]);
+    weft_scope_pop();
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+    tu_assert_close(keep, (double[]){0, 1, 2, 3}, 4, 0, 0);
+    weft_tensor_release(keep);
+}
+
+static void check_failure(int workers)
+{
+    weft_dataset *ds = open_seq(20, 9, 0);
+    weft_dataloader *dl = loader(ds, 4, false, workers);
+    weft_tensor *f[2] = {NULL, NULL};
+    for (int b = 0; b < 2; b++) {
+        cr_assert_eq(weft_dataloader_next(dl, f), 1);
+        weft_tensor_release(f[0]);
+        weft_tensor_release(f[1]);
+    }
+    f[0] = f[1] = NULL;
+    /* Batch 2 holds sample 9: the reader's code and message, and again on retry. */
+    for (int again = 0; again < 2; again++) {
+        cr_assert_eq(weft_dataloader_next(dl, f), WEFT_ERR_IO);
+        tu_assert_error(WEFT_ERR_IO, "lt_seq.bin: sample 9 is corrupt at byte 144");
+        cr_assert_null(f[0]);
+    }
+    /* A new epoch starts over. */
+    cr_assert_eq(weft_dataloader_epoch(dl, 1), 0);
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, reader_errors_surface_from_next_with_the_readers_message)
+{
+    check_failure(0);
+    check_failure(3);
+}
+
+Test(dataloader, free_mid_epoch_joins_busy_workers)
+{
+    weft_dataset *ds = open_seq(400, -1, 3000);
+    for (int round = 0; round < 3; round++) {
+        weft_dataloader *dl = loader(ds, 4, true, 4);
+        weft_tensor *f[2];
+        if (round > 0) {
+            cr_assert_eq(weft_dataloader_next(dl, f), 1);
+            weft_tensor_release(f[0]);
+            weft_tensor_release(f[1]);
+        }
+        if (round == 2)
+            cr_assert_eq(weft_dataloader_epoch(dl, 5), 0);
+        weft_dataloader_free(dl); /* workers are mid-read */
+    }
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, a_new_epoch_abandons_the_current_one)
+{
+    weft_dataset *ds = open_seq(30, -1, 100);
+    weft_dataloader *dl = loader(ds, 4, true, 2);
+    weft_tensor *f[2];
+    cr_assert_eq(weft_dataloader_epoch(dl, 0), 0);
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    int64_t got[30];
+    cr_assert_eq(epoch_labels(dl, 1, got, 30), 30);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, option_errors_use_pytorchs_words)
+{
+    weft_dataset *ds = open_seq(4, -1, 0);
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = 0;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE,
+                    "batch_size should be a positive integer value, but got batch_size=0");
+    o = weft_dataloader_options_default();
+    o.num_workers = -1;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "num_workers option should be non-negative");
+    o = weft_dataloader_options_default();
+    o.num_workers = 2;
+    o.prefetch_factor = 0;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "but got prefetch_factor=0");
+    o = weft_dataloader_options_default();
+    o.fields[0].nchannels = 2;
+    o.fields[0].std[0] = o.fields[0].std[1] = 1;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "field 'image' has 3 channels (its sample's first dim), but "
+                                    "2 mean/std values were given; expected 1 or 3");
+    o = weft_dataloader_options_default();
+    o.fields[0].nchannels = 1;
+    o.fields[0].std[0] = 0;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "std must be finite and > 0");
+    o = weft_dataloader_options_default();
+    o.fields[0].nchannels = 1;
+    o.fields[0].std[0] = 1;
+    o.fields[0].convert = true;
+    o.fields[0].dtype = WEFT_I32;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "field 'image' is normalised, so its dtype must be floating, "
+                                    "got int32");
+    o = weft_dataloader_options_default();
+    o.fields[2].convert = true;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "options for field 2, but dataset [data] has 2 fields");
+    cr_assert_eq(weft_dataloader_next(NULL, NULL), WEFT_ERR_VALUE);
+    tu_assert_error(WEFT_ERR_VALUE, "loader and fields must be set");
+    cr_assert_eq(weft_dataloader_len(NULL), -1);
+    weft_dataloader_free(NULL);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, config_keys_set_the_options)
+{
+    weft_dataset *ds = open_seq(10, -1, 0);
+    struct weft_config *cfg = cfg_of("[loader]\nbatch_size = 4\nshuffle = yes\ndrop_last = true\n"
+                                     "workers = 2\nprefetch = 3\npin_memory = on\nseed = 77\n"
+                                     "mean = 0.5, 0.4, 0.3\nstd = 0.2,0.2 , 0.25\n");
+    weft_dataloader *dl = weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU);
+    tu_assert_no_error();
+    cr_assert_not_null(dl);
+    cr_assert_eq(weft_config_check_unknown(cfg), 0);
+    const struct weft_dataloader_options *o = weft_dataloader_options(dl);
+    cr_assert_eq(o->batch_size, 4);
+    cr_assert(o->shuffle && o->drop_last && o->pin_memory);
+    cr_assert_eq(o->num_workers, 2);
+    cr_assert_eq(o->prefetch_factor, 3);
+    cr_assert_eq(o->seed, 77);
+    cr_assert_eq(o->fields[0].nchannels, 3);
+    cr_assert_float_eq(o->fields[0].mean[1], 0.4, 1e-15);
+    cr_assert_float_eq(o->fields[0].std[2], 0.25, 1e-15);
+    cr_assert(o->fields[1].convert && o->fields[1].dtype == WEFT_I64); /* labels */
+    cr_assert_eq(weft_dataloader_len(dl), 2);
+    weft_tensor *f[2];
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    cr_assert_eq(f[0]->dtype, WEFT_F32);
+    cr_assert_eq(f[1]->dtype, WEFT_I64);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    weft_dataloader_free(dl);
+    weft_config_free(cfg);
+
+    cfg = cfg_of("[loader]\n");
+    dl = weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU);
+    o = weft_dataloader_options(dl);
+    cr_assert(o->batch_size == 1 && !o->shuffle && !o->drop_last && o->num_workers == 0 &&
+              o->prefetch_factor == 2 && !o->pin_memory && o->seed == 0 &&
+              o->fields[0].nchannels == 0);
+    weft_dataloader_free(dl);
+    weft_config_free(cfg);
+    weft_dataset_close(ds);
+}
+
+static void config_error(const weft_dataset *ds, const char *ini, const char *message)
+{
+    struct weft_config *cfg = cfg_of(ini);
+    cr_assert_null(weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU), "%s", ini);
+    tu_assert_error(WEFT_ERR_CONFIG, message);
+    weft_config_free(cfg);
+}
+
+Test(dataloader, config_errors_name_file_section_key_and_value)
+{
+    weft_dataset *ds = open_seq(10, -1, 0);
+    config_error(ds, "[loader]\nbatch_size = 0\n",
+                 "loader.ini: [loader] batch_size = '0': expected a positive integer");
+    config_error(ds, "[loader]\nbatch_size = many\n",
+                 "loader.ini: [loader] batch_size = 'many': expected an integer");
+    config_error(ds, "[loader]\nworkers = -1\n",
+                 "loader.ini: [loader] workers = '-1': expected a number of worker threads");
+    config_error(ds, "[loader]\nprefetch = 0\n",
+                 "loader.ini: [loader] prefetch = '0': expected a positive integer");
+    config_error(ds, "[loader]\nseed = -3\n",
+                 "loader.ini: [loader] seed = '-3': expected a non-negative integer");
+    config_error(ds, "[loader]\nshuffle = maybe\n", "loader.ini: [loader] shuffle = 'maybe'");
+    config_error(ds, "[loader]\nmean = 0.5\n",
+                 "loader.ini: [loader] mean is set but std is not: give both");
+    config_error(ds, "[loader]\nstd = 0.5\n",
+                 "loader.ini: [loader] std is set but mean is not: give both");
+    config_error(ds, "[loader]\nmean = 0.5, x\nstd = 1\n",
+                 "loader.ini: [loader] mean = '0.5, x': expected a number or up to 16 "
+                 "comma-separated numbers (one per channel)");
+    config_error(ds, "[loader]\nmean = 0.5, 0.5\nstd = 1\n",
+                 "loader.ini: [loader] mean has 2 value(s) but std has 1");
+    config_error(ds, "[loader]\nmean = 0.5\nstd = 0\n",
+                 "loader.ini: [loader] std = '0': every value must be > 0");
+    config_error(ds, "[loader]\nmean = 0.5, 0.5\nstd = 1, 1\n",
+                 "loader.ini: [loader] mean = '0.5, 0.5': 2 values for field 'image' of sample "
+                 "shape [3, 2, 2]; expected 1 or 3 (one per channel)");
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, synthetic_reader_batches_match_direct_reads)
+{
+    struct weft_config *cfg = cfg_of("[data]\nreader = synthetic\nkind = blobs\nsamples = 50\n"
+                                     "features = 3\nclasses = 4\nseed = 9\n"
+                                     "[loader]\nbatch_size = 16\nworkers = 2\nshuffle = true\n");
+    weft_dataset *ds = weft_dataset_open(cfg, "data");
+    tu_assert_no_error();
+    cr_assert_not_null(ds);
+    weft_dataloader *dl = weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU);
+    tu_assert_no_error();
+    int fx = weft_dataset_field_index(ds, "features"), fl = weft_dataset_field_index(ds, "label");
+    cr_assert(fx >= 0 && fl >= 0);
+    cr_assert_eq(weft_dataloader_len(dl), 4);
+    weft_tensor *f[WEFT_DATASET_MAX_FIELDS];
+    int64_t total = 0;
+    while (weft_dataloader_next(dl, f) == 1) {
+        int64_t b = weft_tensor_size(f[fx], 0);
+        cr_assert_eq(f[fl]->dtype, WEFT_I64);
+        double feats[16 * 3], labels[16];
+        tu_read(f[fx], feats);
+        tu_read(f[fl], labels);
+        for (int64_t k = 0; k < b; k++) {
+            /* Sample i has label i % classes; its features are what read() gives. */
+            int64_t found = -1;
+            for (int64_t i = (int64_t)labels[k]; i < 50 && found < 0; i += 4) {
+                float x[3];
+                int64_t lab;
+                void *bufs[2];
+                bufs[fx] = x;
+                bufs[fl] = &lab;
+                cr_assert_eq(weft_dataset_read(ds, 1, &i, bufs), 0);
+                if (x[0] == (float)feats[k * 3] && x[1] == (float)feats[k * 3 + 1] &&
+                    x[2] == (float)feats[k * 3 + 2])
+                    found = i;
+            }
+            cr_assert_geq(found, 0);
+        }
+        total += b;
+        for (int i = 0; i < weft_dataloader_num_fields(dl); i++)
+            weft_tensor_release(f[i]);
+    }
+    tu_assert_no_error();
+    cr_assert_eq(total, 50);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+    weft_config_free(cfg);
+}

@@ -1,0 +1,767 @@
+/* tests/test_optim.c: optimizers against float64 reference trajectories written as plain
+ * loops (PyTorch's formulas), the fused ops against the composite path, validation,
+ * clip_grad_norm_, schedulers and state round trips. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <weft/optim.h>
+
+#include "testutil.h"
+
+TestSuite(optim, .init = tu_setup, .fini = tu_teardown);
+
+#define N 37     /* elements of the test parameter (odd: no vector-width luck) */
+#define STEPS 6
+#define PI 3.14159265358979323846
+
+/* ---- reference implementations (float64, plain loops) ----------------------------- */
+
+struct ref {
+    double lr, momentum, dampening, wd, b1, b2, eps, alpha;
+    int nesterov, amsgrad, centered, adamw;
+    double buf[3][N];
+    int step;
+};
+
+static void ref_sgd(struct ref *r, double *p, const double *g0, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double g = g0[i] + r->wd * p[i];
+        if (r->momentum != 0.0) {
+            double b = r->step == 0 ? g : r->momentum * r->buf[0][i] + (1 - r->dampening) * g;
+            r->buf[0][i] = b;
+            g = r->nesterov ? g + r->momentum * b : b;
+        }
+        p[i] -= r->lr * g;
+    }
+    r->step++;
+}
+
+static void ref_adam(struct ref *r, double *p, const double *g0, int n)
+{
+    r->step++;
+    double c1 = 1 - pow(r->b1, r->step), c2 = 1 - pow(r->b2, r->step);
+    for (int i = 0; i < n; i++) {
+        double g = g0[i];
+        if (r->adamw)
+            p[i] *= 1 - r->lr * r->wd;
+        else
+            g += r->wd * p[i];
+        double *m = &r->buf[0][i], *v = &r->buf[1][i], *vmax = &r->buf[2][i];
+        *m = *m + (1 - r->b1) * (g - *m);
+        *v = r->b2 * *v + (1 - r->b2) * g * g;
+        double vv = *v;
+        if (r->amsgrad) {
+            *vmax = fmax(*vmax, *v);
+            vv = *vmax;
+        }
+        double denom = sqrt(vv) / sqrt(c2) + r->eps;
+        p[i] -= (r->lr / c1) * *m / denom;
+    }
+}
+
+static void ref_rmsprop(struct ref *r, double *p, const double *g0, int n)
+{
+    r->step++;
+    for (int i = 0; i < n; i++) {
+        double g = g0[i] + r->wd * p[i];
+        double *sq = &r->buf[0][i], *buf = &r->buf[1][i], *ga = &r->buf[2][i];
+        *sq = r->alpha * *sq + (1 - r->alpha) * g * g;
+        double avg;
+        if (r->centered) {
+            *ga = *ga + (1 - r->alpha) * (g - *ga);
+            avg = sqrt(*sq - *ga * *ga);
+        } else {
+            avg = sqrt(*sq);
+        }
+        avg += r->eps;
+        if (r->momentum > 0) {
+            *buf = r->momentum * *buf + g / avg;
+            p[i] -= r->lr * *buf;
+        } else {
+            p[i] -= r->lr * g / avg;
+        }
+    }
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static void set_fused(bool enabled)
+{
+    cr_assert_eq(weft_plugin_load("optim"), 0, "%s", weft_error_message());
+    void (*fn)(bool) = (void (*)(bool))weft_extra_find("optim.set_fused");
+    cr_assert_not_null(fn, "optim.set_fused is not registered");
+    fn(enabled);
+}
+
+static weft_tensor *param(const double *values, int64_t n, enum weft_dtype dt)
+{
+    weft_tensor *p = tu_tensor(1, &n, values, dt);
+    cr_assert_eq(weft_requires_grad_(p, true), 0);
+    return p;
+}
+
+static void give_grad(weft_tensor *p, const double *values)
+{
+    int64_t n = weft_tensor_numel(p);
+    weft_tensor *g = tu_tensor(1, &n, values, p->dtype);
+    cr_assert_eq(weft_set_grad(p, g), 0, "%s", weft_error_message());
+    weft_tensor_release(g);
+}
+
+static weft_optimizer *make(const char *name, const char *ini, int n, weft_tensor **params)
+{
+    struct weft_config *cfg = weft_config_parse(ini, "test.ini");
+    cr_assert_not_null(cfg, "%s", weft_error_message());
+    weft_optimizer *opt = weft_optimizer_create(name, n, params, cfg, "optim");
+    cr_assert_not_null(opt, "%s", weft_error_message());
+    cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
+    weft_config_free(cfg);
+    return opt;
+}
+
+typedef void (*ref_fn)(struct ref *, double *, const double *, int);
+
+/* Runs STEPS updates of a random parameter with random gradients (values as stored in
+ * dt, so the reference sees the same inputs) and compares after every step. */
+static void check_trajectory(const char *name, const char *ini, struct ref r, ref_fn fn,
+                             enum weft_dtype dt, bool fused, double rtol, double atol)
+{
+    uint64_t seed = 42;
+    double p0[N], p[N], g[N];
+    tu_random_values(p0, N, -1, 1, &seed);
+    weft_tensor *w = param(p0, N, dt);
+    tu_read(w, p);
+    set_fused(fused);
+    weft_optimizer *opt = make(name, ini, 1, &w);
+    for (int s = 0; s < STEPS; s++) {
+        tu_random_values(g, N, -1, 1, &seed);
+        give_grad(w, g);
+        weft_tensor *gt = weft_grad(w);
+        tu_read(gt, g);
+        weft_tensor_release(gt);
+        cr_assert_eq(weft_optimizer_step(opt), 0, "%s", weft_error_message());
+        fn(&r, p, g, N);
+        tu_assert_close(w, p, N, rtol, atol);
+    }
+    set_fused(true);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+/* Every dtype, fused and composite. */
+static void check_all(const char *name, const char *ini, struct ref r, ref_fn fn)
+{
+    for (int fused = 0; fused < 2; fused++) {
+        check_trajectory(name, ini, r, fn, WEFT_F64, fused, 1e-12, 1e-13);
+        check_trajectory(name, ini, r, fn, WEFT_F32, fused, 2e-5, 2e-6);
+    }
+}
+
+/* ---- SGD ------------------------------------------------------------------------------ */
+
+Test(optim, sgd_plain_follows_p_minus_lr_g)
+{
+    check_all("sgd", "[optim]\nlr = 0.1\n", (struct ref){.lr = 0.1}, ref_sgd);
+}
+
+Test(optim, sgd_momentum_first_step_takes_the_gradient_undamped)
+{
+    check_all("sgd", "[optim]\nlr = 0.05\nmomentum = 0.9\ndampening = 0.3\n",
+              (struct ref){.lr = 0.05, .momentum = 0.9, .dampening = 0.3}, ref_sgd);
+}
+
+Test(optim, sgd_nesterov_with_weight_decay)
+{
+    check_all("sgd", "[optim]\nlr = 0.05\nmomentum = 0.8\nnesterov = true\nweight_decay = 0.01\n",
+              (struct ref){.lr = 0.05, .momentum = 0.8, .nesterov = 1, .wd = 0.01}, ref_sgd);
+}
+
+Test(optim, sgd_default_lr_is_1e_3)
+{
+    check_all("sgd", "[optim]\n", (struct ref){.lr = 1e-3}, ref_sgd);
+}
+
+/* ---- Adam / AdamW ----------------------------------------------------------------------- */
+
+static struct ref adam_ref(double lr, double wd, int amsgrad, int adamw)
+{
+    return (struct ref){.lr = lr, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = wd,
+                        .amsgrad = amsgrad, .adamw = adamw};
+}
+
+Test(optim, adam_defaults_put_eps_after_bias_correction)
+{
+    check_all("adam", "[optim]\n", adam_ref(1e-3, 0, 0, 0), ref_adam);
+}
+
+Test(optim, adam_l2_weight_decay_and_betas_from_config)
+{
+    struct ref r = adam_ref(0.01, 0.1, 0, 0);
+    r.b1 = 0.8;
+    r.b2 = 0.99;
+    r.eps = 1e-6;
+    check_all("adam", "[optim]\nlr = 0.01\nbetas = 0.8, 0.99\neps = 1e-6\nweight_decay = 0.1\n",
+              r, ref_adam);
+}
+
+Test(optim, adam_amsgrad_keeps_the_uncorrected_maximum)
+{
+    check_all("adam", "[optim]\nlr = 0.01\namsgrad = true\n", adam_ref(0.01, 0, 1, 0), ref_adam);
+}
+
+Test(optim, adamw_decays_the_parameter_before_the_moments)
+{
+    check_all("adamw", "[optim]\nlr = 0.01\n", adam_ref(0.01, 1e-2, 0, 1), ref_adam);
+    check_all("adamw", "[optim]\nlr = 0.01\nweight_decay = 0.5\namsgrad = yes\n",
+              adam_ref(0.01, 0.5, 1, 1), ref_adam);
+}
+
+/* ---- RMSprop -------------------------------------------------------------------------------- */
+
+Test(optim, rmsprop_defaults)
+{
+    check_all("rmsprop", "[optim]\n",
+              (struct ref){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}, ref_rmsprop);
+}
+
+Test(optim, rmsprop_centered_with_momentum_and_weight_decay)
+{
+    check_all("rmsprop",
+              "[optim]\nlr = 0.005\nalpha = 0.9\ncentered = true\nmomentum = 0.7\n"
+              "weight_decay = 0.02\neps = 1e-6\n",
+              (struct ref){.lr = 0.005, .alpha = 0.9, .eps = 1e-6, .centered = 1,
+                           .momentum = 0.7, .wd = 0.02},
+              ref_rmsprop);
+}
+
+/* ---- fused op vs composite --------------------------------------------------------------- */
+
+static void fused_matches_composite(const char *name, const char *ini, enum weft_dtype dt,
+                                    int64_t n)
+{
+    double p0[40000], g[40000];
+    cr_assert(n <= 40000);
+    uint64_t seed = 7;
+    tu_random_values(p0, n, -1, 1, &seed);
+    weft_tensor *a = param(p0, n, dt), *b = param(p0, n, dt);
+    weft_optimizer *oa = make(name, ini, 1, &a), *ob = make(name, ini, 1, &b);
+    for (int s = 0; s < 4; s++) {
+        tu_random_values(g, n, -1, 1, &seed);
+        give_grad(a, g);
+        give_grad(b, g);
+        set_fused(true);
+        cr_assert_eq(weft_optimizer_step(oa), 0, "%s", weft_error_message());
+        set_fused(false);
+        cr_assert_eq(weft_optimizer_step(ob), 0, "%s", weft_error_message());
+        set_fused(true);
+    }
+    static double va[40000], vb[40000];
+    tu_read(a, va);
+    tu_read(b, vb);
+    double tol = dt == WEFT_F64 ? 1e-14 : dt == WEFT_F32 ? 1e-6 : 1e-2;
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(va[i] - vb[i]) <= tol * (1 + fabs(vb[i])), "%s %s [%lld]: %g vs %g",
+                  name, weft_dtype_name(dt), (long long)i, va[i], vb[i]);
+    weft_optimizer_free(oa);
+    weft_optimizer_free(ob);
+    weft_tensor_release(a);
+    weft_tensor_release(b);
+}
+
+Test(optim, fused_update_equals_composite_for_every_type_and_dtype)
+{
+    static const char *const cases[][2] = {
+        {"sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\nnesterov = true\nweight_decay = 0.1\n"},
+        {"adam", "[optim]\nlr = 0.01\namsgrad = true\nweight_decay = 0.1\n"},
+        {"adamw", "[optim]\nlr = 0.01\n"},
+        {"rmsprop", "[optim]\ncentered = true\nmomentum = 0.5\nweight_decay = 0.1\n"},
+    };
+    const enum weft_dtype dts[] = {WEFT_F64, WEFT_F32, WEFT_BF16, WEFT_F16};
+    for (size_t c = 0; c < 4; c++)
+        for (size_t d = 0; d < 4; d++) {
+            fused_matches_composite(cases[c][0], cases[c][1], dts[d], 13);
+            /* large enough for the parallel path */
+            if (dts[d] == WEFT_F32)
+                fused_matches_composite(cases[c][0], cases[c][1], dts[d], 40000);
+        }
+}
+
+Test(optim, the_plugin_registers_cpu_kernels_for_the_fused_ops)
+{
+    cr_assert_eq(weft_plugin_load("optim"), 0, "%s", weft_error_message());
+    const int ops[3] = {WEFT_OP_SGD_STEP, WEFT_OP_ADAM_STEP, WEFT_OP_RMSPROP_STEP};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(weft_kernel_dtypes(ops[i], WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED),
+                     WEFT_DTYPES_FLOATING);
+        cr_assert_str_eq(weft_op_name(ops[i]), i == 0 ? "sgd_step" : i == 1 ? "adam_step"
+                                                                         : "rmsprop_step");
+    }
+}
+
+Test(optim, non_contiguous_gradient_takes_the_composite_path)
+{
+    double p0[6] = {1, 2, 3, 4, 5, 6}, gt[6] = {1, 4, 2, 5, 3, 6};
+    int64_t shape[2] = {2, 3}, tshape[2] = {3, 2};
+    weft_tensor *p = tu_tensor(2, shape, p0, WEFT_F64);
+    weft_requires_grad_(p, true);
+    weft_tensor *g0 = tu_tensor(2, tshape, gt, WEFT_F64);
+    weft_tensor *g = weft_transpose(g0, 0, 1); /* [[1,2,3],[4,5,6]], strided */
+    cr_assert_eq(weft_set_grad(p, g), 0, "%s", weft_error_message());
+    weft_tensor *w = p;
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.5\n", 1, &w);
+    cr_assert_eq(weft_optimizer_step(opt), 0, "%s", weft_error_message());
+    const double expect[6] = {0.5, 1, 1.5, 2, 2.5, 3};
+    tu_assert_close(p, expect, 6, 0, 0);
+    weft_optimizer_free(opt);
+    weft_tensor_release(g);
+    weft_tensor_release(g0);
+    weft_tensor_release(p);
+}
+
+/* ---- the optimizer object ---------------------------------------------------------------- */
+
+Test(optim, parameters_without_grad_are_skipped_and_zero_grad_clears)
+{
+    double v[3] = {1, 2, 3}, g[3] = {1, 1, 1};
+    weft_tensor *ps[2] = {param(v, 3, WEFT_F32), param(v, 3, WEFT_F32)};
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 1\n", 2, ps);
+    give_grad(ps[0], g);
+    cr_assert_eq(weft_optimizer_step(opt), 0);
+    const double moved[3] = {0, 1, 2};
+    tu_assert_close(ps[0], moved, 3, 0, 0);
+    tu_assert_close(ps[1], v, 3, 0, 0);
+    cr_assert_eq(weft_optimizer_zero_grad(opt, false), 0);
+    weft_tensor *z = weft_grad(ps[0]);
+    const double zeros[3] = {0, 0, 0};
+    tu_assert_close(z, zeros, 3, 0, 0);
+    weft_tensor_release(z);
+    cr_assert_eq(weft_optimizer_zero_grad(opt, true), 0);
+    cr_assert_null(weft_grad(ps[0]));
+    cr_assert_str_eq(weft_optimizer_name(opt), "sgd");
+    cr_assert_eq(weft_optimizer_num_params(opt), 2);
+    weft_optimizer_free(opt);
+    weft_tensor_release(ps[0]);
+    weft_tensor_release(ps[1]);
+}
+
+Test(optim, gradient_accumulation_steps_on_the_summed_gradient)
+{
+    /* loss = sum(w * x) twice before one step: grad = x1 + x2. */
+    double v[2] = {1, 1}, x1[2] = {1, 2}, x2[2] = {3, 4};
+    int64_t n = 2;
+    weft_tensor *w = param(v, 2, WEFT_F64);
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\n", 1, &w);
+    const double *xs[2] = {x1, x2};
+    for (int k = 0; k < 2; k++) {
+        weft_scope_push();
+        weft_tensor *x = tu_tensor(1, &n, xs[k], WEFT_F64);
+        cr_assert_eq(weft_backward(weft_sum(weft_mul(w, x), 0, NULL, false), NULL, false), 0,
+                     "%s", weft_error_message());
+        weft_scope_pop();
+    }
+    cr_assert_eq(weft_optimizer_step(opt), 0);
+    const double expect[2] = {1 - 0.1 * 4, 1 - 0.1 * 6};
+    tu_assert_close(w, expect, 2, 1e-15, 0);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+Test(optim, lr_get_and_set)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("adam", "[optim]\n", 1, &w);
+    cr_assert_eq(weft_optimizer_get_lr(opt), 1e-3);
+    cr_assert_eq(weft_optimizer_set_lr(opt, 0.25), 0);
+    cr_assert_eq(weft_optimizer_get_lr(opt), 0.25);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+Test(optim, type_read_from_the_section_when_no_name_is_given)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make(NULL, "[optim]\ntype = rmsprop\n", 1, &w);
+    cr_assert_str_eq(weft_optimizer_name(opt), "rmsprop");
+    cr_assert_eq(weft_optimizer_get_lr(opt), 1e-2);
+    weft_optimizer_free(opt);
+    weft_optimizer *d = weft_optimizer_create("sgd", 1, &w, NULL, NULL);
+    cr_assert_not_null(d, "%s", weft_error_message());
+    weft_optimizer_free(d);
+    weft_tensor_release(w);
+}
+
+/* ---- validation ---------------------------------------------------------------------------- */
+
+static void expect_create_error(const char *name, const char *ini, int code, const char *text)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    struct weft_config *cfg = weft_config_parse(ini, "test.ini");
+    cr_assert_not_null(cfg);
+    cr_assert_null(weft_optimizer_create(name, 1, &w, cfg, "optim"), "%s accepted %s", name, ini);
+    tu_assert_error(code, text);
+    weft_config_free(cfg);
+    weft_tensor_release(w);
+}
+
+Test(optim, invalid_hyperparameters_fail_with_pytorch_messages)
+{
+    expect_create_error("sgd", "[optim]\nlr = -0.1\n", WEFT_ERR_VALUE,
+                        "test.ini: [optim] Invalid learning rate: -0.1");
+    expect_create_error("sgd", "[optim]\nmomentum = -1\n", WEFT_ERR_VALUE,
+                        "Invalid momentum value: -1.0");
+    expect_create_error("sgd", "[optim]\nweight_decay = -1e-5\n", WEFT_ERR_VALUE,
+                        "Invalid weight_decay value: -1e-05");
+    expect_create_error("sgd", "[optim]\nnesterov = true\n", WEFT_ERR_VALUE,
+                        "Nesterov momentum requires a momentum and zero dampening");
+    expect_create_error("sgd", "[optim]\nnesterov = true\nmomentum = 0.9\ndampening = 0.1\n",
+                        WEFT_ERR_VALUE, "Nesterov momentum requires a momentum and zero dampening");
+    expect_create_error("adam", "[optim]\nlr = -2\n", WEFT_ERR_VALUE,
+                        "Invalid learning rate: -2.0");
+    expect_create_error("adam", "[optim]\neps = -1e-8\n", WEFT_ERR_VALUE,
+                        "Invalid epsilon value: -1e-08");
+    expect_create_error("adam", "[optim]\nbetas = 1.0, 0.999\n", WEFT_ERR_VALUE,
+                        "Invalid beta parameter at index 0: 1.0");
+    expect_create_error("adamw", "[optim]\nbetas = 0.9, -0.5\n", WEFT_ERR_VALUE,
+                        "Invalid beta parameter at index 1: -0.5");
+    expect_create_error("adamw", "[optim]\nweight_decay = -0.01\n", WEFT_ERR_VALUE,
+                        "Invalid weight_decay value: -0.01");
+    expect_create_error("adam", "[optim]\nbetas = 0.9\n", WEFT_ERR_CONFIG,
+                        "betas = '0.9': expected two numbers");
+    expect_create_error("rmsprop", "[optim]\nalpha = -0.5\n", WEFT_ERR_VALUE,
+                        "Invalid alpha value: -0.5");
+    expect_create_error("rmsprop", "[optim]\nmomentum = -0.5\n", WEFT_ERR_VALUE,
+                        "Invalid momentum value: -0.5");
+    expect_create_error("rmsprop", "[optim]\neps = -1\n", WEFT_ERR_VALUE,
+                        "Invalid epsilon value: -1.0");
+    expect_create_error("rmsprop", "[optim]\nweight_decay = -3\n", WEFT_ERR_VALUE,
+                        "Invalid weight_decay value: -3.0");
+    expect_create_error("sgd", "[optim]\nlr = fast\n", WEFT_ERR_CONFIG, "lr");
+    expect_create_error("adagrad", "[optim]\n", WEFT_ERR_CONFIG,
+                        "type = 'adagrad': unknown optimizer (registered: sgd, adam, adamw, "
+                        "rmsprop)");
+    expect_create_error(NULL, "[optim]\n", WEFT_ERR_CONFIG, "[optim] missing key 'type'");
+}
+
+Test(optim, bad_parameter_lists_are_refused)
+{
+    cr_assert_null(weft_optimizer_create("sgd", 0, NULL, NULL, NULL));
+    tu_assert_error(WEFT_ERR_VALUE, "empty parameter list");
+    double v[1] = {1};
+    int64_t n = 1;
+    weft_tensor *i = tu_tensor(1, &n, v, WEFT_I64);
+    cr_assert_null(weft_optimizer_create("sgd", 1, &i, NULL, NULL));
+    tu_assert_error(WEFT_ERR_TYPE, "floating point");
+    weft_tensor_release(i);
+    weft_tensor *none = NULL;
+    cr_assert_null(weft_optimizer_create("sgd", 1, &none, NULL, NULL));
+    cr_assert_eq(weft_error_code(), WEFT_OK);
+}
+
+/* ---- clip_grad_norm_ ----------------------------------------------------------------------- */
+
+Test(optim, clip_grad_norm_scales_every_grad_and_returns_the_total)
+{
+    double a[2] = {3, 0}, b[2] = {0, 4}, v[2] = {0, 0};
+    weft_tensor *ps[3] = {param(v, 2, WEFT_F32), param(v, 2, WEFT_F64), param(v, 2, WEFT_F32)};
+    give_grad(ps[0], a);
+    give_grad(ps[1], b); /* ps[2] has no grad: skipped */
+    double total = -1;
+    cr_assert_eq(weft_clip_grad_norm_(3, ps, 1.0, 2.0, &total), 0, "%s", weft_error_message());
+    cr_assert_float_eq(total, 5.0, 1e-6);
+    double coef = 1.0 / (5.0 + 1e-6);
+    weft_tensor *ga = weft_grad(ps[0]), *gb = weft_grad(ps[1]);
+    const double ea[2] = {3 * coef, 0}, eb[2] = {0, 4 * coef};
+    tu_assert_close(ga, ea, 2, 1e-6, 0);
+    tu_assert_close(gb, eb, 2, 1e-12, 0);
+    cr_assert_null(weft_grad(ps[2]));
+    /* Below max_norm nothing changes. */
+    cr_assert_eq(weft_clip_grad_norm_(3, ps, 10.0, 2.0, &total), 0);
+    cr_assert_float_eq(total, 1.0, 1e-5);
+    tu_assert_close(gb, eb, 2, 1e-12, 0);
+    weft_tensor_release(ga);
+    weft_tensor_release(gb);
+    for (int i = 0; i < 3; i++)
+        weft_tensor_release(ps[i]);
+}
+
+Test(optim, clip_grad_norm_inf_and_p_norms)
+{
+    double a[3] = {-7, 2, 1}, b[2] = {5, -6}, v[3] = {0, 0, 0};
+    weft_tensor *ps[2] = {param(v, 3, WEFT_F64), param(v, 2, WEFT_F64)};
+    give_grad(ps[0], a);
+    give_grad(ps[1], b);
+    double total;
+    cr_assert_eq(weft_clip_grad_norm_(2, ps, 100.0, INFINITY, &total), 0);
+    cr_assert_eq(total, 7.0);
+    cr_assert_eq(weft_clip_grad_norm_(2, ps, 100.0, 1.0, &total), 0);
+    cr_assert_float_eq(total, 21.0, 1e-12);
+    cr_assert_eq(weft_clip_grad_norm_(2, ps, 100.0, 3.0, &total), 0);
+    cr_assert_float_eq(total, cbrt(343.0 + 8 + 1 + 125 + 216), 1e-12);
+    cr_assert_eq(weft_clip_grad_norm_(2, ps, 3.5, INFINITY, &total), 0);
+    weft_tensor *g = weft_grad(ps[0]);
+    double c = 3.5 / (7.0 + 1e-6);
+    const double e[3] = {-7 * c, 2 * c, 1 * c};
+    tu_assert_close(g, e, 3, 1e-14, 0);
+    weft_tensor_release(g);
+    weft_tensor_release(ps[0]);
+    weft_tensor_release(ps[1]);
+}
+
+Test(optim, clip_grad_norm_without_grads_is_zero)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    double total = -1;
+    cr_assert_eq(weft_clip_grad_norm_(1, &w, 1.0, 2.0, &total), 0);
+    cr_assert_eq(total, 0.0);
+    weft_tensor_release(w);
+}
+
+/* ---- schedulers ------------------------------------------------------------------------------- */
+
+static void check_schedule(const char *ini, double lr0, const double *expect, int n)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    char opt_ini[64];
+    snprintf(opt_ini, sizeof opt_ini, "[optim]\nlr = %.17g\n", lr0);
+    weft_optimizer *opt = make("sgd", opt_ini, 1, &w);
+    struct weft_config *cfg = weft_config_parse(ini, "sched.ini");
+    weft_scheduler *s = weft_scheduler_create(opt, cfg, "scheduler");
+    cr_assert_not_null(s, "%s", weft_error_message());
+    cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
+    for (int e = 0; e < n; e++) {
+        cr_assert(fabs(weft_optimizer_get_lr(opt) - expect[e]) <= 1e-12,
+                  "%s epoch %d: lr %.17g, expected %.17g", ini, e, weft_optimizer_get_lr(opt),
+                  expect[e]);
+        cr_assert_eq(weft_scheduler_step(s), 0);
+    }
+    weft_scheduler_free(s);
+    weft_config_free(cfg);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+Test(optim, step_scheduler_matches_steplr)
+{
+    /* StepLR(step_size=2, gamma=0.5) from lr 1 */
+    const double e[7] = {1, 1, 0.5, 0.5, 0.25, 0.25, 0.125};
+    check_schedule("[scheduler]\ntype = step\nstep_size = 2\ngamma = 0.5\n", 1.0, e, 7);
+}
+
+Test(optim, multistep_scheduler_matches_multisteplr)
+{
+    /* MultiStepLR(milestones=[2, 5], gamma=0.1) from lr 0.05 */
+    const double e[7] = {0.05, 0.05, 0.005, 0.005, 0.005, 0.0005, 0.0005};
+    check_schedule("[scheduler]\ntype = multistep\nmilestones = 2, 5\n", 0.05, e, 7);
+}
+
+Test(optim, cosine_scheduler_matches_cosineannealinglr)
+{
+    /* torch: CosineAnnealingLR(SGD(lr=0.1), T_max=10, eta_min=0) */
+    const double e[11] = {0.1,
+                          0.09755282581475769,
+                          0.09045084971874738,
+                          0.07938926261462367,
+                          0.06545084971874738,
+                          0.05,
+                          0.03454915028125263,
+                          0.02061073738537634,
+                          0.009549150281252633,
+                          0.0024471741852423235,
+                          0.0};
+    check_schedule("[scheduler]\ntype = cosine\nT_max = 10\n", 0.1, e, 11);
+    /* eta_min lifts the floor: eta_min + (0.1 - eta_min)(1 + cos(pi e / 4)) / 2 */
+    const double f[5] = {0.1, 0.1 - 0.09 * (1 - cos(PI / 4)) / 2, 0.055,
+                         0.01 + 0.09 * (1 + cos(3 * PI / 4)) / 2, 0.01};
+    check_schedule("[scheduler]\ntype = cosine\nT_max = 4\neta_min = 0.01\n", 0.1, f, 5);
+}
+
+Test(optim, linear_warmup_then_main_schedule)
+{
+    /* LinearLR(start_factor=0.25, total_iters=3) then StepLR(step_size=2, gamma=0.1). */
+    const double e[8] = {0.25, 0.5, 0.75, 1, 1, 0.1, 0.1, 0.01};
+    check_schedule("[scheduler]\ntype = step\nstep_size = 2\nwarmup_steps = 3\n"
+                   "warmup_start_factor = 0.25\n",
+                   1.0, e, 8);
+    const double c[5] = {0.1 / 3, 0.2 / 3, 0.1, 0.05, 0.0};
+    check_schedule("[scheduler]\ntype = cosine\nT_max = 2\nwarmup_steps = 2\n"
+                   "warmup_start_factor = 0.3333333333333333\n",
+                   0.1, c, 5);
+    const double none[3] = {0.5, 1, 1};
+    check_schedule("[scheduler]\nwarmup_steps = 1\nwarmup_start_factor = 0.5\n", 1.0, none, 3);
+}
+
+Test(optim, scheduler_config_errors)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optim]\n", 1, &w);
+    static const char *const bad[][2] = {
+        {"[scheduler]\ntype = step\n", "needs a positive step_size"},
+        {"[scheduler]\ntype = cosine\n", "needs a positive T_max"},
+        {"[scheduler]\ntype = multistep\n", "missing key 'milestones'"},
+        {"[scheduler]\ntype = multistep\nmilestones = 5, 2\n", "increasing"},
+        {"[scheduler]\ntype = exp\n", "type"},
+        {"[scheduler]\nwarmup_steps = 2\nwarmup_start_factor = 0\n",
+         "Starting multiplicative factor expected to be greater than 0 and less or equal to 1."},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct weft_config *cfg = weft_config_parse(bad[i][0], "sched.ini");
+        cr_assert_null(weft_scheduler_create(opt, cfg, "scheduler"), "accepted %s", bad[i][0]);
+        cr_assert_neq(weft_error_code(), WEFT_OK);
+        cr_assert(strstr(weft_error_message(), bad[i][1]), "%s", weft_error_message());
+        weft_error_clear();
+        weft_config_free(cfg);
+    }
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+Test(optim, scheduler_state_round_trip)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\n", 1, &w);
+    struct weft_config *cfg = weft_config_parse("[scheduler]\ntype = cosine\nT_max = 10\n", "s");
+    weft_scheduler *s = weft_scheduler_create(opt, cfg, NULL);
+    for (int i = 0; i < 3; i++)
+        weft_scheduler_step(s);
+    struct weft_metadata *m = weft_metadata_new();
+    cr_assert_eq(weft_scheduler_state_export(s, m), 0);
+    weft_scheduler *t = weft_scheduler_create(opt, cfg, NULL);
+    cr_assert_eq(weft_scheduler_state_import(t, m), 0);
+    cr_assert_eq(weft_scheduler_last_epoch(t), 3);
+    cr_assert_float_eq(weft_optimizer_get_lr(opt), 0.07938926261462367, 1e-15);
+    weft_scheduler_step(t);
+    cr_assert_float_eq(weft_optimizer_get_lr(opt), 0.06545084971874738, 1e-15);
+    weft_metadata_free(m);
+    weft_scheduler_free(s);
+    weft_scheduler_free(t);
+    weft_config_free(cfg);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+/* ---- optimizer state round trip --------------------------------------------------------------- */
+
+static void check_resume(const char *name, const char *ini, enum weft_dtype dt)
+{
+    uint64_t seed = 3;
+    double p0[N], g[5][N];
+    tu_random_values(p0, N, -1, 1, &seed);
+    for (int s = 0; s < 5; s++)
+        tu_random_values(g[s], N, -1, 1, &seed);
+    weft_tensor *w = param(p0, N, dt);
+    weft_optimizer *opt = make(name, ini, 1, &w);
+    for (int s = 0; s < 3; s++) {
+        give_grad(w, g[s]);
+        cr_assert_eq(weft_optimizer_step(opt), 0);
+    }
+    weft_optimizer_set_lr(opt, 0.003); /* a scheduler moved it */
+    struct weft_tensor_dict *d = weft_tensor_dict_new();
+    struct weft_metadata *m = weft_metadata_new();
+    cr_assert_eq(weft_optimizer_state_export(opt, d, m), 0, "%s", weft_error_message());
+    cr_assert_str_eq(weft_metadata_get(m, "optimizer"), name);
+    cr_assert_str_eq(weft_metadata_get(m, "param_groups.0.lr"), "0.0030000000000000001");
+    double mid[N];
+    tu_read(w, mid);
+
+    /* Save and load through a file, as a checkpoint does. */
+    char path[] = "/tmp/weft-optim-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(weft_safetensors_save(path, d, m), 0, "%s", weft_error_message());
+    struct weft_tensor_dict *d2;
+    struct weft_metadata *m2;
+    cr_assert_eq(weft_safetensors_load(path, WEFT_CPU, &d2, &m2), 0, "%s", weft_error_message());
+    unlink(path);
+
+    weft_tensor *r = param(mid, N, dt);
+    weft_optimizer *resumed = make(name, "[optim]\n", 1, &r);
+    cr_assert_eq(weft_optimizer_state_import(resumed, d2, m2), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_optimizer_get_lr(resumed), 0.003);
+    weft_optimizer_free(resumed);
+    resumed = make(name, ini, 1, &r);
+    cr_assert_eq(weft_optimizer_state_import(resumed, d2, m2), 0, "%s", weft_error_message());
+    for (int s = 3; s < 5; s++) {
+        give_grad(w, g[s]);
+        give_grad(r, g[s]);
+        cr_assert_eq(weft_optimizer_step(opt), 0);
+        cr_assert_eq(weft_optimizer_step(resumed), 0);
+        double a[N];
+        tu_read(w, a);
+        tu_assert_close(r, a, N, 0, 0);
+    }
+    weft_tensor_dict_free(d);
+    weft_tensor_dict_free(d2);
+    weft_metadata_free(m);
+    weft_metadata_free(m2);
+    weft_optimizer_free(opt);
+    weft_optimizer_free(resumed);
+    weft_tensor_release(w);
+    weft_tensor_release(r);
+}
+
+Test(optim, state_export_import_resumes_identically)
+{
+    check_resume("sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\n", WEFT_F32);
+    check_resume("adam", "[optim]\nlr = 0.01\namsgrad = true\n", WEFT_F32);
+    check_resume("adamw", "[optim]\nlr = 0.01\n", WEFT_F64);
+    check_resume("rmsprop", "[optim]\ncentered = true\nmomentum = 0.5\n", WEFT_F32);
+}
+
+Test(optim, state_names_follow_pytorch_state_dict)
+{
+    double v[2] = {1, 2}, g[2] = {0.5, -0.5};
+    weft_tensor *ps[2] = {param(v, 2, WEFT_F32), param(v, 2, WEFT_F32)};
+    weft_optimizer *opt = make("adam", "[optim]\namsgrad = true\n", 2, ps);
+    give_grad(ps[1], g);
+    weft_optimizer_step(opt);
+    weft_optimizer_step(opt);
+    struct weft_tensor_dict *d = weft_tensor_dict_new();
+    cr_assert_eq(weft_optimizer_state_export(opt, d, NULL), 0);
+    cr_assert_eq(weft_tensor_dict_len(d), 4); /* parameter 0 never had a grad */
+    cr_assert_str_eq(weft_tensor_dict_name(d, 0), "state.1.step");
+    cr_assert_str_eq(weft_tensor_dict_name(d, 1), "state.1.exp_avg");
+    cr_assert_str_eq(weft_tensor_dict_name(d, 2), "state.1.exp_avg_sq");
+    cr_assert_str_eq(weft_tensor_dict_name(d, 3), "state.1.max_exp_avg_sq");
+    weft_tensor *step = weft_tensor_dict_get(d, "state.1.step");
+    cr_assert_eq(step->dtype, WEFT_F32);
+    cr_assert_eq(step->ndim, 0);
+    double sv;
+    weft_tensor_item(step, &sv);
+    cr_assert_eq(sv, 2.0);
+    weft_tensor_release(step);
+
+    /* A wrong shape or another optimizer's state is refused. */
+    struct weft_tensor_dict *bad = weft_tensor_dict_new();
+    int64_t three = 3;
+    double z[3] = {0};
+    weft_tensor *t3 = tu_tensor(1, &three, z, WEFT_F32);
+    weft_tensor *st = weft_scalar_tensor(1, WEFT_F32, WEFT_CPU);
+    weft_tensor_dict_add(bad, "state.0.step", st);
+    weft_tensor_dict_add(bad, "state.0.exp_avg", t3);
+    cr_assert_lt(weft_optimizer_state_import(opt, bad, NULL), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "'state.0.exp_avg' has shape [3] but the parameter has shape [2]");
+    struct weft_metadata *m = weft_metadata_new();
+    weft_metadata_set(m, "optimizer", "sgd");
+    cr_assert_lt(weft_optimizer_state_import(opt, d, m), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "saved by 'sgd' and cannot be loaded into 'adam'");
+    weft_metadata_free(m);
+    weft_tensor_release(t3);
+    weft_tensor_release(st);
+    weft_tensor_dict_free(bad);
+    weft_tensor_dict_free(d);
+    weft_optimizer_free(opt);
+    weft_tensor_release(ps[0]);
+    weft_tensor_release(ps[1]);
+}
