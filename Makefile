@@ -1,6 +1,7 @@
 # weft: a thin wrapper over Meson. The real build lives in meson.build.
+#   make train   deps + build + train configs/mnist-mlp.ini on the shipped data (the first command)
 #   make deps    install what is missing (Debian packages, apt-get)
-#   make info    deps + build + run weft-info (the first command)
+#   make info    deps + build + run weft-info
 #   make         build (release: -O2, OpenMP)
 #   make test    build, run every suite, then all again under ASan+UBSan
 #   make bench   build and print the benchmark figures
@@ -13,7 +14,9 @@ NINJA      ?= ninja
 DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
                libopenblas-openmp-dev zlib1g-dev
 
-.PHONY: all deps build info test test-release test-asan bench install clean
+CONFIG ?= configs/mnist-mlp.ini
+
+.PHONY: all deps build train info test test-release test-asan bench install clean
 
 all: build
 
@@ -36,6 +39,9 @@ $(BUILD)/build.ninja:
 
 build: $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
+
+train: deps build
+	$(BUILD)/apps/weft-train $(CONFIG)
 
 info: deps build
 	$(BUILD)/apps/weft-info

@@ -94,7 +94,10 @@ static weft_module *module_with(const struct weft_module_type *type, const void 
         }
         memcpy(copy, state, size);
     }
-    return weft_module_new(type, copy);
+    weft_module *m = weft_module_new(type, copy);
+    if (!m)
+        free(copy);
+    return m;
 }
 
 /* m, or NULL after freeing it when rc reports a failure. */

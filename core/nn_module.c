@@ -190,7 +190,6 @@ weft_module *weft_module_new(const struct weft_module_type *type, void *state)
     weft_module *m = calloc(1, sizeof *m);
     if (!m) {
         sb_oom("for a module");
-        free_state(type, state);
         return NULL;
     }
     m->type = type;

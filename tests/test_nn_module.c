@@ -1053,3 +1053,40 @@ Test(nn_module, an_mlp_learns_with_hand_written_sgd)
     weft_tensor_release(target);
     weft_module_free(m);
 }
+
+/* ---- devices ------------------------------------------------------------------------ */
+
+Test(nn_module, to_moves_a_model_to_cuda_and_back_when_a_gpu_is_present)
+{
+    if (weft_plugin_load("cuda") != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", weft_error_message());
+        weft_error_clear();
+        cr_skip_test("%s", why);
+    }
+    weft_manual_seed(8);
+    weft_module *layers[] = {weft_nn_linear(4, 8, true), weft_nn_relu(),
+                             weft_nn_linear(8, 2, true)};
+    weft_module *m = check_module(weft_nn_sequential(3, layers));
+    weft_tensor *w = weft_module_parameter(weft_module_child(m, "0"), "weight");
+    weft_scope_push();
+    weft_tensor *x = random_input(2, (int64_t[]){5, 4}, 3);
+    double *expected;
+    int64_t n = read_all(weft_module_forward(m, x), &expected);
+
+    cr_assert_eq(weft_module_to(m, WEFT_CUDA(0), WEFT_F32), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_module_parameter(weft_module_child(m, "0"), "weight"), w);
+    cr_assert(weft_device_equal(w->device, WEFT_CUDA(0)));
+    cr_assert(weft_requires_grad(w) && weft_is_leaf(w));
+    weft_tensor *y = weft_module_forward(m, weft_to_device(x, WEFT_CUDA(0)));
+    cr_assert_not_null(y, "%s", weft_error_message());
+    cr_assert(weft_device_equal(y->device, WEFT_CUDA(0)));
+    tu_assert_close(y, expected, n, 1e-5, 1e-6);
+
+    cr_assert_eq(weft_module_to(m, WEFT_CPU, WEFT_F32), 0, "%s", weft_error_message());
+    cr_assert(weft_device_equal(w->device, WEFT_CPU));
+    tu_assert_close(weft_module_forward(m, x), expected, n, 1e-6, 0);
+    free(expected);
+    weft_scope_pop();
+    weft_module_free(m);
+}

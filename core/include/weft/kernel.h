@@ -119,8 +119,9 @@ extern "C" {
     /* formulas. Every tensor is contiguous, of one dtype and of out[0]'s shape; out[0]   */ \
     /* is the parameter, in[0] its gradient; state tensors listed under in[] are updated  */ \
     /* in place too. Dispatch dtype: in[0]'s. The plugin bumps versions.                  */ \
-    /* SGD_STEP: out[1] momentum buffer (NULL when scalar[1] momentum is 0); scalar[0] lr,*/ \
-    /* [2] dampening, [3] weight_decay; ints[0] nesterov, ints[1] first step (buffer = g).*/ \
+    /* SGD_STEP: out[1] momentum buffer (NULL when momentum is 0); scalar[0] lr,         */ \
+    /* [1] momentum, [2] dampening, [3] weight_decay; ints[0] nesterov, ints[1] first     */ \
+    /* step (the buffer takes the gradient undamped).                                     */ \
     X(SGD_STEP, "sgd_step")                                                                  \
     /* ADAM_STEP: out[1] exp_avg, in[1] exp_avg_sq, in[2] max_exp_avg_sq (amsgrad, else   */ \
     /* NULL); scalar[0] lr, [1] beta1, [2] beta2, [3] eps; ints[0] step t (>= 1),         */ \

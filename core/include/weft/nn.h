@@ -114,7 +114,8 @@ struct weft_module_type {
     int (*extra_repr)(const weft_module *m, char *buf, size_t size);
 };
 
-/* A module of `type` owning `state` (freed by type->free_state). NULL on error. */
+/* A module of `type` owning `state` (freed by type->free_state). NULL on error, and the
+ * state then stays the caller's. */
 weft_module *weft_module_new(const struct weft_module_type *type, void *state);
 void weft_module_free(weft_module *m); /* frees children too; NULL is ignored */
 void *weft_module_state(const weft_module *m);
