@@ -26,6 +26,7 @@
      (t)->field != NULL)
 
 #define OPTIM_PLUGIN "optim"
+#define PI 3.14159265358979323846
 
 struct weft_optimizer {
     const struct weft_optimizer_type *type;
@@ -541,8 +542,8 @@ static double main_lr_at(const weft_scheduler *s, int64_t e)
         return s->base_lr * pow(s->gamma, k);
     }
     case SCHED_COSINE:
-        return s->eta_min + (s->base_lr - s->eta_min) *
-                                (1.0 + cos(3.14159265358979323846 * (double)e / (double)s->t_max)) / 2.0;
+        return s->eta_min +
+               (s->base_lr - s->eta_min) * (1.0 + cos(PI * (double)e / (double)s->t_max)) / 2.0;
     case SCHED_NONE:
     default:
         return s->base_lr;

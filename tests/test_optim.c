@@ -220,7 +220,7 @@ Test(optim, adamw_decays_the_parameter_before_the_moments)
               adam_ref(0.01, 0.5, 1, 1), ref_adam);
 }
 
-/* ---- RMSprop -------------------------------------------------------------------------------- */
+/* ---- RMSprop ----------------------------------------------------------------------------- */
 
 Test(optim, rmsprop_defaults)
 {
@@ -396,7 +396,7 @@ Test(optim, type_read_from_the_section_when_no_name_is_given)
     weft_tensor_release(w);
 }
 
-/* ---- validation ---------------------------------------------------------------------------- */
+/* ---- validation -------------------------------------------------------------------------- */
 
 static void expect_create_error(const char *name, const char *ini, int code, const char *text)
 {
@@ -464,7 +464,7 @@ Test(optim, bad_parameter_lists_are_refused)
     cr_assert_eq(weft_error_code(), WEFT_OK);
 }
 
-/* ---- clip_grad_norm_ ----------------------------------------------------------------------- */
+/* ---- clip_grad_norm_ --------------------------------------------------------------------- */
 
 Test(optim, clip_grad_norm_scales_every_grad_and_returns_the_total)
 {
@@ -524,7 +524,7 @@ Test(optim, clip_grad_norm_without_grads_is_zero)
     weft_tensor_release(w);
 }
 
-/* ---- schedulers ------------------------------------------------------------------------------- */
+/* ---- schedulers -------------------------------------------------------------------------- */
 
 static void check_schedule(const char *ini, double lr0, const double *expect, int n)
 {
@@ -650,7 +650,7 @@ Test(optim, scheduler_state_round_trip)
     weft_tensor_release(w);
 }
 
-/* ---- optimizer state round trip --------------------------------------------------------------- */
+/* ---- optimizer state round trip ---------------------------------------------------------- */
 
 static void check_resume(const char *name, const char *ini, enum weft_dtype dt)
 {
@@ -751,7 +751,8 @@ Test(optim, state_names_follow_pytorch_state_dict)
     weft_tensor_dict_add(bad, "state.0.step", st);
     weft_tensor_dict_add(bad, "state.0.exp_avg", t3);
     cr_assert_lt(weft_optimizer_state_import(opt, bad, NULL), 0);
-    tu_assert_error(WEFT_ERR_VALUE, "'state.0.exp_avg' has shape [3] but the parameter has shape [2]");
+    tu_assert_error(WEFT_ERR_VALUE,
+                    "'state.0.exp_avg' has shape [3] but the parameter has shape [2]");
     struct weft_metadata *m = weft_metadata_new();
     weft_metadata_set(m, "optimizer", "sgd");
     cr_assert_lt(weft_optimizer_state_import(opt, d, m), 0);

@@ -117,7 +117,7 @@ OPT_FOR_DTYPES(SGD_KERNEL)
                 vv = old > vv || isnan(old) ? old : vv;                                       \
                 st_##name(vmax, i, vv);                                                       \
             }                                                                                 \
-            T denom = sqrt(vv) / c2_sqrt + eps;                                               \
+            T denom = (T)sqrt(vv) / c2_sqrt + eps;                                            \
             st_##name(p, i, pv + (-step_size) * (mv / denom));                                \
         }                                                                                     \
     }

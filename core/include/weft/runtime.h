@@ -11,7 +11,7 @@ extern "C" {
 
 /* Reads [runtime] (backend, device, threads, seed, plugins, plugin_path) from cfg (NULL:
  * defaults), extends the plugin search path, loads the named plugins and the backend's
- * plugin, applies threads and seed, and sets *device to the selected device. Errors name
+ * plugin, applies threads and seed, and sets *device (unless NULL) to the selected device. Errors name
  * the key; an unusable backend fails with the plugin's probe reason (WEFT_ERR_DEVICE). */
 int weft_runtime_init(struct weft_config *cfg, weft_device *device);
 
