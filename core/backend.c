@@ -75,18 +75,13 @@ const struct weft_backend *weft_backend_find(int device_type)
     return __atomic_load_n(&backends[device_type], __ATOMIC_ACQUIRE);
 }
 
-/* Replaces the pending error (which the failed call just set) with "<prefix>: <it>",
- * keeping its code. Does nothing when an older error was pending before that call, so
- * the first error still wins. */
+/* Puts prefix before the error the failed call just set; an older error (pending
+ * before that call) is left alone: the first error wins. */
 static int wrap_error(bool had_error, const char *prefix)
 {
-    int code = weft_error_code();
-    if (had_error || code == WEFT_OK)
-        return code == WEFT_OK ? WEFT_ERR_RUNTIME : code;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", weft_error_message());
-    weft_error_clear();
-    return weft_error_set(code, "%s: %s", prefix, msg);
+    if (had_error)
+        return weft_error_code();
+    return weft_error_prefix("%s", prefix);
 }
 
 const struct weft_backend *weft_backend_get(int device_type)

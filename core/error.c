@@ -1,5 +1,6 @@
 /* core/error.c: the sticky thread-local error record. */
 #include <stdio.h>
+#include <string.h>
 
 #include "weft/error.h"
 
@@ -24,6 +25,26 @@ int weft_error_set(int code, const char *fmt, ...)
     weft_error_setv(code, fmt, ap);
     va_end(ap);
     return code;
+}
+
+int weft_error_prefix(const char *fmt, ...)
+{
+    if (error_code == WEFT_OK)
+        return WEFT_ERR_RUNTIME;
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    /* Shift the message right and put "<prefix>: " in front; truncate at the end. */
+    size_t plen = strlen(prefix) + 2, mlen = strlen(error_message);
+    if (plen + mlen >= sizeof error_message)
+        mlen = sizeof error_message - plen - 1;
+    memmove(error_message + plen, error_message, mlen);
+    error_message[plen + mlen] = '\0';
+    memcpy(error_message, prefix, plen - 2);
+    memcpy(error_message + plen - 2, ": ", 2);
+    return error_code;
 }
 
 int weft_error_code(void)

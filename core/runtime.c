@@ -26,13 +26,9 @@ struct runtime_opts {
  * Leaves an older error (pending before that call) alone: the first error wins. */
 static int wrap_error(bool had_error, const char *prefix)
 {
-    int code = weft_error_code();
-    if (had_error || code == WEFT_OK)
-        return code == WEFT_OK ? WEFT_ERR_RUNTIME : code;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", weft_error_message());
-    weft_error_clear();
-    return weft_error_set(code, "%s: %s", prefix, msg);
+    if (had_error)
+        return weft_error_code();
+    return weft_error_prefix("%s", prefix);
 }
 
 static int non_negative(struct weft_config *cfg, const char *key, int64_t v, int64_t max)

@@ -34,6 +34,11 @@ enum weft_status {
 int weft_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int weft_error_setv(int code, const char *fmt, va_list ap);
 
+/* Puts context in front of the pending error's message ("<prefix>: <message>"), keeping
+ * its code, which it returns. With no error pending it returns WEFT_ERR_RUNTIME and
+ * records nothing. */
+int weft_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The pending code (WEFT_OK when none) and message ("" when none). The message stays
  * valid until the next weft_error_clear() on this thread. */
 int weft_error_code(void);
