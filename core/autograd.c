@@ -61,7 +61,7 @@ struct weft_node {
     weft_tensor **buffer;
 };
 
-static __thread bool grad_mode_off; /* zero-initialised: grad mode on */
+static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
 static bool anomaly_mode;
 static uint64_t next_sequence_nr;
 

@@ -2,11 +2,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "internal.h"
 #include "weft/error.h"
 
 #define WEFT_ERROR_MESSAGE_MAX 2048
 
-static __thread int error_code;
+static WEFT_FAST_TLS int error_code;
 static __thread char error_message[WEFT_ERROR_MESSAGE_MAX];
 
 int weft_error_setv(int code, const char *fmt, va_list ap)

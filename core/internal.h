@@ -13,6 +13,10 @@
 
 #define WEFT_INTERNAL __attribute__((visibility("hidden")))
 
+/* Small, hot thread-locals: the initial-exec model skips __tls_get_addr on every access.
+ * (libweft is linked, not dlopen()ed, so the static TLS block has room for them.) */
+#define WEFT_FAST_TLS __thread __attribute__((tls_model("initial-exec")))
+
 /* Atomic refcount helpers. */
 #define WEFT_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
 #define WEFT_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)

@@ -11,7 +11,7 @@ struct scope_stack {
     int depth, mark_capacity;
 };
 
-static __thread struct scope_stack stack;
+static WEFT_FAST_TLS struct scope_stack stack;
 
 static bool grow(void **array, size_t *capacity, size_t elem)
 {

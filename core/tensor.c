@@ -1,4 +1,5 @@
 /* core/tensor.c: tensor headers, references and properties. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +9,72 @@
 /* A layout plugin installs this to free layout_data of non-strided tensors. */
 WEFT_INTERNAL void (*weft_layout_data_free_hook)(weft_tensor *t);
 
+/* Each thread keeps a few released tensor headers for reuse: a view or a tiny op then
+ * costs no malloc/free pair. Sanitizer builds skip it so use-after-free stays visible. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEADER_CACHE 0
+#else
+#define HEADER_CACHE 32
+#endif
+
+#if HEADER_CACHE > 0
+struct header_cache {
+    weft_tensor *items[HEADER_CACHE];
+    int count;
+    bool registered; /* this thread's drain at exit is set up */
+};
+static WEFT_FAST_TLS struct header_cache header_cache;
+static pthread_key_t header_cache_key;
+static pthread_once_t header_cache_once = PTHREAD_ONCE_INIT;
+
+/* At thread exit, free what the thread cached (the main thread's stay until exit). */
+static void header_cache_drain(void *unused)
+{
+    (void)unused;
+    while (header_cache.count > 0)
+        free(header_cache.items[--header_cache.count]);
+}
+
+static void header_cache_drain_at_exit(void)
+{
+    header_cache_drain(NULL);
+}
+
+static void header_cache_init(void)
+{
+    pthread_key_create(&header_cache_key, header_cache_drain);
+    atexit(header_cache_drain_at_exit); /* key destructors do not run for the main thread */
+}
+#endif
+
+static weft_tensor *header_get(void)
+{
+#if HEADER_CACHE > 0
+    if (header_cache.count > 0)
+        return header_cache.items[--header_cache.count];
+#endif
+    return malloc(sizeof(weft_tensor));
+}
+
+static void header_put(weft_tensor *t)
+{
+#if HEADER_CACHE > 0
+    if (header_cache.count < HEADER_CACHE) {
+        if (!header_cache.registered) {
+            pthread_once(&header_cache_once, header_cache_init);
+            pthread_setspecific(header_cache_key, (void *)1);
+            header_cache.registered = true;
+        }
+        header_cache.items[header_cache.count++] = t;
+        return;
+    }
+#endif
+    free(t);
+}
+
 weft_tensor *weft_tensor_alloc_struct(void)
 {
-    weft_tensor *t = malloc(sizeof *t);
+    weft_tensor *t = header_get();
     if (!t) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a tensor header");
         return NULL;
@@ -36,7 +100,7 @@ void weft_tensor_release(weft_tensor *t)
     if (t->layout_data && weft_layout_data_free_hook)
         weft_layout_data_free_hook(t);
     weft_storage_release(t->storage);
-    free(t);
+    header_put(t);
 }
 
 int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
