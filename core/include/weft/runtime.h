@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-/* Reads [runtime] (backend, device, threads, seed, plugins, plugin_path) from cfg (NULL:
+/* Reads [runtime] (backend, device, threads, seed, plugins, plugin_path, wait_policy) from cfg (NULL:
  * defaults), extends the plugin search path, loads the named plugins and the backend's
  * plugin, applies threads and seed, and sets *device (unless NULL) to the selected device. Errors name
  * the key; an unusable backend fails with the plugin's probe reason (WEFT_ERR_DEVICE). */
