@@ -88,6 +88,17 @@ static inline void cpu_store_f16(void *p, float v) { *(uint16_t *)p = weft_float
 static inline float cpu_load_bf16(const void *p) { return weft_bf16_to_float(*(const uint16_t *)p); }
 static inline void cpu_store_bf16(void *p, float v) { *(uint16_t *)p = weft_float_to_bf16(v); }
 
+/* `bool` is a macro (stdbool.h) that nested X-macro arguments expand to _Bool, so the
+ * bool dtype's accessors also exist under that spelling. */
+static inline bool cpu_load__Bool(const void *p) { return cpu_load_bool(p); }
+static inline void cpu_store__Bool(void *p, bool v) { cpu_store_bool(p, v); }
+
+/* Runs loop over ops[0..nops) (out first, all of one shape; itemsize[k] is operand k's):
+ * as flat arrays when every operand is contiguous, else through the core's iterator, in
+ * parallel above CPU_PARALLEL_GRAIN (kernels_binary.c). */
+int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
+                        weft_iter_loop_fn loop, void *ctx);
+
 /* Any dtype as double, and double into any dtype (C conversion rules; bool is != 0). */
 double cpu_load_as_double(enum weft_dtype dt, const void *p);
 void cpu_store_from_double(enum weft_dtype dt, void *p, double v);

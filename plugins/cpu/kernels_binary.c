@@ -24,11 +24,6 @@
 /* The libm function for the compute type: powf for float, pow for double. */
 #define FN2(fn, x, y) _Generic((x), float: fn##f, default: fn)(x, y)
 
-/* `bool` is a macro (_Bool) that nested X-macro arguments expand, so the bool dtype's
- * accessors are also needed under that spelling. */
-static inline bool cpu_load__Bool(const void *p) { return cpu_load_bool(p); }
-static inline void cpu_store__Bool(void *p, bool v) { cpu_store_bool(p, v); }
-
 /* Two's-complement wrap-around without signed overflow: the low bits of the 64-bit
  * unsigned result are those of the narrow one. */
 #define WRAP(C, x, op, y) ((C)((uint64_t)(x) op (uint64_t)(y)))
@@ -110,7 +105,7 @@ static inline bool dense(const weft_tensor *t)
 /* Runs loop over ops[0..nops) (out first, all of one shape; itemsize[k] is operand k's).
  * When every operand is contiguous the loop gets them as flat arrays directly: small
  * tensors are dominated by per-call costs, and the iterator's set-up is the largest of
- * them. Otherwise the iterator walks them in memory order. Shared with kernels_unary.c. */
+ * them. Otherwise the iterator walks them in memory order. */
 int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
                         weft_iter_loop_fn loop, void *ctx)
 {

@@ -63,8 +63,6 @@ typedef void (*convert_fn)(char *dst, const char *src, int64_t dst_stride, int64
     X(sn, ST, SC, f32, WEFT_F32, float, float)                                                \
     X(sn, ST, SC, f64, WEFT_F64, double, double)
 
-/* `bool` is a macro (stdbool.h): handed through a second macro level it arrives as _Bool. */
-#define cpu_load__Bool cpu_load_bool
 
 #define DEFINE_CONVERTS_FROM(sn, sid, ST, SC) FOR_EACH_DESTINATION(DEFINE_CONVERT, sn, ST, SC)
 CPU_FOR_ALL_DTYPES(DEFINE_CONVERTS_FROM)

@@ -23,18 +23,10 @@
 /* The libm function for the compute type: expf for float, exp for double. */
 #define FN1(fn, x) _Generic((x), float: fn##f, default: fn)(x)
 
-/* `bool` is a macro (_Bool) that nested X-macro arguments expand, so the bool dtype's
- * accessors are also needed under that spelling. */
-static inline bool cpu_load__Bool(const void *p) { return cpu_load_bool(p); }
-static inline void cpu_store__Bool(void *p, bool v) { cpu_store_bool(p, v); }
 
 /* Two's-complement wrap-around without signed overflow. */
 #define WRAP_NEG(C, x) ((C)(0 - (uint64_t)(x)))
 
-/* Flat arrays when all contiguous, else the shared iterator (kernels_binary.c; its
- * declaration belongs in cpu.h). */
-int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
-                        weft_iter_loop_fn loop, void *ctx);
 
 static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, weft_iter_loop_fn loop)
 {
