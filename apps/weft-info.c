@@ -2,8 +2,11 @@
  *
  *   weft-info                 version, search path, every plugin, devices per backend
  *   weft-info --plugin FILE   step-by-step diagnosis of one plugin file
+ *   weft-info --ops           the op x backend support matrix (dtypes per cell)
+ *   weft-info --conformance [DEVICE]  every op on DEVICE (default cpu) checked against
+ *                             the cpu; exit status 1 when any op/dtype pair fails
  *
- * Exit status: 0 when all is well, 2 on a usage error or a plugin that cannot be used.
+ * Exit status: 0 when all is well, 1 when conformance fails, 2 on a usage error or a plugin that cannot be used.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -20,13 +23,17 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: weft-info [--plugin FILE]\n"
+            "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE]]\n"
             "\n"
             "Prints the weft version, the plugin search path, every plugin found (with its\n"
             "version, ABI and whether it can run here), and the devices of each usable backend.\n"
             "\n"
             "  --plugin FILE  diagnose one plugin file: loading, entry point, ABI, probe,\n"
             "                 and what it registers\n"
+            "  --ops          the op x backend matrix: the dtypes each backend registers\n"
+            "  --conformance [DEVICE]\n"
+            "                 run every op on DEVICE (default cpu) against the cpu (on the\n"
+            "                 cpu: against a double reference); exit status 1 on a failure\n"
             "  --help         this text\n"
             "\n"
             "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
@@ -289,8 +296,91 @@ static int diagnose(const char *path)
     return 0;
 }
 
+/* ---- the support matrix and the conformance run ---------------------------------------- */
+
+/* Loads every usable plugin quietly, so their backends and kernels are registered. */
+static void load_usable(const struct weft_plugin_info *info, void *ctx)
+{
+    (void)ctx;
+    if (info->usable && weft_plugin_load(info->name) < 0)
+        weft_error_clear();
+}
+
+/* "f32 f64 f16 bf16 i* bool", or "-" when mask is 0. */
+static const char *dtype_cell(uint32_t mask, char *buf, size_t size)
+{
+    static const struct { enum weft_dtype dt; const char *name; } order[] = {
+        {WEFT_F32, "f32"}, {WEFT_F64, "f64"}, {WEFT_F16, "f16"}, {WEFT_BF16, "bf16"},
+        {WEFT_U8, "u8"}, {WEFT_I8, "i8"}, {WEFT_I16, "i16"}, {WEFT_I32, "i32"},
+        {WEFT_I64, "i64"}, {WEFT_BOOL, "bool"},
+    };
+    size_t len = 0;
+    buf[0] = '\0';
+    bool all_ints = (mask & WEFT_DTYPES_INTEGRAL) == WEFT_DTYPES_INTEGRAL;
+    for (size_t i = 0; i < sizeof order / sizeof order[0] && len < size; i++) {
+        enum weft_dtype dt = order[i].dt;
+        if (!(mask & WEFT_DTYPE_BIT(dt)))
+            continue;
+        bool integral = (WEFT_DTYPE_BIT(dt) & WEFT_DTYPES_INTEGRAL) != 0;
+        if (all_ints && integral && dt != WEFT_U8)
+            continue;
+        const char *name = all_ints && integral ? "i*" : order[i].name;
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? " " : "", name);
+    }
+    if (!mask)
+        snprintf(buf, size, "-");
+    return buf;
+}
+
+static int print_ops(void)
+{
+    weft_plugin_scan(load_usable, NULL);
+    weft_error_clear();
+    int types[WEFT_MAX_DEVICE_TYPES], ntypes = 0;
+    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++)
+        if (weft_backend_find(t))
+            types[ntypes++] = t;
+    printf("%-20s", "op");
+    for (int i = 0; i < ntypes; i++)
+        printf(" %-28s", weft_device_type_name(types[i]));
+    printf("\n");
+    for (int op = 0; op < weft_op_count(); op++) {
+        printf("%-20s", weft_op_name(op));
+        for (int i = 0; i < ntypes; i++) {
+            char cell[96];
+            printf(" %-28s", dtype_cell(weft_kernel_dtypes(op, types[i], WEFT_LAYOUT_STRIDED),
+                                        cell, sizeof cell));
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
+static int conformance(const char *device)
+{
+    weft_device dev = WEFT_CPU;
+    if (device && weft_device_parse(device, &dev) < 0) {
+        fprintf(stderr, "weft-info: %s\n", weft_error_message());
+        return EXIT_PROBLEM;
+    }
+    struct weft_conformance_options o = {.verbose = stdout};
+    struct weft_conformance_report rep;
+    int rc = weft_conformance_run(dev.type, &o, &rep);
+    if (rc < 0) {
+        fprintf(stderr, "weft-info: conformance: %s\n", weft_error_message());
+        return EXIT_PROBLEM;
+    }
+    weft_conformance_print(&rep, stdout);
+    weft_conformance_report_free(&rep);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--ops") == 0)
+        return print_ops();
+    if ((argc == 2 || argc == 3) && strcmp(argv[1], "--conformance") == 0)
+        return conformance(argc == 3 ? argv[2] : NULL);
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;

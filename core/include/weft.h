@@ -17,5 +17,6 @@
 #include "weft/checkpoint.h"
 #include "weft/nn.h"
 #include "weft/optim.h"
+#include "weft/conformance.h"
 
 #endif

@@ -1,0 +1,75 @@
+#!/bin/sh
+# The out-of-tree SDK, end to end: installs this build into a scratch DESTDIR, builds
+# examples/backend-template against it with pkg-config alone, and checks that the
+# installed weft-info finds and loads the `ref` backend and that a program compiled
+# against the installed headers computes on it.
+#   usage: sdk-check.sh BUILD_DIR SOURCE_DIR
+# Exit status: 0 pass, 77 skipped (no pkg-config), anything else a failure.
+set -eu
+
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+template="$src/examples/backend-template"
+
+for tool in pkg-config meson ninja python3; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "sdk: skipped: '$tool' is not installed"
+        exit 77
+    fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-sdk.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fail() {
+    echo "sdk: FAIL: $*" >&2
+    exit 1
+}
+
+# 1. Install into $tmp/stage (the build's own prefix, under DESTDIR).
+DESTDIR="$tmp/stage" meson install -C "$build" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
+    { cat "$tmp/install.log" >&2; fail "meson install"; }
+eval "$(meson introspect --buildoptions "$build" | python3 -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print("prefix=%s libdir=%s bindir=%s" % (o["prefix"], o["libdir"], o["bindir"]))')"
+root="$tmp/stage$prefix"
+pcdir="$root/$libdir/pkgconfig"
+[ -f "$pcdir/weft.pc" ] || fail "no weft.pc under $pcdir"
+# The staged tree lives away from its prefix: relocate the .pc (every other variable
+# is relative to ${prefix}), so -I, -L and plugindir name the staged files.
+mkdir -p "$tmp/pc"
+sed "s|^prefix=.*|prefix=$root|" "$pcdir/weft.pc" >"$tmp/pc/weft.pc"
+export PKG_CONFIG_PATH="$tmp/pc"
+export LD_LIBRARY_PATH="$root/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+plugindir=$(pkg-config --variable=plugindir weft)
+[ -f "$plugindir/weft-cpu.so" ] || fail "plugindir '$plugindir' holds no weft-cpu.so"
+
+# 2. Build the template in a scratch copy: nothing from the weft tree but pkg-config.
+cp -R "$template" "$tmp/template"
+(cd "$tmp/template" && meson setup build >"$tmp/setup.log" 2>&1 && ninja -C build >"$tmp/ninja.log" 2>&1) ||
+    { cat "$tmp/setup.log" "$tmp/ninja.log" >&2 2>/dev/null || true; fail "building the template"; }
+so="$tmp/template/build/weft-ref.so"
+[ -f "$so" ] || fail "no weft-ref.so built"
+
+# 3. The installed weft-info lists ref as usable.
+info="$root/$bindir/weft-info"
+export WEFT_PLUGIN_PATH="$tmp/template/build:$plugindir"
+"$info" >"$tmp/info.txt" 2>&1 || { cat "$tmp/info.txt" >&2; fail "weft-info exited nonzero"; }
+grep -A1 '^  ref ' "$tmp/info.txt" | grep -q 'usable' ||
+    { cat "$tmp/info.txt" >&2; fail "weft-info does not list ref as usable"; }
+grep -q '^  ref: 1 device' "$tmp/info.txt" ||
+    { cat "$tmp/info.txt" >&2; fail "weft-info lists no ref device"; }
+
+# 4. weft-info --plugin diagnoses the file step by step.
+"$info" --plugin "$so" >"$tmp/diag.txt" 2>&1 || { cat "$tmp/diag.txt" >&2; fail "weft-info --plugin"; }
+for want in 'entry:       weft_plugin_init found' 'name:        ref' 'probe:       usable' \
+    'init:        ok' "backend 'ref' (1 device(s))" 'kernels on ref: 11 ops'; do
+    grep -qF "$want" "$tmp/diag.txt" || { cat "$tmp/diag.txt" >&2; fail "weft-info --plugin: no '$want'"; }
+done
+
+# 5. A program built against the installed headers computes on ref.
+# shellcheck disable=SC2046
+${CC:-cc} -std=gnu11 -o "$tmp/use-ref" "$template/use-ref.c" $(pkg-config --cflags --libs weft) -lm ||
+    fail "compiling use-ref.c"
+"$tmp/use-ref" || fail "use-ref"
+echo "sdk: ok"
