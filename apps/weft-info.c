@@ -359,6 +359,16 @@ static int print_ops(void)
 static int conformance(const char *device)
 {
     weft_device dev = WEFT_CPU;
+    if (device) {
+        /* A backend's device type exists once its plugin is loaded: load it by name
+         * first ("ref:0" -> weft-ref.so), as weft_runtime_init does. */
+        char type[64];
+        snprintf(type, sizeof type, "%.*s", (int)strcspn(device, ":"), device);
+        if (weft_device_type_id(type, false) < 0 && weft_plugin_load(type) < 0) {
+            fprintf(stderr, "weft-info: %s\n", weft_error_message());
+            return EXIT_PROBLEM;
+        }
+    }
     if (device && weft_device_parse(device, &dev) < 0) {
         fprintf(stderr, "weft-info: %s\n", weft_error_message());
         return EXIT_PROBLEM;

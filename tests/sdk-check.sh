@@ -67,6 +67,13 @@ for want in 'entry:       weft_plugin_init found' 'name:        ref' 'probe:    
     grep -qF "$want" "$tmp/diag.txt" || { cat "$tmp/diag.txt" >&2; fail "weft-info --plugin: no '$want'"; }
 done
 
+# 4b. Every op/dtype the template registers passes the conformance suite against the cpu,
+# and weft-info --ops shows its column.
+"$info" --conformance ref >"$tmp/conf.txt" 2>&1 || { cat "$tmp/conf.txt" >&2; fail "conformance on ref"; }
+tail -n 1 "$tmp/conf.txt"
+"$info" --ops >"$tmp/ops.txt" 2>&1 || { cat "$tmp/ops.txt" >&2; fail "weft-info --ops"; }
+grep -q 'ref' "$tmp/ops.txt" || { cat "$tmp/ops.txt" >&2; fail "weft-info --ops has no ref column"; }
+
 # 5. A program built against the installed headers computes on ref.
 # shellcheck disable=SC2046
 ${CC:-cc} -std=gnu11 -o "$tmp/use-ref" "$template/use-ref.c" $(pkg-config --cflags --libs weft) -lm ||
