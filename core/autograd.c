@@ -260,9 +260,16 @@ bool weft_autograd_needed(int n, weft_tensor *const *tensors)
 static struct weft_node *node_alloc(const char *name, weft_backward_fn backward, int num_inputs,
                                     int num_saved)
 {
-    struct weft_node *n = calloc(1, sizeof *n);
-    if (!n)
-        goto oom;
+    /* One block: the node, then its edges, input shapes and saved slots. A node per op
+     * is the hot path of recording; four allocations each were most of its cost. */
+    size_t size = sizeof(struct weft_node) + (size_t)num_inputs * sizeof(struct edge) +
+                  (size_t)num_inputs * sizeof(struct input_info) +
+                  (size_t)num_saved * sizeof(struct saved_tensor);
+    struct weft_node *n = calloc(1, size);
+    if (!n) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for an autograd node");
+        return NULL;
+    }
     n->refcount = 1;
     n->name = name;
     n->backward = backward;
@@ -270,21 +277,13 @@ static struct weft_node *node_alloc(const char *name, weft_backward_fn backward,
     n->num_inputs = num_inputs;
     n->num_outputs = 1;
     n->num_saved = num_saved;
-    n->next = num_inputs ? calloc((size_t)num_inputs, sizeof *n->next) : NULL;
-    n->inputs = num_inputs ? calloc((size_t)num_inputs, sizeof *n->inputs) : NULL;
-    n->saved = num_saved ? calloc((size_t)num_saved, sizeof *n->saved) : NULL;
-    if ((num_inputs && (!n->next || !n->inputs)) || (num_saved && !n->saved))
-        goto oom;
+    char *tail = (char *)(n + 1);
+    n->next = num_inputs ? (struct edge *)tail : NULL;
+    tail += (size_t)num_inputs * sizeof(struct edge);
+    n->inputs = num_inputs ? (struct input_info *)tail : NULL;
+    tail += (size_t)num_inputs * sizeof(struct input_info);
+    n->saved = num_saved ? (struct saved_tensor *)tail : NULL;
     return n;
-oom:
-    if (n) {
-        free(n->next);
-        free(n->inputs);
-        free(n->saved);
-        free(n);
-    }
-    weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for an autograd node");
-    return NULL;
 }
 
 static void node_free_saved(struct weft_node *n)
@@ -335,10 +334,7 @@ static void node_release(struct weft_node *node)
                 if (n->retained[j] && n->retained[j]->autograd)
                     n->retained[j]->autograd->retains_grad = false;
         free(n->retained);
-        free(n->next);
-        free(n->inputs);
-        free(n->saved);
-        free(n);
+        free(n); /* edges, inputs and saved slots live in the same block */
     }
     if (stack != stack_small)
         free(stack);
