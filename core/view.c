@@ -408,20 +408,30 @@ weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other)
     return weft_expand(t, other->ndim, other->shape);
 }
 
-weft_tensor *weft_fwd_squeeze(weft_tensor *t)
+/* A view of t without the dims whose bit is set in `drop` (all of them of size 1). */
+static weft_tensor *alias_dropping(weft_tensor *t, uint32_t drop)
 {
-    if (!t || require_strided(t, "squeeze") != 0)
-        return NULL;
     int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
     int nd = 0;
     for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 1)
+        if (drop & (1u << i))
             continue;
         shape[nd] = t->shape[i];
         stride[nd] = t->stride[i];
         nd++;
     }
     return weft_tensor_alias(t, nd, shape, stride, t->offset);
+}
+
+weft_tensor *weft_fwd_squeeze(weft_tensor *t)
+{
+    if (!t || require_strided(t, "squeeze") != 0)
+        return NULL;
+    uint32_t drop = 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 1)
+            drop |= 1u << i;
+    return alias_dropping(t, drop);
 }
 
 weft_tensor *weft_fwd_squeeze_dim(weft_tensor *t, int dim)
@@ -431,18 +441,8 @@ weft_tensor *weft_fwd_squeeze_dim(weft_tensor *t, int dim)
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0)
         return NULL;
-    if (t->ndim == 0 || t->shape[d] != 1)
-        return weft_tensor_alias(t, t->ndim, t->shape, t->stride, t->offset);
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (i == d)
-            continue;
-        shape[nd] = t->shape[i];
-        stride[nd] = t->stride[i];
-        nd++;
-    }
-    return weft_tensor_alias(t, nd, shape, stride, t->offset);
+    bool squeezable = t->ndim > 0 && t->shape[d] == 1;
+    return alias_dropping(t, squeezable ? 1u << d : 0);
 }
 
 weft_tensor *weft_fwd_unsqueeze(weft_tensor *t, int dim)
