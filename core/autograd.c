@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "weft/layout.h"
 #include "weft/autograd.h"
 #include "weft/ops.h"
 
@@ -401,17 +402,27 @@ static const char *torch_tensor_type(enum weft_dtype dt)
 }
 
 static int node_save(struct weft_node *node, int slot, weft_tensor *t, const char *producer,
-                     int output_nr)
+                     int output_nr, bool is_output)
 {
     if (!node || slot < 0 || slot >= node->num_saved)
         return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
     if (!t)
         return 0;
-    weft_tensor *alias = weft_tensor_make(t->storage, t->ndim, t->shape, t->stride, t->offset,
-                                          t->dtype);
-    if (!alias)
-        return WEFT_ERR_OUT_OF_MEMORY;
-    alias->flags = t->flags;
+    weft_tensor *alias;
+    if (t->layout != WEFT_LAYOUT_STRIDED) {
+        /* A sparse tensor has no storage to alias: save it itself (as PyTorch saves
+         * inputs), which would make a cycle only for this node's own outputs. */
+        if (is_output)
+            return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                                  "%s: saving its own %s output is not supported", node->name,
+                                  weft_layout_name(t->layout));
+        alias = weft_tensor_retain(t);
+    } else {
+        alias = weft_tensor_make(t->storage, t->ndim, t->shape, t->stride, t->offset, t->dtype);
+        if (!alias)
+            return WEFT_ERR_OUT_OF_MEMORY;
+        alias->flags = t->flags;
+    }
     struct saved_tensor *s = &node->saved[slot];
     weft_tensor_release(s->alias);
     *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr};
@@ -423,12 +434,12 @@ int weft_node_save(struct weft_node *node, int slot, weft_tensor *t)
     const char *producer = t && t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name
                                                                     : NULL;
     int output_nr = t && t->autograd ? t->autograd->output_nr : 0;
-    return node_save(node, slot, t, producer, output_nr);
+    return node_save(node, slot, t, producer, output_nr, false);
 }
 
 int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t, int output_nr)
 {
-    return node_save(node, slot, t, node ? node->name : NULL, output_nr);
+    return node_save(node, slot, t, node ? node->name : NULL, output_nr, true);
 }
 
 weft_tensor *weft_node_saved(struct weft_node *node, int slot)

@@ -280,13 +280,6 @@ static weft_tensor *copy_as(weft_tensor *t, enum weft_dtype dtype, weft_device d
     return weft_tensor_finish(out);
 }
 
-static int require_strided(const weft_tensor *t, const char *op)
-{
-    if (t->layout == WEFT_LAYOUT_STRIDED)
-        return 0;
-    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors are supported", op);
-}
-
 /* One more reference to t, recorded like a new result. */
 static weft_tensor *same(weft_tensor *t)
 {
@@ -299,14 +292,14 @@ weft_tensor *weft_fwd_contiguous(weft_tensor *t)
         return NULL;
     if (weft_tensor_is_contiguous(t))
         return same(t);
-    if (require_strided(t, "contiguous") != 0)
+    if (weft_require_strided(t, "contiguous") != 0)
         return NULL;
     return copy_as(t, t->dtype, t->device, true, false);
 }
 
 weft_tensor *weft_fwd_clone(weft_tensor *t)
 {
-    if (!t || require_strided(t, "clone") != 0)
+    if (!t || weft_require_strided(t, "clone") != 0)
         return NULL;
     return copy_as(t, t->dtype, t->device, false, false);
 }
@@ -321,7 +314,7 @@ weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype,
     }
     if (t->dtype == dtype && weft_device_equal(t->device, dev))
         return same(t);
-    if (require_strided(t, "to") != 0)
+    if (weft_require_strided(t, "to") != 0)
         return NULL;
     return copy_as(t, dtype, dev, false, non_blocking);
 }
@@ -364,7 +357,7 @@ int weft_tensor_read(const weft_tensor *t, void *dst, size_t nbytes)
 {
     if (!t)
         return null_status();
-    if (require_strided(t, "weft_tensor_read") != 0)
+    if (weft_require_strided(t, "weft_tensor_read") != 0)
         return weft_error_code();
     size_t need = (size_t)weft_tensor_numel(t) * weft_tensor_itemsize(t);
     if (nbytes < need)
@@ -380,7 +373,7 @@ int weft_tensor_item(const weft_tensor *t, double *out)
 {
     if (!t)
         return null_status();
-    if (require_strided(t, "item") != 0)
+    if (weft_require_strided(t, "item") != 0)
         return weft_error_code();
     int64_t n = weft_tensor_numel(t);
     if (n != 1)

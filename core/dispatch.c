@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "weft/layout.h"
 
 #define MAX_OPS 1024
 
@@ -25,8 +26,6 @@ static int op_total = WEFT_OP_BUILTIN_COUNT;
 static struct op_kernels *kernels[MAX_OPS];
 static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const layout_names[WEFT_LAYOUT_COUNT] = {"strided", "sparse_coo",
-                                                            "sparse_csr", "layout3"};
 
 const char *weft_op_name(int op)
 {
@@ -128,6 +127,19 @@ int weft_dispatch(const struct weft_op_call *call)
     const weft_tensor *where = call->nout > 0 ? call->out[0] : key;
     int device_type = where->device.type;
     int layout = key->layout;
+    /* A strided kernel would read a sparse operand's (absent) storage: refuse it here,
+     * once for every op. Kernels of other layouts check their own operands. */
+    if (layout == WEFT_LAYOUT_STRIDED) {
+        for (int i = 0; i < call->nin + call->nout; i++) {
+            const weft_tensor *t = i < call->nin ? call->in[i] : call->out[i - call->nin];
+            if (t && t->layout != WEFT_LAYOUT_STRIDED)
+                return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                                      "no kernel for op '%s' on device '%s' with a %s operand "
+                                      "(operand %d; the first operand is strided)",
+                                      weft_op_name(call->op), weft_device_type_name(device_type),
+                                      weft_layout_name(t->layout), i);
+        }
+    }
     weft_kernel_fn fn = weft_kernel_lookup(call->op, device_type, layout, key->dtype);
     if (fn)
         return fn(call);
@@ -141,7 +153,7 @@ int weft_dispatch(const struct weft_op_call *call)
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
                               "no kernel for op '%s' on device '%s' with layout '%s'",
                               weft_op_name(call->op), weft_device_type_name(device_type),
-                              layout_names[layout]);
+                              weft_layout_name(layout));
     return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s' on %s",
                           weft_op_name(call->op), weft_dtype_torch_name(key->dtype),
                           weft_device_type_name(device_type));

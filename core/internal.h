@@ -39,6 +39,12 @@ WEFT_INTERNAL int64_t weft_contiguous_strides(int ndim, const int64_t *shape, in
 WEFT_INTERNAL int64_t weft_shape_numel(int ndim, const int64_t *shape);
 /* Checks shape sizes (>= 0, ndim <= 8) with PyTorch's messages. */
 WEFT_INTERNAL int weft_check_shape(int ndim, const int64_t *shape);
+/* 0 for a strided tensor with storage, else NotImplemented naming op and the layout. */
+WEFT_INTERNAL int weft_require_strided(const weft_tensor *t, const char *op);
+/* Frees a non-strided tensor's layout_data through its layout's vtable (layout.c). */
+WEFT_INTERNAL void weft_layout_data_free(weft_tensor *t);
+/* The layout's repr of a non-strided tensor, or NULL with an error. */
+WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
 /* Error unless every non-NULL tensor is on the same device (PyTorch's message). */

@@ -13,14 +13,6 @@ static weft_tensor *as_vector(weft_tensor *t)
     return weft_tensor_alias(t, 1, &one, &one, t->offset);
 }
 
-static int require_strided(const weft_tensor *t, const char *name)
-{
-    if (t->layout == WEFT_LAYOUT_STRIDED)
-        return 0;
-    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors are supported",
-                          name);
-}
-
 /* ---- cat / stack ------------------------------------------------------------------------ */
 
 /* PyTorch's legacy rule: 1-D empty tensors take no part in cat's shape checks. */
@@ -60,7 +52,7 @@ static weft_tensor *cat_in_scope(int n, weft_tensor *const *ts, int dim)
                            "zero-dimensional tensor (at position %d) cannot be concatenated", i);
             return NULL;
         }
-        if (require_strided(ts[i], "cat") != 0)
+        if (weft_require_strided(ts[i], "cat") != 0)
             return NULL;
         dtype = weft_promote_types(dtype, ts[i]->dtype);
         if (!ref && !cat_skipped(ts[i]))
@@ -127,7 +119,7 @@ static weft_tensor *stack_parts(int n, weft_tensor *const *ts, int d, weft_tenso
                 weft_shape_str(t->ndim, t->shape, b, sizeof b), i);
             return NULL;
         }
-        if (require_strided(t, "stack") != 0)
+        if (weft_require_strided(t, "stack") != 0)
             return NULL;
         int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
         for (int k = 0, j = 0; k <= t->ndim; k++) {
@@ -218,8 +210,8 @@ weft_tensor *weft_fwd_index_select(weft_tensor *t, int dim, weft_tensor *index)
     if (!t || !index)
         return NULL;
     const weft_tensor *both[2] = {t, index};
-    if (weft_check_same_device(2, both) != 0 || require_strided(t, "index_select") != 0 ||
-        require_strided(index, "index_select") != 0)
+    if (weft_check_same_device(2, both) != 0 || weft_require_strided(t, "index_select") != 0 ||
+        weft_require_strided(index, "index_select") != 0)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0)
@@ -274,8 +266,8 @@ weft_tensor *weft_fwd_gather(weft_tensor *t, int dim, weft_tensor *index)
     if (!t || !index)
         return NULL;
     const weft_tensor *both[2] = {t, index};
-    if (weft_check_same_device(2, both) != 0 || require_strided(t, "gather") != 0 ||
-        require_strided(index, "gather") != 0)
+    if (weft_check_same_device(2, both) != 0 || weft_require_strided(t, "gather") != 0 ||
+        weft_require_strided(index, "gather") != 0)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0)
@@ -337,8 +329,8 @@ weft_tensor *weft_fwd_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, 
     if (!t || !index || !src)
         return NULL;
     const weft_tensor *all[3] = {t, index, src};
-    if (weft_check_same_device(3, all) != 0 || require_strided(t, "scatter_add") != 0 ||
-        require_strided(index, "scatter_add") != 0 || require_strided(src, "scatter_add") != 0)
+    if (weft_check_same_device(3, all) != 0 || weft_require_strided(t, "scatter_add") != 0 ||
+        weft_require_strided(index, "scatter_add") != 0 || weft_require_strided(src, "scatter_add") != 0)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0)

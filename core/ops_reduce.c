@@ -8,14 +8,6 @@
 
 #include "forward.h"
 
-static int require_strided(const weft_tensor *t, const char *name)
-{
-    if (t->layout == WEFT_LAYOUT_STRIDED)
-        return 0;
-    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors can be reduced",
-                          name);
-}
-
 /* Marks the dims a reduction covers (ndims == 0: all of them), each at most once. */
 static int reduced_mask(const weft_tensor *t, int ndims, const int *dims, bool *mask)
 {
@@ -106,7 +98,7 @@ static weft_tensor *reduce(int op, const char *name, weft_tensor *t, int ndims, 
                            bool keepdim, enum weft_dtype out_dtype, double correction)
 {
     bool mask[WEFT_MAX_DIMS];
-    if (require_strided(t, name) != 0 || reduced_mask(t, ndims, dims, mask) != 0)
+    if (weft_require_strided(t, name) != 0 || reduced_mask(t, ndims, dims, mask) != 0)
         return NULL;
     weft_scope_push();
     weft_tensor *result = weft_tensor_retain(reduce_in_scope(op, t, mask, keepdim, out_dtype,
@@ -272,7 +264,7 @@ static int extreme_dim(int op, const char *name, weft_tensor *t, int dim, bool k
         *indices = NULL;
     if (!t)
         return WEFT_ERR_VALUE;
-    if (require_strided(t, name) != 0)
+    if (weft_require_strided(t, name) != 0)
         return weft_error_code();
     weft_tensor *v = NULL, *i = NULL;
     weft_scope_push();
@@ -333,7 +325,7 @@ static weft_tensor *arg_all(int op, const char *name, weft_tensor *t)
                        name);
         return NULL;
     }
-    if (require_strided(t, name) != 0)
+    if (weft_require_strided(t, name) != 0)
         return NULL;
     weft_scope_push();
     weft_tensor *result = NULL, *flat = NULL;
@@ -387,7 +379,7 @@ static weft_tensor *softmax_common(int op, const char *name, weft_tensor *t, int
     if (!t)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0 || require_strided(t, name) != 0)
+    if (d < 0 || weft_require_strided(t, name) != 0)
         return NULL;
     if (!weft_dtype_is_floating(t->dtype)) {
         bool last = t->ndim == 0 || d == t->ndim - 1;

@@ -329,10 +329,8 @@ char *weft_tensor_repr(const weft_tensor *t)
 {
     if (!t)
         return NULL;
-    if (t->layout != WEFT_LAYOUT_STRIDED) {
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "repr: only strided tensors can be printed");
-        return NULL;
-    }
+    if (t->layout != WEFT_LAYOUT_STRIDED)
+        return weft_layout_repr(t);
     const char *prefix = "tensor(";
     int indent = (int)strlen(prefix);
     struct text out = {0};

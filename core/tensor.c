@@ -6,9 +6,6 @@
 
 #include "internal.h"
 
-/* A layout plugin installs this to free layout_data of non-strided tensors. */
-WEFT_INTERNAL void (*weft_layout_data_free_hook)(weft_tensor *t);
-
 /* Each thread keeps a few released tensor headers for reuse: a view or a tiny op then
  * costs no malloc/free pair. Sanitizer builds skip it so use-after-free stays visible. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -109,8 +106,8 @@ void weft_tensor_release(weft_tensor *t)
         return;
     if (t->autograd)
         weft_autograd_meta_free(t);
-    if (t->layout_data && weft_layout_data_free_hook)
-        weft_layout_data_free_hook(t);
+    if (t->layout_data)
+        weft_layout_data_free(t);
     weft_storage_release(t->storage);
     header_put(t);
 }

@@ -14,14 +14,6 @@ static const char *torch_type_str(const weft_tensor *t, char *buf, size_t size)
     return buf;
 }
 
-/* Views need strides; other layouts provide their own ops. */
-static int require_strided(const weft_tensor *t, const char *op)
-{
-    if (t->layout == WEFT_LAYOUT_STRIDED && t->storage)
-        return 0;
-    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s(): only strided tensors have views", op);
-}
-
 static int check_ndim(int ndim)
 {
     if (ndim < 0 || ndim > WEFT_MAX_DIMS)
@@ -137,7 +129,7 @@ static int view_geometry(const weft_tensor *t, int ndim, const int64_t *shape, i
 
 weft_tensor *weft_fwd_view(weft_tensor *t, int ndim, const int64_t *shape)
 {
-    if (!t || require_strided(t, "view") != 0)
+    if (!t || weft_require_strided(t, "view") != 0)
         return NULL;
     int64_t size[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
     bool viewable;
@@ -155,7 +147,7 @@ weft_tensor *weft_fwd_view(weft_tensor *t, int ndim, const int64_t *shape)
 
 weft_tensor *weft_fwd_reshape(weft_tensor *t, int ndim, const int64_t *shape)
 {
-    if (!t || require_strided(t, "reshape") != 0)
+    if (!t || weft_require_strided(t, "reshape") != 0)
         return NULL;
     int64_t size[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
     bool viewable;
@@ -174,7 +166,7 @@ weft_tensor *weft_fwd_reshape(weft_tensor *t, int ndim, const int64_t *shape)
 
 weft_tensor *weft_fwd_transpose(weft_tensor *t, int dim0, int dim1)
 {
-    if (!t || require_strided(t, "transpose") != 0)
+    if (!t || weft_require_strided(t, "transpose") != 0)
         return NULL;
     int d0 = weft_normalize_dim(dim0, t->ndim);
     int d1 = d0 < 0 ? d0 : weft_normalize_dim(dim1, t->ndim);
@@ -206,7 +198,7 @@ weft_tensor *weft_fwd_t(weft_tensor *t)
 
 weft_tensor *weft_fwd_permute(weft_tensor *t, int ndim, const int *dims)
 {
-    if (!t || require_strided(t, "permute") != 0)
+    if (!t || weft_require_strided(t, "permute") != 0)
         return NULL;
     if (ndim != t->ndim) {
         /* PyTorch's dense permute shares this text with the sparse one. */
@@ -236,7 +228,7 @@ weft_tensor *weft_fwd_permute(weft_tensor *t, int ndim, const int *dims)
 
 weft_tensor *weft_fwd_narrow(weft_tensor *t, int dim, int64_t start, int64_t length)
 {
-    if (!t || require_strided(t, "narrow") != 0)
+    if (!t || weft_require_strided(t, "narrow") != 0)
         return NULL;
     if (t->ndim == 0) {
         weft_error_set(WEFT_ERR_RUNTIME, "narrow() cannot be applied to a 0-dim tensor.");
@@ -272,7 +264,7 @@ weft_tensor *weft_fwd_narrow(weft_tensor *t, int dim, int64_t start, int64_t len
 
 weft_tensor *weft_fwd_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
 {
-    if (!t || require_strided(t, "slice") != 0)
+    if (!t || weft_require_strided(t, "slice") != 0)
         return NULL;
     if (t->ndim == 0) {
         weft_error_set(WEFT_ERR_RUNTIME, "slice() cannot be applied to a 0-dim tensor.");
@@ -310,7 +302,7 @@ weft_tensor *weft_fwd_slice(weft_tensor *t, int dim, int64_t start, int64_t end,
 
 weft_tensor *weft_fwd_select(weft_tensor *t, int dim, int64_t index)
 {
-    if (!t || require_strided(t, "select") != 0)
+    if (!t || weft_require_strided(t, "select") != 0)
         return NULL;
     if (t->ndim == 0) {
         weft_error_set(WEFT_ERR_INDEX, "select() cannot be applied to a 0-dim tensor.");
@@ -345,7 +337,7 @@ weft_tensor *weft_fwd_select(weft_tensor *t, int dim, int64_t index)
  * grow; -1 keeps the existing size. */
 weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape)
 {
-    if (!t || require_strided(t, "expand") != 0)
+    if (!t || weft_require_strided(t, "expand") != 0)
         return NULL;
     if (check_ndim(ndim) != 0)
         return NULL;
@@ -425,7 +417,7 @@ static weft_tensor *alias_dropping(weft_tensor *t, uint32_t drop)
 
 weft_tensor *weft_fwd_squeeze(weft_tensor *t)
 {
-    if (!t || require_strided(t, "squeeze") != 0)
+    if (!t || weft_require_strided(t, "squeeze") != 0)
         return NULL;
     uint32_t drop = 0;
     for (int i = 0; i < t->ndim; i++)
@@ -436,7 +428,7 @@ weft_tensor *weft_fwd_squeeze(weft_tensor *t)
 
 weft_tensor *weft_fwd_squeeze_dim(weft_tensor *t, int dim)
 {
-    if (!t || require_strided(t, "squeeze") != 0)
+    if (!t || weft_require_strided(t, "squeeze") != 0)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0)
@@ -447,7 +439,7 @@ weft_tensor *weft_fwd_squeeze_dim(weft_tensor *t, int dim)
 
 weft_tensor *weft_fwd_unsqueeze(weft_tensor *t, int dim)
 {
-    if (!t || require_strided(t, "unsqueeze") != 0)
+    if (!t || weft_require_strided(t, "unsqueeze") != 0)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim + 1);
     if (d < 0)
@@ -471,7 +463,7 @@ weft_tensor *weft_fwd_unsqueeze(weft_tensor *t, int dim)
 
 weft_tensor *weft_fwd_flatten(weft_tensor *t, int start_dim, int end_dim)
 {
-    if (!t || require_strided(t, "flatten") != 0)
+    if (!t || weft_require_strided(t, "flatten") != 0)
         return NULL;
     int s = weft_normalize_dim(start_dim, t->ndim);
     int e = s < 0 ? s : weft_normalize_dim(end_dim, t->ndim);
@@ -503,7 +495,7 @@ weft_tensor *weft_fwd_flatten(weft_tensor *t, int start_dim, int end_dim)
 
 weft_tensor *weft_fwd_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes)
 {
-    if (!t || require_strided(t, "unflatten") != 0)
+    if (!t || weft_require_strided(t, "unflatten") != 0)
         return NULL;
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0)
@@ -557,7 +549,7 @@ static int64_t storage_extent(int ndim, const int64_t *shape, const int64_t *str
 weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *stride, int64_t offset)
 {
-    if (!t || require_strided(t, "as_strided") != 0)
+    if (!t || weft_require_strided(t, "as_strided") != 0)
         return NULL;
     if (weft_check_shape(ndim, shape) != 0)
         return NULL;
@@ -596,7 +588,7 @@ weft_tensor *weft_detach(weft_tensor *t)
 {
     if (!t)
         return NULL;
-    if (require_strided(t, "detach") != 0)
+    if (weft_require_strided(t, "detach") != 0)
         return NULL;
     /* A fresh header carries no autograd metadata; the storage (and version) is shared. */
     return weft_tensor_alias(t, t->ndim, t->shape, t->stride, t->offset);
@@ -606,7 +598,7 @@ weft_tensor *weft_detach(weft_tensor *t)
  * rescales the last dim, which must be contiguous. */
 weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype)
 {
-    if (!t || require_strided(t, "view") != 0)
+    if (!t || weft_require_strided(t, "view") != 0)
         return NULL;
     if (!weft_dtype_valid(dtype)) {
         weft_error_set(WEFT_ERR_TYPE, "invalid dtype %d", (int)dtype);

@@ -18,5 +18,7 @@
 #include "weft/nn.h"
 #include "weft/optim.h"
 #include "weft/conformance.h"
+#include "weft/layout.h"
+#include "weft/sparse.h"
 
 #endif

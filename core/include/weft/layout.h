@@ -1,0 +1,67 @@
+/* weft/layout.h: tensor layouts other than strided, as the core sees them.
+ *
+ * The core knows a non-strided layout only by its id (enum weft_layout) and the small
+ * vtable below, which a plugin registers from its init(): weft-sparse.so registers
+ * sparse_coo and sparse_csr. Such a tensor has no storage; its ndim, shape, dtype and
+ * device describe the logical (dense) tensor, and `layout_data` is the plugin's own
+ * state (for sparse layouts, the index and value tensors). The core frees layout_data
+ * through the vtable when the last reference goes, prints the tensor through it, and
+ * refuses strided-only operations on it with errors that name the layout.
+ *
+ * Versioning: struct weft_layout_ops starts with abi_version (WEFT_PLUGIN_ABI_VERSION)
+ * and struct_size; fields are only appended; a NULL optional method means "not
+ * provided". Ops on a layout are ordinary kernels registered for (op, device type,
+ * layout) with weft_kernel_register (weft/kernel.h).
+ */
+#ifndef WEFT_LAYOUT_H
+#define WEFT_LAYOUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "weft/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct weft_layout_ops {
+    uint32_t abi_version;   /* WEFT_PLUGIN_ABI_VERSION */
+    uint32_t struct_size;   /* sizeof(struct weft_layout_ops) */
+    enum weft_layout layout; /* the id it implements; not WEFT_LAYOUT_STRIDED */
+    const char *name;       /* "sparse_coo", as torch.sparse_coo */
+    /* Required: frees a tensor's layout_data (never NULL when called). */
+    void (*free)(void *layout_data);
+    /* Required: number of specified elements (torch's _nnz()). */
+    int64_t (*nnz)(const weft_tensor *t);
+    /* Optional: PyTorch's repr of t as a malloc'd string, or NULL with an error set. */
+    char *(*repr)(const weft_tensor *t);
+};
+
+/* Registers ops for its layout (the core keeps the pointer: the struct must stay alive).
+ * Checks the version, size, id and required methods; registering the same struct twice
+ * is a no-op, another struct for a taken id is an error. Returns 0 or negative. */
+int weft_layout_register(const struct weft_layout_ops *ops);
+/* The registered ops of a layout, or NULL (no error set). */
+const struct weft_layout_ops *weft_layout_find(int layout);
+/* "strided", "sparse_coo", "sparse_csr": the registered name, the built-in name of the
+ * id, or "layout<N>". */
+const char *weft_layout_name(int layout);
+
+/* A new tensor of a registered non-strided layout owning layout_data (freed through the
+ * layout's free() when the last reference goes, or right away when this call fails).
+ * shape describes the logical tensor. Returned like any new tensor (scopes apply). */
+weft_tensor *weft_tensor_new_layout(int layout, int ndim, const int64_t *shape,
+                                    enum weft_dtype dtype, weft_device dev, void *layout_data);
+/* layout_data of a non-strided tensor (borrowed), NULL otherwise. */
+void *weft_tensor_layout_data(const weft_tensor *t);
+/* Number of specified elements, as torch's _nnz(): the layout's nnz(); -1 with an error
+ * for strided tensors ("_nnz is not defined for strided tensors"). */
+int64_t weft_tensor_nnz(const weft_tensor *t);
+/* True for every layout but strided. */
+bool weft_tensor_is_sparse(const weft_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

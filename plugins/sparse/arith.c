@@ -1,0 +1,2 @@
+/* plugins/sparse/arith.c: placeholder, being written. */
+typedef int sparse_arith_placeholder_;

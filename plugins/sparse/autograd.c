@@ -1,0 +1,2 @@
+/* plugins/sparse/autograd.c: placeholder, being written. */
+typedef int sparse_autograd_placeholder_;

@@ -1,0 +1,2 @@
+/* plugins/sparse/construct.c: placeholder, being written. */
+typedef int sparse_construct_placeholder_;

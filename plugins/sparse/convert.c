@@ -1,0 +1,2 @@
+/* plugins/sparse/convert.c: placeholder, being written. */
+typedef int sparse_convert_placeholder_;

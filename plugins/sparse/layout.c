@@ -1,0 +1,117 @@
+/* plugins/sparse/layout.c: the sparse_coo and sparse_csr layouts: their state, the
+ * vtables the core calls (free, nnz, repr) and the internal constructors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/error.h>
+#include <weft/plugin.h>
+
+#include "sparse_impl.h"
+
+static void sparse_data_free(void *p)
+{
+    struct sparse_data *s = p;
+    weft_tensor_release(s->indices);
+    weft_tensor_release(s->crow);
+    weft_tensor_release(s->col);
+    weft_tensor_release(s->values);
+    free(s);
+}
+
+static int64_t sparse_data_nnz(const weft_tensor *t)
+{
+    const struct sparse_data *s = t->layout_data;
+    return s ? sparse_nnz(s) : 0;
+}
+
+char *sparse_repr(const weft_tensor *t); /* print.c */
+
+static const struct weft_layout_ops coo_ops = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_layout_ops),
+    .layout = WEFT_LAYOUT_SPARSE_COO,
+    .name = "sparse_coo",
+    .free = sparse_data_free,
+    .nnz = sparse_data_nnz,
+    .repr = sparse_repr,
+};
+
+static const struct weft_layout_ops csr_ops = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_layout_ops),
+    .layout = WEFT_LAYOUT_SPARSE_CSR,
+    .name = "sparse_csr",
+    .free = sparse_data_free,
+    .nnz = sparse_data_nnz,
+    .repr = sparse_repr,
+};
+
+int sparse_layouts_register(void)
+{
+    int rc = weft_layout_register(&coo_ops);
+    return rc < 0 ? rc : weft_layout_register(&csr_ops);
+}
+
+struct sparse_data *sparse_data_of(const weft_tensor *t, int layout, const char *what)
+{
+    if (!t)
+        return NULL;
+    bool ok = layout < 0 ? t->layout == WEFT_LAYOUT_SPARSE_COO || t->layout == WEFT_LAYOUT_SPARSE_CSR
+                         : (int)t->layout == layout;
+    if (!ok || !t->layout_data) {
+        weft_error_set(WEFT_ERR_RUNTIME, "%s expected a %s tensor, but got layout %s", what,
+                       layout < 0 ? "sparse" : weft_layout_name(layout),
+                       weft_layout_name(t->layout));
+        return NULL;
+    }
+    return t->layout_data;
+}
+
+static void release_all(weft_tensor *a, weft_tensor *b, weft_tensor *c)
+{
+    weft_tensor_release(a);
+    weft_tensor_release(b);
+    weft_tensor_release(c);
+}
+
+weft_tensor *sparse_make_coo(weft_tensor *indices, weft_tensor *values, int ndim,
+                             const int64_t *size, bool coalesced)
+{
+    if (!indices || !values) {
+        release_all(indices, values, NULL);
+        return NULL;
+    }
+    struct sparse_data *s = calloc(1, sizeof *s);
+    if (!s) {
+        release_all(indices, values, NULL);
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "sparse_coo: out of host memory");
+        return NULL;
+    }
+    s->indices = indices;
+    s->values = values;
+    s->coalesced = coalesced;
+    return weft_tensor_new_layout(WEFT_LAYOUT_SPARSE_COO, ndim, size, values->dtype,
+                                  values->device, s);
+}
+
+weft_tensor *sparse_make_csr(weft_tensor *crow, weft_tensor *col, weft_tensor *values,
+                             const int64_t size[2])
+{
+    if (!crow || !col || !values) {
+        release_all(crow, col, values);
+        return NULL;
+    }
+    struct sparse_data *s = calloc(1, sizeof *s);
+    if (!s) {
+        release_all(crow, col, values);
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "sparse_csr: out of host memory");
+        return NULL;
+    }
+    s->crow = crow;
+    s->col = col;
+    s->values = values;
+    s->coalesced = true;
+    return weft_tensor_new_layout(WEFT_LAYOUT_SPARSE_CSR, 2, size, values->dtype, values->device,
+                                  s);
+}
