@@ -151,6 +151,34 @@ int weft_synchronize(weft_device dev)
     return b->synchronize(dev.index);
 }
 
+int weft_copy_side(weft_tensor *dst, const weft_tensor *src)
+{
+    if (!dst || !src)
+        return weft_error_code();
+    if (dst->device.type == WEFT_DEVICE_CPU || src->device.type != WEFT_DEVICE_CPU ||
+        dst->dtype != src->dtype || !weft_tensor_is_contiguous(dst) ||
+        !weft_tensor_is_contiguous(src) || weft_tensor_numel(dst) != weft_tensor_numel(src))
+        return 0;
+    const struct weft_backend *b = device_backend(dst->device);
+    if (!b)
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
+    if (!BACKEND_HAS(b, copy_side) || !BACKEND_HAS(b, wait_side))
+        return 0;
+    int rc = b->copy_side(dst, src);
+    if (rc < 0)
+        return rc;
+    weft_tensor_bump_version(dst);
+    return 1;
+}
+
+int weft_wait_side(weft_device dev)
+{
+    const struct weft_backend *b = device_backend(dev);
+    if (!b)
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
+    return BACKEND_HAS(b, wait_side) ? b->wait_side(dev.index) : 0;
+}
+
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
 {
     if (!out || out->struct_size < sizeof(out->struct_size))

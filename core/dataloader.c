@@ -78,6 +78,7 @@ struct weft_dataloader {
     int nslots;
     struct slot *slots;
     bool staged;                   /* batch next_consume is already on the device */
+    bool staged_side;              /* ... copied on the device's side queue */
     weft_tensor *staged_t[MAX_FIELDS];
     int nthreads;
     pthread_t *threads;
@@ -326,6 +327,17 @@ static void release_all(weft_tensor **ts, int n)
     }
 }
 
+/* Frees a staged batch that will not be handed out; its side copies must end before
+ * the device may reuse their destinations. */
+static void drop_staged(weft_dataloader *dl)
+{
+    if (dl->staged_side)
+        (void)weft_wait_side(dl->opt.device);
+    dl->staged_side = false;
+    release_all(dl->staged_t, MAX_FIELDS);
+    dl->staged = false;
+}
+
 static void *grow(struct slot *s, int f, size_t nbytes)
 {
     if (s->raw_bytes[f] >= nbytes && s->raw[f])
@@ -535,7 +547,7 @@ void weft_dataloader_free(weft_dataloader *dl)
         for (int f = 0; f < MAX_FIELDS; f++)
             free(dl->slots[i].raw[f]);
     }
-    release_all(dl->staged_t, MAX_FIELDS);
+    drop_staged(dl);
     pthread_cond_destroy(&dl->ready);
     pthread_cond_destroy(&dl->work);
     pthread_mutex_destroy(&dl->lock);
@@ -581,8 +593,7 @@ int weft_dataloader_epoch(weft_dataloader *dl, int64_t epoch)
         dl->slots[i].state = SLOT_FREE;
     }
     pthread_mutex_unlock(&dl->lock);
-    release_all(dl->staged_t, MAX_FIELDS);
-    dl->staged = false;
+    drop_staged(dl);
 
     make_order(dl, epoch); /* no worker reads perm while inactive */
 
@@ -630,9 +641,11 @@ static int take_batch(weft_dataloader *dl, int64_t k, weft_tensor **host)
 }
 
 /* Turns host tensors into the tensors handed out (owned references in out[]): the same
- * tensors on the cpu, else device copies, non-blocking from pinned memory. Consumes
- * host[]. Caller has a scope open. */
-static int to_device(weft_dataloader *dl, weft_tensor **host, weft_tensor **out)
+ * tensors on the cpu, else device copies, non-blocking from pinned memory; on the
+ * device's side queue when `side` and the backend has one (*used_side then says so).
+ * Consumes host[]. Caller has a scope open. */
+static int to_device(weft_dataloader *dl, weft_tensor **host, weft_tensor **out, bool side,
+                     bool *used_side)
 {
     if (!dl->on_device) {
         memcpy(out, host, (size_t)dl->nfields * sizeof *out);
@@ -642,7 +655,11 @@ static int to_device(weft_dataloader *dl, weft_tensor **host, weft_tensor **out)
     for (int f = 0; f < dl->nfields; f++) {
         weft_tensor *h = host[f];
         weft_tensor *d = rc < 0 ? NULL : weft_empty(h->ndim, h->shape, h->dtype, dl->opt.device);
-        if (rc == 0 && (!d || weft_copy_nonblocking_(d, h, dl->pinned) < 0))
+        int queued = rc == 0 && d && side && dl->pinned ? weft_copy_side(d, h) : 0;
+        if (queued > 0)
+            *used_side = true;
+        if (rc == 0 && (!d || queued < 0 ||
+                        (queued == 0 && weft_copy_nonblocking_(d, h, dl->pinned) < 0)))
             rc = weft_error_code() != WEFT_OK ? weft_error_code() : WEFT_ERR_DEVICE;
         out[f] = rc < 0 ? NULL : weft_tensor_retain(d);
         weft_tensor_release(h); /* a pinned block outlives its pending copy */
@@ -673,7 +690,9 @@ static void stage_next(weft_dataloader *dl)
     pthread_mutex_unlock(&dl->lock);
     if (!ready)
         return;
-    int rc = to_device(dl, host, dl->staged_t);
+    bool side = false;
+    int rc = to_device(dl, host, dl->staged_t, true, &side);
+    dl->staged_side = side;
     if (rc < 0) {
         /* Reported by the next call, which would have met it anyway. */
         capture_error(&dl->failed, rc);
@@ -700,6 +719,10 @@ int weft_dataloader_next(weft_dataloader *dl, weft_tensor **fields)
     int rc = 0;
     weft_scope_push();
     if (dl->staged) {
+        /* The device's work from now on (the caller's step) must see the copies. */
+        if (dl->staged_side && weft_wait_side(dl->opt.device) < 0)
+            rc = weft_error_code();
+        dl->staged_side = false;
         memcpy(out, dl->staged_t, sizeof out);
         memset(dl->staged_t, 0, sizeof dl->staged_t);
         dl->staged = false;
@@ -707,7 +730,7 @@ int weft_dataloader_next(weft_dataloader *dl, weft_tensor **fields)
         weft_tensor *host[MAX_FIELDS] = {0};
         rc = take_batch(dl, dl->next_consume, host);
         if (rc == 0)
-            rc = to_device(dl, host, out);
+            rc = to_device(dl, host, out, false, &(bool){false});
         else if (dl->failed.code == WEFT_OK)
             capture_error(&dl->failed, rc);
     }

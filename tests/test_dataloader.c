@@ -14,6 +14,8 @@
 
 #include "testutil.h"
 
+static int64_t seq_samples_read; /* by every lt_seq read so far */
+
 struct seq_ctx {
     int64_t samples, fail_at, delay_us;
 };
@@ -61,6 +63,7 @@ static int seq_read(void *ctx, int64_t n, const int64_t *indices, void *const *b
             img[k * 12 + e] = (uint8_t)((7 * i + e) % 251);
         lab[k] = (int32_t)i;
     }
+    __atomic_add_fetch(&seq_samples_read, n, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -613,4 +616,142 @@ Test(dataloader, synthetic_reader_batches_match_direct_reads)
     weft_dataloader_free(dl);
     weft_dataset_close(ds);
     weft_config_free(cfg);
+}
+
+/* ---- the side queue: a fake device whose memory is host memory -------------------------
+ * "sidedev" logs which buffers its side copies wrote and when the device last waited, so
+ * the tests can check that a staged batch's copies are waited for before the batch is
+ * handed out or its memory freed. */
+#define SIDE_LOG 64
+static struct { const void *dst; int seq; } side_log[SIDE_LOG];
+static int side_copies, side_wait_seq, side_freed_unwaited;
+
+static int side_count(void) { return 1; }
+static void *side_alloc(int index, size_t n) { (void)index; return malloc(n ? n : 1); }
+static void *side_pin(size_t n) { return malloc(n ? n : 1); }
+static void side_unpin(void *p, size_t n) { (void)n; free(p); }
+
+/* The side copy that last wrote p and has not been waited for, or -1. */
+static int side_unwaited(const void *p)
+{
+    for (int i = side_copies < SIDE_LOG ? side_copies - 1 : SIDE_LOG - 1; i >= 0; i--)
+        if (side_log[i].dst == p)
+            return side_log[i].seq > side_wait_seq ? side_log[i].seq : -1;
+    return -1;
+}
+
+static void side_free(int index, void *p, size_t n)
+{
+    (void)index;
+    (void)n;
+    side_freed_unwaited += side_unwaited(p) >= 0;
+    for (int i = 0; i < SIDE_LOG; i++)
+        if (side_log[i].dst == p)
+            side_log[i].dst = NULL; /* malloc may hand the address out again */
+    free(p);
+}
+
+static int side_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    (void)non_blocking;
+    memcpy(weft_tensor_data(dst), weft_tensor_data(src),
+           (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src));
+    return 0;
+}
+
+static int side_copy_side(weft_tensor *dst, const weft_tensor *src)
+{
+    cr_assert_lt(side_copies, SIDE_LOG);
+    side_log[side_copies].dst = dst->storage->data;
+    side_log[side_copies].seq = side_copies + 1;
+    side_copies++;
+    return side_copy(dst, src, true);
+}
+
+static int side_wait(int index)
+{
+    (void)index;
+    side_wait_seq = side_copies;
+    return 0;
+}
+
+static const struct weft_backend side_backend = {
+    .abi_version = WEFT_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(struct weft_backend),
+    .name = "sidedev",
+    .device_count = side_count,
+    .alloc = side_alloc,
+    .free = side_free,
+    .copy = side_copy,
+    .host_alloc_pinned = side_pin,
+    .host_free_pinned = side_unpin,
+    .copy_side = side_copy_side,
+    .wait_side = side_wait,
+};
+
+static weft_dataloader *side_loader(weft_dataset *ds, int batch)
+{
+    int type = weft_backend_register(&side_backend);
+    cr_assert_geq(type, 0);
+    memset(side_log, 0, sizeof side_log);
+    side_copies = side_wait_seq = side_freed_unwaited = 0;
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = batch;
+    o.num_workers = 1;
+    o.prefetch_factor = 4;
+    o.pin_memory = true;
+    o.device = (weft_device){type, 0};
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    tu_assert_no_error();
+    return dl;
+}
+
+/* Lets the worker read samples [0, n) (bounded, a guard against a hang, not a timing
+ * assumption: the assertions hold whether or not a batch gets staged), so that the loader
+ * has the next batch ready to stage when the current one is handed out. */
+static void side_let_worker_read(int64_t n)
+{
+    for (int i = 0; i < 2000 && __atomic_load_n(&seq_samples_read, __ATOMIC_ACQUIRE) < n; i++)
+        usleep(1000);
+    usleep(5000);
+}
+
+Test(dataloader, staged_batches_go_through_the_side_queue_and_are_waited_for)
+{
+    weft_dataset *ds = open_seq(20, -1, 0);
+    weft_dataloader *dl = side_loader(ds, 4);
+    __atomic_store_n(&seq_samples_read, 0, __ATOMIC_RELEASE);
+    cr_assert_eq(weft_dataloader_epoch(dl, 0), 0);
+    weft_tensor *f[2];
+    int64_t seen = 0;
+    side_let_worker_read(8);
+    while (weft_dataloader_next(dl, f) == 1) {
+        for (int k = 0; k < 2; k++)
+            cr_assert_eq(side_unwaited(f[k]->storage->data), -1,
+                         "batch %lld field %d was handed out before its side copy was waited for",
+                         (long long)(seen / 4), k);
+        int32_t *labels = weft_tensor_data(f[1]);
+        for (int64_t k = 0; k < 4; k++)
+            cr_assert_eq(labels[k], seen + k);
+        seen += 4;
+        weft_tensor_release(f[0]);
+        weft_tensor_release(f[1]);
+        side_let_worker_read(seen + 8 < 20 ? seen + 8 : 20);
+    }
+    tu_assert_no_error();
+    cr_assert_eq(seen, 20);
+    cr_assert_geq(side_copies, 2, "staged batches were copied on the side queue (%d copies)",
+                  side_copies);
+
+    /* A batch staged when the next epoch starts is dropped: waited for, then freed. */
+    side_let_worker_read(28);
+    cr_assert_eq(weft_dataloader_epoch(dl, 1), 0);
+    cr_assert_eq(weft_dataloader_next(dl, f), 1);
+    weft_tensor_release(f[0]);
+    weft_tensor_release(f[1]);
+    side_let_worker_read(32);
+    cr_assert_eq(weft_dataloader_epoch(dl, 2), 0);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+    cr_assert_eq(side_freed_unwaited, 0, "device memory was freed under a pending side copy");
 }

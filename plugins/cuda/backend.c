@@ -19,6 +19,10 @@ struct device_state {
     int index;
     struct caching_allocator *allocator; /* NULL until the first allocation */
     cudaStream_t stream;                 /* the current stream; NULL: legacy default */
+    /* The side queue for prefetching copies (copy_side), made on first use: */
+    cudaStream_t copy_stream;            /* non-blocking w.r.t. the legacy stream */
+    cudaEvent_t compute_mark;            /* where the current stream was at a copy */
+    cudaEvent_t copies_done;             /* the last side copy queued */
 };
 
 static struct device_state devices[CUDA_MAX_DEVICES];
@@ -358,6 +362,86 @@ static int cuda_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking
     return copy_host_device(d, s, nbytes, kind, index, non_blocking);
 }
 
+/* ---- the side queue ------------------------------------------------------------------ */
+
+/* Creates the device's copy stream and its two events once. Caller made index current. */
+static int side_queue(int index, struct device_state **out)
+{
+    struct device_state *d = &devices[index];
+    int rc = 0;
+    pthread_mutex_lock(&state_lock);
+    if (!d->copy_stream) {
+        cudaStream_t s = NULL;
+        cudaEvent_t mark = NULL, done = NULL;
+        rc = CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        if (rc == 0)
+            rc = CUDA_CHECK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
+        if (rc == 0)
+            rc = CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        if (rc == 0) {
+            d->compute_mark = mark;
+            d->copies_done = done;
+            d->copy_stream = s; /* last: it says the other two are set */
+        } else {
+            if (done)
+                cudaEventDestroy(done);
+            if (mark)
+                cudaEventDestroy(mark);
+            if (s)
+                cudaStreamDestroy(s);
+        }
+    }
+    pthread_mutex_unlock(&state_lock);
+    *out = d;
+    return rc;
+}
+
+/* The copy waits for the work queued so far on the current stream (dst may be a cached
+ * block that work still uses), then runs beside what is queued later. The pinned source
+ * block is not reused before the copy ends (its event is recorded on the side stream). */
+static int cuda_copy_side(weft_tensor *dst, const weft_tensor *src)
+{
+    size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
+    int index = dst->device.index;
+    if (nbytes == 0)
+        return 0;
+    if (cuda_set_device(index) != 0)
+        return WEFT_ERR_DEVICE;
+    const void *host = weft_tensor_data(src);
+    if (!is_pinned(host)) /* pageable: an ordinary blocking copy, as PyTorch */
+        return copy_host_device(weft_tensor_data(dst), host, nbytes, cudaMemcpyHostToDevice,
+                                index, false);
+    struct device_state *d;
+    if (side_queue(index, &d) != 0)
+        return WEFT_ERR_DEVICE;
+    cudaStream_t compute = cuda_current_stream(index);
+    if (CUDA_CHECK(cudaEventRecord(d->compute_mark, compute)) != 0 ||
+        CUDA_CHECK(cudaStreamWaitEvent(d->copy_stream, d->compute_mark, 0)) != 0 ||
+        CUDA_CHECK(cudaMemcpyAsync(weft_tensor_data(dst), host, nbytes, cudaMemcpyHostToDevice,
+                                   d->copy_stream)) != 0)
+        return WEFT_ERR_DEVICE;
+    struct host_allocator *ha = __atomic_load_n(&host_allocator, __ATOMIC_ACQUIRE);
+    if (ha && host_allocator_contains(ha, host) &&
+        host_allocator_record_event(ha, host, d->copy_stream) < 0 &&
+        CUDA_CHECK(cudaStreamSynchronize(d->copy_stream)) != 0)
+        return WEFT_ERR_DEVICE;
+    return CUDA_CHECK(cudaEventRecord(d->copies_done, d->copy_stream));
+}
+
+/* A stream waits for an event's latest record, so one event covers every side copy
+ * queued so far. */
+static int cuda_wait_side(int index)
+{
+    if (check_index(index) != 0)
+        return WEFT_ERR_DEVICE;
+    struct device_state *d = &devices[index];
+    if (!__atomic_load_n(&d->copy_stream, __ATOMIC_ACQUIRE))
+        return 0; /* no side copy was ever queued */
+    if (cuda_set_device(index) != 0)
+        return WEFT_ERR_DEVICE;
+    return CUDA_CHECK(cudaStreamWaitEvent(cuda_current_stream(index), d->copies_done, 0));
+}
+
 /* ---- the rest of the vtable -------------------------------------------------------- */
 
 static int cuda_device_name(int index, char *buf, size_t size)
@@ -455,6 +539,8 @@ static const struct weft_backend cuda_backend = {
     .memory_stats = cuda_memory_stats,
     .empty_cache = cuda_empty_cache,
     .features = cuda_features,
+    .copy_side = cuda_copy_side,
+    .wait_side = cuda_wait_side,
 };
 
 /* ---- extras: what PyTorch users reach through torch.cuda ----------------------------- */
@@ -541,6 +627,13 @@ void cuda_backend_shutdown(void)
     for (int i = 0; i < ndevices; i++) {
         struct caching_allocator *ca = devices[i].allocator;
         devices[i].allocator = NULL;
+        if (devices[i].copy_stream && cudaSetDevice(i) == cudaSuccess) {
+            (void)cudaStreamSynchronize(devices[i].copy_stream);
+            cudaEventDestroy(devices[i].copies_done);
+            cudaEventDestroy(devices[i].compute_mark);
+            cudaStreamDestroy(devices[i].copy_stream);
+            devices[i].copy_stream = NULL;
+        }
         if (ca && cudaSetDevice(i) == cudaSuccess)
             caching_allocator_destroy(ca);
     }

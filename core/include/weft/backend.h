@@ -70,6 +70,16 @@ struct weft_backend {
     /* Optional: a one-line description of what this build uses ("AVX2 FMA; OpenBLAS
      * 0.3.21 openmp", "sm_90; CUDA 13.0"). */
     const char *(*features)(void);
+
+    /* ---- appended after ABI 1 (read only when struct_size covers them) ---- */
+    /* Optional: a copy-only side queue per device, as PyTorch code prefetches on a side
+     * stream. copy_side queues a host-to-device copy from pinned host memory there and
+     * returns at once (the backend protects the host block); the copy starts after the
+     * work already queued on dst's device, whose memory dst may reuse. wait_side makes the
+     * work queued on device `index` from now on wait for every copy_side issued so far.
+     * The data loader stages the next batch with them while the current one computes. */
+    int (*copy_side)(weft_tensor *dst, const weft_tensor *src);
+    int (*wait_side)(int index);
 };
 
 /* Registers a backend for its name's device type (weft_device_type_id(name, true)).
@@ -85,6 +95,11 @@ const struct weft_backend *weft_backend_find(int device_type);
 /* Generic helpers over all registered backends. */
 int weft_device_count(int device_type);
 int weft_synchronize(weft_device dev);
+/* copy_side when dev's backend has it: 1 when queued there, 0 when it has none (nothing
+ * done: copy another way), negative on error. */
+int weft_copy_side(weft_tensor *dst, const weft_tensor *src);
+/* wait_side when dev's backend has it; 0 otherwise. */
+int weft_wait_side(weft_device dev);
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out);
 void weft_empty_cache(weft_device dev);
 int weft_set_num_threads(int n); /* every registered backend that takes threads */
