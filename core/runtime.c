@@ -21,7 +21,20 @@ struct runtime_opts {
     const char *plugins;
     const char *plugin_path;
     int wait_policy; /* index into wait_policies */
+    bool allow_tf32;
 };
+
+static bool allow_tf32_flag;
+
+void weft_set_allow_tf32(bool allow)
+{
+    __atomic_store_n(&allow_tf32_flag, allow, __ATOMIC_RELAXED);
+}
+
+bool weft_allow_tf32(void)
+{
+    return __atomic_load_n(&allow_tf32_flag, __ATOMIC_RELAXED);
+}
 
 static const char *const wait_policies[] = {"passive", "active", NULL};
 
@@ -51,7 +64,8 @@ static int read_opts(struct weft_config *cfg, struct runtime_opts *o)
     if (weft_config_choice(cfg, SECTION, "wait_policy", wait_policies, 0, &o->wait_policy) < 0 ||
         weft_config_int(cfg, SECTION, "device", 0, &o->device) < 0 ||
         weft_config_int(cfg, SECTION, "threads", 0, &o->threads) < 0 ||
-        weft_config_int(cfg, SECTION, "seed", 0, &o->seed) < 0)
+        weft_config_int(cfg, SECTION, "seed", 0, &o->seed) < 0 ||
+        weft_config_bool(cfg, SECTION, "allow_tf32", false, &o->allow_tf32) < 0)
         return WEFT_ERR_CONFIG;
     if (non_negative(cfg, "device", o->device, INT16_MAX) < 0 ||
         non_negative(cfg, "threads", o->threads, 4096) < 0)
@@ -154,6 +168,7 @@ int weft_runtime_init(struct weft_config *cfg, weft_device *device)
         return rc;
     if (o.has_seed)
         weft_manual_seed((uint64_t)o.seed);
+    weft_set_allow_tf32(o.allow_tf32);
     if (device)
         *device = dev;
     return 0;

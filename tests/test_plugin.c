@@ -601,3 +601,18 @@ Test(plugin, runtime_checks_its_values)
     tu_assert_error(WEFT_ERR_PLUGIN, "run.ini: [runtime] backend = 'gpu': plugin 'gpu' not found");
     weft_config_free(cfg);
 }
+
+Test(plugin, runtime_sets_allow_tf32_off_by_default)
+{
+    weft_device dev;
+    cr_assert_eq(weft_runtime_init(NULL, &dev), 0, "%s", weft_error_message());
+    cr_assert(!weft_allow_tf32(), "TF32 is off unless asked for, as in PyTorch");
+    struct weft_config *cfg = runtime_config("[runtime]\nallow_tf32 = true\n");
+    cr_assert_eq(weft_runtime_init(cfg, &dev), 0, "%s", weft_error_message());
+    cr_assert(weft_allow_tf32());
+    weft_config_free(cfg);
+    cfg = runtime_config("[runtime]\nallow_tf32 = maybe\n");
+    cr_assert_lt(weft_runtime_init(cfg, &dev), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "allow_tf32");
+    weft_config_free(cfg);
+}

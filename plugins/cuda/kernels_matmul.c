@@ -12,6 +12,8 @@
 
 #include <cublas_v2.h>
 
+#include <weft/runtime.h>
+
 #include "cuda_plugin.h"
 
 static cublasHandle_t handles[CUDA_MAX_DEVICES];
@@ -124,6 +126,14 @@ struct gemm {
 
 static int run_gemm(cublasHandle_t h, enum weft_dtype dt, const struct gemm *g)
 {
+    if (dt == WEFT_F32 && weft_allow_tf32()) {
+        const float one = 1, zero = 0;
+        return BLAS_CHECK(cublasGemmStridedBatchedEx(
+            h, g->a.op, g->b.op, g->m, g->n, g->k, &one, g->a.data, CUDA_R_32F, g->a.ld,
+            g->a.batch_stride, g->b.data, CUDA_R_32F, g->b.ld, g->b.batch_stride, &zero, g->c,
+            CUDA_R_32F, g->ldc, g->c_stride, g->batch, CUBLAS_COMPUTE_32F_FAST_TF32,
+            CUBLAS_GEMM_DEFAULT));
+    }
     if (dt == WEFT_F32) {
         const float one = 1, zero = 0;
         return BLAS_CHECK(cublasSgemmStridedBatched(

@@ -2,6 +2,8 @@
 #ifndef WEFT_RUNTIME_H
 #define WEFT_RUNTIME_H
 
+#include <stdbool.h>
+
 #include "weft/config.h"
 #include "weft/device.h"
 
@@ -9,11 +11,18 @@
 extern "C" {
 #endif
 
-/* Reads [runtime] (backend, device, threads, seed, plugins, plugin_path, wait_policy) from cfg (NULL:
+/* Reads [runtime] (backend, device, threads, seed, plugins, plugin_path, wait_policy,
+ * allow_tf32) from cfg (NULL:
  * defaults), extends the plugin search path, loads the named plugins and the backend's
  * plugin, applies threads and seed, and sets *device (unless NULL) to the selected device. Errors name
  * the key; an unusable backend fails with the plugin's probe reason (WEFT_ERR_DEVICE). */
 int weft_runtime_init(struct weft_config *cfg, weft_device *device);
+
+/* torch.backends.cuda.matmul.allow_tf32: whether float32 matmuls may use TF32 tensor
+ * cores (about 10 mantissa bits per product). Off by default, as in PyTorch >= 1.12;
+ * [runtime] allow_tf32 sets it. Backends read it at every matmul. */
+void weft_set_allow_tf32(bool allow);
+bool weft_allow_tf32(void);
 
 #ifdef __cplusplus
 }
