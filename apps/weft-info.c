@@ -5,6 +5,7 @@
  *   weft-info --ops           the op x backend support matrix (dtypes per cell)
  *   weft-info --conformance [DEVICE]  every op on DEVICE (default cpu) checked against
  *                             the cpu; exit status 1 when any op/dtype pair fails
+ *   weft-info --memory [DEVICE]  the device allocator's memory_summary table
  *
  * Exit status: 0 when all is well, 1 when conformance fails, 2 on a usage error or a plugin that cannot be used.
  */
@@ -23,7 +24,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE]]\n"
+            "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE] | --memory [DEVICE]]\n"
             "\n"
             "Prints the weft version, the plugin search path, every plugin found (with its\n"
             "version, ABI and whether it can run here), and the devices of each usable backend.\n"
@@ -34,6 +35,9 @@ static void usage(FILE *out)
             "  --conformance [DEVICE]\n"
             "                 run every op on DEVICE (default cpu) against the cpu (on the\n"
             "                 cpu: against a double reference); exit status 1 on a failure\n"
+            "  --memory [DEVICE]\n"
+            "                 the allocator statistics of DEVICE (default cpu) as\n"
+            "                 torch.cuda.memory_summary() prints them\n"
             "  --help         this text\n"
             "\n"
             "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
@@ -385,8 +389,27 @@ static int conformance(const char *device)
     return rc ? 1 : 0;
 }
 
+static int memory(const char *device_text)
+{
+    weft_device dev = WEFT_CPU;
+    if (device_text && weft_device_parse(device_text, &dev) < 0) {
+        fprintf(stderr, "weft-info: --memory: %s\n", weft_error_message());
+        return EXIT_PROBLEM;
+    }
+    char *table = weft_memory_summary(dev, false);
+    if (!table) {
+        fprintf(stderr, "weft-info: --memory: %s\n", weft_error_message());
+        return EXIT_PROBLEM;
+    }
+    fputs(table, stdout);
+    free(table);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 2 || argc == 3) && strcmp(argv[1], "--memory") == 0)
+        return memory(argc == 3 ? argv[2] : NULL);
     if (argc == 2 && strcmp(argv[1], "--ops") == 0)
         return print_ops();
     if ((argc == 2 || argc == 3) && strcmp(argv[1], "--conformance") == 0)

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -228,4 +229,75 @@ int weft_get_num_threads(void)
         return 1;
     int n = b->get_num_threads();
     return n > 0 ? n : 1;
+}
+
+/* ---- memory summary ---------------------------------------------------------------- */
+
+static void format_bytes(uint64_t n, char *buf, size_t size)
+{
+    static const char *const units[] = {"B  ", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, size, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+}
+
+char *weft_memory_summary(weft_device dev, bool abbreviated)
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "%s.memory_summary", weft_device_type_name(dev.type));
+    char *(*own)(int, bool) = (char *(*)(int, bool))weft_extra_find(extra);
+    if (own) {
+        if (!device_backend(dev))
+            return NULL;
+        return own(dev.index, abbreviated);
+    }
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    if (weft_memory_stats(dev, &st) < 0)
+        return NULL;
+    char name[32], a[24], pa[24], r[24], pr[24];
+    format_bytes(st.allocated_bytes, a, sizeof a);
+    format_bytes(st.peak_allocated_bytes, pa, sizeof pa);
+    format_bytes(st.reserved_bytes, r, sizeof r);
+    format_bytes(st.peak_reserved_bytes, pr, sizeof pr);
+    static const char rule[] =
+        "|===========================================================================|\n";
+    static const char thin[] =
+        "|---------------------------------------------------------------------------|\n";
+    size_t size = 4096;
+    char *out = malloc(size);
+    if (!out) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory_summary: out of host memory");
+        return NULL;
+    }
+    char title[80];
+    snprintf(title, sizeof title, "weft memory summary, device %s",
+             weft_device_str(dev, name, sizeof name));
+    int n = snprintf(out, size,
+                     "%s|%*s%*s|\n%s"
+                     "|            Metric         | Cur Usage  | Peak Usage |    Requests       |\n"
+                     "%s"
+                     "| Allocated memory          | %10s | %10s | %9llu allocs  |\n"
+                     "| Reserved memory           | %10s | %10s | %9llu frees   |\n"
+                     "%s"
+                     "| Requests served from the cache                    | %17llu |\n"
+                     "| Allocation retries after freeing the cache        | %17llu |\n"
+                     "| Out-of-memory errors                              | %17llu |\n"
+                     "%s",
+                     rule, (int)(38 + strlen(title) / 2), title, (int)(37 - strlen(title) / 2), "",
+                     rule, thin, a, pa, (unsigned long long)st.num_allocs, r, pr,
+                     (unsigned long long)st.num_frees, thin,
+                     (unsigned long long)st.num_cache_hits,
+                     (unsigned long long)st.num_alloc_retries, (unsigned long long)st.num_ooms,
+                     rule);
+    (void)abbreviated; /* the generic table is already the short one */
+    if (n < 0 || (size_t)n >= size) {
+        free(out);
+        weft_error_set(WEFT_ERR_RUNTIME, "memory_summary: table too long");
+        return NULL;
+    }
+    return out;
 }

@@ -616,3 +616,18 @@ Test(plugin, runtime_sets_allow_tf32_off_by_default)
     tu_assert_error(WEFT_ERR_CONFIG, "allow_tf32");
     weft_config_free(cfg);
 }
+
+Test(plugin, memory_summary_tabulates_the_allocator_statistics)
+{
+    weft_tensor *t = weft_empty(1, (int64_t[]){1 << 20}, WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(t);
+    char *table = weft_memory_summary(WEFT_CPU, false);
+    cr_assert_not_null(table, "%s", weft_error_message());
+    cr_assert_not_null(strstr(table, "weft memory summary, device cpu"), "%s", table);
+    cr_assert_not_null(strstr(table, "4.00 MiB"), "the 4 MiB tensor is counted:\n%s", table);
+    free(table);
+    weft_tensor_release(t);
+    weft_device nowhere = {weft_device_type_id("fixture_nodev", true), 0};
+    cr_assert_null(weft_memory_summary(nowhere, false));
+    tu_assert_error(WEFT_ERR_PLUGIN, "fixture_nodev");
+}

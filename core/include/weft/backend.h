@@ -102,6 +102,12 @@ int weft_copy_side(weft_tensor *dst, const weft_tensor *src);
 int weft_wait_side(weft_device dev);
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out);
 void weft_empty_cache(weft_device dev);
+/* torch.cuda.memory_summary(device, abbreviated): a table of the device allocator's
+ * statistics as a malloc'd string the caller frees (NULL with an error). A backend's own
+ * table (the extra "<device type>.memory_summary", char *(*)(int index, bool
+ * abbreviated), as weft-cuda.so has) is used when there is one, else one is made from
+ * weft_memory_stats. */
+char *weft_memory_summary(weft_device dev, bool abbreviated);
 int weft_set_num_threads(int n); /* every registered backend that takes threads */
 int weft_get_num_threads(void);  /* the cpu backend's, or 1 */
 
