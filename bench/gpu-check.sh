@@ -18,6 +18,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 nvcc --version | tail -n 1
 
 step "tools"
+# Packages carried from a Debian machine (bench/gpu-carry.sh, passed with carry: .carry).
+if [ -f .carry/env.sh ]; then
+    # shellcheck source=/dev/null
+    source .carry/env.sh
+    echo "gpu-check: using the carried packages in .carry/"
+fi
 # The GPU machine may be offline: report what is missing rather than install it.
 missing=""
 for tool in meson ninja pkg-config cc nvcc; do
@@ -32,7 +38,8 @@ if [ -n "$missing" ]; then
 fi
 
 step "build ($build)"
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dcuda=enabled
+[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dcuda=enabled \
+    ${WEFT_OPENBLAS_DIR:+-Dopenblas_dir=$WEFT_OPENBLAS_DIR}
 ninja -C "$build" 2>&1 | tail -n 3
 
 step "weft-info"
