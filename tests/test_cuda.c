@@ -77,6 +77,24 @@ Test(cuda, without_a_device_inspect_reports_the_plugin_unusable)
     free(info);
 }
 
+Test(cuda, without_a_device_the_sparse_cuda_plugin_refuses_to_load_and_says_why)
+{
+    REQUIRE_NO_GPU();
+    cr_expect_lt(weft_plugin_load("sparse-cuda"), 0);
+    tu_assert_error(WEFT_ERR_DEVICE, "no CUDA device: ");
+    const char *dir = getenv("WEFT_PLUGIN_PATH");
+    cr_assert_not_null(dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/weft-sparse-cuda.so", dir);
+    struct weft_plugin_info *info = malloc(sizeof *info);
+    cr_assert_not_null(info);
+    cr_assert_eq(weft_plugin_inspect(path, info), 0, "%s", weft_error_message());
+    cr_expect_str_eq(info->name, "sparse-cuda");
+    cr_expect_not(info->usable);
+    cr_expect(strstr(info->why, "no CUDA device: ") == info->why, "%s", info->why);
+    free(info);
+}
+
 Test(cuda, without_a_device_there_are_no_cuda_devices_and_no_error)
 {
     REQUIRE_NO_GPU();
