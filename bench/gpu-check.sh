@@ -3,14 +3,20 @@
 # machine that has one (build machines and CI have none: there the cuda suite skips).
 # Meant to be one short call on a GPU machine: `bash bench/gpu-check.sh [BUILD_DIR]`.
 # Logs go to $OUT when set (the device machine's return folder), else BUILD_DIR/gpu-check.
-# Exit status: non-zero when a build step or a test fails, or when the cuda suite
-# skipped (no usable GPU after all).
+# Then the conformance suite on cuda, training on cpu and cuda (final losses compared,
+# images/s against PyTorch eager on the same card) and the GPU benchmarks
+# (bench/cublas_direct.c: weft next to cuBLAS/CUDA called directly), and
+# bench/gpu-sparse.sh when present. About 3-5 minutes on an H200 from a clean build.
+# Exit status: non-zero when a build step, a test, the conformance run, the cpu/cuda loss
+# comparison or a benchmark fails, or when the cuda suite skipped (no usable GPU after
+# all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu}
 out=${OUT:-$build/gpu-check}
 mkdir -p "$out"
 step() { printf '\n== %s\n' "$*"; }
+export PATH="/usr/local/cuda/bin:$PATH"
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv |
@@ -59,17 +65,100 @@ all_rc=${PIPESTATUS[0]}
 cp "$build/meson-logs/testlog.txt" "$out/testlog.txt" 2>/dev/null
 set -e
 
-step "benchmarks"
-# TODO(bench): elementwise bandwidth on cuda (copy, add, exp; f32 and bf16; 256 MiB,
-#   contiguous and transposed) against the GPU's memory bandwidth (H200: ~4.8 TB/s).
-# TODO(bench): matmul TFLOP/s through cuBLAS (f32, f16, bf16; 4096^3, batched 64x512^3,
-#   transposed operands) against cuBLAS called directly.
-# TODO(bench): caching allocator: alloc/free pairs per second and cache hit rate against
-#   raw cudaMalloc/cudaFree; memory_summary after a training step.
-# TODO(bench): host<->device bandwidth, pinned vs pageable, and non_blocking overlap of a
-#   copy with a kernel.
-# TODO(bench): a training step (configs/*.ini with --set runtime.backend=cuda), cpu vs cuda,
-#   recorded in bench/ beside the cpu figures.
-echo "gpu-check: benchmarks not written yet (see the TODO lines in $0)"
+step "conformance on cuda"
+set +e
+"$build/apps/weft-info" --conformance cuda 2>&1 | tee "$out/conformance-cuda.txt"
+conf_rc=${PIPESTATUS[0]}
+set -e
 
-exit $((cuda_rc != 0 || all_rc != 0))
+# Everything below measures; a failing figure is reported and the rest still runs.
+set +e
+build_abs=$(cd "$build" && pwd)
+export WEFT_PLUGIN_PATH="$build_abs/plugins"
+
+step "training: cpu against cuda (same seed and data order), weft against PyTorch eager"
+# The two configs for $epochs epochs on each backend; the final losses must agree (the
+# devices sum in different orders, so not to the bit), and the cuda run's best epoch
+# gives weft's images/s.
+epochs=3
+train() { # name config backend
+    "$build/apps/weft-train" "$2" --set runtime.backend="$3" --set train.epochs="$epochs" \
+        --set train.checkpoint="$out/$1.safetensors" --set train.log="$out/$1.csv" \
+        >"$out/$1.txt" 2>&1 && return 0
+    echo "gpu-check: weft-train $2 on $3 failed:"
+    tail -n 5 "$out/$1.txt"
+    return 1
+}
+last() { tail -n 1 "$out/$1.csv" | cut -d, -f"$2"; } # name column (2 train_loss, 4 val_loss)
+# Final losses within 2% (+1e-4) of each other agree, and so do identical texts ("nan"
+# when there was no validation); a number never agrees with nan or inf.
+agree() {
+    [ "$1" = "$2" ] && return 0
+    local num='^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$'
+    [[ $1 =~ $num && $2 =~ $num ]] || return 1
+    awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; m = a < 0 ? -a : a
+                                     exit !((d < 0 ? -d : d) <= 0.02 * m + 1e-4) }'
+}
+compare_training() {
+    for model in mlp cnn; do
+        train "$model-cpu" "configs/mnist-$model.ini" cpu || continue
+        train "$model-cuda" "configs/mnist-$model.ini" cuda || continue
+        for col in 2 4; do
+            a=$(last "$model-cpu" "$col") b=$(last "$model-cuda" "$col")
+            what=$([ "$col" = 2 ] && echo train_loss || echo val_loss)
+            verdict=$(agree "$a" "$b" && echo agree || echo DIFFER)
+            echo "mnist-$model $what after $epochs epochs: cpu $a cuda $b ($verdict)"
+        done
+        best=$(awk -F, 'NR > 1 && $7 > b { b = $7 } END { printf "%.0f", b }' "$out/$model-cuda.csv")
+        echo "weft_cuda_${model}_b64 $best images/s"
+    done
+}
+compare_training 2>&1 | tee "$out/train.txt"
+train_rc=0
+grep -q "DIFFER\|failed" "$out/train.txt" && train_rc=1
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    # bench/torch_train.py's data, models and loop, on the GPU (data held there).
+    python3 - "$epochs" <<'PY' 2>&1 | tee -a "$out/train.txt"
+import sys
+import torch
+sys.path.insert(0, "bench")
+import torch_train as tt
+epochs = int(sys.argv[1])
+dev = torch.device("cuda")
+x, y = tt.mnist()
+x, y = x.to(dev), y.to(dev)
+for name, make, batch in [("mlp_b64", tt.mlp, 64), ("cnn_b64", tt.cnn, 64)]:
+    ips = tt.train(make().to(dev), x, y, batch, epochs)
+    torch.cuda.synchronize()
+    print(f"torch_cuda_{name} {ips:.0f} images/s", flush=True)
+PY
+else
+    echo "gpu-check: PyTorch with CUDA not found: no comparison" | tee -a "$out/train.txt"
+fi
+
+step "GPU benchmarks: weft against cuBLAS/CUDA called directly (bench/cublas_direct.c)"
+bench_rc=0
+if nvcc -O2 -DWITH_WEFT -Icore/include -I"$build_abs/core/include" bench/cublas_direct.c \
+    -o "$build_abs/cublas_direct" -L"$build_abs/core" -lweft -lcublas \
+    -Xlinker -rpath="$build_abs/core" >"$out/cublas_direct-build.log" 2>&1; then
+    "$build_abs/cublas_direct" 2>&1 | tee "$out/bench-gpu.txt"
+    bench_rc=${PIPESTATUS[0]}
+else
+    echo "gpu-check: bench/cublas_direct.c did not build:"
+    tail -n 20 "$out/cublas_direct-build.log"
+    bench_rc=1
+fi
+
+sparse_rc=0
+if [ -f bench/gpu-sparse.sh ]; then
+    step "sparse (bench/gpu-sparse.sh)"
+    bash bench/gpu-sparse.sh "$build"
+    sparse_rc=$?
+fi
+set -e
+
+step "summary"
+printf 'cuda suite %s, all suites %s, conformance %s, training %s, benchmarks %s, sparse %s\n' \
+    "$cuda_rc" "$all_rc" "$conf_rc" "$train_rc" "$bench_rc" "$sparse_rc" | tee "$out/summary.txt"
+exit $((cuda_rc != 0 || all_rc != 0 || conf_rc != 0 || train_rc != 0 || bench_rc != 0 ||
+        sparse_rc == 1))

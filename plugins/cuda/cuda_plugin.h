@@ -44,6 +44,12 @@ cudaStream_t cuda_current_stream(int index);
 int cuda_register_elementwise_kernels(void); /* copy (with conversion), unary, binary */
 int cuda_register_fill_kernels(void);        /* fill, arange, rand_uniform/normal, randint */
 int cuda_register_matmul_kernels(void);      /* matmul through cuBLAS */
+int cuda_register_where_clamp_kernels(void); /* where, clamp */
+int cuda_register_reduce_kernels(void);      /* sum ... any, max/min with indices */
+int cuda_register_softmax_kernels(void);     /* softmax, log_softmax */
+int cuda_register_index_kernels(void);       /* index_select, gather, scatter_add */
+int cuda_register_conv_kernels(void);        /* im2col, col2im, max/avg pool2d (+ backward) */
+int cuda_register_optim_kernels(void);       /* sgd_step, adam_step, rmsprop_step */
 /* "cuBLAS 13.0.2" into buf (for features). */
 void cuda_blas_version(char *buf, size_t size);
 /* Destroys the cuBLAS handles (plugin fini). */
@@ -51,5 +57,69 @@ void cuda_blas_shutdown(void);
 
 #ifdef __cplusplus
 }
+#endif
+
+#ifdef __CUDACC__
+/* ---- device helpers the kernels share (nvcc only) ------------------------------------ */
+#include <string.h>
+
+namespace wc {
+
+/* Linear index -> byte offset of each operand, over a weft_iter's shape (innermost last,
+ * row-major as weft_iter_run walks it). Kernels also fill a weft_iter by hand (one
+ * operand, dims in row-major order) to walk a sub-space such as a reduction's dims. */
+template <int NOPS>
+__host__ __device__ __forceinline__ void iter_offsets(const weft_iter &it, int64_t linear,
+                                                      int64_t *off)
+{
+    for (int k = 0; k < NOPS; k++)
+        off[k] = 0;
+    for (int d = it.ndim - 1; d >= 0; d--) {
+        int64_t size = it.shape[d];
+        int64_t c = linear % size;
+        linear /= size;
+        for (int k = 0; k < NOPS; k++)
+            off[k] += c * it.strides[k][d];
+    }
+}
+
+/* __shfl_xor_sync for any trivially copyable value whose size is a multiple of 4. */
+template <typename T> __device__ __forceinline__ T shfl_xor(T v, int mask)
+{
+    static_assert(sizeof(T) % 4 == 0, "shuffled values are moved as 32-bit words");
+    int w[sizeof(T) / 4];
+    memcpy(w, &v, sizeof v);
+    for (int i = 0; i < (int)(sizeof(T) / 4); i++)
+        w[i] = __shfl_xor_sync(0xffffffffu, w[i], mask);
+    memcpy(&v, w, sizeof v);
+    return v;
+}
+
+/* Every lane of a full warp gets f over the warp's 32 values (f associative and
+ * commutative). */
+template <typename T, typename F> __device__ __forceinline__ T warp_reduce(T v, F f)
+{
+    for (int mask = 16; mask > 0; mask >>= 1)
+        v = f(v, shfl_xor(v, mask));
+    return v;
+}
+
+/* Every thread of the block gets f over the block's values. blockDim.x is a multiple of
+ * 32 (at most 1024), every thread calls it, and smem holds 32 values. */
+template <typename T, typename F> __device__ __forceinline__ T block_reduce(T v, F f, T *smem)
+{
+    v = warp_reduce(v, f);
+    int warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0)
+        smem[warp] = v;
+    __syncthreads();
+    v = smem[0];
+    for (int w = 1; w < nwarps; w++)
+        v = f(v, smem[w]);
+    __syncthreads(); /* smem may be reused at once */
+    return v;
+}
+
+} // namespace wc
 #endif
 #endif

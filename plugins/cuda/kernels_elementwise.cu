@@ -68,23 +68,7 @@ __global__ void contiguous_kernel(typename B::out_s *o, const typename B::in_s *
     }
 }
 
-/* Linear index -> byte offset of each operand, over the coalesced shape (innermost
- * last, as weft_iter_run walks it). */
-template <int NOPS>
-__device__ __forceinline__ void iter_offsets(const weft_iter &it, int64_t linear, int64_t *off)
-{
-#pragma unroll
-    for (int k = 0; k < NOPS; k++)
-        off[k] = 0;
-    for (int d = it.ndim - 1; d >= 0; d--) {
-        int64_t size = it.shape[d];
-        int64_t c = linear % size;
-        linear /= size;
-#pragma unroll
-        for (int k = 0; k < NOPS; k++)
-            off[k] += c * it.strides[k][d];
-    }
-}
+using wc::iter_offsets; /* cuda_plugin.h */
 
 template <int NOPS, typename B> __global__ void strided_kernel(weft_iter it, B body)
 {

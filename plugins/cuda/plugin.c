@@ -32,6 +32,12 @@ static int cuda_init(void)
         cuda_register_elementwise_kernels,
         cuda_register_fill_kernels,
         cuda_register_matmul_kernels,
+        cuda_register_where_clamp_kernels,
+        cuda_register_reduce_kernels,
+        cuda_register_softmax_kernels,
+        cuda_register_index_kernels,
+        cuda_register_conv_kernels,
+        cuda_register_optim_kernels,
     };
     for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
         int rc = steps[i]();
