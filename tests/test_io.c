@@ -1058,10 +1058,10 @@ Test(io, open_names_an_unknown_reader_and_suggests_the_closest)
 {
     open_fails("[data]\nreader = idz\n", WEFT_ERR_CONFIG,
                "test.ini: [data] reader = 'idz': unknown dataset reader (registered: idx, csv, "
-               "npy, synthetic); did you mean 'idx'?");
+               "npy, synthetic, mtx, libsvm); did you mean 'idx'?");
     open_fails("[data]\nimages = x\n", WEFT_ERR_CONFIG,
                "test.ini: [data] missing key 'reader': expected the name of a dataset reader "
-               "(idx, csv, npy, synthetic)");
+               "(idx, csv, npy, synthetic, mtx, libsvm)");
 }
 
 Test(io, read_checks_indices_counts_and_buffers)

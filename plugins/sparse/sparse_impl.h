@@ -66,4 +66,172 @@ int sparse_cpu_kernels_register(void);
  *   out[0] contiguous [nnz]: out[e] = sum_n G[row(e), n] * B[col(e), n]. */
 #define SPARSE_OP_SDDMM "sparse_sddmm"
 
+/* ---- what construct.c, convert.c, arith.c, print.c and autograd.c share ------------- */
+#include <stddef.h>
+
+#include <weft/autograd.h>
+#include <weft/half.h>
+
+/* The API table's other entries, by file (plugin.c fills the table). */
+/* construct.c */
+weft_tensor *sparse_api_coo_tensor(const weft_tensor *indices, const weft_tensor *values,
+                                   int ndim, const int64_t *size, bool check);
+weft_tensor *sparse_api_csr_tensor(const weft_tensor *crow, const weft_tensor *col,
+                                   const weft_tensor *values, const int64_t *size, bool check);
+weft_tensor *sparse_api_indices(const weft_tensor *t);
+weft_tensor *sparse_api_values(const weft_tensor *t);
+weft_tensor *sparse_api_indices_raw(const weft_tensor *t);
+weft_tensor *sparse_api_values_raw(const weft_tensor *t);
+weft_tensor *sparse_api_crow_indices(const weft_tensor *t);
+weft_tensor *sparse_api_col_indices(const weft_tensor *t);
+bool sparse_api_is_coalesced(const weft_tensor *t);
+weft_tensor *sparse_api_coalesce(const weft_tensor *t);
+/* convert.c */
+weft_tensor *sparse_api_to_sparse_coo(const weft_tensor *t);
+weft_tensor *sparse_api_to_sparse_csr(const weft_tensor *t);
+weft_tensor *sparse_api_to_dense(const weft_tensor *t);
+weft_tensor *sparse_api_transpose(const weft_tensor *t, int dim0, int dim1);
+weft_tensor *sparse_api_to_device(const weft_tensor *t, weft_device dev, bool non_blocking);
+/* arith.c */
+weft_tensor *sparse_api_add(const weft_tensor *a, const weft_tensor *b, double alpha);
+weft_tensor *sparse_api_mul_scalar(const weft_tensor *t, double scalar);
+weft_tensor *sparse_api_sum(const weft_tensor *t);
+weft_tensor *sparse_api_sum_dim(const weft_tensor *t, int dim);
+/* print.c: the layouts' repr (PyTorch's _str_intern for sparse tensors). */
+char *sparse_repr(const weft_tensor *t);
+
+/* The same operations without recording autograd, for the plugin's own use (backward
+ * formulas, mm.c). Same contracts as the API entries; results are new references
+ * recorded in the current scope; inputs may be on any device (index work happens on the
+ * host, results go back to the input's device). */
+weft_tensor *sparse_coalesce_nograd(const weft_tensor *t);
+weft_tensor *sparse_to_coo_nograd(const weft_tensor *t);
+weft_tensor *sparse_to_csr_nograd(const weft_tensor *t);
+weft_tensor *sparse_to_dense_nograd(const weft_tensor *t);
+weft_tensor *sparse_transpose_nograd(const weft_tensor *t, int dim0, int dim1);
+weft_tensor *sparse_mul_scalar_nograd(const weft_tensor *t, double scalar);
+
+/* ---- host index work ----------------------------------------------------------------
+ * Index components are read on the host as int64; these hold what the kernels walk. */
+
+/* t (any device, int32 or int64, any strides) as contiguous int64 host data: t itself when
+ * it already is, else a converted copy recorded in the current scope. *data is NULL when
+ * t is empty. Returns the host tensor, or NULL with an error. */
+const weft_tensor *sparse_host_i64(const weft_tensor *t, const int64_t **data);
+/* A new contiguous cpu tensor (recorded in the current scope); *data is its memory (NULL
+ * when empty). */
+weft_tensor *sparse_new_host(int ndim, const int64_t *shape, enum weft_dtype dtype, void **data);
+/* The COO indices of a sparse tensor as host int64 [ndim, nnz] (CSR rows expanded). */
+const weft_tensor *sparse_host_coo_indices(const weft_tensor *t, const int64_t **data);
+/* Range checks with PyTorch's messages: COO indices [ndim, nnz] against size (size NULL:
+ * only negatives). CSR: crow[0] == 0, crow[rows] == nnz, rows never shrink, and (col not
+ * NULL) columns in [0, cols): what walking it needs; `full` adds PyTorch's remaining
+ * invariants (at most cols per row, columns sorted and distinct within a row). Return 0
+ * or negative. */
+int sparse_check_coo_indices(const int64_t *idx, int ndim, int64_t nnz, const int64_t *size);
+int sparse_check_csr_indices(const int64_t *crow, const int64_t *col, int64_t rows,
+                             int64_t cols, int64_t nnz, bool full);
+/* Row-major linear keys of index tuples when the shape's numel fits in int64 (returns true
+ * and fills keys[nnz]); false, filling nothing, when it does not. */
+bool sparse_linear_keys(const int64_t *idx, int ndim, int64_t nnz, const int64_t *size,
+                        int64_t *keys);
+/* count items of `size` bytes of host scratch memory from weft's cpu allocator (whose
+ * cache hands back warm pages where malloc would fault fresh ones in), held by a tensor
+ * recorded in the current scope: call it with a scope open. Not NULL for count 0; NULL
+ * with an error when memory runs out. */
+void *sparse_scratch(int64_t count, size_t size);
+/* Sorts keys[n] ascending, moving perm[n] along (stable LSD radix sort, parallel above
+ * SPARSE_PARALLEL_GRAIN). Returns 1 when the keys were in order already (nothing moved),
+ * 0 after sorting, negative on error. */
+int sparse_sort_keys(int64_t n, uint64_t *keys, int64_t *perm);
+/* Stable ascending order of the index tuples (row-major): perm[k] = position of the k-th
+ * smallest. Linear keys when they fit, else one stable pass per dim. Returns 0 or
+ * negative (out of memory). */
+int sparse_sort_tuples(const int64_t *idx, int ndim, int64_t nnz, const int64_t *size,
+                       int64_t *perm);
+/* The values of g (dense, COO or CSR of shape `size`, any device) at the index tuples
+ * idx [ndim, n] (host): dense entries read directly, sparse ones summed over duplicates
+ * and 0 where g has none. Returns a contiguous cpu tensor [n] of g's dtype. */
+weft_tensor *sparse_values_at(const weft_tensor *g, const int64_t *idx, int ndim, int64_t n);
+
+/* ---- values, written once for every dtype -----------------------------------------
+ * X(name, enum, storage type, compute type); 16-bit floats compute in float. */
+#define SPARSE_FOR_ALL_DTYPES(X)                                                              \
+    X(bool, WEFT_BOOL, uint8_t, int)                                                         \
+    X(u8, WEFT_U8, uint8_t, uint8_t)                                                         \
+    X(i8, WEFT_I8, int8_t, int8_t)                                                           \
+    X(i16, WEFT_I16, int16_t, int16_t)                                                       \
+    X(i32, WEFT_I32, int32_t, int32_t)                                                       \
+    X(i64, WEFT_I64, int64_t, int64_t)                                                       \
+    X(f16, WEFT_F16, uint16_t, float)                                                        \
+    X(bf16, WEFT_BF16, uint16_t, float)                                                      \
+    X(f32, WEFT_F32, float, float)                                                           \
+    X(f64, WEFT_F64, double, double)
+
+#define SPARSE_PLAIN_ACCESS_(name, T)                                                         \
+    static inline T sparse_load_##name(const void *p) { return *(const T *)p; }              \
+    static inline void sparse_store_##name(void *p, T v) { *(T *)p = v; }
+SPARSE_PLAIN_ACCESS_(u8, uint8_t)
+SPARSE_PLAIN_ACCESS_(i8, int8_t)
+SPARSE_PLAIN_ACCESS_(i16, int16_t)
+SPARSE_PLAIN_ACCESS_(i32, int32_t)
+SPARSE_PLAIN_ACCESS_(i64, int64_t)
+SPARSE_PLAIN_ACCESS_(f32, float)
+SPARSE_PLAIN_ACCESS_(f64, double)
+#undef SPARSE_PLAIN_ACCESS_
+/* bool sums saturate to true (PyTorch's add on bool is a logical or). */
+static inline int sparse_load_bool(const void *p) { return *(const uint8_t *)p != 0; }
+static inline void sparse_store_bool(void *p, int v) { *(uint8_t *)p = v != 0; }
+static inline float sparse_load_f16(const void *p) { return weft_f16_to_float(*(const uint16_t *)p); }
+static inline void sparse_store_f16(void *p, float v) { *(uint16_t *)p = weft_float_to_f16(v); }
+static inline float sparse_load_bf16(const void *p) { return weft_bf16_to_float(*(const uint16_t *)p); }
+static inline void sparse_store_bf16(void *p, float v) { *(uint16_t *)p = weft_float_to_bf16(v); }
+
+/* Typed value kernels (convert.c), on host memory, OpenMP above SPARSE_PARALLEL_GRAIN. */
+#define SPARSE_PARALLEL_GRAIN 32768
+/* dst[k] = src[idx[k]] for k < n (bytes of itemsize). */
+void sparse_gather(size_t itemsize, const void *src, const int64_t *idx, int64_t n, void *dst);
+/* dst[s] = sum of src[perm[i]] for i in [starts[s], starts[s + 1]), s < nseg (perm NULL:
+ * identity). */
+void sparse_segment_sum(enum weft_dtype dt, const void *src, const int64_t *perm,
+                        const int64_t *starts, int64_t nseg, void *dst);
+
+/* ---- autograd (autograd.c): each records its node when `record` was true on entry (the
+ * caller tested weft_autograd_needed before turning grad mode off). Return 0 or negative.
+ * values -> a sparse tensor made of them (coo_tensor, csr_tensor). */
+int sparse_grad_constructor(weft_tensor *out, const weft_tensor *values);
+/* sparse -> dense (to_dense): the gradient keeps the input's pattern. */
+int sparse_grad_to_dense(weft_tensor *out, const weft_tensor *in);
+/* The gradient passes through (coalesce, add's first operand, layout conversions
+ * between sparse layouts, moves to another device), scaled by `scale` for mul_scalar and
+ * add's second operand; `name` is the node's. Dense inputs (to_sparse) get a dense
+ * gradient; a move gets it moved back. */
+int sparse_grad_linear(const char *name, weft_tensor *out, int nin, const weft_tensor *const *in,
+                       const double *scales);
+/* transpose: the gradient transposed back. */
+int sparse_grad_transpose(weft_tensor *out, const weft_tensor *in, int dim0, int dim1);
+/* sum (dim < 0: every element, a 0-dim gradient) and sum_dim: the gradient broadcast back
+ * onto the input's pattern. */
+int sparse_grad_sum(weft_tensor *out, const weft_tensor *in, int dim);
+
+/* ---- front ends: a scope for temporaries and grad mode off around the work --------- */
+struct sparse_frame {
+    bool grad; /* grad mode on entry */
+};
+static inline struct sparse_frame sparse_begin(void)
+{
+    weft_scope_push();
+    struct sparse_frame f = {weft_no_grad_begin()};
+    return f;
+}
+/* Closes the frame; out (may be NULL) becomes one new reference recorded in the caller's
+ * scope, as every weft result. */
+static inline weft_tensor *sparse_end(struct sparse_frame f, weft_tensor *out)
+{
+    weft_grad_mode_restore(f.grad);
+    weft_tensor_retain(out);
+    weft_scope_pop();
+    return weft_autorelease(out);
+}
+
 #endif

@@ -43,7 +43,8 @@ struct weft_sparse_api {
     /* torch.sparse_coo_tensor(indices, values, size, check_invariants): indices int64
      * [ndim, nnz] (copied when not contiguous), values 1-D [nnz]. size NULL infers each
      * size as max index + 1 (ndim from indices). check: validate ranges with PyTorch's
-     * messages. The result is not marked coalesced. Differentiable w.r.t. values. */
+     * messages. The result is marked coalesced only when nnz <= 1 (as torch).
+     * Differentiable w.r.t. values. */
     weft_tensor *(*coo_tensor)(const weft_tensor *indices, const weft_tensor *values,
                                int ndim, const int64_t *size, bool check);
     /* torch.sparse_csr_tensor(crow_indices, col_indices, values, size, check): size NULL
@@ -63,7 +64,8 @@ struct weft_sparse_api {
     weft_tensor *(*crow_indices)(const weft_tensor *t);
     weft_tensor *(*col_indices)(const weft_tensor *t);
     bool (*is_coalesced)(const weft_tensor *t);
-    /* Sorted, duplicates summed (torch coalesce); a coalesced input returns itself. */
+    /* Sorted, duplicates summed (torch coalesce); a coalesced input returns itself, and
+     * so does every CSR tensor (where torch raises instead). */
     weft_tensor *(*coalesce)(const weft_tensor *t);
 
     /* Conversions: dense/CSR -> COO (coalesced), dense (2-D)/COO -> CSR (int64 indices),
@@ -88,7 +90,8 @@ struct weft_sparse_api {
     weft_tensor *(*addmm)(const weft_tensor *input, const weft_tensor *sparse,
                           const weft_tensor *dense, double beta, double alpha);
     /* torch.add(a, b, alpha=alpha) for two sparse tensors of one layout, shape, dtype
-     * and device: COO concatenates (uncoalesced, as torch), CSR merges rows. */
+     * and device: two coalesced COO tensors merge into a coalesced one, other COO pairs
+     * concatenate (uncoalesced), as torch's CPU kernel does; CSR merges rows. */
     weft_tensor *(*add)(const weft_tensor *a, const weft_tensor *b, double alpha);
     /* torch.mul(sparse, scalar): same pattern, values scaled. */
     weft_tensor *(*mul_scalar)(const weft_tensor *t, double scalar);
