@@ -5,6 +5,8 @@
 #   make         build (release: -O2, OpenMP)
 #   make test    build, run every suite, then all again under ASan+UBSan
 #   make bench   build and print the benchmark figures
+#   make sparse-data   generate data/sparse/{train,test}.svm (scripts/make-sparse-libsvm.py)
+#   make train-sparse  deps + build + sparse data + train configs/sparse-logreg.ini
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -16,7 +18,10 @@ DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
 
 CONFIG ?= configs/mnist-mlp.ini
 
-.PHONY: all deps build train info test test-release test-asan bench install clean
+PYTHON ?= python3
+
+.PHONY: all deps build train info test test-release test-asan bench install clean \
+        sparse-data train-sparse
 
 all: build
 
@@ -40,8 +45,21 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
 
-train: deps build
+# A config that reads the generated sparse data gets it generated first.
+train: deps build $(if $(findstring sparse-logreg,$(CONFIG)),sparse-data)
 	$(BUILD)/apps/weft-train $(CONFIG)
+
+# The sparse example's data is generated (about 80 MB, ~15 s), never committed:
+# data/sparse/ ignores itself through the .gitignore the script writes there.
+data/sparse/train.svm: scripts/make-sparse-libsvm.py
+	$(PYTHON) scripts/make-sparse-libsvm.py --out data/sparse
+
+data/sparse/test.svm: data/sparse/train.svm
+
+sparse-data: data/sparse/train.svm data/sparse/test.svm
+
+train-sparse: deps build sparse-data
+	$(BUILD)/apps/weft-train configs/sparse-logreg.ini
 
 info: deps build
 	$(BUILD)/apps/weft-info

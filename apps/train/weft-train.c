@@ -40,6 +40,7 @@ struct trainer {
     weft_dataset *train_all, *train_set, *val_set, *test_set;
     weft_dataloader *train_loader;
     weft_module *model;
+    struct train_inputs inputs, test_inputs; /* for the training and the test data */
     struct weft_named_tensor *params;
     int nparams;
     weft_tensor **param_tensors;
@@ -170,9 +171,14 @@ static int setup(struct trainer *t)
         return weft_error_code();
     if ((rc = split_validation(t)) != 0)
         return rc;
-    if (!(t->train_loader = weft_dataloader_from_config(t->train_set, cfg, "data", t->device)))
+    if (!(t->model = train_build_model(cfg, &t->inputs)))
         return weft_error_code();
-    if (!(t->model = train_build_model(cfg)))
+    t->test_inputs = t->inputs;
+    if ((rc = train_inputs_resolve(&t->inputs, t->train_all, cfg)) != 0 ||
+        (t->test_set && (rc = train_inputs_resolve(&t->test_inputs, t->test_set, cfg)) != 0))
+        return rc;
+    if (!(t->train_loader = weft_dataloader_from_config(
+              t->train_set, cfg, "data", train_inputs_loader_device(&t->inputs, t->device))))
         return weft_error_code();
     if ((rc = train_loss_from_config(cfg, &t->loss)) != 0)
         return rc;
@@ -279,7 +285,8 @@ struct eval_result {
     int64_t samples;
 };
 
-static int evaluate(struct trainer *t, weft_dataset *ds, struct eval_result *r)
+static int evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
+                    struct eval_result *r)
 {
     *r = (struct eval_result){NAN, NAN, 0};
     if (!ds)
@@ -306,15 +313,17 @@ static int evaluate(struct trainer *t, weft_dataset *ds, struct eval_result *r)
         for (int f = 0; f < weft_dataloader_num_fields(dl); f++)
             weft_autorelease(fields[f]);
         int64_t batch = fields[0]->shape[0];
-        weft_tensor *out = weft_module_forward(t->model, fields[0]);
-        weft_tensor *loss = out ? train_loss_compute(&t->loss, out, fields[1]) : NULL;
+        weft_tensor *x = train_batch_input(in, fields, t->device);
+        weft_tensor *target = train_batch_target(in, fields, t->device);
+        weft_tensor *out = x ? weft_module_forward(t->model, x) : NULL;
+        weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
         double lv;
         if (!loss || weft_tensor_item(loss, &lv) != 0) {
             rc = weft_error_code();
         } else {
             loss_sum += lv * (t->loss.ce.reduction == WEFT_REDUCTION_MEAN ? (double)batch : 1.0);
             if (t->loss.classification)
-                correct += count_correct(out, fields[1]);
+                correct += count_correct(out, target);
             n += batch;
         }
         weft_scope_pop();
@@ -364,8 +373,10 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             continue;
         }
         int64_t batch = fields[0]->shape[0];
-        weft_tensor *out = weft_module_forward(t->model, fields[0]);
-        weft_tensor *loss = out ? train_loss_compute(&t->loss, out, fields[1]) : NULL;
+        weft_tensor *x = train_batch_input(&t->inputs, fields, t->device);
+        weft_tensor *target = train_batch_target(&t->inputs, fields, t->device);
+        weft_tensor *out = x ? weft_module_forward(t->model, x) : NULL;
+        weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
         weft_tensor *scaled = t->s.accumulate > 1 ? weft_div_scalar(loss, (double)t->s.accumulate) : loss;
         double lv = 0;
         if (!scaled || weft_backward(scaled, NULL, false) != 0 || weft_tensor_item(loss, &lv) != 0)
@@ -380,7 +391,7 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             loss_sum += lv * (double)batch;
             samples += batch;
             if (t->loss.classification)
-                correct += count_correct(out, fields[1]);
+                correct += count_correct(out, target);
             train_progress((int)epoch + 1, (int)t->s.epochs, b, batches, loss_sum / (double)samples,
                            (double)samples / (now() - t0), t->tty);
         }
@@ -422,7 +433,7 @@ static int run(struct trainer *t)
         int rc = train_epoch(t, epoch, &m, &stopped);
         if (rc != 0 || stopped)
             return rc;
-        if ((rc = evaluate(t, t->val_set, &val)) != 0)
+        if ((rc = evaluate(t, t->val_set, &t->inputs, &val)) != 0)
             return rc;
         m.val_loss = val.loss;
         m.val_acc = val.acc;
@@ -454,7 +465,7 @@ static int run(struct trainer *t)
         }
     }
     struct eval_result test;
-    int rc = evaluate(t, t->test_set, &test);
+    int rc = evaluate(t, t->test_set, &t->test_inputs, &test);
     if (rc != 0)
         return rc;
     if (test.samples > 0) {

@@ -18,6 +18,8 @@ extern const struct weft_dataset_reader io_idx_reader;
 extern const struct weft_dataset_reader io_csv_reader;
 extern const struct weft_dataset_reader io_npy_reader;
 extern const struct weft_dataset_reader io_synthetic_reader;
+extern const struct weft_dataset_reader io_mtx_reader;
+extern const struct weft_dataset_reader io_libsvm_reader;
 
 /* ---- config ---------------------------------------------------------------------- */
 
@@ -71,6 +73,49 @@ struct io_map {
 /* Maps the whole file read-only; an empty file is mapped as data NULL, size 0. */
 int io_map_open(struct io_map *m, const char *path);
 void io_map_close(struct io_map *m);
+
+/* ---- text files (mtx, libsvm) ------------------------------------------------------ */
+
+/* A text file held whole: mapped when plain, decompressed into memory when gzip'd.
+ * data is not NUL-terminated (a mapping cannot be): parsers go by len. */
+struct io_text {
+    const char *data;
+    size_t len;
+    bool compressed;
+    struct io_map map; /* plain files */
+    char *owned;       /* decompressed files */
+};
+int io_text_open(struct io_text *t, const char *path);
+void io_text_close(struct io_text *t);
+
+/* A token of text, for messages: at most 48 bytes, non-printable bytes shown as '?',
+ * "..." when cut. */
+const char *io_text_show(const char *p, size_t len, char *buf, size_t size);
+
+/* Whole-token parsers: the token p[0..len) must be exactly a number. */
+/* A decimal integer with an optional sign, within int64. */
+bool io_parse_i64(const char *p, size_t len, int64_t *out);
+/* A decimal floating-point number as strtod reads it (no hex, no inf/nan: only finite
+ * values pass). Common short forms ("0.125", "-3e-2") take a fast path that rounds
+ * exactly as strtod does. */
+bool io_parse_f64(const char *p, size_t len, double *out);
+
+/* ---- sparse rows as fixed-shape samples (mtx, libsvm) --------------------------------- */
+
+/* One row of a sparse matrix written as a padded ("ELL") sample: the first nnz slots
+ * hold the column indices and values, the rest -1 and 0. */
+static inline void io_ell_row(const int64_t *cols, const float *vals, int64_t nnz, int64_t width,
+                              int64_t *out_cols, float *out_vals)
+{
+    for (int64_t k = 0; k < nnz; k++) {
+        out_cols[k] = cols[k];
+        out_vals[k] = vals[k];
+    }
+    for (int64_t k = nnz; k < width; k++) {
+        out_cols[k] = -1;
+        out_vals[k] = 0.0f;
+    }
+}
 
 /* ---- byte order and sizes -------------------------------------------------------- */
 

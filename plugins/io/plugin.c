@@ -14,7 +14,8 @@ static int io_probe(char *why, size_t why_size)
 static int io_init(void)
 {
     const struct weft_dataset_reader *const readers[] = {
-        &io_idx_reader, &io_csv_reader, &io_npy_reader, &io_synthetic_reader,
+        &io_idx_reader, &io_csv_reader,    &io_npy_reader,
+        &io_synthetic_reader, &io_mtx_reader, &io_libsvm_reader,
     };
     for (size_t i = 0; i < sizeof readers / sizeof *readers; i++) {
         int rc = weft_dataset_reader_register(readers[i]);
@@ -30,9 +31,10 @@ static const struct weft_plugin io_plugin = {
     .name = "io",
     .version = WEFT_VERSION_STRING,
 #ifdef WEFT_IO_HAVE_ZLIB
-    .description = "dataset readers: idx (raw or gzip'd), csv, npy, synthetic",
+    .description = "dataset readers: idx, csv, npy, synthetic, mtx, libsvm (gzip'd files too)",
 #else
-    .description = "dataset readers: idx, csv, npy, synthetic (built without zlib)",
+    .description = "dataset readers: idx, csv, npy, synthetic, mtx, libsvm (built without "
+                   "zlib)",
 #endif
     .probe = io_probe,
     .init = io_init,
