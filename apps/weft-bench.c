@@ -3,6 +3,7 @@
  * print it on the next line so the two come from the same run.
  *
  *   weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]
+ * `--filter sparse_` runs the sparse group alone (apps/bench_sparse.c).
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -387,6 +388,11 @@ static int parse_args(int argc, char **argv)
     return 0;
 }
 
+/* apps/bench_sparse.c: the sparse group (names "sparse_..."). */
+void bench_sparse(bool (*selected)(const char *name),
+                  double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
+                  void (*report)(const char *name, double value, const char *unit), int repeats);
+
 /* ---- data loader ------------------------------------------------------------------------ */
 
 struct loader_ctx {
@@ -478,5 +484,6 @@ int main(int argc, char **argv)
     bench_tiny();
     bench_nn();
     bench_dataloader();
+    bench_sparse(selected, time_median, report, opt.repeats);
     return 0;
 }

@@ -387,6 +387,46 @@ Test(sparse_mm, results_do_not_depend_on_the_thread_count)
     weft_scope_pop();
 }
 
+/* C of 10 MB: the kernel writes a C this large past the caches. Rows i hold column
+ * (7i) % K with value 1 and column (13i + 1) % K with value -0.5 (empty every 9th row). */
+Test(sparse_mm, a_result_larger_than_the_caches_is_right_too)
+{
+    weft_scope_push();
+    const int64_t M = 40000, K = 1000, N = 64;
+    int64_t nnz = 0, nrow = M + 1, size[2] = {M, K}, bshape[2] = {K, N};
+    double *crow = malloc((size_t)nrow * 8), *col = malloc((size_t)(2 * M) * 8);
+    double *val = malloc((size_t)(2 * M) * 8), *b = malloc((size_t)(K * N) * 8);
+    uint64_t st = 22;
+    tu_random_values(b, K * N, -1, 1, &st);
+    crow[0] = 0;
+    for (int64_t i = 0; i < M; i++) {
+        int64_t c0 = (7 * i) % K, c1 = (13 * i + 1) % K;
+        if (i % 9 != 4 && c0 != c1) {
+            col[nnz] = (double)(c0 < c1 ? c0 : c1), val[nnz++] = c0 < c1 ? 1 : -0.5;
+            col[nnz] = (double)(c0 < c1 ? c1 : c0), val[nnz++] = c0 < c1 ? -0.5 : 1;
+        }
+        crow[i + 1] = (double)nnz;
+    }
+    weft_tensor *A = weft_sparse_csr_tensor(tu_tensor(1, &nrow, crow, WEFT_I32),
+                                            tu_tensor(1, &nnz, col, WEFT_I32),
+                                            tu_tensor(1, &nnz, val, WEFT_F32), size, true);
+    weft_tensor *y = weft_sparse_addmm(weft_full(1, &N, NAN, WEFT_F32, WEFT_CPU), A,
+                                       tu_tensor(2, bshape, b, WEFT_F32), 0.0, 2.0);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    double *ref = calloc((size_t)(M * N), 8);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t e = (int64_t)crow[i]; e < (int64_t)crow[i + 1]; e++)
+            for (int64_t j = 0; j < N; j++)
+                ref[i * N + j] += 2.0 * val[e] * b[(int64_t)col[e] * N + j];
+    tu_assert_close(y, ref, M * N, 1e-5, 1e-5);
+    free(crow);
+    free(col);
+    free(val);
+    free(b);
+    free(ref);
+    weft_scope_pop();
+}
+
 /* ---- the kernels, called directly --------------------------------------------------------- */
 
 static weft_kernel_fn kernel(const char *op, const weft_tensor *A)

@@ -6,8 +6,9 @@
  *  - rows of C are independent and each thread takes one contiguous range of them,
  *    balanced by nnz + rows (a row costs its nonzeros plus writing it), found by binary
  *    search on the row pointers (CSR) or the sorted row indices (coalesced COO);
- *  - a row of C is summed in a 256-byte tile (64 floats, 32 doubles) that stays in
- *    registers and L1, and written once: beta == 0 never reads C;
+ *  - a row of C is summed in a 256-byte tile (64 floats, 32 doubles) held in vector
+ *    registers, and written once: beta == 0 never reads C, and a C larger than the caches
+ *    is written past them (stream32), so it does not evict the rows of B;
  *  - the B rows of the nonzeros PF_AHEAD places ahead are prefetched, so several misses
  *    are in flight while the current row is summed;
  *  - the hot loops are also compiled for x86-64-v3 (AVX2, FMA) and picked at run time.
@@ -15,10 +16,12 @@
  * counting pass so the slices hold equal nonzeros), walks all of A in order and adds
  * alpha v G[row] to C[col] for the columns it owns; no thread writes another's rows and
  * the sums run in A's order on any thread count. Building A^T's CSR by a parallel
- * counting sort and gathering instead was measured slower (the sort's random writes cost
- * more than the scatter's second pass over C's rows: 1e5 x 1e5, 1e6 nonzeros, N = 64).
+ * counting sort and gathering instead was measured no faster on 2 threads and 1.5x slower
+ * on one (1e5 x 1e5, 1e6 nonzeros, N = 64: the sort's random writes cost as much as the
+ * scatter's read-modify-write of C's rows), and needs nnz-sized buffers.
  * SDDMM splits the nonzeros evenly: out[e] is a dot product of a row of G and a row of B.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +40,8 @@
 #define PF_AHEAD 16
 /* At most this many threads split one kernel call. */
 #define SPMM_MAX_THREADS 256
+/* From this size of C on, SpMM writes it past the caches (see stream32). */
+#define SPMM_STREAM_BYTES ((size_t)8 << 20)
 /* Bytes of C's row summed per pass over the row's nonzeros. */
 #define TILE_BYTES 256
 
@@ -161,7 +166,38 @@ struct spmm_job {
     int64_t ldb, sb1, n;     /* strides in elements */
     void *c;                 /* C [a.rows, n], contiguous; transposed: [a.cols, n] */
     double alpha, beta;
+    bool stream;             /* full tiles with beta == 0 bypass the caches (stream32) */
 };
+
+/* Writes 32 bytes of registers at p (16-byte aligned) past the caches where the CPU can:
+ * a C larger than the caches would otherwise evict the rows of B being gathered, and
+ * allocating its lines would read them first. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define SPMM_CAN_STREAM 1
+SPMM_INLINE void stream32(void *p, const void *v)
+{
+    __m128i lo, hi;
+    memcpy(&lo, v, 16);
+    memcpy(&hi, (const char *)v + 16, 16);
+    _mm_stream_si128((__m128i *)p, lo);
+    _mm_stream_si128((__m128i *)p + 1, hi);
+}
+/* Orders a thread's streamed stores before the others read C. */
+SPMM_INLINE void stream_fence(void)
+{
+    _mm_sfence();
+}
+#else
+#define SPMM_CAN_STREAM 0
+SPMM_INLINE void stream32(void *p, const void *v)
+{
+    memcpy(p, v, 32);
+}
+SPMM_INLINE void stream_fence(void)
+{
+}
+#endif
 
 /* Prefetches the cache lines of up to a tile's bytes from p. */
 SPMM_INLINE void prefetch_row(const void *p, int64_t bytes)
@@ -205,7 +241,7 @@ DEFINE_VEC(f64, double)
      * tile, summed in VECS vector registers. */                                             \
     SPMM_INLINE void tile_full_##TN##_##IN(T *c, const T *restrict v, const I *restrict col,  \
                                            int64_t cnt, const T *b, int64_t ldb,              \
-                                           int64_t ahead, T alpha, T beta)                    \
+                                           int64_t ahead, T alpha, T beta, bool stream)       \
     {                                                                                         \
         vec_##TN acc[VECS];                                                                   \
         _Pragma("GCC unroll 8")                                                               \
@@ -221,7 +257,13 @@ DEFINE_VEC(f64, double)
                 acc[k] += ve * br[k];                                                         \
         }                                                                                     \
         uvec_##TN *cv = (uvec_##TN *)c;                                                       \
-        if (beta == 0) {                                                                      \
+        if (beta == 0 && stream) {                                                            \
+            _Pragma("GCC unroll 8")                                                           \
+            for (int k = 0; k < VECS; k++) {                                                  \
+                vec_##TN r = alpha * acc[k];                                                  \
+                stream32(c + k * (32 / (int)sizeof(T)), &r);                                  \
+            }                                                                                 \
+        } else if (beta == 0) {                                                               \
             _Pragma("GCC unroll 8")                                                           \
             for (int k = 0; k < VECS; k++)                                                    \
                 cv[k] = alpha * acc[k];                                                       \
@@ -288,7 +330,7 @@ DEFINE_VEC(f64, double)
             int64_t nb = jb->n - j0 < W ? jb->n - j0 : W;                                     \
             if (nb == W && jb->sb1 == 1) {                                                    \
                 tile_full_##TN##_##IN(c + j0, v, col, cnt, b + j0, jb->ldb, ahead, alpha,     \
-                                      beta);                                                  \
+                                      beta, jb->stream);                                      \
                 continue;                                                                     \
             }                                                                                 \
             tile_part_##TN##_##IN(acc, nb, v, col, cnt, b + j0 * jb->sb1, jb->ldb, jb->sb1);  \
@@ -316,6 +358,8 @@ DEFINE_VEC(f64, double)
             spmm_row_##TN##_##IN(jb, c + r * jb->n, val + e, col + e, end - e, stop - e);     \
             e = end;                                                                          \
         }                                                                                     \
+        if (jb->stream)                                                                       \
+            stream_fence();                                                                   \
     }
 
 /* ---- A^T @ G by scattering ---------------------------------------------------------------- */
@@ -485,6 +529,9 @@ static int spmm_kernel(const struct weft_op_call *call)
                           .alpha = call->scalar[0], .beta = call->scalar[1]};
     if (out_rows == 0 || jb.n == 0)
         return 0;
+    size_t row_bytes = (size_t)jb.n * weft_tensor_itemsize(C);
+    jb.stream = SPMM_CAN_STREAM && !trans && jb.beta == 0 && row_bytes % 16 == 0 &&
+                (uintptr_t)jb.c % 16 == 0 && row_bytes * (size_t)out_rows >= SPMM_STREAM_BYTES;
     const struct type_fns *fns = fns_for(A->dtype, a.idx32);
     int nt = threads_for((a.nnz + out_rows) * jb.n);
     if (trans)
