@@ -62,6 +62,7 @@ void cuda_blas_shutdown(void);
 #ifdef __CUDACC__
 /* ---- device helpers the kernels share (nvcc only) ------------------------------------ */
 #include <string.h>
+#include <type_traits>
 
 namespace wc {
 
@@ -80,6 +81,25 @@ __host__ __device__ __forceinline__ void iter_offsets(const weft_iter &it, int64
         linear /= size;
         for (int k = 0; k < NOPS; k++)
             off[k] += c * it.strides[k][d];
+    }
+}
+
+/* A double scalar operand as compute type C, as the cpu plugin converts it: integers
+ * through int64 (saturated, NaN is 0), bool "!= 0", floating types a cast. */
+template <typename C> __host__ __device__ inline C scalar_as(double v)
+{
+    if constexpr (std::is_same<C, bool>::value)
+        return v != 0;
+    else if constexpr (std::is_floating_point<C>::value)
+        return (C)v;
+    else {
+        if (v != v)
+            return 0;
+        if (v >= 9223372036854775807.0)
+            return (C)INT64_MAX;
+        if (v <= -9223372036854775808.0)
+            return (C)INT64_MIN;
+        return (C)(int64_t)v;
     }
 }
 

@@ -68,8 +68,6 @@ __global__ void contiguous_kernel(typename B::out_s *o, const typename B::in_s *
     }
 }
 
-using wc::iter_offsets; /* cuda_plugin.h */
-
 template <int NOPS, typename B> __global__ void strided_kernel(weft_iter it, B body)
 {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -127,24 +125,6 @@ static int launch(const struct weft_op_call *call, const weft_tensor *in0, const
     return CUDA_CHECK_LAUNCH(what);
 }
 
-/* A double scalar as compute type C, as the cpu plugin converts scalar operands:
- * integers through int64 (saturated), bool "!= 0", floating types a cast. */
-template <typename C> static C scalar_as(double v)
-{
-    if constexpr (std::is_same<C, bool>::value)
-        return v != 0;
-    else if constexpr (std::is_floating_point<C>::value)
-        return (C)v;
-    else {
-        if (v != v)
-            return 0;
-        if (v >= 9223372036854775807.0)
-            return (C)INT64_MAX;
-        if (v <= -9223372036854775808.0)
-            return (C)INT64_MIN;
-        return (C)(int64_t)v;
-    }
-}
 
 /* NIN inputs of dtype DIn into DOut through op. */
 template <typename DIn, typename DOut, int NIN, typename Op>

@@ -18,24 +18,6 @@ static int no_kernel(const struct weft_op_call *call, enum weft_dtype dt)
                           weft_op_name(call->op), weft_dtype_torch_name(dt));
 }
 
-/* A scalar operand as the cpu plugin converts it: integers through int64 (saturated,
- * NaN is 0), bool "!= 0", floating types a cast to the compute type. */
-template <typename C> static C scalar_as(double v)
-{
-    if constexpr (std::is_same<C, bool>::value)
-        return v != 0;
-    else if constexpr (std::is_floating_point<C>::value)
-        return (C)v;
-    else {
-        if (v != v)
-            return 0;
-        if (v >= 9223372036854775807.0)
-            return (C)INT64_MAX;
-        if (v <= -9223372036854775808.0)
-            return (C)INT64_MIN;
-        return (C)(int64_t)v;
-    }
-}
 
 /* The storage bits of a scalar in dtype D (host side, as the cpu's store_<name>). */
 template <typename D> static uint64_t scalar_bits(double v)

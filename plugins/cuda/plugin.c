@@ -5,25 +5,7 @@
 #include <weft/version.h>
 
 #include "cuda_plugin.h"
-
-/* Usable when the runtime finds a device. Without a driver cudaGetDeviceCount fails
- * with error 35, and the reason says so: "no CUDA device: CUDA driver version is
- * insufficient for CUDA runtime version". */
-static int cuda_probe(char *why, size_t why_size)
-{
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_size, "no CUDA device: %s", cudaGetErrorString(err));
-        return 1;
-    }
-    if (n == 0) {
-        snprintf(why, why_size, "no CUDA device: the CUDA runtime found none");
-        return 1;
-    }
-    return 0;
-}
+#include "cuda_probe.h"
 
 static int cuda_init(void)
 {
@@ -59,7 +41,7 @@ static const struct weft_plugin cuda_plugin = {
     .name = "cuda",
     .version = WEFT_VERSION_STRING,
     .description = "CUDA devices: caching allocator, pinned host memory, kernels, cuBLAS",
-    .probe = cuda_probe,
+    .probe = cuda_probe_devices,
     .init = cuda_init,
     .fini = cuda_fini,
 };

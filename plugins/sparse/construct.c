@@ -15,16 +15,6 @@
 
 #include "sparse_impl.h"
 
-static int max_threads(int64_t n)
-{
-#ifdef _OPENMP
-    if (n >= SPARSE_PARALLEL_GRAIN && !omp_in_parallel())
-        return omp_get_max_threads();
-#endif
-    (void)n;
-    return 1;
-}
-
 static const char *dev_str(weft_device dev, char *buf, size_t size)
 {
     return weft_device_str(dev, buf, size);
@@ -245,7 +235,7 @@ static int radix_sort(int64_t n, uint64_t *key, int64_t *pos, uint64_t *kt, int6
     int bits = 64 - __builtin_clzll(maxkey);
     int passes = (bits + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
     int width = (bits + passes - 1) / passes;
-    int nt = max_threads(n);
+    int nt = sparse_threads(n);
     int64_t *hist = malloc((size_t)nt * RADIX_BUCKETS * sizeof *hist);
     if (!hist)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "sparse: out of host memory sorting %lld "

@@ -14,16 +14,6 @@
 
 #include "sparse_impl.h"
 
-static int num_threads(int64_t n)
-{
-#ifdef _OPENMP
-    if (n >= SPARSE_PARALLEL_GRAIN && !omp_in_parallel())
-        return omp_get_max_threads();
-#endif
-    (void)n;
-    return 1;
-}
-
 static weft_tensor *share(const weft_tensor *t)
 {
     return weft_autorelease(weft_tensor_retain((weft_tensor *)t));
@@ -216,7 +206,7 @@ static weft_tensor *dense_nonzeros(const weft_tensor *x, int64_t **lin, int64_t 
     int64_t n = weft_tensor_numel(x);
     const void *src = weft_tensor_data(x);
     const struct value_kernels *k = kernels_for(x->dtype);
-    int nt = num_threads(n);
+    int nt = sparse_threads(n);
     int64_t counts[257] = {0};
     if (nt > 256)
         nt = 256;

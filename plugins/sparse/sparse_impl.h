@@ -68,6 +68,9 @@ int sparse_cpu_kernels_register(void);
 
 /* ---- what construct.c, convert.c, arith.c, print.c and autograd.c share ------------- */
 #include <stddef.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <weft/autograd.h>
 #include <weft/half.h>
@@ -189,6 +192,16 @@ static inline void sparse_store_bf16(void *p, float v) { *(uint16_t *)p = weft_f
 
 /* Typed value kernels (convert.c), on host memory, OpenMP above SPARSE_PARALLEL_GRAIN. */
 #define SPARSE_PARALLEL_GRAIN 32768
+/* Threads for a host loop over n items: all of OpenMP's above the grain, else one. */
+static inline int sparse_threads(int64_t n)
+{
+#ifdef _OPENMP
+    if (n >= SPARSE_PARALLEL_GRAIN && !omp_in_parallel())
+        return omp_get_max_threads();
+#endif
+    (void)n;
+    return 1;
+}
 /* dst[k] = src[idx[k]] for k < n (bytes of itemsize). */
 void sparse_gather(size_t itemsize, const void *src, const int64_t *idx, int64_t n, void *dst);
 /* dst[s] = sum of src[perm[i]] for i in [starts[s], starts[s + 1]), s < nseg (perm NULL:

@@ -9,26 +9,8 @@
 #include <weft/plugin.h>
 #include <weft/version.h>
 
+#include "cuda_probe.h"
 #include "sparse_cuda.h"
-
-/* Usable when the CUDA runtime finds a device, with the words weft-cuda.so's probe
- * uses ("no CUDA device: CUDA driver version is insufficient for CUDA runtime version"
- * on a machine without a driver). */
-static int sparse_cuda_probe(char *why, size_t why_size)
-{
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_size, "no CUDA device: %s", cudaGetErrorString(err));
-        return 1;
-    }
-    if (n == 0) {
-        snprintf(why, why_size, "no CUDA device: the CUDA runtime found none");
-        return 1;
-    }
-    return 0;
-}
 
 static int sparse_cuda_init(void)
 {
@@ -56,7 +38,7 @@ static const struct weft_plugin sparse_cuda_plugin = {
     .name = "sparse-cuda",
     .version = WEFT_VERSION_STRING,
     .description = "cuSPARSE kernels for sparse_coo and sparse_csr on CUDA devices: SpMM, SDDMM",
-    .probe = sparse_cuda_probe,
+    .probe = cuda_probe_devices,
     .init = sparse_cuda_init,
     .fini = sparse_cuda_fini,
 };
