@@ -605,6 +605,32 @@ static struct weft_node *heap_pop(struct node_list *h)
     return top;
 }
 
+/* a + b for gradients: weft_add for strided ones, the layout's add() for others (sparse
+ * gradients of a tensor used twice). A new reference in the current scope. */
+static weft_tensor *grad_sum(weft_tensor *a, weft_tensor *b)
+{
+    if (a->layout == WEFT_LAYOUT_STRIDED && b->layout == WEFT_LAYOUT_STRIDED)
+        return weft_add(a, b);
+    return weft_layout_add(a, b);
+}
+
+/* Accumulates g into *slot (a .grad): in place for strided gradients; a strided first
+ * gradient is copied, since g may alias a buffer another node still reads. Other layouts
+ * are not modified in place by weft, so they are kept and summed out of place. */
+static int grad_store(weft_tensor **slot, weft_tensor *g)
+{
+    if (*slot && (*slot)->layout == WEFT_LAYOUT_STRIDED && g->layout == WEFT_LAYOUT_STRIDED)
+        return weft_add_(*slot, g) ? 0 : weft_error_code();
+    weft_tensor *own = !*slot ? (g->layout == WEFT_LAYOUT_STRIDED ? weft_clone(g) : g)
+                              : grad_sum(*slot, g);
+    if (!own)
+        return weft_error_code();
+    weft_tensor_retain(own);
+    weft_tensor_release(*slot);
+    *slot = own;
+    return 0;
+}
+
 /* Finds every node reachable from root and counts the edges into each. */
 static int discover(struct weft_node *root, struct node_list *all)
 {
@@ -644,7 +670,7 @@ static int buffer_add(struct weft_node *n, int slot, weft_tensor *grad)
         n->buffer[slot] = weft_tensor_retain(grad);
         return 0;
     }
-    weft_tensor *sum = weft_add(n->buffer[slot], grad);
+    weft_tensor *sum = grad_sum(n->buffer[slot], grad);
     if (!sum)
         return weft_error_code();
     weft_tensor_retain(sum);
@@ -751,15 +777,7 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
     g = fit_to_input(g, &info);
     if (!g)
         return weft_error_code();
-    if (m->grad) {
-        return weft_add_(m->grad, g) ? 0 : weft_error_code();
-    }
-    /* Keep our own copy: g may alias a buffer another node still reads. */
-    weft_tensor *own = weft_clone(g);
-    if (!own)
-        return weft_error_code();
-    m->grad = weft_tensor_retain(own);
-    return 0;
+    return grad_store(&m->grad, g);
 }
 
 /* Stores the gradient flowing into a non-leaf that asked for retain_grad. */
@@ -771,16 +789,9 @@ static int store_retained(struct weft_node *n)
         weft_tensor *t = n->retained[j];
         if (!t || !n->buffer[j])
             continue;
-        struct weft_autograd_meta *m = t->autograd;
-        if (m->grad) {
-            if (!weft_add_(m->grad, n->buffer[j]))
-                return weft_error_code();
-            continue;
-        }
-        weft_tensor *own = weft_clone(n->buffer[j]);
-        if (!own)
-            return weft_error_code();
-        m->grad = weft_tensor_retain(own);
+        int rc = grad_store(&t->autograd->grad, n->buffer[j]);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }

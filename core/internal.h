@@ -45,6 +45,9 @@ WEFT_INTERNAL int weft_require_strided(const weft_tensor *t, const char *op);
 WEFT_INTERNAL void weft_layout_data_free(weft_tensor *t);
 /* The layout's repr of a non-strided tensor, or NULL with an error. */
 WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
+/* a + b for two tensors of one non-strided layout through its vtable (autograd's
+ * gradient sums); NULL with an error when the layouts differ or it has no add(). */
+WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
 /* Error unless every non-NULL tensor is on the same device (PyTorch's message). */

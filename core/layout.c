@@ -154,3 +154,22 @@ int weft_require_strided(const weft_tensor *t, const char *op)
                           "have their own ops: see weft/sparse.h)",
                           op, weft_layout_name(t->layout));
 }
+
+weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    if (a->layout != b->layout) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "cannot add a %s gradient to a %s one",
+                       weft_layout_name(b->layout), weft_layout_name(a->layout));
+        return NULL;
+    }
+    const struct weft_layout_ops *ops = ops_of(a->layout);
+    if (!ops || ops->struct_size < offsetof(struct weft_layout_ops, add) + sizeof ops->add ||
+        !ops->add) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "layout %s cannot add tensors (its plugin "
+                       "gives no add())", weft_layout_name(a->layout));
+        return NULL;
+    }
+    return ops->add(a, b);
+}

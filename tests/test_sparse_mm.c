@@ -851,3 +851,33 @@ Test(sparse_mm, the_values_gradient_keeps_the_pattern)
         weft_scope_pop();
     }
 }
+
+/* A sparse leaf that requires grad (torch: A.requires_grad_()) gets a sparse .grad on its
+ * own pattern; used twice, the two gradients are summed through the layout's add(). */
+Test(sparse_mm, a_sparse_leaf_used_twice_gets_the_summed_sparse_gradient)
+{
+    for (int csr = 0; csr < 2; csr++) {
+        weft_scope_push();
+        weft_tensor *A = small(csr, WEFT_F64);
+        cr_assert_eq(weft_requires_grad_(A, true), 0, "%s", weft_error_message());
+        int64_t s32[2] = {3, 2};
+        const double b[6] = {1, 2, 3, 4, 5, 6}, c[6] = {10, 20, 30, 40, 50, 60};
+        weft_tensor *B = tu_tensor(2, s32, b, WEFT_F64), *C = tu_tensor(2, s32, c, WEFT_F64);
+        weft_tensor *loss = weft_add(weft_sum(weft_sparse_mm(A, B), 0, NULL, false),
+                                     weft_sum(weft_sparse_mm(A, C), 0, NULL, false));
+        cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+        weft_tensor *g = weft_grad(A);
+        cr_assert_not_null(g);
+        cr_expect_eq(g->layout, A->layout, "the gradient keeps the layout");
+        cr_expect_eq(weft_tensor_nnz(weft_sparse_coalesce(g)), 2, "and the pattern");
+        /* dA[i, k] = sum_n (B + C)[k, n] where A has an entry: (0, 1) and (1, 2). */
+        const double expected[6] = {0, 3 + 4 + 30 + 40, 0, 0, 0, 5 + 6 + 50 + 60};
+        tu_assert_close(weft_sparse_to_dense(g), expected, 6, 0, 0);
+        /* A second backward accumulates into the sparse .grad. */
+        loss = weft_sum(weft_sparse_mm(A, B), 0, NULL, false);
+        cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+        const double twice[6] = {0, 77 + 7, 0, 0, 0, 121 + 11};
+        tu_assert_close(weft_sparse_to_dense(weft_grad(A)), twice, 6, 0, 0);
+        weft_scope_pop();
+    }
+}

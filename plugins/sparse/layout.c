@@ -25,7 +25,12 @@ static int64_t sparse_data_nnz(const weft_tensor *t)
     return s ? sparse_nnz(s) : 0;
 }
 
-char *sparse_repr(const weft_tensor *t); /* print.c */
+/* Autograd sums the gradients of a sparse tensor used twice with this (grad mode is off
+ * while backward runs, so nothing is recorded). */
+static weft_tensor *sparse_layout_add(const weft_tensor *a, const weft_tensor *b)
+{
+    return sparse_api_add(a, b, 1.0);
+}
 
 static const struct weft_layout_ops coo_ops = {
     .abi_version = WEFT_PLUGIN_ABI_VERSION,
@@ -35,6 +40,7 @@ static const struct weft_layout_ops coo_ops = {
     .free = sparse_data_free,
     .nnz = sparse_data_nnz,
     .repr = sparse_repr,
+    .add = sparse_layout_add,
 };
 
 static const struct weft_layout_ops csr_ops = {
@@ -45,6 +51,7 @@ static const struct weft_layout_ops csr_ops = {
     .free = sparse_data_free,
     .nnz = sparse_data_nnz,
     .repr = sparse_repr,
+    .add = sparse_layout_add,
 };
 
 int sparse_layouts_register(void)

@@ -36,6 +36,10 @@ struct weft_layout_ops {
     int64_t (*nnz)(const weft_tensor *t);
     /* Optional: PyTorch's repr of t as a malloc'd string, or NULL with an error set. */
     char *(*repr)(const weft_tensor *t);
+    /* Optional: a + b for two tensors of this layout with one shape, dtype and device, a
+     * new reference (as any weft result), or NULL with an error. Autograd sums the
+     * gradients of a tensor used twice with it; without it that is an error. */
+    weft_tensor *(*add)(const weft_tensor *a, const weft_tensor *b);
 };
 
 /* Registers ops for its layout (the core keeps the pointer: the struct must stay alive).
