@@ -16,39 +16,21 @@
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static char test_dir[64];
+static const char *test_dir;
 
 static void setup(void)
 {
     tu_setup();
-    strcpy(test_dir, "/tmp/weft-checkpoint-XXXXXX");
-    cr_assert_not_null(mkdtemp(test_dir), "mkdtemp failed");
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    chmod(path, 0700);
-    return remove(path);
+    test_dir = tu_tmpdir_create("checkpoint");
 }
 
 static void teardown(void)
 {
-    nftw(test_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_tmpdir_remove();
     tu_teardown();
 }
 
 TestSuite(checkpoint, .init = setup, .fini = teardown);
-
-/* test_dir/name (a few rotating buffers, so several can be live at once). */
-static const char *path_of(const char *name)
-{
-    static char bufs[4][512];
-    static int next;
-    char *b = bufs[next++ % 4];
-    snprintf(b, sizeof bufs[0], "%s/%s", test_dir, name);
-    return b;
-}
 
 static void write_bytes(const char *path, const void *data, size_t n)
 {
@@ -106,7 +88,7 @@ static void expect_load_error(const char *path, int code, const char *substring)
 static void expect_header_error(const char *header, size_t data_len, int code,
                                 const char *substring)
 {
-    const char *path = path_of("bad.safetensors");
+    const char *path = tu_tmp_path("bad.safetensors");
     write_st(path, header, data_len);
     expect_load_error(path, code, substring);
 }
@@ -125,10 +107,10 @@ static int count_temp_files(void)
     if (system(cmd) == -1)
         return -1;
     size_t n;
-    unsigned char *text = read_bytes(path_of(".count"), &n);
+    unsigned char *text = read_bytes(tu_tmp_path(".count"), &n);
     int count = atoi((char *)text);
     free(text);
-    remove(path_of(".count"));
+    remove(tu_tmp_path(".count"));
     return count;
 }
 
@@ -339,7 +321,7 @@ Test(checkpoint, a_tiny_file_is_byte_for_byte_what_python_writes)
     weft_scope_push();
     weft_tensor *a = tu_tensor(1, (int64_t[]){2}, (double[]){1, 2}, WEFT_F32);
     struct weft_tensor_dict *d = dict_of(1, (const char *[]){"a"}, (weft_tensor *[]){a});
-    const char *path = path_of("tiny.safetensors");
+    const char *path = tu_tmp_path("tiny.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, NULL), 0, "%s", weft_error_message());
     assert_file_is(path, tiny_expected, sizeof tiny_expected - 1);
     weft_scope_pop();
@@ -358,7 +340,7 @@ Test(checkpoint, metadata_comes_first_in_the_header)
     struct weft_tensor_dict *d = dict_of(1, (const char *[]){"a"}, (weft_tensor *[]){a});
     struct weft_metadata *m = weft_metadata_new();
     weft_metadata_set(m, "epoch", "3");
-    const char *path = path_of("meta.safetensors");
+    const char *path = tu_tmp_path("meta.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, m), 0, "%s", weft_error_message());
     assert_file_is(path, expected, sizeof expected - 1);
     weft_scope_pop();
@@ -387,12 +369,12 @@ Test(checkpoint, files_match_the_vectors_of_the_safetensors_test_suite)
     struct weft_tensor_dict *none = weft_tensor_dict_new();
     struct weft_metadata *m = weft_metadata_new();
     weft_metadata_set(m, "framework", "pt");
-    cr_assert_eq(weft_safetensors_save(path_of("attn.safetensors"), d, NULL), 0);
-    cr_assert_eq(weft_safetensors_save(path_of("empty.safetensors"), none, NULL), 0);
-    cr_assert_eq(weft_safetensors_save(path_of("empty_meta.safetensors"), none, m), 0);
-    assert_file_is(path_of("attn.safetensors"), attn, sizeof attn);
-    assert_file_is(path_of("empty.safetensors"), empty, sizeof empty);
-    assert_file_is(path_of("empty_meta.safetensors"), empty_meta, sizeof empty_meta);
+    cr_assert_eq(weft_safetensors_save(tu_tmp_path("attn.safetensors"), d, NULL), 0);
+    cr_assert_eq(weft_safetensors_save(tu_tmp_path("empty.safetensors"), none, NULL), 0);
+    cr_assert_eq(weft_safetensors_save(tu_tmp_path("empty_meta.safetensors"), none, m), 0);
+    assert_file_is(tu_tmp_path("attn.safetensors"), attn, sizeof attn);
+    assert_file_is(tu_tmp_path("empty.safetensors"), empty, sizeof empty);
+    assert_file_is(tu_tmp_path("empty_meta.safetensors"), empty_meta, sizeof empty_meta);
     weft_scope_pop();
     weft_tensor_dict_free(d);
     weft_tensor_dict_free(none);
@@ -426,7 +408,7 @@ Test(checkpoint, entries_are_ordered_by_descending_dtype_alignment_then_name)
     for (int i = 0; i < 10; i++)
         ts[i] = weft_zeros(1, (int64_t[]){1}, dts[i], WEFT_CPU);
     struct weft_tensor_dict *d = dict_of(10, names, ts);
-    const char *path = path_of("order.safetensors");
+    const char *path = tu_tmp_path("order.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, NULL), 0, "%s", weft_error_message());
     char *h = header_of(path);
     const char *expected =
@@ -456,7 +438,7 @@ Test(checkpoint, names_sort_bytewise_and_scalars_have_an_empty_shape)
     struct weft_tensor_dict *d =
         dict_of(4, (const char *[]){"layer.10", "layer.9", "Layer", "zero"},
                 (weft_tensor *[]){s, s, s, z});
-    const char *path = path_of("names.safetensors");
+    const char *path = tu_tmp_path("names.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, NULL), 0, "%s", weft_error_message());
     char *h = header_of(path);
     const char *expected =
@@ -478,7 +460,7 @@ Test(checkpoint, names_and_metadata_are_escaped_as_serde_json_does)
         dict_of(1, (const char *[]){"q\"b\\s/\x01\x7f\xc3\xa9\n\t"}, (weft_tensor *[]){s});
     struct weft_metadata *m = weft_metadata_new();
     weft_metadata_set(m, "config", "[train]\r\nlr=0.1\b\f\x1f");
-    const char *path = path_of("escape.safetensors");
+    const char *path = tu_tmp_path("escape.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, m), 0, "%s", weft_error_message());
     char *h = header_of(path);
     const char *expected =
@@ -512,7 +494,7 @@ Test(checkpoint, dtypes_have_their_safetensors_names)
 
 Test(checkpoint, a_stale_temporary_file_does_not_get_in_the_way)
 {
-    const char *path = path_of("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     write_bytes(tmp, "stale", 5);
@@ -539,7 +521,7 @@ Test(checkpoint, every_dtype_round_trips_with_its_exact_bytes)
     }
     struct weft_metadata *m = weft_metadata_new();
     weft_metadata_set_int(m, "epoch", 4);
-    const char *path = path_of("dtypes.safetensors");
+    const char *path = tu_tmp_path("dtypes.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, m), 0, "%s", weft_error_message());
     struct weft_tensor_dict *back;
     struct weft_metadata *mback;
@@ -572,7 +554,7 @@ Test(checkpoint, scalars_and_empty_tensors_round_trip)
     weft_tensor *one = weft_ones(1, (int64_t[]){1}, WEFT_BOOL, WEFT_CPU);
     struct weft_tensor_dict *d = dict_of(3, (const char *[]){"s", "e", "one"},
                                          (weft_tensor *[]){s, e, one});
-    const char *path = path_of("small.safetensors");
+    const char *path = tu_tmp_path("small.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, NULL), 0, "%s", weft_error_message());
     struct weft_tensor_dict *back;
     cr_assert_eq(weft_safetensors_load(path, WEFT_CPU, &back, NULL), 0, "%s",
@@ -601,7 +583,7 @@ Test(checkpoint, non_contiguous_tensors_are_written_contiguous)
     struct weft_tensor_dict *d =
         dict_of(4, (const char *[]){"t", "s", "x", "c"},
                 (weft_tensor *[]){transposed, strided, expanded, cast});
-    const char *path = path_of("views.safetensors");
+    const char *path = tu_tmp_path("views.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, NULL), 0, "%s", weft_error_message());
     struct weft_tensor_dict *back;
     cr_assert_eq(weft_safetensors_load(path, WEFT_CPU, &back, NULL), 0, "%s",
@@ -637,7 +619,7 @@ Test(checkpoint, loading_keeps_header_order_and_reads_files_of_other_writers)
                          "\"I32\"},\n  \"a\": {\"dtype\": \"U8\", \"shape\": [2, 4], "
                          "\"data_offsets\": [0, 8]},\n  \"__metadata__\": {\"format\": "
                          "\"pt\"}\n}\n";
-    const char *path = path_of("other.safetensors");
+    const char *path = tu_tmp_path("other.safetensors");
     write_st(path, header, 12);
     weft_scope_push();
     struct weft_tensor_dict *d;
@@ -658,7 +640,7 @@ Test(checkpoint, loading_keeps_header_order_and_reads_files_of_other_writers)
 
 Test(checkpoint, loading_decodes_json_escapes_in_names_and_metadata)
 {
-    const char *path = path_of("escapes.safetensors");
+    const char *path = tu_tmp_path("escapes.safetensors");
     write_st(path, "{\"__metadata__\":{\"n\\/ote\":\"tab\\there\\u0021\"},"
                    "\"caf\\u00e9.\\ud83d\\ude00\":{\"dtype\":\"I8\",\"shape\":[1],"
                    "\"data_offsets\":[0,1]}}",
@@ -675,7 +657,7 @@ Test(checkpoint, loading_decodes_json_escapes_in_names_and_metadata)
 
 Test(checkpoint, loading_only_the_metadata_still_validates_the_file)
 {
-    const char *path = path_of("meta_only.safetensors");
+    const char *path = tu_tmp_path("meta_only.safetensors");
     write_st(path, "{\"__metadata__\":{\"step\":\"12\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
                    "\"data_offsets\":[0,8]}}",
              8);
@@ -694,7 +676,7 @@ Test(checkpoint, loading_only_the_metadata_still_validates_the_file)
 
 Test(checkpoint, a_file_without_metadata_gives_an_empty_map)
 {
-    const char *path = path_of("nometa.safetensors");
+    const char *path = tu_tmp_path("nometa.safetensors");
     write_st(path, "{}", 0);
     struct weft_tensor_dict *d;
     struct weft_metadata *m;
@@ -709,13 +691,13 @@ Test(checkpoint, a_file_without_metadata_gives_an_empty_map)
 
 Test(checkpoint, rejects_a_missing_file)
 {
-    expect_load_error(path_of("nope.safetensors"), WEFT_ERR_IO,
+    expect_load_error(tu_tmp_path("nope.safetensors"), WEFT_ERR_IO,
                       "nope.safetensors': No such file or directory");
 }
 
 Test(checkpoint, rejects_a_file_too_short_for_the_length_field)
 {
-    const char *path = path_of("short.safetensors");
+    const char *path = tu_tmp_path("short.safetensors");
     write_bytes(path, "\x02\0\0\0\0", 5);
     expect_load_error(path, WEFT_ERR_VALUE,
                       "short.safetensors: the file is 5 bytes, too short for the 8-byte header "
@@ -724,7 +706,7 @@ Test(checkpoint, rejects_a_file_too_short_for_the_length_field)
 
 Test(checkpoint, rejects_a_header_length_beyond_the_file)
 {
-    const char *path = path_of("long.safetensors");
+    const char *path = tu_tmp_path("long.safetensors");
     uint64_t n = 123456789012ull;
     unsigned char buf[16] = "........{}      ";
     for (int i = 0; i < 8; i++)
@@ -738,7 +720,7 @@ Test(checkpoint, rejects_a_header_length_beyond_the_file)
 Test(checkpoint, rejects_a_header_over_the_limit_before_allocating_it)
 {
     /* A sparse file big enough to hold the claimed header. */
-    const char *path = path_of("huge.safetensors");
+    const char *path = tu_tmp_path("huge.safetensors");
     uint64_t n = WEFT_SAFETENSORS_MAX_HEADER + 1ull;
     unsigned char len[8];
     for (int i = 0; i < 8; i++)
@@ -887,7 +869,7 @@ Test(checkpoint, rejects_malformed_data_offsets)
 
 Test(checkpoint, rejects_a_span_that_does_not_match_the_shape)
 {
-    const char *path = path_of("model.safetensors");
+    const char *path = tu_tmp_path("model.safetensors");
     write_st(path, "{\"0.weight\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[0,48]}}",
              48);
     expect_load_error(path, WEFT_ERR_VALUE,
@@ -972,7 +954,7 @@ static void assert_unchanged(const char *path, const unsigned char *before, size
 
 Test(checkpoint, a_save_replaces_the_previous_file_and_leaves_no_temporary_file)
 {
-    const char *path = path_of("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     size_t len;
     free(save_value(path, 1.0, &len));
     free(save_value(path, 2.0, &len));
@@ -987,7 +969,7 @@ Test(checkpoint, a_save_replaces_the_previous_file_and_leaves_no_temporary_file)
 
 Test(checkpoint, a_save_that_fails_while_writing_leaves_the_previous_file_intact)
 {
-    const char *path = path_of("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     size_t len;
     unsigned char *before = save_value(path, 1.0, &len);
     /* The disk "fills up" after 4 KiB: writing a 64 KiB checkpoint fails midway. */
@@ -1011,7 +993,7 @@ Test(checkpoint, a_save_that_fails_while_writing_leaves_the_previous_file_intact
 
 Test(checkpoint, a_save_that_cannot_rename_removes_its_temporary_file)
 {
-    const char *path = path_of("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     cr_assert_eq(mkdir(path, 0755), 0);
     weft_tensor *t = weft_zeros(1, (int64_t[]){2}, WEFT_F32, WEFT_CPU);
     struct weft_tensor_dict *d = dict_of(1, (const char *[]){"w"}, (weft_tensor *[]){t});
@@ -1028,7 +1010,7 @@ Test(checkpoint, a_save_into_a_missing_directory_names_the_file)
     weft_tensor *t = weft_zeros(1, (int64_t[]){2}, WEFT_F32, WEFT_CPU);
     struct weft_tensor_dict *d = dict_of(1, (const char *[]){"w"}, (weft_tensor *[]){t});
     weft_tensor_release(t);
-    cr_assert_lt(weft_safetensors_save(path_of("missing/ckpt.safetensors"), d, NULL), 0);
+    cr_assert_lt(weft_safetensors_save(tu_tmp_path("missing/ckpt.safetensors"), d, NULL), 0);
     tu_assert_error(WEFT_ERR_IO, "missing/ckpt.safetensors: creating the temporary file");
     weft_tensor_dict_free(d);
 }
@@ -1036,8 +1018,8 @@ Test(checkpoint, a_save_into_a_missing_directory_names_the_file)
 Test(checkpoint, a_save_into_a_read_only_directory_leaves_the_previous_file_intact)
 {
     if (geteuid() == 0)
-        cr_skip_test("root ignores directory permissions");
-    const char *path = path_of("ckpt.safetensors");
+        TU_SKIP_TEST("root ignores directory permissions");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     size_t len;
     unsigned char *before = save_value(path, 1.0, &len);
     cr_assert_eq(chmod(test_dir, 0555), 0);
@@ -1054,7 +1036,7 @@ Test(checkpoint, a_save_into_a_read_only_directory_leaves_the_previous_file_inta
 
 Test(checkpoint, a_rejected_save_does_not_touch_the_previous_file)
 {
-    const char *path = path_of("ckpt.safetensors");
+    const char *path = tu_tmp_path("ckpt.safetensors");
     size_t len;
     unsigned char *before = save_value(path, 1.0, &len);
     weft_tensor *t = weft_zeros(1, (int64_t[]){2}, WEFT_F32, WEFT_CPU);
@@ -1083,7 +1065,7 @@ static int python_check(const char *path, bool quiet)
 {
     const char *src = getenv("WEFT_TEST_SOURCE_DIR");
     if (!src || system("python3 -c 'import json' 2>/dev/null") != 0)
-        cr_skip_test("python3 or WEFT_TEST_SOURCE_DIR is not available");
+        TU_SKIP_TEST("python3 or WEFT_TEST_SOURCE_DIR is not available");
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "python3 '%s/safetensors_check.py' '%s'%s", src, path,
              quiet ? " > /dev/null" : "");
@@ -1111,13 +1093,13 @@ Test(checkpoint, python_reads_and_rewrites_the_file_byte_for_byte)
     weft_metadata_set(m, "format", "pt");
     weft_metadata_set(m, "config", "[train]\nlr = 0.1 ; \"quoted\" \xe2\x9c\x93\n");
     weft_metadata_set_uint(m, "rng_offset", 1234567890123ull);
-    const char *path = path_of("python.safetensors");
+    const char *path = tu_tmp_path("python.safetensors");
     cr_assert_eq(weft_safetensors_save(path, d, m), 0, "%s", weft_error_message());
     cr_assert_eq(python_check(path, false), 0, "the Python checker rejected the file");
     /* ...and the checker is not vacuous: it rejects a file with a hole. */
-    write_st(path_of("hole.safetensors"),
+    write_st(tu_tmp_path("hole.safetensors"),
              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
-    cr_assert_eq(python_check(path_of("hole.safetensors"), true), 1);
+    cr_assert_eq(python_check(tu_tmp_path("hole.safetensors"), true), 1);
     weft_scope_pop();
     weft_tensor_dict_free(d);
     weft_metadata_free(m);

@@ -16,62 +16,29 @@
 
 /* ---- fixtures: a temporary directory per test ---------------------------------------- */
 
-static char dir[256];
 static struct weft_config *cfg; /* the config of the last open_ini(); freed at teardown */
 
 static void io_setup(void)
 {
     weft_error_clear();
-    snprintf(dir, sizeof dir, "/tmp/weft-test-io-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp failed");
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+    tu_tmpdir_create("io");
 }
 
 static void io_teardown(void)
 {
     weft_config_free(cfg);
     cfg = NULL;
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_tmpdir_remove();
     tu_teardown();
 }
 
 TestSuite(io, .init = io_setup, .fini = io_teardown);
 
-/* dir/name (a few results stay valid at once). */
-static const char *tpath(const char *name)
-{
-    static char bufs[8][512];
-    static int next;
-    char *p = bufs[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
-static void write_bytes(const char *name, const void *data, size_t n)
-{
-    FILE *f = fopen(tpath(name), "wb");
-    cr_assert_not_null(f, "cannot write %s", name);
-    cr_assert_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static void write_text(const char *name, const char *text)
-{
-    write_bytes(name, text, strlen(text));
-}
-
 /* Parses `ini` as if it were dir/test.ini, so relative paths resolve into dir. */
 static struct weft_config *config(const char *ini)
 {
     weft_config_free(cfg);
-    cfg = weft_config_parse(ini, tpath("test.ini"));
+    cfg = weft_config_parse(ini, tu_tmp_path("test.ini"));
     cr_assert_not_null(cfg, "config: %s", weft_error_message());
     return cfg;
 }
@@ -137,7 +104,7 @@ static void write_idx(const char *name, unsigned type, int ndim, const uint32_t 
     }
     if (nbytes)
         memcpy(buf + head, data, nbytes);
-    write_bytes(name, buf, head + nbytes);
+    tu_write_bytes(name, buf, head + nbytes);
     free(buf);
 }
 
@@ -240,7 +207,7 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
 {
     write_tiny_mnist();
     char ini[1200];
-    snprintf(ini, sizeof ini, "[data]\nreader = idx\nimages = %s\n", tpath("images.idx"));
+    snprintf(ini, sizeof ini, "[data]\nreader = idx\nimages = %s\n", tu_tmp_path("images.idx"));
     weft_dataset *ds = open_ok(ini);
     weft_dataset_close(ds);
     char out[64];
@@ -263,10 +230,10 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
 
 Test(io, idx_rejects_a_bad_magic_naming_file_and_offset)
 {
-    write_bytes("bad.idx", "\x12\x34\x56\x78\0\0\0\0", 8);
+    tu_write_bytes("bad.idx", "\x12\x34\x56\x78\0\0\0\0", 8);
     open_fails("[data]\nreader = idx\nimages = bad.idx\n", WEFT_ERR_IO,
                "bad.idx: byte 0: bad magic 0x12345678: expected an IDX magic 0x0000TTNN");
-    write_bytes("type.idx", "\x00\x00\x07\x03", 4);
+    tu_write_bytes("type.idx", "\x00\x00\x07\x03", 4);
     open_fails("[data]\nreader = idx\nimages = type.idx\n", WEFT_ERR_IO, "bad magic 0x00000703");
 }
 
@@ -283,11 +250,11 @@ Test(io, idx_rejects_an_images_file_given_as_labels)
 
 Test(io, idx_rejects_truncated_headers)
 {
-    write_bytes("short.idx", "\x00\x00", 2);
+    tu_write_bytes("short.idx", "\x00\x00", 2);
     open_fails("[data]\nreader = idx\nimages = short.idx\n", WEFT_ERR_IO,
                "short.idx: byte 0: truncated header (the 4-byte magic): expected 4 bytes, "
                "found 2");
-    write_bytes("dims.idx", "\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00", 10);
+    tu_write_bytes("dims.idx", "\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00", 10);
     open_fails("[data]\nreader = idx\nimages = dims.idx\n", WEFT_ERR_IO,
                "dims.idx: byte 4: truncated header (the dimension sizes): expected 12 bytes, "
                "found 6");
@@ -443,7 +410,7 @@ static void copy_file(const char *from, const char *to_name, double fraction, bo
     fclose(f);
     if (flip)
         buf[size / 2] = (char)~buf[size / 2];
-    write_bytes(to_name, buf, (size_t)(size * fraction));
+    tu_write_bytes(to_name, buf, (size_t)(size * fraction));
     free(buf);
 }
 
@@ -519,7 +486,7 @@ static void read_csv(const weft_dataset *ds, int64_t i, float *features, int64_t
 
 Test(io, csv_reads_features_and_a_label_column_by_name)
 {
-    write_text("iris.csv", "a,b,species,c\n"
+    tu_write_text("iris.csv", "a,b,species,c\n"
                            "1.5, 2 ,0,-3e2\n"
                            "\n"
                            "4,5.25,2,6\r\n"
@@ -548,7 +515,7 @@ Test(io, csv_reads_features_and_a_label_column_by_name)
 
 Test(io, csv_reads_without_header_by_index_with_other_delimiters)
 {
-    write_text("t.tsv", "3\t1\t2\n6\t0\t5\n");
+    tu_write_text("t.tsv", "3\t1\t2\n6\t0\t5\n");
     weft_dataset *ds = open_ok("[data]\nreader = csv\npath = t.tsv\nheader = false\n"
                                "delimiter = tab\nlabel_column = 1\n");
     float x[2];
@@ -559,7 +526,7 @@ Test(io, csv_reads_without_header_by_index_with_other_delimiters)
     cr_assert_eq(y, 0);
     weft_dataset_close(ds);
 
-    write_text("s.csv", "id;name;x;y;label\n17;bob;1;2;1\n18;amy;3;4;0\n");
+    tu_write_text("s.csv", "id;name;x;y;label\n17;bob;1;2;1\n18;amy;3;4;0\n");
     ds = open_ok("[data]\nreader = csv\npath = s.csv\ndelimiter = semicolon\n"
                  "label_column = label\ncolumns = y, 2\nnum_classes = 4\n");
     assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){2});
@@ -572,7 +539,7 @@ Test(io, csv_reads_without_header_by_index_with_other_delimiters)
 
 Test(io, csv_without_label_column_has_only_features)
 {
-    write_text("f.csv", "x,y\n1,2\n");
+    tu_write_text("f.csv", "x,y\n1,2\n");
     weft_dataset *ds = open_ok("[data]\nreader = csv\npath = f.csv\n");
     cr_assert_eq(weft_dataset_num_fields(ds), 1);
     assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){2});
@@ -583,39 +550,39 @@ static const char *const csv_ini = "[data]\nreader = csv\npath = d.csv\nlabel_co
 
 Test(io, csv_rejects_a_wrong_column_count_naming_the_line)
 {
-    write_text("d.csv", "a,b,y\n1,2,0\n\n3,4\n");
+    tu_write_text("d.csv", "a,b,y\n1,2,0\n\n3,4\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:4: expected 3 columns (as in the header), found 2");
-    write_text("d.csv", "1,2,0\n3,4,1,5\n");
+    tu_write_text("d.csv", "1,2,0\n3,4,1,5\n");
     open_fails("[data]\nreader = csv\npath = d.csv\nheader = false\n", WEFT_ERR_IO,
                "d.csv:2: expected 3 columns (as in the first line), found 4");
 }
 
 Test(io, csv_rejects_non_numeric_cells_naming_line_and_column)
 {
-    write_text("d.csv", "a,b,y\n1,2,0\n1,abc,0\n");
+    tu_write_text("d.csv", "a,b,y\n1,2,0\n1,abc,0\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:3:3: column 'b': expected a number, found 'abc'");
-    write_text("d.csv", "a,b,y\n1,,0\n");
+    tu_write_text("d.csv", "a,b,y\n1,,0\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:3: column 'b': expected a number, found ''");
-    write_text("d.csv", "a,b,y\n0x10,1,0\n");
+    tu_write_text("d.csv", "a,b,y\n0x10,1,0\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:1: column 'a': expected a number, found '0x10'");
-    write_text("d.csv", "a,b,y\n1 2,1,0\n");
+    tu_write_text("d.csv", "a,b,y\n1 2,1,0\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:1: column 'a': expected a number, found '1 2'");
-    write_text("d.csv", "a,b,y\n1,1e39,0\n");
+    tu_write_text("d.csv", "a,b,y\n1,1e39,0\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:3: column 'b': 1e39 is out of range for float32");
-    write_text("d.csv", "1,x\n");
+    tu_write_text("d.csv", "1,x\n");
     open_fails("[data]\nreader = csv\npath = d.csv\nheader = false\n", WEFT_ERR_IO,
                "d.csv:1:3: column index 1: expected a number, found 'x'");
 }
 
 Test(io, csv_rejects_labels_that_are_not_class_indices)
 {
-    write_text("d.csv", "a,b,y\n1,2,1.5\n");
+    tu_write_text("d.csv", "a,b,y\n1,2,1.5\n");
     open_fails(csv_ini, WEFT_ERR_IO,
                "d.csv:2:5: label column 'y': expected a class label (an integer >= 0), found "
                "'1.5'");
-    write_text("d.csv", "a,b,y\n1,2,-1\n");
+    tu_write_text("d.csv", "a,b,y\n1,2,-1\n");
     open_fails(csv_ini, WEFT_ERR_IO, "found '-1'");
-    write_text("d.csv", "a,b,y\n1,2,1\n1,2,5\n");
+    tu_write_text("d.csv", "a,b,y\n1,2,1\n1,2,5\n");
     char ini[256];
     snprintf(ini, sizeof ini, "%snum_classes = 3\n", csv_ini);
     open_fails(ini, WEFT_ERR_IO,
@@ -624,7 +591,7 @@ Test(io, csv_rejects_labels_that_are_not_class_indices)
 
 Test(io, csv_rejects_columns_it_cannot_find)
 {
-    write_text("d.csv", "a,b,y\n1,2,1\n");
+    tu_write_text("d.csv", "a,b,y\n1,2,1\n");
     open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = z\n", WEFT_ERR_CONFIG,
                "test.ini: [data] label_column: no column 'z' in");
     open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = 3\n", WEFT_ERR_CONFIG,
@@ -641,9 +608,9 @@ Test(io, csv_rejects_columns_it_cannot_find)
 
 Test(io, csv_rejects_empty_files_and_binary_data)
 {
-    write_text("d.csv", "\n\n");
+    tu_write_text("d.csv", "\n\n");
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv: empty file; expected CSV text with a header line");
-    write_bytes("d.csv", "a,b,y\n1,\0,1\n", 12);
+    tu_write_bytes("d.csv", "a,b,y\n1,\0,1\n", 12);
     open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2: NUL byte in a text file");
 }
 
@@ -669,7 +636,7 @@ static void write_npy_raw(const char *name, int major, const char *dict, const v
     buf[pre + hlen - 1] = '\n';
     if (nbytes)
         memcpy(buf + pre + hlen, data, nbytes);
-    write_bytes(name, buf, pre + hlen + nbytes);
+    tu_write_bytes(name, buf, pre + hlen + nbytes);
     free(buf);
 }
 
@@ -864,26 +831,26 @@ Test(io, npy_rejects_bad_labels)
 
 Test(io, npy_rejects_a_bad_magic_or_version)
 {
-    write_bytes("m.npy", "\x93NUMPX\x01\x00\x00\x00", 10);
+    tu_write_bytes("m.npy", "\x93NUMPX\x01\x00\x00\x00", 10);
     open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
                "m.npy: byte 0: bad magic: expected \"\\x93NUMPY\"");
-    write_bytes("m.npy", "\x93NUM", 4);
+    tu_write_bytes("m.npy", "\x93NUM", 4);
     open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
                "m.npy: byte 0: truncated header: the file has 4 bytes");
-    write_bytes("m.npy", "\x93NUMPY\x04\x00\x00\x00", 10);
+    tu_write_bytes("m.npy", "\x93NUMPY\x04\x00\x00\x00", 10);
     open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
                "m.npy: byte 6: unsupported .npy format version 4.0");
 }
 
 Test(io, npy_rejects_truncated_or_malformed_headers)
 {
-    write_bytes("h.npy", "\x93NUMPY\x02\x00\x10", 9);
+    tu_write_bytes("h.npy", "\x93NUMPY\x02\x00\x10", 9);
     open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
                "h.npy: byte 8: truncated header: expected a 4-byte header length");
-    write_bytes("h.npy", "\x93NUMPY\x01\x00\xff\x00{'descr'", 17);
+    tu_write_bytes("h.npy", "\x93NUMPY\x01\x00\xff\x00{'descr'", 17);
     open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
                "h.npy: byte 10: truncated header: expected 255 bytes of header, the file has 7");
-    write_bytes("h.npy", "\x93NUMPY\x01\x00\x04\x00{}  ", 14);
+    tu_write_bytes("h.npy", "\x93NUMPY\x01\x00\x04\x00{}  ", 14);
     open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
                "h.npy: byte 13: bad .npy header: expected it to end with a newline");
     write_npy_raw("h.npy", 1, "{'descr': '<f4', 'shape': (3,)}", NULL, 0);

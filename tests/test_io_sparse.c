@@ -20,56 +20,23 @@
 
 /* ---- fixtures: a temporary directory per test ----------------------------------------- */
 
-static char dir[256];
 static struct weft_config *cfg; /* the config of the last config(); freed at teardown */
 
 static void sparse_setup(void)
 {
     weft_error_clear();
-    snprintf(dir, sizeof dir, "/tmp/weft-test-io-sparse-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp failed");
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+    tu_tmpdir_create("io-sparse");
 }
 
 static void sparse_teardown(void)
 {
     weft_config_free(cfg);
     cfg = NULL;
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_tmpdir_remove();
     tu_teardown();
 }
 
 TestSuite(io_sparse, .init = sparse_setup, .fini = sparse_teardown);
-
-/* dir/name (a few results stay valid at once). */
-static const char *tpath(const char *name)
-{
-    static char bufs[8][512];
-    static int next;
-    char *p = bufs[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
-static void write_bytes(const char *name, const void *data, size_t n)
-{
-    FILE *f = fopen(tpath(name), "wb");
-    cr_assert_not_null(f, "cannot write %s", name);
-    cr_assert_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static void write_text(const char *name, const char *text)
-{
-    write_bytes(name, text, strlen(text));
-}
 
 /* A gzip file of `text` made of one stored (uncompressed) deflate block: a valid gzip
  * stream without needing zlib in the test. */
@@ -105,7 +72,7 @@ static void write_gzip(const char *name, const char *text)
         buf[k++] = (unsigned char)(crc >> (8 * i));
     for (int i = 0; i < 4; i++)
         buf[k++] = (unsigned char)(n >> (8 * i));
-    write_bytes(name, buf, k);
+    tu_write_bytes(name, buf, k);
     free(buf);
 }
 
@@ -113,7 +80,7 @@ static void write_gzip(const char *name, const char *text)
 static struct weft_config *config(const char *ini)
 {
     weft_config_free(cfg);
-    cfg = weft_config_parse(ini, tpath("test.ini"));
+    cfg = weft_config_parse(ini, tu_tmp_path("test.ini"));
     cr_assert_not_null(cfg, "config: %s", weft_error_message());
     return cfg;
 }
@@ -137,13 +104,13 @@ static void open_fails(const char *ini, int code, const char *text)
 /* Writes `text` as dir/m.mtx and opens it with the mtx reader. */
 static weft_dataset *mtx_ok(const char *text)
 {
-    write_text("m.mtx", text);
+    tu_write_text("m.mtx", text);
     return open_ok("[data]\nreader = mtx\npath = m.mtx\n");
 }
 
 static void mtx_fails(const char *text, const char *message)
 {
-    write_text("m.mtx", text);
+    tu_write_text("m.mtx", text);
     open_fails("[data]\nreader = mtx\npath = m.mtx\n", WEFT_ERR_IO, message);
 }
 
@@ -151,7 +118,7 @@ static void mtx_fails(const char *text, const char *message)
 static weft_dataset *svm_ok(const char *text, const char *keys)
 {
     char ini[512];
-    write_text("d.svm", text);
+    tu_write_text("d.svm", text);
     snprintf(ini, sizeof ini, "[data]\nreader = libsvm\npath = d.svm\n%s", keys);
     return open_ok(ini);
 }
@@ -159,7 +126,7 @@ static weft_dataset *svm_ok(const char *text, const char *keys)
 static void svm_fails(const char *text, const char *keys, const char *message)
 {
     char ini[512];
-    write_text("d.svm", text);
+    tu_write_text("d.svm", text);
     snprintf(ini, sizeof ini, "[data]\nreader = libsvm\npath = d.svm\n%s", keys);
     open_fails(ini, WEFT_ERR_IO, message);
 }
@@ -331,7 +298,7 @@ Test(io_sparse, mtx_reads_gzip_files_by_content)
                                          "data");
     if (!ds && strstr(weft_error_message(), "without zlib")) {
         weft_error_clear();
-        cr_skip_test("weft-io was built without zlib");
+        TU_SKIP_TEST("weft-io was built without zlib");
     }
     cr_assert_not_null(ds, "open: %s", weft_error_message());
     struct samples s = read_all(ds);
@@ -463,7 +430,7 @@ Test(io_sparse, mtx_reports_bad_entries_with_line_and_column)
     mtx_fails("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1 1\n",
               "m.mtx:3:5: unexpected '1' after the entry: expected the end of the line (entries "
               "are 'row column')");
-    write_bytes("m.mtx", "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 \0 1\n", 57);
+    tu_write_bytes("m.mtx", "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 \0 1\n", 57);
     open_fails("[data]\nreader = mtx\npath = m.mtx\n", WEFT_ERR_IO,
                "m.mtx:3: NUL byte in a text file; expected Matrix Market text");
 }
@@ -563,7 +530,7 @@ Test(io_sparse, libsvm_reads_gzip_files_and_crlf_lines)
                                          "data");
     if (!ds && strstr(weft_error_message(), "without zlib")) {
         weft_error_clear();
-        cr_skip_test("weft-io was built without zlib");
+        TU_SKIP_TEST("weft-io was built without zlib");
     }
     cr_assert_not_null(ds, "open: %s", weft_error_message());
     struct samples s = read_all(ds);
@@ -669,14 +636,14 @@ Test(io_sparse, libsvm_reports_junk_tokens_and_bad_values)
     svm_fails("1 3:1e39\n", "", "d.svm:1:5: feature 3: value 1e39 is out of range for float32");
     svm_fails("1 qid:3 1:1\n", "", "d.svm:1:3: query ids ('qid:3') are not supported: expected "
                                    "'index:value'");
-    write_bytes("d.svm", "1 1:1\n0 2\0:1\n", 13);
+    tu_write_bytes("d.svm", "1 1:1\n0 2\0:1\n", 13);
     open_fails("[data]\nreader = libsvm\npath = d.svm\n", WEFT_ERR_IO,
                "d.svm:2: NUL byte in a text file; expected libsvm text");
 }
 
 Test(io_sparse, libsvm_config_errors_name_the_key)
 {
-    write_text("d.svm", "1 1:1\n");
+    tu_write_text("d.svm", "1 1:1\n");
     open_fails("[data]\nreader = libsvm\n", WEFT_ERR_CONFIG,
                "[data] missing key 'path': expected the path of a libsvm/svmlight file");
     open_fails("[data]\nreader = libsvm\npath = d.svm\nfeatures = 0\n", WEFT_ERR_CONFIG,
@@ -705,9 +672,9 @@ static int run_weft_train(const char *args, char *out, size_t size)
 {
     const char *exe = weft_train_path();
     if (!exe)
-        cr_skip_test("weft-train is not built next to the plugins");
+        TU_SKIP_TEST("weft-train is not built next to the plugins");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' %s 2>&1", exe, tpath("train.ini"), args);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s 2>&1", exe, tu_tmp_path("train.ini"), args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p, "popen failed");
     size_t n = fread(out, 1, size - 1, p);
@@ -742,15 +709,15 @@ static void write_train_ini(double lr, const char *extra_layers)
              "[loss]\ntype = cross_entropy\n"
              "[optimizer]\ntype = sgd\nlr = %g\n"
              "[train]\nepochs = 1\ncheckpoint = %s\nlog = %s\n",
-             extra_layers, lr, tpath("model.safetensors"), tpath("log.csv"));
-    write_text("train.ini", ini);
-    write_text("tiny.svm", tiny_svm);
+             extra_layers, lr, tu_tmp_path("model.safetensors"), tu_tmp_path("log.csv"));
+    tu_write_text("train.ini", ini);
+    tu_write_text("tiny.svm", tiny_svm);
 }
 
 /* The first epoch's train_loss from dir/log.csv. */
 static double logged_loss(void)
 {
-    FILE *f = fopen(tpath("log.csv"), "r");
+    FILE *f = fopen(tu_tmp_path("log.csv"), "r");
     cr_assert_not_null(f, "no log.csv");
     char header[256];
     int epoch;
@@ -765,7 +732,7 @@ static double logged_loss(void)
 static void load_params(double weight[15], double bias[3])
 {
     struct weft_tensor_dict *d = NULL;
-    cr_assert_eq(weft_safetensors_load(tpath("model.safetensors"), WEFT_CPU, &d, NULL), 0, "%s",
+    cr_assert_eq(weft_safetensors_load(tu_tmp_path("model.safetensors"), WEFT_CPU, &d, NULL), 0, "%s",
                  weft_error_message());
     cr_assert_eq(weft_tensor_dict_len(d), 2, "the checkpoint holds Linear's two parameters");
     weft_tensor *w = weft_tensor_dict_get(d, "0.weight"), *b = weft_tensor_dict_get(d, "0.bias");
@@ -865,8 +832,8 @@ Test(io_sparse, sparse_linear_config_errors_name_the_layer_and_the_data)
               "%s", out);
 
     /* Matrix Market rows carry no labels to train on. */
-    write_text("m.mtx", "%%MatrixMarket matrix coordinate real general\n2 5 1\n1 3 1\n");
-    write_text("train.ini", "[data]\nreader = mtx\npath = m.mtx\n"
+    tu_write_text("m.mtx", "%%MatrixMarket matrix coordinate real general\n2 5 1\n1 3 1\n");
+    tu_write_text("train.ini", "[data]\nreader = mtx\npath = m.mtx\n"
                             "[layer.fc]\ntype = sparse_linear\nin_features = 5\nout_features = 2\n");
     code = run_weft_train("", out, sizeof out);
     cr_assert_eq(code, 2, "exit code %d:\n%s", code, out);

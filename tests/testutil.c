@@ -1,9 +1,13 @@
 /* tests/testutil.c: helpers shared by the Criterion suites. */
+#define _GNU_SOURCE /* nftw */
 #include "testutil.h"
 
+#include <ftw.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void tu_setup(void)
 {
@@ -107,4 +111,53 @@ void tu_assert_error(int code, const char *substring)
     cr_assert_eq(got, code, "error code %d (%s), expected %d; message: %s", got,
                  weft_status_name(got), code, msg);
     cr_assert(strstr(msg, substring) != NULL, "message \"%s\" lacks \"%s\"", msg, substring);
+}
+
+/* ---- the temporary directory ------------------------------------------------------------ */
+
+static char tmpdir[256];
+
+const char *tu_tmpdir_create(const char *tag)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/weft-test-%s-XXXXXX", tag);
+    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp %s failed", tmpdir);
+    return tmpdir;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    chmod(path, 0700); /* a test may have made it read-only */
+    return remove(path);
+}
+
+void tu_tmpdir_remove(void)
+{
+    if (tmpdir[0])
+        nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir[0] = 0;
+}
+
+const char *tu_tmp_path(const char *name)
+{
+    static char bufs[8][512];
+    static int next;
+    char *p = bufs[next++ % 8];
+    snprintf(p, sizeof bufs[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+void tu_write_bytes(const char *name, const void *data, size_t n)
+{
+    FILE *f = fopen(tu_tmp_path(name), "wb");
+    cr_assert_not_null(f, "cannot write %s", name);
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+void tu_write_text(const char *name, const char *text)
+{
+    tu_write_bytes(name, text, strlen(text));
 }

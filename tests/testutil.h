@@ -34,4 +34,21 @@ void tu_assert_no_error(void);
  * clears it. */
 void tu_assert_error(int code, const char *substring);
 
+/* ---- a temporary directory per test, for suites that write files ---------------------- */
+/* Makes /tmp/weft-test-<tag>-XXXXXX (asserting) and returns its path. */
+const char *tu_tmpdir_create(const char *tag);
+/* Removes it with everything in it (nothing when there is none). */
+void tu_tmpdir_remove(void);
+/* <dir>/name; eight results stay valid at once. */
+const char *tu_tmp_path(const char *name);
+/* Criterion skips a test without running its suite's .fini: remove the directory first. */
+#define TU_SKIP_TEST(...)                                                                    \
+    do {                                                                                     \
+        tu_tmpdir_remove();                                                                  \
+        cr_skip_test(__VA_ARGS__);                                                           \
+    } while (0)
+/* Writes <dir>/name (asserting). */
+void tu_write_bytes(const char *name, const void *data, size_t n);
+void tu_write_text(const char *name, const char *text);
+
 #endif
