@@ -8,6 +8,7 @@
 #include <weft.h>
 #include <weft/backend.h>
 #include <weft/half.h>
+#include <weft/dtype_kernels.h>
 #include <weft/kernel.h>
 
 /* ---- kernel families: each registers its kernels for device type cpu ---------------- */
@@ -42,56 +43,8 @@ void cpu_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t be
 void cpu_iter_parallel(const struct weft_iter *it, weft_iter_loop_fn loop, void *ctx);
 
 /* ---- dtypes ----------------------------------------------------------------------------
- * X(name, enum, storage type, compute type). 16-bit floats compute in float. Kernels are
- * written once against these and expanded per dtype, never pasted. */
-#define CPU_FOR_ALL_DTYPES(X)                                                                 \
-    X(bool, WEFT_BOOL, bool, bool)                                                           \
-    X(u8, WEFT_U8, uint8_t, uint8_t)                                                         \
-    X(i8, WEFT_I8, int8_t, int8_t)                                                           \
-    X(i16, WEFT_I16, int16_t, int16_t)                                                       \
-    X(i32, WEFT_I32, int32_t, int32_t)                                                       \
-    X(i64, WEFT_I64, int64_t, int64_t)                                                       \
-    X(f16, WEFT_F16, uint16_t, float)                                                        \
-    X(bf16, WEFT_BF16, uint16_t, float)                                                      \
-    X(f32, WEFT_F32, float, float)                                                           \
-    X(f64, WEFT_F64, double, double)
-
-#define CPU_FOR_INTEGRAL_DTYPES(X)                                                            \
-    X(u8, WEFT_U8, uint8_t, uint8_t)                                                         \
-    X(i8, WEFT_I8, int8_t, int8_t)                                                           \
-    X(i16, WEFT_I16, int16_t, int16_t)                                                       \
-    X(i32, WEFT_I32, int32_t, int32_t)                                                       \
-    X(i64, WEFT_I64, int64_t, int64_t)
-
-#define CPU_FOR_FLOATING_DTYPES(X)                                                            \
-    X(f16, WEFT_F16, uint16_t, float)                                                        \
-    X(bf16, WEFT_BF16, uint16_t, float)                                                      \
-    X(f32, WEFT_F32, float, float)                                                           \
-    X(f64, WEFT_F64, double, double)
-
-/* cpu_load_<name>(const void *) -> compute type; cpu_store_<name>(void *, compute type). */
-#define CPU_PLAIN_ACCESS(name, T)                                                             \
-    static inline T cpu_load_##name(const void *p) { return *(const T *)p; }                 \
-    static inline void cpu_store_##name(void *p, T v) { *(T *)p = v; }
-CPU_PLAIN_ACCESS(u8, uint8_t)
-CPU_PLAIN_ACCESS(i8, int8_t)
-CPU_PLAIN_ACCESS(i16, int16_t)
-CPU_PLAIN_ACCESS(i32, int32_t)
-CPU_PLAIN_ACCESS(i64, int64_t)
-CPU_PLAIN_ACCESS(f32, float)
-CPU_PLAIN_ACCESS(f64, double)
-#undef CPU_PLAIN_ACCESS
-static inline bool cpu_load_bool(const void *p) { return *(const uint8_t *)p != 0; }
-static inline void cpu_store_bool(void *p, bool v) { *(uint8_t *)p = v ? 1 : 0; }
-static inline float cpu_load_f16(const void *p) { return weft_f16_to_float(*(const uint16_t *)p); }
-static inline void cpu_store_f16(void *p, float v) { *(uint16_t *)p = weft_float_to_f16(v); }
-static inline float cpu_load_bf16(const void *p) { return weft_bf16_to_float(*(const uint16_t *)p); }
-static inline void cpu_store_bf16(void *p, float v) { *(uint16_t *)p = weft_float_to_bf16(v); }
-
-/* `bool` is a macro (stdbool.h) that nested X-macro arguments expand to _Bool, so the
- * bool dtype's accessors also exist under that spelling. */
-static inline bool cpu_load__Bool(const void *p) { return cpu_load_bool(p); }
-static inline void cpu_store__Bool(void *p, bool v) { cpu_store_bool(p, v); }
+ * Kernels are written once against weft/dtype_kernels.h's X-macro lists
+ * (WEFT_FOR_ALL_DTYPES, ...) and weft_load_<name>/weft_store_<name>, never pasted. */
 
 /* Runs loop over ops[0..nops) (out first, all of one shape; itemsize[k] is operand k's):
  * as flat arrays when every operand is contiguous, else through the core's iterator, in

@@ -63,8 +63,8 @@ static inline int64_t saturate_i64(double v)
     static inline C scalar_to_##name(double v) { return (C)saturate_i64(v); }
 #define FLOATING_SCALAR(name, id, T, C)                                                       \
     static inline C scalar_to_##name(double v) { return (C)v; }
-CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_SCALAR)
-CPU_FOR_FLOATING_DTYPES(FLOATING_SCALAR)
+WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_SCALAR)
+WEFT_FOR_FLOATING_DTYPES(FLOATING_SCALAR)
 static inline bool scalar_to_bool(double v) { return v != 0; }
 static inline bool scalar_to__Bool(double v) { return v != 0; }
 
@@ -159,18 +159,18 @@ static int run_binary(const struct weft_op_call *call, const int64_t *itemsize,
         const T *x = (const T *)data[1];                                                      \
         bool oc = s[0] == (int64_t)sizeof(OT), xc = s[1] == (int64_t)sizeof(T);               \
         if (scalar || s[2] == 0) { /* b is one value */                                       \
-            const C b = scalar ? *scalar : cpu_load_##name(data[2]);                          \
+            const C b = scalar ? *scalar : weft_load_##name(data[2]);                          \
             if (oc && xc) {                                                                   \
                 CPU_SIMD for (int64_t i = 0; i < n; i++)                                      \
                 {                                                                             \
-                    C a = cpu_load_##name(&x[i]);                                             \
-                    cpu_store_##ON(&o[i], (EXPR));                                            \
+                    C a = weft_load_##name(&x[i]);                                             \
+                    weft_store_##ON(&o[i], (EXPR));                                            \
                 }                                                                             \
                 return;                                                                       \
             }                                                                                 \
             for (int64_t i = 0; i < n; i++) {                                                 \
-                C a = cpu_load_##name(data[1] + i * s[1]);                                    \
-                cpu_store_##ON(data[0] + i * s[0], (EXPR));                                   \
+                C a = weft_load_##name(data[1] + i * s[1]);                                    \
+                weft_store_##ON(data[0] + i * s[0], (EXPR));                                   \
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
@@ -179,25 +179,25 @@ static int run_binary(const struct weft_op_call *call, const int64_t *itemsize,
         if (oc && xc && yc) {                                                                 \
             CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
             {                                                                                 \
-                C a = cpu_load_##name(&x[i]);                                                 \
-                C b = cpu_load_##name(&y[i]);                                                 \
-                cpu_store_##ON(&o[i], (EXPR));                                                \
+                C a = weft_load_##name(&x[i]);                                                 \
+                C b = weft_load_##name(&y[i]);                                                 \
+                weft_store_##ON(&o[i], (EXPR));                                                \
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
         if (oc && yc && s[1] == 0) { /* a is one value */                                     \
-            const C a = cpu_load_##name(data[1]);                                             \
+            const C a = weft_load_##name(data[1]);                                             \
             CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
             {                                                                                 \
-                C b = cpu_load_##name(&y[i]);                                                 \
-                cpu_store_##ON(&o[i], (EXPR));                                                \
+                C b = weft_load_##name(&y[i]);                                                 \
+                weft_store_##ON(&o[i], (EXPR));                                                \
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
         for (int64_t i = 0; i < n; i++) {                                                     \
-            C a = cpu_load_##name(data[1] + i * s[1]);                                        \
-            C b = cpu_load_##name(data[2] + i * s[2]);                                        \
-            cpu_store_##ON(data[0] + i * s[0], (EXPR));                                       \
+            C a = weft_load_##name(data[1] + i * s[1]);                                        \
+            C b = weft_load_##name(data[2] + i * s[2]);                                        \
+            weft_store_##ON(data[0] + i * s[0], (EXPR));                                       \
         }                                                                                     \
     }                                                                                         \
     static int binary_kernel_##ID##_##name(const struct weft_op_call *call)                   \
@@ -254,8 +254,8 @@ static int run_binary(const struct weft_op_call *call, const int64_t *itemsize,
 
 #define FLOATING_KERNELS(name, id, T, C) BINARY_FLOATING_OPS(BINARY_KERNEL, name, id, T, C)
 #define INTEGRAL_KERNELS(name, id, T, C) BINARY_INTEGRAL_OPS(BINARY_KERNEL, name, id, T, C)
-CPU_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
-CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
+WEFT_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
+WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
 BINARY_BOOL_OPS(BINARY_KERNEL, bool, WEFT_BOOL, bool, bool)
 
 /* ---- where ----------------------------------------------------------------------------
@@ -299,7 +299,7 @@ struct where_ctx {
             *(T *)(data[0] + i * s[0]) = *(const T *)(c ? p[0] + i * ps[0] : p[1] + i * ps[1]); \
         }                                                                                     \
     }
-CPU_FOR_ALL_DTYPES(WHERE_LOOP)
+WEFT_FOR_ALL_DTYPES(WHERE_LOOP)
 
 static int where_kernel(const struct weft_op_call *call)
 {
@@ -314,12 +314,12 @@ static int where_kernel(const struct weft_op_call *call)
     switch (call->out[0]->dtype) {
 #define WHERE_CASE(name, id, T, C)                                                            \
     case id:                                                                                  \
-        cpu_store_##name(ctx.value[0], scalar_to_##name(call->scalar[0]));                    \
-        cpu_store_##name(ctx.value[1], scalar_to_##name(call->scalar[1]));                    \
+        weft_store_##name(ctx.value[0], scalar_to_##name(call->scalar[0]));                    \
+        weft_store_##name(ctx.value[1], scalar_to_##name(call->scalar[1]));                    \
         itemsize[0] = itemsize[2] = itemsize[3] = sizeof(T);                                  \
         loop = where_loop_##name;                                                             \
         break;
-        CPU_FOR_ALL_DTYPES(WHERE_CASE)
+        WEFT_FOR_ALL_DTYPES(WHERE_CASE)
 #undef WHERE_CASE
     default:
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"where\" not implemented for '%s' on cpu",
@@ -347,16 +347,16 @@ static int where_kernel(const struct weft_op_call *call)
             const T *x = (const T *)data[1];                                                  \
             CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
             {                                                                                 \
-                C v = cpu_load_##name(&x[i]);                                                 \
+                C v = weft_load_##name(&x[i]);                                                 \
                 v = has_lo && v < lo ? lo : v;                                                \
-                cpu_store_##name(&o[i], has_hi && v > hi ? hi : v);                           \
+                weft_store_##name(&o[i], has_hi && v > hi ? hi : v);                           \
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
         for (int64_t i = 0; i < n; i++) {                                                     \
-            C v = cpu_load_##name(data[1] + i * s[1]);                                        \
+            C v = weft_load_##name(data[1] + i * s[1]);                                        \
             v = has_lo && v < lo ? lo : v;                                                    \
-            cpu_store_##name(data[0] + i * s[0], has_hi && v > hi ? hi : v);                  \
+            weft_store_##name(data[0] + i * s[0], has_hi && v > hi ? hi : v);                  \
         }                                                                                     \
     }                                                                                         \
     static int clamp_kernel_##name(const struct weft_op_call *call)                           \
@@ -368,24 +368,24 @@ static int where_kernel(const struct weft_op_call *call)
         static const int64_t itemsize[2] = {sizeof(T), sizeof(T)};                            \
         return cpu_elementwise_run(2, ops, itemsize, clamp_loop_##name, &ctx);                \
     }
-CPU_FOR_INTEGRAL_DTYPES(CLAMP_KERNEL)
-CPU_FOR_FLOATING_DTYPES(CLAMP_KERNEL)
+WEFT_FOR_INTEGRAL_DTYPES(CLAMP_KERNEL)
+WEFT_FOR_FLOATING_DTYPES(CLAMP_KERNEL)
 
 int cpu_register_binary_kernels(void)
 {
     int rc;
 #define FLOATING_REGISTER(name, id, T, C) BINARY_FLOATING_OPS(BINARY_REGISTER, name, id, T, C)
 #define INTEGRAL_REGISTER(name, id, T, C) BINARY_INTEGRAL_OPS(BINARY_REGISTER, name, id, T, C)
-    CPU_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
-    CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
+    WEFT_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
+    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
     BINARY_BOOL_OPS(BINARY_REGISTER, bool, WEFT_BOOL, bool, bool)
 #define CLAMP_REGISTER(name, id, T, C)                                                        \
     rc = weft_kernel_register(WEFT_OP_CLAMP, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
                               WEFT_DTYPE_BIT(id), clamp_kernel_##name);                       \
     if (rc != 0)                                                                              \
         return rc;
-    CPU_FOR_INTEGRAL_DTYPES(CLAMP_REGISTER)
-    CPU_FOR_FLOATING_DTYPES(CLAMP_REGISTER)
+    WEFT_FOR_INTEGRAL_DTYPES(CLAMP_REGISTER)
+    WEFT_FOR_FLOATING_DTYPES(CLAMP_REGISTER)
     return weft_kernel_register(WEFT_OP_WHERE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
                                 WEFT_DTYPE_BIT(WEFT_BOOL), where_kernel);
 }

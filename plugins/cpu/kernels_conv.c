@@ -96,16 +96,16 @@ static void valid_columns(const struct conv_geom *g, int64_t off, int64_t *lo, i
                     C *dst = sum + y * g->W;                                                  \
                     const T *src = row + oy * g->ow * sc;                                     \
                     for (int64_t ox = lo; ox < hi; ox++)                                      \
-                        dst[ox * g->sw + off] += cpu_load_##name(src + ox * sc);              \
+                        dst[ox * g->sw + off] += weft_load_##name(src + ox * sc);              \
                 }                                                                             \
             }                                                                                 \
         if (sizeof(T) != sizeof(C))                                                           \
             for (int64_t p = 0; p < HW; p++)                                                  \
-                cpu_store_##name((T *)outp + p, sum[p]);                                      \
+                weft_store_##name((T *)outp + p, sum[p]);                                      \
     }
 
 #define INST(name, id, T, C) DEFINE_IM2COL(name, T, C) DEFINE_COL2IM(name, T, C)
-CPU_FOR_FLOATING_DTYPES(INST)
+WEFT_FOR_FLOATING_DTYPES(INST)
 #undef INST
 
 /* ---- kernels -------------------------------------------------------------------------- */
@@ -134,7 +134,7 @@ static void im2col_range(void *ctx, int64_t begin, int64_t end)
     case id:                                                                                  \
         im2col_plane_##name(src, x->stride[2], x->stride[3], dst, &job->g);                   \
         break;
-            CPU_FOR_FLOATING_DTYPES(CASE)
+            WEFT_FOR_FLOATING_DTYPES(CASE)
 #undef CASE
         default:
             break;

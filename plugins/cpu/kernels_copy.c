@@ -39,16 +39,16 @@ typedef void (*convert_fn)(char *dst, const char *src, int64_t dst_stride, int64
     {                                                                                         \
         if (ds == (int64_t)sizeof(DT) && ss == (int64_t)sizeof(ST)) {                         \
             for (int64_t i = 0; i < n; i++)                                                   \
-                cpu_store_##dn(dst + i * (int64_t)sizeof(DT),                                 \
-                               CONV_TO_##dn(cpu_load_##sn(src + i * (int64_t)sizeof(ST))));   \
+                weft_store_##dn(dst + i * (int64_t)sizeof(DT),                                 \
+                               CONV_TO_##dn(weft_load_##sn(src + i * (int64_t)sizeof(ST))));   \
             return;                                                                           \
         }                                                                                     \
         for (int64_t i = 0; i < n; i++)                                                       \
-            cpu_store_##dn(dst + i * ds, CONV_TO_##dn(cpu_load_##sn(src + i * ss)));          \
+            weft_store_##dn(dst + i * ds, CONV_TO_##dn(weft_load_##sn(src + i * ss)));          \
     }
 
 /* The destination side of the table. The preprocessor will not expand
- * CPU_FOR_ALL_DTYPES inside its own expansion, so this second list is needed; the table
+ * WEFT_FOR_ALL_DTYPES inside its own expansion, so this second list is needed; the table
  * below is indexed by the enums the lists carry, so their order does not matter, and a
  * dtype missing here shows up as a NotImplemented error at run time. */
 #define FOR_EACH_DESTINATION(X, sn, ST, SC)                                                   \
@@ -65,12 +65,12 @@ typedef void (*convert_fn)(char *dst, const char *src, int64_t dst_stride, int64
 
 
 #define DEFINE_CONVERTS_FROM(sn, sid, ST, SC) FOR_EACH_DESTINATION(DEFINE_CONVERT, sn, ST, SC)
-CPU_FOR_ALL_DTYPES(DEFINE_CONVERTS_FROM)
+WEFT_FOR_ALL_DTYPES(DEFINE_CONVERTS_FROM)
 
 #define CONVERT_ENTRY(sn, ST, SC, dn, did, DT, DC) [did] = convert_##sn##_to_##dn,
 #define CONVERT_ROW(sn, sid, ST, SC) [sid] = {FOR_EACH_DESTINATION(CONVERT_ENTRY, sn, ST, SC)},
 static const convert_fn convert_table[WEFT_DTYPE_COUNT][WEFT_DTYPE_COUNT] = {
-    CPU_FOR_ALL_DTYPES(CONVERT_ROW)};
+    WEFT_FOR_ALL_DTYPES(CONVERT_ROW)};
 
 static void convert_loop(void *ctx, char **data, const int64_t *stride, int64_t n)
 {

@@ -9,14 +9,14 @@
 /* store_<name>(p, double): converts and stores one element of that dtype. */
 static inline void store_bool(void *p, double v)
 {
-    cpu_store_bool(p, v != 0);
+    weft_store_bool(p, v != 0);
 }
 #define DEFINE_STORE_INTEGRAL(name, id, T, C)                                                 \
-    static inline void store_##name(void *p, double v) { cpu_store_##name(p, (T)(int64_t)v); }
-CPU_FOR_INTEGRAL_DTYPES(DEFINE_STORE_INTEGRAL)
+    static inline void store_##name(void *p, double v) { weft_store_##name(p, (T)(int64_t)v); }
+WEFT_FOR_INTEGRAL_DTYPES(DEFINE_STORE_INTEGRAL)
 #define DEFINE_STORE_FLOATING(name, id, T, C)                                                 \
-    static inline void store_##name(void *p, double v) { cpu_store_##name(p, (C)v); }
-CPU_FOR_FLOATING_DTYPES(DEFINE_STORE_FLOATING)
+    static inline void store_##name(void *p, double v) { weft_store_##name(p, (C)v); }
+WEFT_FOR_FLOATING_DTYPES(DEFINE_STORE_FLOATING)
 
 /* ---- FILL: the value is converted once, then copied as raw bytes ------------------------ */
 
@@ -52,7 +52,7 @@ static void element_bits(enum weft_dtype dt, double v, uint64_t *bits)
     case id:                                                                                  \
         store_##name(bits, v);                                                                \
         break;
-        CPU_FOR_ALL_DTYPES(CASE)
+        WEFT_FOR_ALL_DTYPES(CASE)
 #undef CASE
     default:
         break;
@@ -104,7 +104,7 @@ static double seq_value(const struct seq_job *job, int64_t i)
         for (int64_t i = begin; i < end; i++)                                                 \
             store_##name(job->data + i * job->stride, seq_value(job, i));                     \
     }
-CPU_FOR_ALL_DTYPES(DEFINE_SEQ_RANGE)
+WEFT_FOR_ALL_DTYPES(DEFINE_SEQ_RANGE)
 
 static void (*seq_range_for(enum weft_dtype dt))(void *, int64_t, int64_t)
 {
@@ -112,7 +112,7 @@ static void (*seq_range_for(enum weft_dtype dt))(void *, int64_t, int64_t)
 #define CASE(name, id, T, C)                                                                  \
     case id:                                                                                  \
         return seq_range_##name;
-        CPU_FOR_ALL_DTYPES(CASE)
+        WEFT_FOR_ALL_DTYPES(CASE)
 #undef CASE
     default:
         return NULL;

@@ -235,11 +235,11 @@ struct scatter_job {
             const char *idx = data[1] + e * stride[1], *src = data[2] + e * stride[2];        \
             for (int64_t l = 0; l < j->len; l++) {                                            \
                 char *p = out + *(const int64_t *)(idx + l * j->sidx) * j->sout;              \
-                cpu_store_##name(p, (C)(cpu_load_##name(p) + cpu_load_##name(src + l * j->ssrc))); \
+                weft_store_##name(p, (C)(weft_load_##name(p) + weft_load_##name(src + l * j->ssrc))); \
             }                                                                                 \
         }                                                                                     \
     }
-CPU_FOR_ALL_DTYPES(DEFINE_SCATTER_ADD)
+WEFT_FOR_ALL_DTYPES(DEFINE_SCATTER_ADD)
 
 static weft_iter_loop_fn scatter_add_loop_for(enum weft_dtype dt)
 {
@@ -247,7 +247,7 @@ static weft_iter_loop_fn scatter_add_loop_for(enum weft_dtype dt)
 #define CASE(name, id, T, C)                                                                  \
     case id:                                                                                  \
         return scatter_add_loop_##name;
-        CPU_FOR_ALL_DTYPES(CASE)
+        WEFT_FOR_ALL_DTYPES(CASE)
 #undef CASE
     default:
         return NULL;

@@ -220,7 +220,7 @@ struct loop_job {
         for (int64_t b = 0; b < nb; b++)                                                      \
             for (int64_t k = 0; k < o->rows; k++)                                             \
                 for (int64_t n = 0; n < o->cols; n++)                                         \
-                    *dst++ = (A)cpu_load_##name((const T *)o->data + b * o->sbatch +          \
+                    *dst++ = (A)weft_load_##name((const T *)o->data + b * o->sbatch +          \
                                                 k * o->srow + n * o->scol);                   \
         return buf;                                                                           \
     }                                                                                         \
@@ -241,7 +241,7 @@ struct loop_job {
             int64_t b = t / M, i = t % M;                                                     \
             const T *a = (const T *)j->a.data + b * j->a.sbatch + i * j->a.srow;              \
             for (int64_t k = 0; k < K; k++)                                                   \
-                arow[k] = (A)cpu_load_##name(a + k * j->a.scol);                              \
+                arow[k] = (A)weft_load_##name(a + k * j->a.scol);                              \
             const A *bm = (const A *)j->bconv + b * j->b_sbatch;                              \
             for (int64_t n0 = 0; n0 < N; n0 += MM_NB) {                                       \
                 int64_t nn = N - n0 < MM_NB ? N - n0 : MM_NB;                                 \
@@ -254,7 +254,7 @@ struct loop_job {
                         acc[n] += aik * brow[n];                                              \
                 }                                                                             \
                 for (int64_t n = 0; n < nn; n++)                                              \
-                    cpu_store_##name(c + b * out->stride[0] + i * out->stride[1] +            \
+                    weft_store_##name(c + b * out->stride[0] + i * out->stride[1] +            \
                                          (n0 + n) * out->stride[2],                           \
                                      (C)acc[n]);                                              \
             }                                                                                 \
@@ -262,7 +262,7 @@ struct loop_job {
         free(arow);                                                                           \
     }
 #define INST(name, id, T, C) DEFINE_MM_LOOP(name, T, C)
-CPU_FOR_INTEGRAL_DTYPES(INST)
+WEFT_FOR_INTEGRAL_DTYPES(INST)
 INST(f16, WEFT_F16, uint16_t, float)
 INST(bf16, WEFT_BF16, uint16_t, float)
 #undef INST
@@ -277,7 +277,7 @@ static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
         convert = convert_b_##name;                                                           \
         rows = rows_##name;                                                                   \
         break;
-        CPU_FOR_INTEGRAL_DTYPES(CASE)
+        WEFT_FOR_INTEGRAL_DTYPES(CASE)
         CASE(f16, WEFT_F16, uint16_t, float)
         CASE(bf16, WEFT_BF16, uint16_t, float)
 #undef CASE

@@ -79,13 +79,13 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
                 int64_t at = y0 < y1 && x0 < x1 ? y0 * g->W + x0 : -1;                        \
                 for (int64_t r = y0; r < y1; r += g->dh)                                      \
                     for (int64_t c = x0; c < x1; c += g->dw) {                                \
-                        C v = cpu_load_##name(x + r * sy + c * sx);                           \
+                        C v = weft_load_##name(x + r * sy + c * sx);                           \
                         if (v > best || isnan(v)) {                                           \
                             best = v;                                                         \
                             at = r * g->W + c;                                                \
                         }                                                                     \
                     }                                                                         \
-                cpu_store_##name(y + oy * g->OW + ox, best);                                  \
+                weft_store_##name(y + oy * g->OW + ox, best);                                  \
                 idx[oy * g->OW + ox] = at;                                                    \
             }                                                                                 \
         }                                                                                     \
@@ -101,11 +101,11 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
             for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
                 int64_t at = idx[oy * isy + ox * isx];                                        \
                 if (at >= 0)                                                                  \
-                    sum[at] += cpu_load_##name(gy + oy * gsy + ox * gsx);                     \
+                    sum[at] += weft_load_##name(gy + oy * gsy + ox * gsx);                     \
             }                                                                                 \
         if (sizeof(T) != sizeof(C))                                                           \
             for (int64_t p = 0; p < g->H * g->W; p++)                                         \
-                cpu_store_##name(gx + p, sum[p]);                                             \
+                weft_store_##name(gx + p, sum[p]);                                             \
     }                                                                                         \
     static void avg_plane_##name(const T *x, int64_t sy, int64_t sx, T *y,                    \
                                  const struct pool_geom *g)                                   \
@@ -116,9 +116,9 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
                 C s = 0;                                                                      \
                 for (int64_t r = w.y0; r < w.y1; r++)                                         \
                     for (int64_t c = w.x0; c < w.x1; c++)                                     \
-                        s += cpu_load_##name(x + r * sy + c * sx);                            \
+                        s += weft_load_##name(x + r * sy + c * sx);                            \
                 bool empty = w.y0 >= w.y1 || w.x0 >= w.x1;                                    \
-                cpu_store_##name(y + oy * g->OW + ox, empty ? (C)0 : (C)(s / (C)w.divisor));  \
+                weft_store_##name(y + oy * g->OW + ox, empty ? (C)0 : (C)(s / (C)w.divisor));  \
             }                                                                                 \
     }                                                                                         \
     static void avg_backward_plane_##name(const T *gy, int64_t gsy, int64_t gsx, T *gx,       \
@@ -132,17 +132,17 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
                 struct avg_window w = avg_window(g, oy, ox);                                  \
                 if (w.y0 >= w.y1 || w.x0 >= w.x1)                                             \
                     continue;                                                                 \
-                C share = cpu_load_##name(gy + oy * gsy + ox * gsx) / (C)w.divisor;           \
+                C share = weft_load_##name(gy + oy * gsy + ox * gsx) / (C)w.divisor;           \
                 for (int64_t r = w.y0; r < w.y1; r++)                                         \
                     for (int64_t c = w.x0; c < w.x1; c++)                                     \
                         sum[r * g->W + c] += share;                                           \
             }                                                                                 \
         if (sizeof(T) != sizeof(C))                                                           \
             for (int64_t p = 0; p < g->H * g->W; p++)                                         \
-                cpu_store_##name(gx + p, sum[p]);                                             \
+                weft_store_##name(gx + p, sum[p]);                                             \
     }
 #define INST(name, id, T, C) DEFINE_POOL(name, T, C)
-CPU_FOR_FLOATING_DTYPES(INST)
+WEFT_FOR_FLOATING_DTYPES(INST)
 #undef INST
 
 /* ---- kernels ---------------------------------------------------------------------------- */
@@ -176,7 +176,7 @@ static void max_range(void *ctx, int64_t begin, int64_t end)
     case id:                                                                                  \
         max_plane_##name((const T *)xp, x->stride[2], x->stride[3], (T *)yp, ip, &job->g);    \
         break;
-            CPU_FOR_FLOATING_DTYPES(CASE)
+            WEFT_FOR_FLOATING_DTYPES(CASE)
 #undef CASE
         default:
             break;
@@ -198,7 +198,7 @@ static void avg_range(void *ctx, int64_t begin, int64_t end)
     case id:                                                                                  \
         avg_plane_##name((const T *)xp, x->stride[2], x->stride[3], (T *)yp, &job->g);        \
         break;
-            CPU_FOR_FLOATING_DTYPES(CASE)
+            WEFT_FOR_FLOATING_DTYPES(CASE)
 #undef CASE
         default:
             break;
@@ -234,7 +234,7 @@ static void backward_range(void *ctx, int64_t begin, int64_t end)
             avg_backward_plane_##name((const T *)gyp, gy->stride[2], gy->stride[3], (T *)gxp, \
                                       (C *)acc, &job->g);                                     \
         break;
-            CPU_FOR_FLOATING_DTYPES(CASE)
+            WEFT_FOR_FLOATING_DTYPES(CASE)
 #undef CASE
         default:
             break;

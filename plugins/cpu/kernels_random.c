@@ -40,14 +40,14 @@ static void store_int(enum weft_dtype dt, void *p, int64_t v)
 {
     switch (dt) {
     case WEFT_BOOL:
-        cpu_store_bool(p, v != 0);
+        weft_store_bool(p, v != 0);
         return;
 #define CASE(name, id, T, C)                                                                  \
     case id:                                                                                  \
-        cpu_store_##name(p, (C)v);                                                            \
+        weft_store_##name(p, (C)v);                                                            \
         return;
-        CPU_FOR_INTEGRAL_DTYPES(CASE)
-        CPU_FOR_FLOATING_DTYPES(CASE)
+        WEFT_FOR_INTEGRAL_DTYPES(CASE)
+        WEFT_FOR_FLOATING_DTYPES(CASE)
 #undef CASE
     default:
         return;

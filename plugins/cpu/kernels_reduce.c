@@ -380,19 +380,19 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
 
 /* Names are pasted here, before `bool` could be expanded to `_Bool` by an inner macro. */
 #define INST_ALL(name, id, T, C)                                                              \
-    DEFINE_SUMLIKE(sum_##name, cpu_load_##name, T, SUM_ACC(C), MAP_PLAIN)                     \
-    DEFINE_PROD(prod_##name, cpu_load_##name, T, SUM_ACC(C))                                  \
-    DEFINE_MINMAX(max_##name, cpu_load_##name, T, MM_VAL(C), BETTER_GT)                       \
-    DEFINE_MINMAX(min_##name, cpu_load_##name, T, MM_VAL(C), BETTER_LT)                       \
-    DEFINE_LOGIC(all_##name, cpu_load_##name, T, 1)                                           \
-    DEFINE_LOGIC(any_##name, cpu_load_##name, T, 0)
-CPU_FOR_ALL_DTYPES(INST_ALL)
+    DEFINE_SUMLIKE(sum_##name, weft_load_##name, T, SUM_ACC(C), MAP_PLAIN)                     \
+    DEFINE_PROD(prod_##name, weft_load_##name, T, SUM_ACC(C))                                  \
+    DEFINE_MINMAX(max_##name, weft_load_##name, T, MM_VAL(C), BETTER_GT)                       \
+    DEFINE_MINMAX(min_##name, weft_load_##name, T, MM_VAL(C), BETTER_LT)                       \
+    DEFINE_LOGIC(all_##name, weft_load_##name, T, 1)                                           \
+    DEFINE_LOGIC(any_##name, weft_load_##name, T, 0)
+WEFT_FOR_ALL_DTYPES(INST_ALL)
 #undef INST_ALL
 
 #define INST_VAR(name, id, T, C)                                                              \
-    DEFINE_SUMLIKE(vsum_##name, cpu_load_##name, T, double, MAP_PLAIN)                        \
-    DEFINE_SUMLIKE(vsq_##name, cpu_load_##name, T, double, MAP_SQDEV)
-CPU_FOR_FLOATING_DTYPES(INST_VAR)
+    DEFINE_SUMLIKE(vsum_##name, weft_load_##name, T, double, MAP_PLAIN)                        \
+    DEFINE_SUMLIKE(vsq_##name, weft_load_##name, T, double, MAP_SQDEV)
+WEFT_FOR_FLOATING_DTYPES(INST_VAR)
 #undef INST_VAR
 
 struct rfns {
@@ -409,14 +409,14 @@ struct rfns {
 #define TAB_VSUM(name, id, T, C) [id] = {vsum_##name##_line, vsum_##name##_block},
 #define TAB_VSQ(name, id, T, C) [id] = {vsq_##name##_line, vsq_##name##_block},
 static const struct rfns rtable[R_COUNT][WEFT_DTYPE_COUNT] = {
-    [R_SUM] = {CPU_FOR_ALL_DTYPES(TAB_SUM)},
-    [R_PROD] = {CPU_FOR_ALL_DTYPES(TAB_PROD)},
-    [R_MAX] = {CPU_FOR_ALL_DTYPES(TAB_MAX)},
-    [R_MIN] = {CPU_FOR_ALL_DTYPES(TAB_MIN)},
-    [R_ALL] = {CPU_FOR_ALL_DTYPES(TAB_ALL)},
-    [R_ANY] = {CPU_FOR_ALL_DTYPES(TAB_ANY)},
-    [R_VSUM] = {CPU_FOR_FLOATING_DTYPES(TAB_VSUM)},
-    [R_VSQ] = {CPU_FOR_FLOATING_DTYPES(TAB_VSQ)},
+    [R_SUM] = {WEFT_FOR_ALL_DTYPES(TAB_SUM)},
+    [R_PROD] = {WEFT_FOR_ALL_DTYPES(TAB_PROD)},
+    [R_MAX] = {WEFT_FOR_ALL_DTYPES(TAB_MAX)},
+    [R_MIN] = {WEFT_FOR_ALL_DTYPES(TAB_MIN)},
+    [R_ALL] = {WEFT_FOR_ALL_DTYPES(TAB_ALL)},
+    [R_ANY] = {WEFT_FOR_ALL_DTYPES(TAB_ANY)},
+    [R_VSUM] = {WEFT_FOR_FLOATING_DTYPES(TAB_VSUM)},
+    [R_VSQ] = {WEFT_FOR_FLOATING_DTYPES(TAB_VSQ)},
 };
 
 /* ---- combining partials ----------------------------------------------------------------- */
@@ -663,7 +663,7 @@ static void store_from_i64(enum weft_dtype dt, void *p, int64_t v)
     case id:                                                                                  \
         *(T *)p = (T)v;                                                                       \
         return;
-        CPU_FOR_INTEGRAL_DTYPES(CASE)
+        WEFT_FOR_INTEGRAL_DTYPES(CASE)
 #undef CASE
     case WEFT_BOOL:
         *(uint8_t *)p = v != 0;

@@ -79,17 +79,17 @@ static inline float sm_expf(float x)
         int nan_seen[SM_LANES] = {0}, any_nan = 0;                                            \
         int64_t i = 0;                                                                        \
         for (int j = 0; j < SM_LANES; j++)                                                    \
-            lane[j] = cpu_load_##name(x);                                                     \
+            lane[j] = weft_load_##name(x);                                                     \
         for (; i + SM_LANES <= n; i += SM_LANES) {                                            \
             OMP_SIMD                                                                          \
             for (int j = 0; j < SM_LANES; j++) {                                              \
-                C v = cpu_load_##name(x + (i + j) * sx);                                      \
+                C v = weft_load_##name(x + (i + j) * sx);                                      \
                 lane[j] = v > lane[j] ? v : lane[j];                                          \
                 nan_seen[j] |= v != v;                                                        \
             }                                                                                 \
         }                                                                                     \
         for (int j = 0; i < n; i++, j++) {                                                    \
-            C v = cpu_load_##name(x + i * sx);                                                \
+            C v = weft_load_##name(x + i * sx);                                                \
             lane[j] = v > lane[j] ? v : lane[j];                                              \
             nan_seen[j] |= v != v;                                                            \
         }                                                                                     \
@@ -109,14 +109,14 @@ static inline float sm_expf(float x)
             if (keep) {                                                                       \
                 OMP_SIMD_SUM(part)                                                            \
                 for (i = b; i < b + e; i++) {                                                 \
-                    C ex = SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                     \
-                    cpu_store_##name(y + i * sy, ex);                                         \
+                    C ex = SM_EXP((C)(weft_load_##name(x + i * sx) - mx));                     \
+                    weft_store_##name(y + i * sy, ex);                                         \
                     part += ex;                                                               \
                 }                                                                             \
             } else {                                                                          \
                 OMP_SIMD_SUM(part)                                                            \
                 for (i = b; i < b + e; i++)                                                   \
-                    part += SM_EXP((C)(cpu_load_##name(x + i * sx) - mx));                    \
+                    part += SM_EXP((C)(weft_load_##name(x + i * sx) - mx));                    \
             }                                                                                 \
             sum += part;                                                                      \
         }                                                                                     \
@@ -124,19 +124,19 @@ static inline float sm_expf(float x)
             C lse = (C)log(sum);                                                              \
             OMP_SIMD                                                                          \
             for (i = 0; i < n; i++)                                                           \
-                cpu_store_##name(y + i * sy, (C)(cpu_load_##name(x + i * sx) - mx) - lse);    \
+                weft_store_##name(y + i * sy, (C)(weft_load_##name(x + i * sx) - mx) - lse);    \
             return;                                                                           \
         }                                                                                     \
         C inv = (C)(1.0 / sum);                                                               \
         if (keep) {                                                                           \
             OMP_SIMD                                                                          \
             for (i = 0; i < n; i++)                                                           \
-                cpu_store_##name(y + i * sy, cpu_load_##name(y + i * sy) * inv);              \
+                weft_store_##name(y + i * sy, weft_load_##name(y + i * sy) * inv);              \
             return;                                                                           \
         }                                                                                     \
         /* 16-bit storage would round the exponentials: compute them again instead */        \
         for (i = 0; i < n; i++)                                                               \
-            cpu_store_##name(y + i * sy, SM_EXP((C)(cpu_load_##name(x + i * sx) - mx)) * inv); \
+            weft_store_##name(y + i * sy, SM_EXP((C)(weft_load_##name(x + i * sx) - mx)) * inv); \
     }                                                                                         \
     static void softmax_line_##name(const char *x, int64_t sx, char *y, int64_t sy, int64_t n, \
                                     bool take_log)                                            \
@@ -156,7 +156,7 @@ static inline float sm_expf(float x)
         double sum[SM_COLS];                                                                  \
         int nan_seen[SM_COLS];                                                                \
         for (int j = 0; j < w; j++) {                                                         \
-            mx[j] = cpu_load_##name(xr + j);                                                  \
+            mx[j] = weft_load_##name(xr + j);                                                  \
             sum[j] = 0;                                                                       \
             nan_seen[j] = 0;                                                                  \
         }                                                                                     \
@@ -164,7 +164,7 @@ static inline float sm_expf(float x)
             const T *row = (const T *)(x + l * sx);                                           \
             OMP_SIMD                                                                          \
             for (int j = 0; j < w; j++) {                                                     \
-                C v = cpu_load_##name(row + j);                                               \
+                C v = weft_load_##name(row + j);                                               \
                 mx[j] = v > mx[j] ? v : mx[j];                                                \
                 nan_seen[j] |= v != v;                                                        \
             }                                                                                 \
@@ -178,14 +178,14 @@ static inline float sm_expf(float x)
             if (keep) {                                                                       \
                 OMP_SIMD                                                                      \
                 for (int j = 0; j < w; j++) {                                                 \
-                    C ex = SM_EXP((C)(cpu_load_##name(row + j) - mx[j]));                     \
-                    cpu_store_##name(out + j, ex);                                            \
+                    C ex = SM_EXP((C)(weft_load_##name(row + j) - mx[j]));                     \
+                    weft_store_##name(out + j, ex);                                            \
                     sum[j] += ex;                                                             \
                 }                                                                             \
             } else {                                                                          \
                 OMP_SIMD                                                                      \
                 for (int j = 0; j < w; j++)                                                   \
-                    sum[j] += SM_EXP((C)(cpu_load_##name(row + j) - mx[j]));                  \
+                    sum[j] += SM_EXP((C)(weft_load_##name(row + j) - mx[j]));                  \
             }                                                                                 \
         }                                                                                     \
         for (int j = 0; j < w; j++) /* 1/sum, or log(sum) for log_softmax */                  \
@@ -195,21 +195,21 @@ static inline float sm_expf(float x)
             T *out = (T *)(y + l * sy);                                                       \
             if (take_log) {                                                                   \
                 for (int j = 0; j < w; j++)                                                   \
-                    cpu_store_##name(out + j, (C)(cpu_load_##name(row + j) - mx[j]) - (C)sum[j]); \
+                    weft_store_##name(out + j, (C)(weft_load_##name(row + j) - mx[j]) - (C)sum[j]); \
             } else if (keep) {                                                                \
                 OMP_SIMD                                                                      \
                 for (int j = 0; j < w; j++)                                                   \
-                    cpu_store_##name(out + j, cpu_load_##name(out + j) * (C)sum[j]);          \
+                    weft_store_##name(out + j, weft_load_##name(out + j) * (C)sum[j]);          \
             } else {                                                                          \
                 OMP_SIMD                                                                      \
                 for (int j = 0; j < w; j++)                                                   \
-                    cpu_store_##name(out + j, SM_EXP((C)(cpu_load_##name(row + j) - mx[j])) * \
+                    weft_store_##name(out + j, SM_EXP((C)(weft_load_##name(row + j) - mx[j])) * \
                                                   (C)sum[j]);                                 \
             }                                                                                 \
         }                                                                                     \
     }
 #define INST(name, id, T, C) DEFINE_SOFTMAX(name, T, C)
-CPU_FOR_FLOATING_DTYPES(INST)
+WEFT_FOR_FLOATING_DTYPES(INST)
 #undef INST
 
 typedef void (*softmax_line_fn)(const char *x, int64_t sx, char *y, int64_t sy, int64_t n,
@@ -264,7 +264,7 @@ static int softmax_kernel(const struct weft_op_call *call)
         job.line = softmax_line_##name;                                                       \
         job.cols = softmax_cols_##name;                                                       \
         break;
-        CPU_FOR_FLOATING_DTYPES(CASE)
+        WEFT_FOR_FLOATING_DTYPES(CASE)
 #undef CASE
     default:
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s' on cpu",

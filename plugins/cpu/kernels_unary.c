@@ -44,14 +44,14 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
             const T *x = (const T *)data[1];                                                  \
             CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
             {                                                                                 \
-                C a = cpu_load_##name(&x[i]);                                                 \
-                cpu_store_##ON(&o[i], (EXPR));                                                \
+                C a = weft_load_##name(&x[i]);                                                 \
+                weft_store_##ON(&o[i], (EXPR));                                                \
             }                                                                                 \
             return;                                                                           \
         }                                                                                     \
         for (int64_t i = 0; i < n; i++) {                                                     \
-            C a = cpu_load_##name(data[1] + i * s[1]);                                        \
-            cpu_store_##ON(data[0] + i * s[0], (EXPR));                                       \
+            C a = weft_load_##name(data[1] + i * s[1]);                                        \
+            weft_store_##ON(data[0] + i * s[0], (EXPR));                                       \
         }                                                                                     \
     }                                                                                         \
     static int unary_kernel_##ID##_##name(const struct weft_op_call *call)                    \
@@ -106,8 +106,8 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
 
 #define FLOATING_KERNELS(name, id, T, C) UNARY_FLOATING_OPS(UNARY_KERNEL, name, id, T, C)
 #define INTEGRAL_KERNELS(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_KERNEL, name, id, T, C)
-CPU_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
-CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
+WEFT_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
+WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
 UNARY_BOOL_OPS(UNARY_KERNEL, bool, WEFT_BOOL, bool, bool)
 
 int cpu_register_unary_kernels(void)
@@ -115,8 +115,8 @@ int cpu_register_unary_kernels(void)
     int rc;
 #define FLOATING_REGISTER(name, id, T, C) UNARY_FLOATING_OPS(UNARY_REGISTER, name, id, T, C)
 #define INTEGRAL_REGISTER(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_REGISTER, name, id, T, C)
-    CPU_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
-    CPU_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
+    WEFT_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
+    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
     UNARY_BOOL_OPS(UNARY_REGISTER, bool, WEFT_BOOL, bool, bool)
     return 0;
 }

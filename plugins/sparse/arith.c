@@ -24,12 +24,12 @@
         C scale = (C)alpha;                                                                   \
         _Pragma("omp parallel for schedule(static) if (n >= SPARSE_PARALLEL_GRAIN)")          \
         for (int64_t k = 0; k < n; k++) {                                                     \
-            C x = ia[k] >= 0 ? sparse_load_##name(pa + ia[k]) : (C)0;                         \
-            C y = ib[k] >= 0 ? sparse_load_##name(pb + ib[k]) : (C)0;                         \
-            sparse_store_##name(d + k, (C)(x + scale * y));                                   \
+            C x = ia[k] >= 0 ? weft_load_##name(pa + ia[k]) : (C)0;                         \
+            C y = ib[k] >= 0 ? weft_load_##name(pb + ib[k]) : (C)0;                         \
+            weft_store_##name(d + k, (C)(x + scale * y));                                   \
         }                                                                                     \
     }
-SPARSE_FOR_ALL_DTYPES(DEFINE_COMBINE)
+WEFT_FOR_ALL_DTYPES(DEFINE_COMBINE)
 #undef DEFINE_COMBINE
 
 typedef void (*combine_fn)(const void *, const int64_t *, const void *, const int64_t *, double,
@@ -41,7 +41,7 @@ static combine_fn combine_for(enum weft_dtype dt)
 #define CASE(name, id, T, C)                                                                  \
     case id:                                                                                  \
         return combine_##name;
-        SPARSE_FOR_ALL_DTYPES(CASE)
+        WEFT_FOR_ALL_DTYPES(CASE)
 #undef CASE
     default:
         return NULL;

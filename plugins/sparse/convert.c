@@ -1,6 +1,6 @@
 /* plugins/sparse/convert.c: conversions between dense, COO and CSR (Tensor.to_sparse,
  * to_sparse_csr, to_dense), transpose, moves between devices, and the typed value
- * kernels they use (written once for every dtype with SPARSE_FOR_ALL_DTYPES).
+ * kernels they use (written once for every dtype with WEFT_FOR_ALL_DTYPES).
  *
  * Every algorithm is O(nnz) or O(nnz + rows/cols) after the optional sort of coalesce;
  * the dense scans and scatters run in parallel above SPARSE_PARALLEL_GRAIN. */
@@ -65,8 +65,8 @@ void sparse_gather(size_t itemsize, const void *src, const int64_t *idx, int64_t
         for (int64_t g = 0; g < nseg; g++) {                                                  \
             C acc = 0;                                                                        \
             for (int64_t i = starts[g]; i < starts[g + 1]; i++)                               \
-                acc = (C)(acc + sparse_load_##name(s + (perm ? perm[i] : i)));                \
-            sparse_store_##name(d + g, acc);                                                  \
+                acc = (C)(acc + weft_load_##name(s + (perm ? perm[i] : i)));                \
+            weft_store_##name(d + g, acc);                                                  \
         }                                                                                     \
     }                                                                                         \
     /* dst[pos[k]] += src[k]; in parallel only when the positions are distinct. */           \
@@ -77,8 +77,8 @@ void sparse_gather(size_t itemsize, const void *src, const int64_t *idx, int64_t
         T *d = dst;                                                                           \
         _Pragma("omp parallel for schedule(static) if (distinct && n >= SPARSE_PARALLEL_GRAIN)") \
         for (int64_t k = 0; k < n; k++)                                                       \
-            sparse_store_##name(d + pos[k],                                                   \
-                                (C)(sparse_load_##name(d + pos[k]) + sparse_load_##name(s + k))); \
+            weft_store_##name(d + pos[k],                                                   \
+                                (C)(weft_load_##name(d + pos[k]) + weft_load_##name(s + k))); \
     }                                                                                         \
     /* Row r of dst [rows, cols] += the CSR entries of row r; a row stays on one thread, so */ \
     /* duplicate columns (possible in an unchecked tensor) still add up. */                  \
@@ -91,8 +91,8 @@ void sparse_gather(size_t itemsize, const void *src, const int64_t *idx, int64_t
         for (int64_t r = 0; r < rows; r++) {                                                  \
             T *line = d + r * cols;                                                           \
             for (int64_t e = crow[r]; e < crow[r + 1]; e++)                                   \
-                sparse_store_##name(line + col[e], (C)(sparse_load_##name(line + col[e]) +   \
-                                                       sparse_load_##name(s + e)));           \
+                weft_store_##name(line + col[e], (C)(weft_load_##name(line + col[e]) +   \
+                                                       weft_load_##name(s + e)));           \
         }                                                                                     \
     }                                                                                         \
     /* -0.0 is zero and NaN is not, as PyTorch's to_sparse. */                                \
@@ -101,17 +101,17 @@ void sparse_gather(size_t itemsize, const void *src, const int64_t *idx, int64_t
         const T *s = src;                                                                     \
         int64_t c = 0;                                                                        \
         for (int64_t i = lo; i < hi; i++)                                                     \
-            c += sparse_load_##name(s + i) != 0;                                              \
+            c += weft_load_##name(s + i) != 0;                                              \
         return c;                                                                             \
     }                                                                                         \
     static void list_nonzero_##name(const void *src, int64_t lo, int64_t hi, int64_t *out)    \
     {                                                                                         \
         const T *s = src;                                                                     \
         for (int64_t i = lo; i < hi; i++)                                                     \
-            if (sparse_load_##name(s + i) != 0)                                               \
+            if (weft_load_##name(s + i) != 0)                                               \
                 *out++ = i;                                                                   \
     }
-SPARSE_FOR_ALL_DTYPES(DEFINE_VALUE_KERNELS)
+WEFT_FOR_ALL_DTYPES(DEFINE_VALUE_KERNELS)
 #undef DEFINE_VALUE_KERNELS
 
 struct value_kernels {
@@ -129,7 +129,7 @@ static const struct value_kernels *kernels_for(enum weft_dtype dt)
 #define ENTRY(name, id, T, C)                                                                 \
     [id] = {segment_sum_##name, scatter_coo_##name, scatter_csr_##name, count_nonzero_##name,  \
             list_nonzero_##name},
-        SPARSE_FOR_ALL_DTYPES(ENTRY)
+        WEFT_FOR_ALL_DTYPES(ENTRY)
 #undef ENTRY
     };
     return weft_dtype_valid(dt) ? &table[dt] : NULL;

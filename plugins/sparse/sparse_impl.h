@@ -157,38 +157,9 @@ int sparse_sort_tuples(const int64_t *idx, int ndim, int64_t nnz, const int64_t 
  * and 0 where g has none. Returns a contiguous cpu tensor [n] of g's dtype. */
 weft_tensor *sparse_values_at(const weft_tensor *g, const int64_t *idx, int ndim, int64_t n);
 
-/* ---- values, written once for every dtype -----------------------------------------
- * X(name, enum, storage type, compute type); 16-bit floats compute in float. */
-#define SPARSE_FOR_ALL_DTYPES(X)                                                              \
-    X(bool, WEFT_BOOL, uint8_t, int)                                                         \
-    X(u8, WEFT_U8, uint8_t, uint8_t)                                                         \
-    X(i8, WEFT_I8, int8_t, int8_t)                                                           \
-    X(i16, WEFT_I16, int16_t, int16_t)                                                       \
-    X(i32, WEFT_I32, int32_t, int32_t)                                                       \
-    X(i64, WEFT_I64, int64_t, int64_t)                                                       \
-    X(f16, WEFT_F16, uint16_t, float)                                                        \
-    X(bf16, WEFT_BF16, uint16_t, float)                                                      \
-    X(f32, WEFT_F32, float, float)                                                           \
-    X(f64, WEFT_F64, double, double)
-
-#define SPARSE_PLAIN_ACCESS_(name, T)                                                         \
-    static inline T sparse_load_##name(const void *p) { return *(const T *)p; }              \
-    static inline void sparse_store_##name(void *p, T v) { *(T *)p = v; }
-SPARSE_PLAIN_ACCESS_(u8, uint8_t)
-SPARSE_PLAIN_ACCESS_(i8, int8_t)
-SPARSE_PLAIN_ACCESS_(i16, int16_t)
-SPARSE_PLAIN_ACCESS_(i32, int32_t)
-SPARSE_PLAIN_ACCESS_(i64, int64_t)
-SPARSE_PLAIN_ACCESS_(f32, float)
-SPARSE_PLAIN_ACCESS_(f64, double)
-#undef SPARSE_PLAIN_ACCESS_
-/* bool sums saturate to true (PyTorch's add on bool is a logical or). */
-static inline int sparse_load_bool(const void *p) { return *(const uint8_t *)p != 0; }
-static inline void sparse_store_bool(void *p, int v) { *(uint8_t *)p = v != 0; }
-static inline float sparse_load_f16(const void *p) { return weft_f16_to_float(*(const uint16_t *)p); }
-static inline void sparse_store_f16(void *p, float v) { *(uint16_t *)p = weft_float_to_f16(v); }
-static inline float sparse_load_bf16(const void *p) { return weft_bf16_to_float(*(const uint16_t *)p); }
-static inline void sparse_store_bf16(void *p, float v) { *(uint16_t *)p = weft_float_to_bf16(v); }
+/* ---- values, written once for every dtype with weft/dtype_kernels.h's lists and
+ * accessors (bool saturates: PyTorch's add on bool is a logical or). */
+#include <weft/dtype_kernels.h>
 
 /* Typed value kernels (convert.c), on host memory, OpenMP above SPARSE_PARALLEL_GRAIN. */
 #define SPARSE_PARALLEL_GRAIN 32768
