@@ -10,6 +10,7 @@
  * formatting) and laid out again at the component's own indent, as PyTorch's
  * _tensor_str(component, indent) does: the elements and their common width stay, the
  * line breaks move (a row holds (80 - indent) / (width + 2) elements). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,33 +22,40 @@
 
 #define LINEWIDTH 80
 
-/* ---- a growable string ------------------------------------------------------------------ */
+/* ---- the output: a memory stream ---------------------------------------------------- */
 
 struct text {
+    FILE *f; /* open_memstream's, over buf/len */
     char *buf;
-    size_t len, cap;
+    size_t len;
     bool failed;
 };
 
+static bool text_open(struct text *t)
+{
+    *t = (struct text){0};
+    t->f = open_memstream(&t->buf, &t->len);
+    t->failed = t->f == NULL;
+    return !t->failed;
+}
+
+/* Ends the stream: the text, or NULL (freed) when anything failed. */
+static char *text_close(struct text *t)
+{
+    if (t->f && (ferror(t->f) || fclose(t->f) != 0))
+        t->failed = true;
+    t->f = NULL;
+    if (t->failed) {
+        free(t->buf);
+        t->buf = NULL;
+    }
+    return t->buf;
+}
+
 static void put(struct text *t, const char *s, size_t n)
 {
-    if (t->failed)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->buf, cap);
-        if (!p) {
-            t->failed = true;
-            return;
-        }
-        t->buf = p;
-        t->cap = cap;
-    }
-    memcpy(t->buf + t->len, s, n);
-    t->len += n;
-    t->buf[t->len] = '\0';
+    if (!t->failed && fwrite(s, 1, n, t->f) != n)
+        t->failed = true;
 }
 
 static void puts_(struct text *t, const char *s)
@@ -57,19 +65,18 @@ static void puts_(struct text *t, const char *s)
 
 static void spaces(struct text *t, int n)
 {
-    for (int i = 0; i < n; i++)
-        put(t, " ", 1);
+    if (!t->failed && n > 0 && fprintf(t->f, "%*s", n, "") < 0)
+        t->failed = true;
 }
 
 static void printf_(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void printf_(struct text *t, const char *fmt, ...)
 {
-    char buf[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    if (!t->failed && vfprintf(t->f, fmt, ap) < 0)
+        t->failed = true;
     va_end(ap);
-    puts_(t, buf);
 }
 
 /* Python's str(tuple(shape)): "(2, 3)", "(5,)", "()". */
@@ -231,6 +238,10 @@ static int put_component(struct text *out, const char *prefix, const weft_tensor
  * the first one on a new line (PyTorch does so for COO). */
 static void add_suffixes(struct text *out, char suffixes[][96], int n, int indent, bool force)
 {
+    if (fflush(out->f) != 0) { /* brings buf and len up to date */
+        out->failed = true;
+        return;
+    }
     const char *nl = strrchr(out->buf, '\n');
     /* Python's len(s) - s.rfind('\n') + 1, rfind giving -1 without a newline. */
     size_t last = nl ? out->len - (size_t)(nl - out->buf) + 1 : out->len + 2;
@@ -263,11 +274,13 @@ char *sparse_repr(const weft_tensor *t)
     if (t->device.type != WEFT_DEVICE_CPU)
         snprintf(suffixes[n++], sizeof suffixes[0], "device='%s'",
                  weft_device_str(t->device, dev, sizeof dev));
-    struct text size = {0};
+    struct text size;
+    text_open(&size);
     puts_(&size, "size=");
     put_tuple(&size, t->ndim, t->shape);
-    snprintf(suffixes[n++], sizeof suffixes[0], "%s", size.failed ? "size=?" : size.buf);
-    free(size.buf);
+    char *size_text = text_close(&size);
+    snprintf(suffixes[n++], sizeof suffixes[0], "%s", size_text ? size_text : "size=?");
+    free(size_text);
     snprintf(suffixes[n++], sizeof suffixes[0], "nnz=%lld", (long long)sparse_nnz(s));
     if (t->dtype != weft_default_dtype() && t->dtype != WEFT_I64 && t->dtype != WEFT_BOOL)
         snprintf(suffixes[n++], sizeof suffixes[0], "dtype=torch.%s", weft_dtype_name(t->dtype));
@@ -278,8 +291,9 @@ char *sparse_repr(const weft_tensor *t)
     else if (weft_requires_grad(t))
         snprintf(suffixes[n++], sizeof suffixes[0], "requires_grad=True");
 
-    struct text out = {0};
-    int rc = 0;
+    struct text out;
+    int rc = text_open(&out) ? 0 : weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory "
+                                                  "printing a sparse tensor");
     puts_(&out, "tensor(");
     if (coo) {
         rc = put_component(&out, "indices=tensor(", s->indices, indent + 15);
@@ -298,11 +312,10 @@ char *sparse_repr(const weft_tensor *t)
         rc = put_component(&out, "values=tensor(", s->values, indent + 14);
     if (rc == 0 && !out.failed)
         add_suffixes(&out, suffixes, n, indent, coo);
-    if (rc == 0 && out.failed)
-        rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory printing a sparse tensor");
-    if (rc != 0) {
-        free(out.buf);
-        return NULL;
-    }
-    return out.buf;
+    if (rc != 0)
+        out.failed = true;
+    char *text = text_close(&out);
+    if (!text && rc == 0)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory printing a sparse tensor");
+    return text;
 }
