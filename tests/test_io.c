@@ -16,7 +16,6 @@
 
 /* ---- fixtures: a temporary directory per test ---------------------------------------- */
 
-static struct weft_config *cfg; /* the config of the last open_ini(); freed at teardown */
 
 static void io_setup(void)
 {
@@ -26,40 +25,11 @@ static void io_setup(void)
 
 static void io_teardown(void)
 {
-    weft_config_free(cfg);
-    cfg = NULL;
     tu_tmpdir_remove();
     tu_teardown();
 }
 
 TestSuite(io, .init = io_setup, .fini = io_teardown);
-
-/* Parses `ini` as if it were dir/test.ini, so relative paths resolve into dir. */
-static struct weft_config *config(const char *ini)
-{
-    weft_config_free(cfg);
-    cfg = weft_config_parse(ini, tu_tmp_path("test.ini"));
-    cr_assert_not_null(cfg, "config: %s", weft_error_message());
-    return cfg;
-}
-
-/* Opens [data] of ini, which must succeed. */
-static weft_dataset *open_ok(const char *ini)
-{
-    weft_dataset *ds = weft_dataset_open(config(ini), "data");
-    cr_assert_not_null(ds, "open failed: %s", weft_error_message());
-    return ds;
-}
-
-/* Opens [data] of ini, which must fail with code and a message containing text. */
-static void open_fails(const char *ini, int code, const char *text)
-{
-    weft_dataset *ds = weft_dataset_open(config(ini), "data");
-    if (ds)
-        weft_dataset_close(ds);
-    cr_assert_null(ds, "open succeeded; expected an error containing \"%s\"", text);
-    tu_assert_error(code, text);
-}
 
 static void assert_field(const weft_dataset *ds, int i, const char *name, enum weft_dtype dt,
                          int ndim, const int64_t *shape)
@@ -126,7 +96,7 @@ static const char *const tiny_ini = "[data]\n"
 Test(io, idx_reads_images_with_a_channel_dim_and_int64_labels)
 {
     write_tiny_mnist();
-    weft_dataset *ds = open_ok(tiny_ini);
+    weft_dataset *ds = tu_open_ok(tiny_ini);
     cr_assert_eq(weft_dataset_length(ds), 3);
     cr_assert_eq(weft_dataset_num_fields(ds), 2);
     assert_field(ds, 0, "image", WEFT_U8, 3, (int64_t[]){1, 2, 3});
@@ -154,7 +124,7 @@ Test(io, idx_reads_images_with_a_channel_dim_and_int64_labels)
 Test(io, idx_without_labels_has_only_the_image_field)
 {
     write_tiny_mnist();
-    weft_dataset *ds = open_ok("[data]\nreader = idx\nimages = images.idx\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = idx\nimages = images.idx\n");
     cr_assert_eq(weft_dataset_num_fields(ds), 1);
     cr_assert_eq(weft_dataset_field_index(ds, "image"), 0);
     cr_assert_eq(weft_dataset_field_index(ds, "label"), -1);
@@ -169,7 +139,7 @@ Test(io, idx_converts_big_endian_int16_and_float32_to_native)
     const unsigned char f32[8] = {0x3F, 0xC0, 0, 0, 0xC0, 0x00, 0, 0};
     write_idx("f32.idx", 0x0D, 2, (uint32_t[]){2, 1}, f32, sizeof f32);
 
-    weft_dataset *ds = open_ok("[data]\nreader = idx\nimages = i16.idx\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = idx\nimages = i16.idx\n");
     assert_field(ds, 0, "image", WEFT_I16, 1, (int64_t[]){2});
     int16_t got16[4];
     void *bufs[1] = {got16};
@@ -180,7 +150,7 @@ Test(io, idx_converts_big_endian_int16_and_float32_to_native)
     cr_assert_eq(got16[3], 0);
     weft_dataset_close(ds);
 
-    ds = open_ok("[data]\nreader = idx\nimages = f32.idx\n");
+    ds = tu_open_ok("[data]\nreader = idx\nimages = f32.idx\n");
     assert_field(ds, 0, "image", WEFT_F32, 1, (int64_t[]){1});
     float gotf[2];
     bufs[0] = gotf;
@@ -194,11 +164,11 @@ Test(io, idx_keeps_samples_that_are_not_2d_as_they_are)
 {
     unsigned char data[24] = {0};
     write_idx("rgb.idx", 0x08, 4, (uint32_t[]){2, 3, 2, 2}, data, 24);
-    weft_dataset *ds = open_ok("[data]\nreader = idx\nimages = rgb.idx\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = idx\nimages = rgb.idx\n");
     assert_field(ds, 0, "image", WEFT_U8, 3, (int64_t[]){3, 2, 2});
     weft_dataset_close(ds);
     write_idx("flat.idx", 0x08, 2, (uint32_t[]){4, 6}, data, 24);
-    ds = open_ok("[data]\nreader = idx\nimages = flat.idx\n");
+    ds = tu_open_ok("[data]\nreader = idx\nimages = flat.idx\n");
     assert_field(ds, 0, "image", WEFT_U8, 1, (int64_t[]){6});
     weft_dataset_close(ds);
 }
@@ -208,10 +178,10 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
     write_tiny_mnist();
     char ini[1200];
     snprintf(ini, sizeof ini, "[data]\nreader = idx\nimages = %s\n", tu_tmp_path("images.idx"));
-    weft_dataset *ds = open_ok(ini);
+    weft_dataset *ds = tu_open_ok(ini);
     weft_dataset_close(ds);
     char out[64];
-    cr_assert_eq(weft_dataset_resolve_path(config("[x]\n"), "/abs/file", out, sizeof out), 0);
+    cr_assert_eq(weft_dataset_resolve_path(tu_config("[x]\n"), "/abs/file", out, sizeof out), 0);
     cr_assert_str_eq(out, "/abs/file");
     struct weft_config *plain = weft_config_parse("[x]\n", "mnist.ini");
     cr_assert_eq(weft_dataset_resolve_path(plain, "data/a.gz", out, sizeof out), 0);
@@ -231,107 +201,111 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
 Test(io, idx_rejects_a_bad_magic_naming_file_and_offset)
 {
     tu_write_bytes("bad.idx", "\x12\x34\x56\x78\0\0\0\0", 8);
-    open_fails("[data]\nreader = idx\nimages = bad.idx\n", WEFT_ERR_IO,
-               "bad.idx: byte 0: bad magic 0x12345678: expected an IDX magic 0x0000TTNN");
+    tu_open_fails("[data]\nreader = idx\nimages = bad.idx\n", WEFT_ERR_IO,
+                  "bad.idx: byte 0: bad magic 0x12345678: expected an IDX magic 0x0000TTNN");
     tu_write_bytes("type.idx", "\x00\x00\x07\x03", 4);
-    open_fails("[data]\nreader = idx\nimages = type.idx\n", WEFT_ERR_IO, "bad magic 0x00000703");
+    tu_open_fails("[data]\nreader = idx\nimages = type.idx\n", WEFT_ERR_IO, "bad magic 0x00000703");
 }
 
 Test(io, idx_rejects_an_images_file_given_as_labels)
 {
     write_tiny_mnist();
-    open_fails("[data]\nreader = idx\nimages = images.idx\nlabels = images.idx\n", WEFT_ERR_IO,
-               "images.idx: byte 0: magic 0x00000803 says 3 dimensions; expected a labels file "
-               "with 1 dimension (magic 0x00000801)");
+    tu_open_fails("[data]\nreader = idx\nimages = images.idx\nlabels = images.idx\n", WEFT_ERR_IO,
+                  "images.idx: byte 0: magic 0x00000803 says 3 dimensions; expected a labels file "
+                  "with 1 dimension (magic 0x00000801)");
     write_idx("flabels.idx", 0x0D, 1, (uint32_t[]){3}, "\0\0\0\0\0\0\0\0\0\0\0\0", 12);
-    open_fails("[data]\nreader = idx\nimages = images.idx\nlabels = flabels.idx\n", WEFT_ERR_IO,
-               "says float32 elements; expected integer labels");
+    tu_open_fails("[data]\nreader = idx\nimages = images.idx\nlabels = flabels.idx\n", WEFT_ERR_IO,
+                  "says float32 elements; expected integer labels");
 }
 
 Test(io, idx_rejects_truncated_headers)
 {
     tu_write_bytes("short.idx", "\x00\x00", 2);
-    open_fails("[data]\nreader = idx\nimages = short.idx\n", WEFT_ERR_IO,
-               "short.idx: byte 0: truncated header (the 4-byte magic): expected 4 bytes, "
-               "found 2");
+    tu_open_fails("[data]\nreader = idx\nimages = short.idx\n", WEFT_ERR_IO,
+                  "short.idx: byte 0: truncated header (the 4-byte magic): expected 4 bytes, "
+                  "found 2");
     tu_write_bytes("dims.idx", "\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00", 10);
-    open_fails("[data]\nreader = idx\nimages = dims.idx\n", WEFT_ERR_IO,
-               "dims.idx: byte 4: truncated header (the dimension sizes): expected 12 bytes, "
-               "found 6");
+    tu_open_fails("[data]\nreader = idx\nimages = dims.idx\n", WEFT_ERR_IO,
+                  "dims.idx: byte 4: truncated header (the dimension sizes): expected 12 bytes, "
+                  "found 6");
 }
 
 Test(io, idx_rejects_truncated_data_before_allocating_what_the_header_claims)
 {
     unsigned char pixels[20] = {0};
     write_idx("cut.idx", 0x08, 3, (uint32_t[]){4, 2, 3}, pixels, 20);
-    open_fails("[data]\nreader = idx\nimages = cut.idx\n", WEFT_ERR_IO,
-               "cut.idx: byte 16: truncated image data: expected 24 bytes, found 20");
+    tu_open_fails("[data]\nreader = idx\nimages = cut.idx\n", WEFT_ERR_IO,
+                  "cut.idx: byte 16: truncated image data: expected 24 bytes, found 20");
     /* A header claiming 3.2 GB over 10 bytes of data is refused, not allocated. */
     write_idx("huge.idx", 0x08, 3, (uint32_t[]){4000000, 28, 28}, pixels, 10);
-    open_fails("[data]\nreader = idx\nimages = huge.idx\n", WEFT_ERR_IO,
-               "truncated image data: expected 3136000000 bytes, found 10");
+    tu_open_fails("[data]\nreader = idx\nimages = huge.idx\n", WEFT_ERR_IO,
+                  "truncated image data: expected 3136000000 bytes, found 10");
 }
 
 Test(io, idx_rejects_data_after_the_end)
 {
     unsigned char pixels[25] = {0};
     write_idx("long.idx", 0x08, 3, (uint32_t[]){4, 2, 3}, pixels, 25);
-    open_fails("[data]\nreader = idx\nimages = long.idx\n", WEFT_ERR_IO,
-               "long.idx: byte 40: 1 unexpected bytes after the image data");
+    tu_open_fails("[data]\nreader = idx\nimages = long.idx\n", WEFT_ERR_IO,
+                  "long.idx: byte 40: 1 unexpected bytes after the image data");
 }
 
 Test(io, idx_rejects_dims_whose_product_overflows)
 {
     write_idx("over.idx", 0x08, 3, (uint32_t[]){0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, NULL, 0);
-    open_fails("[data]\nreader = idx\nimages = over.idx\n", WEFT_ERR_IO,
-               "over.idx: byte 4: dimensions 4294967295 x 4294967295 x 4294967295 of 1-byte "
-               "elements overflow a 64-bit size");
+    tu_open_fails("[data]\nreader = idx\nimages = over.idx\n", WEFT_ERR_IO,
+                  "over.idx: byte 4: dimensions 4294967295 x 4294967295 x 4294967295 of 1-byte "
+                  "elements overflow a 64-bit size");
     /* No samples does not hide an impossible sample shape. */
     write_idx("zero.idx", 0x0E, 4, (uint32_t[]){0, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, NULL,
               0);
-    open_fails("[data]\nreader = idx\nimages = zero.idx\n", WEFT_ERR_IO, "overflow a 64-bit size");
+    tu_open_fails("[data]\nreader = idx\nimages = zero.idx\n", WEFT_ERR_IO,
+                     "overflow a 64-bit size");
 }
 
 Test(io, idx_rejects_labels_out_of_range_unless_num_classes_allows_them)
 {
     write_tiny_mnist();
     write_idx("labels.idx", 0x08, 1, (uint32_t[]){3}, (unsigned char[]){1, 2, 10}, 3);
-    open_fails(tiny_ini, WEFT_ERR_IO,
-               "labels.idx: byte 10: label 10 of sample 2 is out of range: expected 0 <= label "
-               "< 10 (num_classes)");
+    tu_open_fails(tiny_ini, WEFT_ERR_IO,
+                  "labels.idx: byte 10: label 10 of sample 2 is out of range: expected 0 <= label "
+                  "< 10 (num_classes)");
     char ini[256];
     snprintf(ini, sizeof ini, "%snum_classes = 11\n", tiny_ini);
-    weft_dataset *ds = open_ok(ini);
+    weft_dataset *ds = tu_open_ok(ini);
     cr_assert_eq(weft_dataset_field(ds, 1)->num_classes, 11);
     weft_dataset_close(ds);
     snprintf(ini, sizeof ini, "%snum_classes = 0\n", tiny_ini);
-    open_fails(ini, WEFT_ERR_CONFIG, "[data] num_classes = '0': expected an integer from 1");
+    tu_open_fails(ini, WEFT_ERR_CONFIG, "[data] num_classes = '0': expected an integer from 1");
     /* Signed label types: negative labels are out of range too. */
     write_idx("labels.idx", 0x09, 1, (uint32_t[]){3}, (unsigned char[]){1, 0xFF, 2}, 3);
-    open_fails(tiny_ini, WEFT_ERR_IO, "label -1 of sample 1 is out of range");
+    tu_open_fails(tiny_ini, WEFT_ERR_IO, "label -1 of sample 1 is out of range");
 }
 
 Test(io, idx_rejects_a_label_count_that_differs_from_the_image_count)
 {
     write_tiny_mnist();
     write_idx("labels.idx", 0x08, 1, (uint32_t[]){2}, (unsigned char[]){1, 2}, 2);
-    open_fails(tiny_ini, WEFT_ERR_IO, "labels.idx: byte 4: 2 labels for the 3 images of");
+    tu_open_fails(tiny_ini, WEFT_ERR_IO, "labels.idx: byte 4: 2 labels for the 3 images of");
 }
 
 Test(io, idx_errors_name_missing_keys_and_files)
 {
-    open_fails("[data]\nreader = idx\n", WEFT_ERR_CONFIG,
-               "test.ini: [data] missing key 'images': expected the path of an IDX images file");
-    open_fails("[data]\nreader = idx\nimages = nowhere.idx\n", WEFT_ERR_IO,
-               "nowhere.idx: cannot open: No such file or directory");
+    tu_open_fails("[data]\nreader = idx\n", WEFT_ERR_CONFIG,
+                  "test.ini: [data] missing key 'images': expected the path of an IDX images file");
+    tu_open_fails("[data]\nreader = idx\nimages = nowhere.idx\n", WEFT_ERR_IO,
+                  "nowhere.idx: cannot open: No such file or directory");
 }
 
 Test(io, unknown_keys_are_left_for_config_check_unknown)
 {
     write_tiny_mnist();
-    weft_dataset *ds = open_ok("[data]\nreader = idx\nimages = images.idx\nlabel = labels.idx\n");
+    struct weft_config *c =
+        tu_config("[data]\nreader = idx\nimages = images.idx\nlabel = labels.idx\n");
+    weft_dataset *ds = weft_dataset_open(c, "data");
+    cr_assert_not_null(ds, "open failed: %s", weft_error_message());
     weft_dataset_close(ds);
-    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    cr_assert_lt(weft_config_check_unknown(c), 0);
     tu_assert_error(WEFT_ERR_CONFIG, "unknown key 'label' (did you mean 'labels'?)");
 }
 
@@ -352,7 +326,7 @@ static weft_dataset *open_mnist(const char *split)
              "images = %s/data/mnist/%s-images-idx3-ubyte.gz\n"
              "labels = %s/data/mnist/%s-labels-idx1-ubyte.gz\n",
              source_root(), split, source_root(), split);
-    return open_ok(ini);
+    return tu_open_ok(ini);
 }
 
 static void check_mnist(const char *split, int64_t n)
@@ -421,16 +395,16 @@ Test(io, idx_recognises_gzip_by_content_and_reports_cut_or_corrupt_streams)
     copy_file(from, "labels-named-plainly", 1.0, false);
     snprintf(from, sizeof from, "%s/data/mnist/t10k-images-idx3-ubyte.gz", source_root());
     copy_file(from, "images.gz", 1.0, false);
-    weft_dataset *ds = open_ok("[data]\nreader = idx\nimages = images.gz\n"
-                               "labels = labels-named-plainly\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = idx\nimages = images.gz\n"
+                                  "labels = labels-named-plainly\n");
     cr_assert_eq(weft_dataset_length(ds), 2000);
     weft_dataset_close(ds);
     copy_file(from, "cut.gz", 0.5, false);
-    open_fails("[data]\nreader = idx\nimages = cut.gz\n", WEFT_ERR_IO,
-               "cut.gz: byte (decompressed) 16: truncated image data: expected 1568000 bytes");
+    tu_open_fails("[data]\nreader = idx\nimages = cut.gz\n", WEFT_ERR_IO,
+                  "cut.gz: byte (decompressed) 16: truncated image data: expected 1568000 bytes");
     copy_file(from, "bad.gz", 1.0, true);
-    open_fails("[data]\nreader = idx\nimages = bad.gz\n", WEFT_ERR_IO,
-               "bad.gz: corrupt gzip data after decompressed byte");
+    tu_open_fails("[data]\nreader = idx\nimages = bad.gz\n", WEFT_ERR_IO,
+                  "bad.gz: corrupt gzip data after decompressed byte");
 }
 
 /* Worker threads read the same dataset at once into their own buffers. */
@@ -491,7 +465,8 @@ Test(io, csv_reads_features_and_a_label_column_by_name)
                            "\n"
                            "4,5.25,2,6\r\n"
                            "nan,inf,1,-0.5\n");
-    weft_dataset *ds = open_ok("[data]\nreader = csv\npath = iris.csv\nlabel_column = species\n");
+    weft_dataset *ds =
+        tu_open_ok("[data]\nreader = csv\npath = iris.csv\nlabel_column = species\n");
     cr_assert_eq(weft_dataset_length(ds), 3);
     assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){3});
     assert_field(ds, 1, "label", WEFT_I64, 0, NULL);
@@ -516,8 +491,8 @@ Test(io, csv_reads_features_and_a_label_column_by_name)
 Test(io, csv_reads_without_header_by_index_with_other_delimiters)
 {
     tu_write_text("t.tsv", "3\t1\t2\n6\t0\t5\n");
-    weft_dataset *ds = open_ok("[data]\nreader = csv\npath = t.tsv\nheader = false\n"
-                               "delimiter = tab\nlabel_column = 1\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = csv\npath = t.tsv\nheader = false\n"
+                                  "delimiter = tab\nlabel_column = 1\n");
     float x[2];
     int64_t y;
     read_csv(ds, 1, x, &y);
@@ -527,8 +502,8 @@ Test(io, csv_reads_without_header_by_index_with_other_delimiters)
     weft_dataset_close(ds);
 
     tu_write_text("s.csv", "id;name;x;y;label\n17;bob;1;2;1\n18;amy;3;4;0\n");
-    ds = open_ok("[data]\nreader = csv\npath = s.csv\ndelimiter = semicolon\n"
-                 "label_column = label\ncolumns = y, 2\nnum_classes = 4\n");
+    ds = tu_open_ok("[data]\nreader = csv\npath = s.csv\ndelimiter = semicolon\n"
+                    "label_column = label\ncolumns = y, 2\nnum_classes = 4\n");
     assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){2});
     cr_assert_eq(weft_dataset_field(ds, 1)->num_classes, 4);
     read_csv(ds, 1, x, &y);
@@ -540,7 +515,7 @@ Test(io, csv_reads_without_header_by_index_with_other_delimiters)
 Test(io, csv_without_label_column_has_only_features)
 {
     tu_write_text("f.csv", "x,y\n1,2\n");
-    weft_dataset *ds = open_ok("[data]\nreader = csv\npath = f.csv\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = csv\npath = f.csv\n");
     cr_assert_eq(weft_dataset_num_fields(ds), 1);
     assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){2});
     weft_dataset_close(ds);
@@ -551,67 +526,67 @@ static const char *const csv_ini = "[data]\nreader = csv\npath = d.csv\nlabel_co
 Test(io, csv_rejects_a_wrong_column_count_naming_the_line)
 {
     tu_write_text("d.csv", "a,b,y\n1,2,0\n\n3,4\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:4: expected 3 columns (as in the header), found 2");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:4: expected 3 columns (as in the header), found 2");
     tu_write_text("d.csv", "1,2,0\n3,4,1,5\n");
-    open_fails("[data]\nreader = csv\npath = d.csv\nheader = false\n", WEFT_ERR_IO,
-               "d.csv:2: expected 3 columns (as in the first line), found 4");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\nheader = false\n", WEFT_ERR_IO,
+                  "d.csv:2: expected 3 columns (as in the first line), found 4");
 }
 
 Test(io, csv_rejects_non_numeric_cells_naming_line_and_column)
 {
     tu_write_text("d.csv", "a,b,y\n1,2,0\n1,abc,0\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:3:3: column 'b': expected a number, found 'abc'");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:3:3: column 'b': expected a number, found 'abc'");
     tu_write_text("d.csv", "a,b,y\n1,,0\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:3: column 'b': expected a number, found ''");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:3: column 'b': expected a number, found ''");
     tu_write_text("d.csv", "a,b,y\n0x10,1,0\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:1: column 'a': expected a number, found '0x10'");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:1: column 'a': expected a number, found '0x10'");
     tu_write_text("d.csv", "a,b,y\n1 2,1,0\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:1: column 'a': expected a number, found '1 2'");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:1: column 'a': expected a number, found '1 2'");
     tu_write_text("d.csv", "a,b,y\n1,1e39,0\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:3: column 'b': 1e39 is out of range for float32");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2:3: column 'b': 1e39 is out of range for float32");
     tu_write_text("d.csv", "1,x\n");
-    open_fails("[data]\nreader = csv\npath = d.csv\nheader = false\n", WEFT_ERR_IO,
-               "d.csv:1:3: column index 1: expected a number, found 'x'");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\nheader = false\n", WEFT_ERR_IO,
+                  "d.csv:1:3: column index 1: expected a number, found 'x'");
 }
 
 Test(io, csv_rejects_labels_that_are_not_class_indices)
 {
     tu_write_text("d.csv", "a,b,y\n1,2,1.5\n");
-    open_fails(csv_ini, WEFT_ERR_IO,
-               "d.csv:2:5: label column 'y': expected a class label (an integer >= 0), found "
-               "'1.5'");
+    tu_open_fails(csv_ini, WEFT_ERR_IO,
+                  "d.csv:2:5: label column 'y': expected a class label (an integer >= 0), found "
+                  "'1.5'");
     tu_write_text("d.csv", "a,b,y\n1,2,-1\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "found '-1'");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "found '-1'");
     tu_write_text("d.csv", "a,b,y\n1,2,1\n1,2,5\n");
     char ini[256];
     snprintf(ini, sizeof ini, "%snum_classes = 3\n", csv_ini);
-    open_fails(ini, WEFT_ERR_IO,
-               "d.csv:3:5: label 5 is out of range: expected 0 <= label < 3 (num_classes)");
+    tu_open_fails(ini, WEFT_ERR_IO,
+                  "d.csv:3:5: label 5 is out of range: expected 0 <= label < 3 (num_classes)");
 }
 
 Test(io, csv_rejects_columns_it_cannot_find)
 {
     tu_write_text("d.csv", "a,b,y\n1,2,1\n");
-    open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = z\n", WEFT_ERR_CONFIG,
-               "test.ini: [data] label_column: no column 'z' in");
-    open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = 3\n", WEFT_ERR_CONFIG,
-               "column index 3 is out of range");
-    open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = y\ncolumns = a, a\n",
-               WEFT_ERR_CONFIG, "columns: 'a' is listed twice");
-    open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = y\ncolumns = a, y\n",
-               WEFT_ERR_CONFIG, "columns: 'y' is the label column");
-    open_fails("[data]\nreader = csv\npath = d.csv\ncolumns = a,,b\n", WEFT_ERR_CONFIG,
-               "columns = 'a,,b': empty entry");
-    open_fails("[data]\nreader = csv\npath = d.csv\ndelimiter = ab\n", WEFT_ERR_CONFIG,
-               "[data] delimiter = 'ab': expected one character");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = z\n", WEFT_ERR_CONFIG,
+                  "test.ini: [data] label_column: no column 'z' in");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = 3\n", WEFT_ERR_CONFIG,
+                  "column index 3 is out of range");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = y\ncolumns = a, a\n",
+                  WEFT_ERR_CONFIG, "columns: 'a' is listed twice");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\nlabel_column = y\ncolumns = a, y\n",
+                  WEFT_ERR_CONFIG, "columns: 'y' is the label column");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\ncolumns = a,,b\n", WEFT_ERR_CONFIG,
+                  "columns = 'a,,b': empty entry");
+    tu_open_fails("[data]\nreader = csv\npath = d.csv\ndelimiter = ab\n", WEFT_ERR_CONFIG,
+                  "[data] delimiter = 'ab': expected one character");
 }
 
 Test(io, csv_rejects_empty_files_and_binary_data)
 {
     tu_write_text("d.csv", "\n\n");
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv: empty file; expected CSV text with a header line");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv: empty file; expected CSV text with a header line");
     tu_write_bytes("d.csv", "a,b,y\n1,\0,1\n", 12);
-    open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2: NUL byte in a text file");
+    tu_open_fails(csv_ini, WEFT_ERR_IO, "d.csv:2: NUL byte in a text file");
 }
 
 /* ---- NPY ------------------------------------------------------------------------------ */
@@ -728,7 +703,7 @@ static void check_npy_dtype(const char *code, enum weft_dtype dt)
         bool one_byte = weft_dtype_size(dt) == 1;
         snprintf(descr, sizeof descr, "%c%s", one_byte ? '|' : big ? '>' : '<', code);
         write_npy("x.npy", descr, fortran, "(2, 3, 4)", data, (size_t)n * weft_dtype_size(dt));
-        weft_dataset *ds = open_ok("[data]\nreader = npy\npath = x.npy\n");
+        weft_dataset *ds = tu_open_ok("[data]\nreader = npy\npath = x.npy\n");
         assert_field(ds, 0, "features", dt, 2, (int64_t[]){3, 4});
         unsigned char got[12 * 8];
         void *bufs[1] = {got};
@@ -754,9 +729,9 @@ Test(io, npy_reads_bfloat16_saved_as_two_byte_void_when_asked)
     put(data, WEFT_BF16, 0, 1.5, false);
     put(data, WEFT_BF16, 1, -2.0, false);
     write_npy("bf.npy", "|V2", false, "(2,)", data, 4);
-    open_fails("[data]\nreader = npy\npath = bf.npy\n", WEFT_ERR_IO,
-               "bf.npy: descr '|V2' is raw 2-byte values; if they are bfloat16");
-    weft_dataset *ds = open_ok("[data]\nreader = npy\npath = bf.npy\ndtype = bfloat16\n");
+    tu_open_fails("[data]\nreader = npy\npath = bf.npy\n", WEFT_ERR_IO,
+                  "bf.npy: descr '|V2' is raw 2-byte values; if they are bfloat16");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = npy\npath = bf.npy\ndtype = bfloat16\n");
     assert_field(ds, 0, "features", WEFT_BF16, 0, NULL);
     unsigned char got[4];
     void *bufs[1] = {got};
@@ -765,8 +740,8 @@ Test(io, npy_reads_bfloat16_saved_as_two_byte_void_when_asked)
     cr_assert_eq(element(got, WEFT_BF16, 1), 1.5);
     weft_dataset_close(ds);
     write_npy("f.npy", "<f4", false, "(2,)", (float[]){1, 2}, 8);
-    open_fails("[data]\nreader = npy\npath = f.npy\ndtype = int32\n", WEFT_ERR_CONFIG,
-               "[data] dtype = 'int32', but");
+    tu_open_fails("[data]\nreader = npy\npath = f.npy\ndtype = int32\n", WEFT_ERR_CONFIG,
+                  "[data] dtype = 'int32', but");
 }
 
 Test(io, npy_reads_version_2_and_3_headers_and_python2_longs)
@@ -779,7 +754,7 @@ Test(io, npy_reads_version_2_and_3_headers_and_python2_longs)
     for (int v = 2; v <= 3; v++) {
         char ini[128];
         snprintf(ini, sizeof ini, "[data]\nreader = npy\npath = v%d.npy\n", v);
-        weft_dataset *ds = open_ok(ini);
+        weft_dataset *ds = tu_open_ok(ini);
         cr_assert_eq(weft_dataset_length(ds), 3);
         assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){2});
         float got[2];
@@ -797,7 +772,7 @@ Test(io, npy_reads_integer_labels_of_any_width_and_byte_order)
     write_npy("x.npy", "<f4", false, "(3,)", x, 12);
     const unsigned char be16[6] = {0, 2, 0, 0, 0, 1};
     write_npy("y.npy", ">u2", false, "(3,)", be16, 6);
-    weft_dataset *ds = open_ok("[data]\nreader = npy\npath = x.npy\nlabels = y.npy\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = npy\npath = x.npy\nlabels = y.npy\n");
     assert_field(ds, 0, "features", WEFT_F32, 0, NULL);
     assert_field(ds, 1, "label", WEFT_I64, 0, NULL);
     cr_assert_eq(weft_dataset_field(ds, 1)->num_classes, 3);
@@ -818,105 +793,106 @@ Test(io, npy_rejects_bad_labels)
     const char *ini = "[data]\nreader = npy\npath = x.npy\nlabels = y.npy\nnum_classes = 5\n";
     int64_t y[3] = {0, 5, 1};
     write_npy("y.npy", "<i8", false, "(3,)", y, 24);
-    open_fails(ini, WEFT_ERR_IO,
-               "y.npy: byte 136: label 5 of sample 1 is out of range: expected 0 <= label < 5");
+    tu_open_fails(ini, WEFT_ERR_IO,
+                  "y.npy: byte 136: label 5 of sample 1 is out of range: expected 0 <= label < 5");
     y[1] = -3;
     write_npy("y.npy", "<i8", false, "(3,)", y, 24);
-    open_fails(ini, WEFT_ERR_IO, "label -3 of sample 1 is out of range");
+    tu_open_fails(ini, WEFT_ERR_IO, "label -3 of sample 1 is out of range");
     write_npy("y.npy", "<i8", false, "(2,)", y, 16);
-    open_fails(ini, WEFT_ERR_IO, "y.npy: labels of shape (2,); expected shape (3,)");
+    tu_open_fails(ini, WEFT_ERR_IO, "y.npy: labels of shape (2,); expected shape (3,)");
     write_npy("y.npy", "<f4", false, "(3,)", x, 12);
-    open_fails(ini, WEFT_ERR_IO, "y.npy: labels have descr '<f4'; expected an integer type");
+    tu_open_fails(ini, WEFT_ERR_IO, "y.npy: labels have descr '<f4'; expected an integer type");
 }
 
 Test(io, npy_rejects_a_bad_magic_or_version)
 {
     tu_write_bytes("m.npy", "\x93NUMPX\x01\x00\x00\x00", 10);
-    open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
-               "m.npy: byte 0: bad magic: expected \"\\x93NUMPY\"");
+    tu_open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
+                  "m.npy: byte 0: bad magic: expected \"\\x93NUMPY\"");
     tu_write_bytes("m.npy", "\x93NUM", 4);
-    open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
-               "m.npy: byte 0: truncated header: the file has 4 bytes");
+    tu_open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
+                  "m.npy: byte 0: truncated header: the file has 4 bytes");
     tu_write_bytes("m.npy", "\x93NUMPY\x04\x00\x00\x00", 10);
-    open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
-               "m.npy: byte 6: unsupported .npy format version 4.0");
+    tu_open_fails("[data]\nreader = npy\npath = m.npy\n", WEFT_ERR_IO,
+                  "m.npy: byte 6: unsupported .npy format version 4.0");
 }
 
 Test(io, npy_rejects_truncated_or_malformed_headers)
 {
     tu_write_bytes("h.npy", "\x93NUMPY\x02\x00\x10", 9);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "h.npy: byte 8: truncated header: expected a 4-byte header length");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "h.npy: byte 8: truncated header: expected a 4-byte header length");
     tu_write_bytes("h.npy", "\x93NUMPY\x01\x00\xff\x00{'descr'", 17);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "h.npy: byte 10: truncated header: expected 255 bytes of header, the file has 7");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "h.npy: byte 10: truncated header: expected 255 bytes of header, the file has 7");
     tu_write_bytes("h.npy", "\x93NUMPY\x01\x00\x04\x00{}  ", 14);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "h.npy: byte 13: bad .npy header: expected it to end with a newline");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "h.npy: byte 13: bad .npy header: expected it to end with a newline");
     write_npy_raw("h.npy", 1, "{'descr': '<f4', 'shape': (3,)}", NULL, 0);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "bad .npy header: the key 'fortran_order' is missing");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "bad .npy header: the key 'fortran_order' is missing");
     write_npy_raw("h.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': 1}",
                   NULL, 0);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "h.npy: byte 66: bad .npy header: expected only the keys 'descr', "
-               "'fortran_order' and 'shape', found '''");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "h.npy: byte 66: bad .npy header: expected only the keys 'descr', "
+                  "'fortran_order' and 'shape', found '''");
     write_npy_raw("h.npy", 1, "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (3,)}", NULL, 0);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "h.npy: byte 44: bad .npy header: expected True or False for 'fortran_order', "
-               "found 'M'");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "h.npy: byte 44: bad .npy header: expected True or False for 'fortran_order', "
+                  "found 'M'");
     write_npy_raw("h.npy", 1, "['descr']", NULL, 0);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "h.npy: byte 10: bad .npy header: expected '{' (a Python dict), found '['");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "h.npy: byte 10: bad .npy header: expected '{' (a Python dict), found '['");
     write_npy_raw("h.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} junk", NULL,
                   0);
-    open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
-               "expected only spaces after the dict, found 'j'");
+    tu_open_fails("[data]\nreader = npy\npath = h.npy\n", WEFT_ERR_IO,
+                  "expected only spaces after the dict, found 'j'");
 }
 
 Test(io, npy_rejects_descrs_and_shapes_it_cannot_read)
 {
     const char *ini = "[data]\nreader = npy\npath = d.npy\n";
     write_npy("d.npy", "<c8", false, "(1,)", "\0\0\0\0\0\0\0\0", 8);
-    open_fails(ini, WEFT_ERR_IO, "d.npy: byte 20: bad .npy header: expected a 'descr' weft reads");
+    tu_open_fails(ini, WEFT_ERR_IO,
+                     "d.npy: byte 20: bad .npy header: expected a 'descr' weft reads");
     write_npy("d.npy", "f4", false, "(1,)", "\0\0\0\0", 4);
-    open_fails(ini, WEFT_ERR_IO, "expected a 'descr' weft reads");
+    tu_open_fails(ini, WEFT_ERR_IO, "expected a 'descr' weft reads");
     write_npy_raw("d.npy", 1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,)}",
                   NULL, 0);
-    open_fails(ini, WEFT_ERR_IO, "structured dtypes are not supported");
+    tu_open_fails(ini, WEFT_ERR_IO, "structured dtypes are not supported");
     write_npy("d.npy", "<u4", false, "(1,)", "\0\0\0\0", 4);
-    open_fails(ini, WEFT_ERR_IO, "d.npy: descr '<u4': weft has no unsigned 4-byte dtype");
+    tu_open_fails(ini, WEFT_ERR_IO, "d.npy: descr '<u4': weft has no unsigned 4-byte dtype");
     write_npy("d.npy", "<f4", false, "(3, -1)", NULL, 0);
-    open_fails(ini, WEFT_ERR_IO,
-               "expected a non-negative integer dimension size or ')', found '-'");
+    tu_open_fails(ini, WEFT_ERR_IO,
+                  "expected a non-negative integer dimension size or ')', found '-'");
     write_npy("d.npy", "<f4", false, "()", "\0\0\0\0", 4);
-    open_fails(ini, WEFT_ERR_IO, "d.npy: shape (); expected at least one dimension");
+    tu_open_fails(ini, WEFT_ERR_IO, "d.npy: shape (); expected at least one dimension");
     write_npy("d.npy", "<f4", false, "(1, 1, 1, 1, 1, 1, 1, 1, 1)", "\0\0\0\0", 4);
-    open_fails(ini, WEFT_ERR_IO, "has 9 dimensions; weft reads at most 8");
+    tu_open_fails(ini, WEFT_ERR_IO, "has 9 dimensions; weft reads at most 8");
 }
 
 Test(io, npy_rejects_shapes_whose_size_overflows)
 {
     const char *ini = "[data]\nreader = npy\npath = d.npy\n";
     write_npy("d.npy", "<f8", false, "(4294967296, 4294967296, 4294967296)", NULL, 0);
-    open_fails(ini, WEFT_ERR_IO, "d.npy: byte 10: bad .npy header: shape of 3 dimensions with "
-                                 "8-byte elements overflows a 64-bit size");
+    tu_open_fails(ini, WEFT_ERR_IO, "d.npy: byte 10: bad .npy header: shape of 3 dimensions with "
+                                    "8-byte elements overflows a 64-bit size");
     write_npy("d.npy", "<f8", false, "(99999999999999999999,)", NULL, 0);
-    open_fails(ini, WEFT_ERR_IO, "expected a dimension size below 2^63");
+    tu_open_fails(ini, WEFT_ERR_IO, "expected a dimension size below 2^63");
 }
 
 Test(io, npy_rejects_truncated_or_overlong_data)
 {
     const char *ini = "[data]\nreader = npy\npath = d.npy\n";
     write_npy("d.npy", "<f4", false, "(2, 3)", "\0\0\0\0\0\0\0\0", 8);
-    open_fails(ini, WEFT_ERR_IO,
-               "d.npy: byte 128: truncated data: expected 24 bytes (shape and '<f4'), the file "
-               "has 8");
+    tu_open_fails(ini, WEFT_ERR_IO,
+                  "d.npy: byte 128: truncated data: expected 24 bytes (shape and '<f4'), the file "
+                  "has 8");
     /* A shape claiming terabytes over a small file is refused, never mapped or allocated. */
     write_npy("d.npy", "<f4", false, "(1000000, 1000000)", "\0\0\0\0", 4);
-    open_fails(ini, WEFT_ERR_IO, "expected 4000000000000 bytes");
+    tu_open_fails(ini, WEFT_ERR_IO, "expected 4000000000000 bytes");
     write_npy("d.npy", "<f4", false, "(1,)", "\0\0\0\0\0", 5);
-    open_fails(ini, WEFT_ERR_IO, "d.npy: byte 132: 1 unexpected bytes after the data");
+    tu_open_fails(ini, WEFT_ERR_IO, "d.npy: byte 132: 1 unexpected bytes after the data");
 }
 
 /* ---- synthetic ------------------------------------------------------------------------- */
@@ -935,7 +911,7 @@ Test(io, synthetic_blobs_are_deterministic_and_independent_of_batching)
 {
     const char *ini = "[data]\nreader = synthetic\nkind = blobs\nsamples = 50\nfeatures = 3\n"
                       "classes = 4\nseed = 7\n";
-    weft_dataset *ds = open_ok(ini);
+    weft_dataset *ds = tu_open_ok(ini);
     cr_assert_eq(weft_dataset_length(ds), 50);
     assert_field(ds, 0, "features", WEFT_F32, 1, (int64_t[]){3});
     assert_field(ds, 1, "label", WEFT_I64, 0, NULL);
@@ -952,7 +928,7 @@ Test(io, synthetic_blobs_are_deterministic_and_independent_of_batching)
     cr_assert_arr_eq(one, x + 37 * 3, sizeof one);
     weft_dataset_close(ds);
 
-    weft_dataset *again = open_ok(ini);
+    weft_dataset *again = tu_open_ok(ini);
     float *x2;
     int64_t *y2;
     read_all_synth(again, &x2, &y2);
@@ -961,8 +937,8 @@ Test(io, synthetic_blobs_are_deterministic_and_independent_of_batching)
     free(x2);
     free(y2);
 
-    weft_dataset *other = open_ok("[data]\nreader = synthetic\nsamples = 50\nfeatures = 3\n"
-                                  "classes = 4\nseed = 8\n");
+    weft_dataset *other = tu_open_ok("[data]\nreader = synthetic\nsamples = 50\nfeatures = 3\n"
+                                     "classes = 4\nseed = 8\n");
     read_all_synth(other, &x2, &y2);
     cr_assert(memcmp(x, x2, 150 * sizeof(float)) != 0, "another seed, other data");
     weft_dataset_close(other);
@@ -974,8 +950,8 @@ Test(io, synthetic_blobs_are_deterministic_and_independent_of_batching)
 
 Test(io, synthetic_blobs_without_noise_sit_on_distinct_class_centres)
 {
-    weft_dataset *ds = open_ok("[data]\nreader = synthetic\nsamples = 9\nclasses = 3\n"
-                               "noise = 0\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = synthetic\nsamples = 9\nclasses = 3\n"
+                                  "noise = 0\n");
     float *x;
     int64_t *y;
     read_all_synth(ds, &x, &y);
@@ -991,8 +967,8 @@ Test(io, synthetic_blobs_without_noise_sit_on_distinct_class_centres)
 
 Test(io, synthetic_spirals_stay_in_the_unit_disc_without_noise)
 {
-    weft_dataset *ds = open_ok("[data]\nreader = synthetic\nkind = spirals\nsamples = 300\n"
-                               "classes = 3\nnoise = 0\nfeatures = 2\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = synthetic\nkind = spirals\nsamples = 300\n"
+                                  "classes = 3\nnoise = 0\nfeatures = 2\n");
     float *x;
     int64_t *y;
     read_all_synth(ds, &x, &y);
@@ -1008,32 +984,32 @@ Test(io, synthetic_spirals_stay_in_the_unit_disc_without_noise)
 
 Test(io, synthetic_rejects_bad_settings)
 {
-    open_fails("[data]\nreader = synthetic\nkind = moons\n", WEFT_ERR_CONFIG, "kind = 'moons'");
-    open_fails("[data]\nreader = synthetic\nkind = spirals\nfeatures = 1\n", WEFT_ERR_CONFIG,
-               "spirals need at least 2 features");
-    open_fails("[data]\nreader = synthetic\nsamples = 0\n", WEFT_ERR_CONFIG,
-               "[data] samples = '0': expected an integer from 1 to");
-    open_fails("[data]\nreader = synthetic\nnoise = -1\n", WEFT_ERR_CONFIG,
-               "noise = '-1': expected a finite number >= 0");
-    open_fails("[data]\nreader = synthetic\nclasses = 100000\nfeatures = 100000\n",
-               WEFT_ERR_CONFIG, "classes x features = 10000000000: expected at most");
+    tu_open_fails("[data]\nreader = synthetic\nkind = moons\n", WEFT_ERR_CONFIG, "kind = 'moons'");
+    tu_open_fails("[data]\nreader = synthetic\nkind = spirals\nfeatures = 1\n", WEFT_ERR_CONFIG,
+                  "spirals need at least 2 features");
+    tu_open_fails("[data]\nreader = synthetic\nsamples = 0\n", WEFT_ERR_CONFIG,
+                  "[data] samples = '0': expected an integer from 1 to");
+    tu_open_fails("[data]\nreader = synthetic\nnoise = -1\n", WEFT_ERR_CONFIG,
+                  "noise = '-1': expected a finite number >= 0");
+    tu_open_fails("[data]\nreader = synthetic\nclasses = 100000\nfeatures = 100000\n",
+                  WEFT_ERR_CONFIG, "classes x features = 10000000000: expected at most");
 }
 
 /* ---- the registry and the dataset object ------------------------------------------------ */
 
 Test(io, open_names_an_unknown_reader_and_suggests_the_closest)
 {
-    open_fails("[data]\nreader = idz\n", WEFT_ERR_CONFIG,
-               "test.ini: [data] reader = 'idz': unknown dataset reader (registered: idx, csv, "
-               "npy, synthetic, mtx, libsvm); did you mean 'idx'?");
-    open_fails("[data]\nimages = x\n", WEFT_ERR_CONFIG,
-               "test.ini: [data] missing key 'reader': expected the name of a dataset reader "
-               "(idx, csv, npy, synthetic, mtx, libsvm)");
+    tu_open_fails("[data]\nreader = idz\n", WEFT_ERR_CONFIG,
+                  "test.ini: [data] reader = 'idz': unknown dataset reader (registered: idx, csv, "
+                  "npy, synthetic, mtx, libsvm); did you mean 'idx'?");
+    tu_open_fails("[data]\nimages = x\n", WEFT_ERR_CONFIG,
+                  "test.ini: [data] missing key 'reader': expected the name of a dataset reader "
+                  "(idx, csv, npy, synthetic, mtx, libsvm)");
 }
 
 Test(io, read_checks_indices_counts_and_buffers)
 {
-    weft_dataset *ds = open_ok("[data]\nreader = synthetic\nsamples = 10\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = synthetic\nsamples = 10\n");
     float x[4];
     int64_t y[2];
     void *bufs[2] = {x, y};
@@ -1099,7 +1075,7 @@ Test(io, readers_registered_in_process_are_opened_by_name_and_checked)
     cr_assert_eq(weft_dataset_reader_register(&test_reader), 0, "the same struct twice: no-op");
     cr_assert_eq(weft_dataset_reader_find("test.counting"), &test_reader);
     bad_nfields = 1;
-    weft_dataset *ds = open_ok("[data]\nreader = test.counting\n");
+    weft_dataset *ds = tu_open_ok("[data]\nreader = test.counting\n");
     float x[2];
     void *bufs[1] = {x};
     cr_assert_eq(weft_dataset_read(ds, 2, (int64_t[]){1, 0}, bufs), 0);
@@ -1109,8 +1085,8 @@ Test(io, readers_registered_in_process_are_opened_by_name_and_checked)
     cr_assert_not(weft_plugin_is_loaded("io"), "a registered reader needs no plugin");
 
     bad_nfields = 0;
-    open_fails("[data]\nreader = test.counting\n", WEFT_ERR_PLUGIN,
-               "dataset reader 'test.counting' ([data]) gave 0 fields; expected 1 to 8");
+    tu_open_fails("[data]\nreader = test.counting\n", WEFT_ERR_PLUGIN,
+                  "dataset reader 'test.counting' ([data]) gave 0 fields; expected 1 to 8");
     cr_assert_eq(closed, 2, "a refused dataset is closed");
 }
 

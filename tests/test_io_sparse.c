@@ -20,7 +20,6 @@
 
 /* ---- fixtures: a temporary directory per test ----------------------------------------- */
 
-static struct weft_config *cfg; /* the config of the last config(); freed at teardown */
 
 static void sparse_setup(void)
 {
@@ -30,8 +29,6 @@ static void sparse_setup(void)
 
 static void sparse_teardown(void)
 {
-    weft_config_free(cfg);
-    cfg = NULL;
     tu_tmpdir_remove();
     tu_teardown();
 }
@@ -76,42 +73,17 @@ static void write_gzip(const char *name, const char *text)
     free(buf);
 }
 
-/* Parses `ini` as if it were dir/test.ini, so relative paths resolve into dir. */
-static struct weft_config *config(const char *ini)
-{
-    weft_config_free(cfg);
-    cfg = weft_config_parse(ini, tu_tmp_path("test.ini"));
-    cr_assert_not_null(cfg, "config: %s", weft_error_message());
-    return cfg;
-}
-
-static weft_dataset *open_ok(const char *ini)
-{
-    weft_dataset *ds = weft_dataset_open(config(ini), "data");
-    cr_assert_not_null(ds, "open failed: %s", weft_error_message());
-    return ds;
-}
-
-static void open_fails(const char *ini, int code, const char *text)
-{
-    weft_dataset *ds = weft_dataset_open(config(ini), "data");
-    if (ds)
-        weft_dataset_close(ds);
-    cr_assert_null(ds, "open succeeded; expected an error containing \"%s\"", text);
-    tu_assert_error(code, text);
-}
-
 /* Writes `text` as dir/m.mtx and opens it with the mtx reader. */
 static weft_dataset *mtx_ok(const char *text)
 {
     tu_write_text("m.mtx", text);
-    return open_ok("[data]\nreader = mtx\npath = m.mtx\n");
+    return tu_open_ok("[data]\nreader = mtx\npath = m.mtx\n");
 }
 
 static void mtx_fails(const char *text, const char *message)
 {
     tu_write_text("m.mtx", text);
-    open_fails("[data]\nreader = mtx\npath = m.mtx\n", WEFT_ERR_IO, message);
+    tu_open_fails("[data]\nreader = mtx\npath = m.mtx\n", WEFT_ERR_IO, message);
 }
 
 /* Writes `text` as dir/d.svm and opens it with the libsvm reader and `keys`. */
@@ -120,7 +92,7 @@ static weft_dataset *svm_ok(const char *text, const char *keys)
     char ini[512];
     tu_write_text("d.svm", text);
     snprintf(ini, sizeof ini, "[data]\nreader = libsvm\npath = d.svm\n%s", keys);
-    return open_ok(ini);
+    return tu_open_ok(ini);
 }
 
 static void svm_fails(const char *text, const char *keys, const char *message)
@@ -128,7 +100,7 @@ static void svm_fails(const char *text, const char *keys, const char *message)
     char ini[512];
     tu_write_text("d.svm", text);
     snprintf(ini, sizeof ini, "[data]\nreader = libsvm\npath = d.svm\n%s", keys);
-    open_fails(ini, WEFT_ERR_IO, message);
+    tu_open_fails(ini, WEFT_ERR_IO, message);
 }
 
 /* Every sample of ds in order: indices and values [length, width], labels [length] when
@@ -294,7 +266,7 @@ Test(io_sparse, mtx_reads_gzip_files_by_content)
 {
     write_gzip("m.mtx.gz", "%%MatrixMarket matrix coordinate real general\n"
                            "2 2 2\n1 2 0.5\n2 2 -1\n");
-    weft_dataset *ds = weft_dataset_open(config("[data]\nreader = mtx\npath = m.mtx.gz\n"),
+    weft_dataset *ds = weft_dataset_open(tu_config("[data]\nreader = mtx\npath = m.mtx.gz\n"),
                                          "data");
     if (!ds && strstr(weft_error_message(), "without zlib")) {
         weft_error_clear();
@@ -431,16 +403,16 @@ Test(io_sparse, mtx_reports_bad_entries_with_line_and_column)
               "m.mtx:3:5: unexpected '1' after the entry: expected the end of the line (entries "
               "are 'row column')");
     tu_write_bytes("m.mtx", "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 \0 1\n", 57);
-    open_fails("[data]\nreader = mtx\npath = m.mtx\n", WEFT_ERR_IO,
-               "m.mtx:3: NUL byte in a text file; expected Matrix Market text");
+    tu_open_fails("[data]\nreader = mtx\npath = m.mtx\n", WEFT_ERR_IO,
+                  "m.mtx:3: NUL byte in a text file; expected Matrix Market text");
 }
 
 Test(io_sparse, mtx_config_errors_name_the_key)
 {
-    open_fails("[data]\nreader = mtx\n", WEFT_ERR_CONFIG,
-               "[data] missing key 'path': expected the path of a Matrix Market (.mtx) file");
-    open_fails("[data]\nreader = mtx\npath = nowhere.mtx\n", WEFT_ERR_IO,
-               "nowhere.mtx: cannot open: No such file or directory");
+    tu_open_fails("[data]\nreader = mtx\n", WEFT_ERR_CONFIG,
+                  "[data] missing key 'path': expected the path of a Matrix Market (.mtx) file");
+    tu_open_fails("[data]\nreader = mtx\npath = nowhere.mtx\n", WEFT_ERR_IO,
+                  "nowhere.mtx: cannot open: No such file or directory");
 }
 
 /* ---- libsvm: valid files ----------------------------------------------------------------- */
@@ -526,7 +498,7 @@ Test(io_sparse, libsvm_num_classes_key_is_kept_and_checked)
 Test(io_sparse, libsvm_reads_gzip_files_and_crlf_lines)
 {
     write_gzip("d.svm.gz", "1 1:0.5 3:2\r\n0 2:1\r\n");
-    weft_dataset *ds = weft_dataset_open(config("[data]\nreader = libsvm\npath = d.svm.gz\n"),
+    weft_dataset *ds = weft_dataset_open(tu_config("[data]\nreader = libsvm\npath = d.svm.gz\n"),
                                          "data");
     if (!ds && strstr(weft_error_message(), "without zlib")) {
         weft_error_clear();
@@ -637,21 +609,21 @@ Test(io_sparse, libsvm_reports_junk_tokens_and_bad_values)
     svm_fails("1 qid:3 1:1\n", "", "d.svm:1:3: query ids ('qid:3') are not supported: expected "
                                    "'index:value'");
     tu_write_bytes("d.svm", "1 1:1\n0 2\0:1\n", 13);
-    open_fails("[data]\nreader = libsvm\npath = d.svm\n", WEFT_ERR_IO,
-               "d.svm:2: NUL byte in a text file; expected libsvm text");
+    tu_open_fails("[data]\nreader = libsvm\npath = d.svm\n", WEFT_ERR_IO,
+                  "d.svm:2: NUL byte in a text file; expected libsvm text");
 }
 
 Test(io_sparse, libsvm_config_errors_name_the_key)
 {
     tu_write_text("d.svm", "1 1:1\n");
-    open_fails("[data]\nreader = libsvm\n", WEFT_ERR_CONFIG,
-               "[data] missing key 'path': expected the path of a libsvm/svmlight file");
-    open_fails("[data]\nreader = libsvm\npath = d.svm\nfeatures = 0\n", WEFT_ERR_CONFIG,
-               "[data] features = '0': expected an integer from 1 to");
-    open_fails("[data]\nreader = libsvm\npath = d.svm\nzero_based = maybe\n", WEFT_ERR_CONFIG,
-               "zero_based");
-    open_fails("[data]\nreader = libsvm\npath = d.svm\nnum_classes = -1\n", WEFT_ERR_CONFIG,
-               "[data] num_classes = '-1': expected an integer from 1 to");
+    tu_open_fails("[data]\nreader = libsvm\n", WEFT_ERR_CONFIG,
+                  "[data] missing key 'path': expected the path of a libsvm/svmlight file");
+    tu_open_fails("[data]\nreader = libsvm\npath = d.svm\nfeatures = 0\n", WEFT_ERR_CONFIG,
+                  "[data] features = '0': expected an integer from 1 to");
+    tu_open_fails("[data]\nreader = libsvm\npath = d.svm\nzero_based = maybe\n", WEFT_ERR_CONFIG,
+                  "zero_based");
+    tu_open_fails("[data]\nreader = libsvm\npath = d.svm\nnum_classes = -1\n", WEFT_ERR_CONFIG,
+                  "[data] num_classes = '-1': expected an integer from 1 to");
 }
 
 /* ---- weft-train's sparse_linear layer ------------------------------------------------------ */

@@ -116,6 +116,7 @@ void tu_assert_error(int code, const char *substring)
 /* ---- the temporary directory ------------------------------------------------------------ */
 
 static char tmpdir[256];
+static struct weft_config *tmp_config; /* tu_config's last */
 
 const char *tu_tmpdir_create(const char *tag)
 {
@@ -135,6 +136,8 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 void tu_tmpdir_remove(void)
 {
+    weft_config_free(tmp_config);
+    tmp_config = NULL;
     if (tmpdir[0])
         nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     tmpdir[0] = 0;
@@ -160,4 +163,28 @@ void tu_write_bytes(const char *name, const void *data, size_t n)
 void tu_write_text(const char *name, const char *text)
 {
     tu_write_bytes(name, text, strlen(text));
+}
+
+struct weft_config *tu_config(const char *ini)
+{
+    weft_config_free(tmp_config);
+    tmp_config = weft_config_parse(ini, tu_tmp_path("test.ini"));
+    cr_assert_not_null(tmp_config, "config: %s", weft_error_message());
+    return tmp_config;
+}
+
+weft_dataset *tu_open_ok(const char *ini)
+{
+    weft_dataset *ds = weft_dataset_open(tu_config(ini), "data");
+    cr_assert_not_null(ds, "open failed: %s", weft_error_message());
+    return ds;
+}
+
+void tu_open_fails(const char *ini, int code, const char *text)
+{
+    weft_dataset *ds = weft_dataset_open(tu_config(ini), "data");
+    if (ds)
+        weft_dataset_close(ds);
+    cr_assert_null(ds, "open succeeded; expected an error containing \"%s\"", text);
+    tu_assert_error(code, text);
 }

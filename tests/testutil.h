@@ -47,6 +47,13 @@ const char *tu_tmp_path(const char *name);
         tu_tmpdir_remove();                                                                  \
         cr_skip_test(__VA_ARGS__);                                                           \
     } while (0)
+/* Parses ini as if it were <dir>/test.ini, so relative paths resolve into the directory;
+ * the config lives until the next call or tu_tmpdir_remove(). */
+struct weft_config *tu_config(const char *ini);
+/* Opens [data] of ini, which must succeed. */
+weft_dataset *tu_open_ok(const char *ini);
+/* Opens [data] of ini, which must fail with code and a message containing text. */
+void tu_open_fails(const char *ini, int code, const char *text);
 /* Writes <dir>/name (asserting). */
 void tu_write_bytes(const char *name, const void *data, size_t n);
 void tu_write_text(const char *name, const char *text);
