@@ -13,9 +13,12 @@
 
 #define WEFT_INTERNAL __attribute__((visibility("hidden")))
 
-/* Small, hot thread-locals: the initial-exec model skips __tls_get_addr on every access.
- * (libweft is linked, not dlopen()ed, so the static TLS block has room for them.) */
-#define WEFT_FAST_TLS __thread __attribute__((tls_model("initial-exec")))
+/* Small, hot thread-locals. Not initial-exec: that model flags libweft STATIC_TLS, and a
+ * host that dlopen()s it (Python's ctypes, Lua, Julia) then fails with "cannot allocate
+ * memory in static TLS block". libweft is built with TLS descriptors instead
+ * (-mtls-dialect=gnu2, meson.build), whose access is a call that returns a constant
+ * offset when the block sits in static TLS, as it does for a linked libweft. */
+#define WEFT_FAST_TLS __thread
 
 /* Atomic refcount helpers. */
 #define WEFT_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
