@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <weft.h>
+#include <weft/sparse.h>
 #include <weft/kernel.h>
 
 typedef double (*time_median_fn)(void (*fn)(void *), void *ctx, int repeats);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <weft.h>
+#include <weft/train.h>
 #include <weft/backend.h>
 
 struct options {

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include <weft.h>
+#include <weft/testkit.h>
+#include <weft/train.h>
 #include <weft/backend.h>
 #include <weft/kernel.h>
 #include <weft/plugin.h>

@@ -38,10 +38,6 @@ WEFT_INTERNAL weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int
 #define weft_tensor_finish(t) weft_autorelease(t)
 /* Contiguous strides for shape; returns numel (or -1 on overflow). */
 WEFT_INTERNAL int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
-/* numel of a shape; -1 with error on negative sizes or overflow. */
-WEFT_INTERNAL int64_t weft_shape_numel(int ndim, const int64_t *shape);
-/* Checks shape sizes (>= 0, ndim <= 8) with PyTorch's messages. */
-WEFT_INTERNAL int weft_check_shape(int ndim, const int64_t *shape);
 /* 0 for a strided tensor with storage, else NotImplemented naming op and the layout. */
 WEFT_INTERNAL int weft_require_strided(const weft_tensor *t, const char *op);
 /* Frees a non-strided tensor's layout_data through its layout's vtable (layout.c). */
@@ -53,8 +49,6 @@ WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
 WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
-/* Error unless every non-NULL tensor is on the same device (PyTorch's message). */
-WEFT_INTERNAL int weft_check_same_device(int n, const weft_tensor *const *ts);
 /* The innermost scope records t (no-op with no scope). */
 WEFT_INTERNAL void weft_scope_record(weft_tensor *t);
 /* Plugins: load the plugin named after a device type on demand. */
@@ -68,13 +62,5 @@ WEFT_INTERNAL int weft_node_save_output(struct weft_node *node, int slot, weft_t
 WEFT_INTERNAL void weft_node_mark_view(struct weft_node *node);
 /* Dtype table entries. */
 WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
-/* caffe2::TypeMeta's name of a dtype ("float", "long int", "unsigned char"), which some
- * PyTorch messages print (ops_elementwise.c). */
-WEFT_INTERNAL const char *weft_dtype_meta_name(enum weft_dtype dt);
-
-/* A module's children in order (nn_module.c), for containers such as Sequential. */
-struct weft_module;
-WEFT_INTERNAL int weft_module_num_children(const struct weft_module *m);
-WEFT_INTERNAL struct weft_module *weft_module_child_at(const struct weft_module *m, int i);
 
 #endif

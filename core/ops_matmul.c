@@ -209,3 +209,15 @@ weft_tensor *weft_fwd_matmul(weft_tensor *a, weft_tensor *b)
     weft_scope_pop();
     return weft_tensor_finish(result);
 }
+
+static bool allow_tf32_flag;
+
+void weft_set_allow_tf32(bool allow)
+{
+    __atomic_store_n(&allow_tf32_flag, allow, __ATOMIC_RELAXED);
+}
+
+bool weft_allow_tf32(void)
+{
+    return __atomic_load_n(&allow_tf32_flag, __ATOMIC_RELAXED);
+}

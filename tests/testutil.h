@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include <weft.h>
+#include <weft/train.h>
+#include <weft/testkit.h>
 #include <weft/half.h>
 #include <weft/kernel.h>
 #include <weft/backend.h>

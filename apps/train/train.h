@@ -1,11 +1,13 @@
 /* apps/train/train.h: the pieces of weft-train. */
-#ifndef WEFT_TRAIN_H
-#define WEFT_TRAIN_H
+#ifndef WEFT_APP_TRAIN_H
+#define WEFT_APP_TRAIN_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
 #include <weft.h>
+#include <weft/sparse.h>
+#include <weft/train.h>
 #include <weft/checkpoint.h>
 #include <weft/dataset.h>
 #include <weft/nn.h>

@@ -1,4 +1,8 @@
-/* weft.h: the user API of weft, a deep-learning tensor framework in C. */
+/* weft.h: the user API of weft's core (libweft): tensors, ops and autograd.
+ *
+ * The other libraries have headers of their own: weft/nn.h (libweft-nn: layers, losses,
+ * modules), weft/train.h (libweft-train: config, datasets, optimizers, checkpoints) and
+ * weft/testkit.h (libweft-testkit); weft/sparse.h is the sparse plugin's API. */
 #ifndef WEFT_H
 #define WEFT_H
 
@@ -10,15 +14,5 @@
 #include "weft/tensor.h"
 #include "weft/ops.h"
 #include "weft/autograd.h"
-#include "weft/config.h"
-#include "weft/runtime.h"
-#include "weft/dataset.h"
-#include "weft/dataloader.h"
-#include "weft/checkpoint.h"
-#include "weft/nn.h"
-#include "weft/optim.h"
-#include "weft/conformance.h"
-#include "weft/layout.h"
-#include "weft/sparse.h"
 
 #endif

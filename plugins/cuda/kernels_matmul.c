@@ -12,7 +12,7 @@
 
 #include <cublas_v2.h>
 
-#include <weft/runtime.h>
+#include <weft/ops.h>
 
 #include "cuda_plugin.h"
 

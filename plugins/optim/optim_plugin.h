@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include <weft.h>
+#include <weft/train.h>
 #include <weft/kernel.h>
 
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP };

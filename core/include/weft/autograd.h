@@ -55,15 +55,6 @@ void weft_grad_mode_restore(bool previous);
 void weft_set_anomaly_enabled(bool enabled);
 bool weft_anomaly_enabled(void);
 
-/* torch.autograd.gradcheck: compares the analytical gradient of sum(fn(inputs) * w) for
- * a fixed random w with central differences (eps) in float64. Inputs must be float64
- * leaves; those that require grad are checked. Returns 0 when every entry satisfies
- * |analytical - numerical| <= atol + rtol * |numerical|, else WEFT_ERR_RUNTIME naming the
- * input, the entry and both values. */
-typedef weft_tensor *(*weft_gradcheck_fn)(void *ctx, weft_tensor *const *inputs);
-int weft_gradcheck(weft_gradcheck_fn fn, void *ctx, int ninputs, weft_tensor *const *inputs,
-                   double eps, double atol, double rtol);
-
 /* ---- defining differentiable ops (core ops, plugins) -------------------------------- */
 
 struct weft_node;

@@ -95,6 +95,11 @@ weft_tensor *weft_log_softmax(weft_tensor *t, int dim);
  * torch.matmul: 1-D x 1-D dot, 2-D x 2-D mm, 1-D operands promoted and squeezed, batch
  * dims broadcast. */
 weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b);
+/* torch.backends.cuda.matmul.allow_tf32: whether float32 matmuls may use TF32 tensor
+ * cores (about 10 mantissa bits per product). Off by default, as in PyTorch >= 1.12;
+ * [runtime] allow_tf32 sets it. Backends read it at every matmul. */
+void weft_set_allow_tf32(bool allow);
+bool weft_allow_tf32(void);
 
 /* ---- joining and indexing ------------------------------------------------------------ */
 weft_tensor *weft_cat(int n, weft_tensor *const *tensors, int dim);

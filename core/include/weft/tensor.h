@@ -94,6 +94,13 @@ void weft_tensor_bump_version(weft_tensor *t);
 int weft_normalize_dim(int dim, int ndim);
 /* "[2, 3, 4]" into buf; returns buf. */
 char *weft_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+/* numel of a shape; -1 with an error on negative sizes or overflow. */
+int64_t weft_shape_numel(int ndim, const int64_t *shape);
+/* 0 when every size is >= 0 and ndim <= WEFT_MAX_DIMS, else an error in PyTorch's words. */
+int weft_check_shape(int ndim, const int64_t *shape);
+/* 0 when every non-NULL tensor is on one device, else PyTorch's "Expected all tensors to
+ * be on the same device, but found at least two devices, cuda:0 and cpu!". */
+int weft_check_same_device(int n, const weft_tensor *const *ts);
 
 /* ---- creation -------------------------------------------------------------------- */
 

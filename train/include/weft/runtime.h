@@ -18,12 +18,6 @@ extern "C" {
  * the key; an unusable backend fails with the plugin's probe reason (WEFT_ERR_DEVICE). */
 int weft_runtime_init(struct weft_config *cfg, weft_device *device);
 
-/* torch.backends.cuda.matmul.allow_tf32: whether float32 matmuls may use TF32 tensor
- * cores (about 10 mantissa bits per product). Off by default, as in PyTorch >= 1.12;
- * [runtime] allow_tf32 sets it. Backends read it at every matmul. */
-void weft_set_allow_tf32(bool allow);
-bool weft_allow_tf32(void);
-
 #ifdef __cplusplus
 }
 #endif

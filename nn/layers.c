@@ -1,4 +1,4 @@
-/* core/nn_layers.c: the torch.nn layers as modules: PyTorch's constructor defaults,
+/* nn/layers.c: the torch.nn layers as modules: PyTorch's constructor defaults,
  * argument checks, initialisation and extra_repr texts, forwarding to the functional
  * layer (weft_linear, weft_conv2d, ...). Parameters are float32 on the cpu, drawn from
  * the Philox stream, so weft_manual_seed makes a model reproducible. */

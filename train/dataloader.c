@@ -1,4 +1,4 @@
-/* core/dataloader.c: batches of a dataset as tensors, read ahead by worker threads.
+/* train/dataloader.c: batches of a dataset as tensors, read ahead by worker threads.
  *
  * One mutex guards the epoch state and the ring of slots. A worker takes the next batch
  * number when that batch's slot is free, reads it without the lock into host tensors it
@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "weft.h"
+#include "weft/backend.h"
 #include "weft/config.h"
 #include "weft/half.h"
 #include "weft/philox.h"
@@ -745,7 +746,7 @@ int weft_dataloader_next(weft_dataloader *dl, weft_tensor **fields)
         return weft_error_set(dl->failed.code, "%s", dl->failed.message);
     }
     for (int f = 0; f < dl->nfields; f++)
-        fields[f] = weft_tensor_finish(out[f]);
+        fields[f] = weft_autorelease(out[f]);
     return 1;
 }
 

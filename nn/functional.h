@@ -1,26 +1,27 @@
-/* core/nn_functional.h: what the functional layer's files (nn_functional.c, nn_conv.c,
- * nn_pool.c, nn_loss.c) share; not installed, not ABI.
+/* nn/functional.h: what the functional layer's files (functional.c, conv.c, pool.c,
+ * loss.c) share; not installed, not ABI.
  *
- * Layers with their own backward node follow autograd_ops.c: the forward runs with grad
+ * Layers with their own backward node follow the core's autograd_ops.c: the forward runs with grad
  * mode off, then, when an input requires grad, a node is recorded whose formula is
  * written with weft ops (and the kernel ops of weft/kernel.h), so it runs on every
  * backend that has the forward kernels. Front ends open a scope, build freely, retain
  * the result and pop, so temporaries never leak. */
-#ifndef WEFT_CORE_NN_FUNCTIONAL_H
-#define WEFT_CORE_NN_FUNCTIONAL_H
+#ifndef WEFT_NN_FUNCTIONAL_H
+#define WEFT_NN_FUNCTIONAL_H
 
 #include <stddef.h>
 
 #include "internal.h"
 #include "weft/nn.h"
+#include "weft/kernel.h"
 #include "weft/ops.h"
 
 /* v as Python's repr(float) writes it ("1.5", "2.0", "-0.1"), for PyTorch's messages. */
-WEFT_INTERNAL const char *weft_nn_pyfloat(double v, char *buf, size_t size);
+NN_INTERNAL const char *weft_nn_pyfloat(double v, char *buf, size_t size);
 
 /* Makes node the grad_fn of out, consuming the node; returns out, or NULL when node or
  * out is NULL (a failed creation or forward: the error is already set) or attaching
  * failed. out must be recorded in an open scope, which releases it on failure. */
-WEFT_INTERNAL weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out);
+NN_INTERNAL weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* core/nn_functional.c: the functional layers made of recorded ops (linear, batch_norm,
+/* nn/functional.c: the functional layers made of recorded ops (linear, batch_norm,
  * layer_norm, dropout, embedding) and leaky_relu with its own node; helpers shared by
  * nn_conv.c, nn_pool.c and nn_loss.c. Convolution, pooling and losses have their own
  * files. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn_functional.h"
+#include "functional.h"
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
 
@@ -46,7 +46,7 @@ weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out)
         weft_scope_push();                                                                    \
         weft_tensor *result__ = weft_tensor_retain(call);                                     \
         weft_scope_pop();                                                                     \
-        return weft_tensor_finish(result__);                                                  \
+        return weft_autorelease(result__);                                                  \
     } while (0)
 
 /* [1, C, 1, ...] view of a per-channel vector for an input of ndim dims. */

@@ -1,4 +1,4 @@
-/* core/safetensors.c: tensor dicts, metadata maps and safetensors files (checkpoint.h).
+/* train/safetensors.c: safetensors files (checkpoint.h).
  *
  * The format is defined by the Python/Rust `safetensors` library (safetensors/src/
  * tensor.rs). The writer mirrors its `prepare`: entries sorted by descending dtype
@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "json.h"
+#include "weft.h"
 
 /* Tensor data is stored little-endian; weft only targets little-endian hosts, where the
  * bytes of a tensor are written as they are in memory. */
@@ -56,314 +56,6 @@ static bool valid_utf8(const char *s)
 {
     size_t n = strlen(s);
     return weft_utf8_invalid_at(s, n) == n;
-}
-
-/* ---- name index: open addressing from a name to its entry number -------------------- */
-
-struct name_slot {
-    const char *key; /* borrowed from the entry; NULL when empty */
-    size_t index;
-};
-
-struct name_index {
-    struct name_slot *slots;
-    size_t cap, count; /* cap is 0 or a power of two */
-};
-
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static long index_find(const struct name_index *ix, const char *key)
-{
-    if (ix->cap == 0)
-        return -1;
-    for (size_t i = hash_name(key) & (ix->cap - 1);; i = (i + 1) & (ix->cap - 1)) {
-        if (!ix->slots[i].key)
-            return -1;
-        if (strcmp(ix->slots[i].key, key) == 0)
-            return (long)ix->slots[i].index;
-    }
-}
-
-static void index_place(struct name_slot *slots, size_t cap, const char *key, size_t index)
-{
-    size_t i = hash_name(key) & (cap - 1);
-    while (slots[i].key)
-        i = (i + 1) & (cap - 1);
-    slots[i] = (struct name_slot){key, index};
-}
-
-/* Adds key (which must be absent and outlive the index). Returns 0 or an OOM error. */
-static int index_add(struct name_index *ix, const char *key, size_t index)
-{
-    if (2 * (ix->count + 1) > ix->cap) {
-        size_t cap = ix->cap ? ix->cap * 2 : 16;
-        struct name_slot *slots = calloc(cap, sizeof *slots);
-        if (!slots)
-            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a name index");
-        for (size_t i = 0; i < ix->cap; i++)
-            if (ix->slots[i].key)
-                index_place(slots, cap, ix->slots[i].key, ix->slots[i].index);
-        free(ix->slots);
-        ix->slots = slots;
-        ix->cap = cap;
-    }
-    index_place(ix->slots, ix->cap, key, index);
-    ix->count++;
-    return 0;
-}
-
-static void index_free(struct name_index *ix)
-{
-    free(ix->slots);
-    memset(ix, 0, sizeof *ix);
-}
-
-/* ---- tensor dicts ------------------------------------------------------------------- */
-
-struct dict_entry {
-    char *name;
-    weft_tensor *tensor; /* owned reference */
-};
-
-struct weft_tensor_dict {
-    struct dict_entry *v;
-    size_t n, cap;
-    struct name_index index;
-};
-
-struct weft_tensor_dict *weft_tensor_dict_new(void)
-{
-    struct weft_tensor_dict *d = calloc(1, sizeof *d);
-    if (!d)
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a tensor dict");
-    return d;
-}
-
-void weft_tensor_dict_free(struct weft_tensor_dict *d)
-{
-    if (!d)
-        return;
-    for (size_t i = 0; i < d->n; i++) {
-        weft_tensor_release(d->v[i].tensor);
-        free(d->v[i].name);
-    }
-    free(d->v);
-    index_free(&d->index);
-    free(d);
-}
-
-int weft_tensor_dict_add(struct weft_tensor_dict *d, const char *name, weft_tensor *t)
-{
-    if (!t)
-        return WEFT_ERR_VALUE;
-    if (!d || !name)
-        return weft_error_set(WEFT_ERR_VALUE, "weft_tensor_dict_add: the dict or the name is NULL");
-    if (index_find(&d->index, name) >= 0)
-        return weft_error_set(WEFT_ERR_VALUE, "duplicate key '%s'", name);
-    if (grow((void **)&d->v, &d->cap, d->n, sizeof *d->v) != 0)
-        return WEFT_ERR_OUT_OF_MEMORY;
-    char *copy = dup_string(name);
-    if (!copy)
-        return WEFT_ERR_OUT_OF_MEMORY;
-    if (index_add(&d->index, copy, d->n) != 0) {
-        free(copy);
-        return WEFT_ERR_OUT_OF_MEMORY;
-    }
-    d->v[d->n++] = (struct dict_entry){copy, weft_tensor_retain(t)};
-    return 0;
-}
-
-size_t weft_tensor_dict_len(const struct weft_tensor_dict *d)
-{
-    return d ? d->n : 0;
-}
-
-weft_tensor *weft_tensor_dict_get(const struct weft_tensor_dict *d, const char *name)
-{
-    long i = d && name ? index_find(&d->index, name) : -1;
-    if (i < 0)
-        return NULL;
-    return weft_tensor_finish(weft_tensor_retain(d->v[i].tensor));
-}
-
-static bool dict_index_ok(const struct weft_tensor_dict *d, size_t i)
-{
-    if (d && i < d->n)
-        return true;
-    weft_error_set(WEFT_ERR_INDEX, "index %zu is out of range for a tensor dict of %zu entries",
-                   i, weft_tensor_dict_len(d));
-    return false;
-}
-
-const char *weft_tensor_dict_name(const struct weft_tensor_dict *d, size_t i)
-{
-    return dict_index_ok(d, i) ? d->v[i].name : NULL;
-}
-
-weft_tensor *weft_tensor_dict_at(const struct weft_tensor_dict *d, size_t i)
-{
-    if (!dict_index_ok(d, i))
-        return NULL;
-    return weft_tensor_finish(weft_tensor_retain(d->v[i].tensor));
-}
-
-/* ---- metadata ----------------------------------------------------------------------- */
-
-struct meta_entry {
-    char *key;
-    char *value;
-};
-
-struct weft_metadata {
-    struct meta_entry *v;
-    size_t n, cap;
-    struct name_index index;
-};
-
-struct weft_metadata *weft_metadata_new(void)
-{
-    struct weft_metadata *m = calloc(1, sizeof *m);
-    if (!m)
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a metadata map");
-    return m;
-}
-
-void weft_metadata_free(struct weft_metadata *m)
-{
-    if (!m)
-        return;
-    for (size_t i = 0; i < m->n; i++) {
-        free(m->v[i].key);
-        free(m->v[i].value);
-    }
-    free(m->v);
-    index_free(&m->index);
-    free(m);
-}
-
-int weft_metadata_set(struct weft_metadata *m, const char *key, const char *value)
-{
-    if (!m || !key || !value)
-        return weft_error_set(WEFT_ERR_VALUE, "weft_metadata_set: the map, key or value is NULL");
-    char *v = dup_string(value);
-    if (!v)
-        return WEFT_ERR_OUT_OF_MEMORY;
-    long i = index_find(&m->index, key);
-    if (i >= 0) {
-        free(m->v[i].value);
-        m->v[i].value = v;
-        return 0;
-    }
-    char *k = NULL;
-    if (grow((void **)&m->v, &m->cap, m->n, sizeof *m->v) != 0 || !(k = dup_string(key)) ||
-        index_add(&m->index, k, m->n) != 0) {
-        free(k);
-        free(v);
-        return weft_error_code();
-    }
-    m->v[m->n++] = (struct meta_entry){k, v};
-    return 0;
-}
-
-const char *weft_metadata_get(const struct weft_metadata *m, const char *key)
-{
-    long i = m && key ? index_find(&m->index, key) : -1;
-    return i < 0 ? NULL : m->v[i].value;
-}
-
-size_t weft_metadata_len(const struct weft_metadata *m)
-{
-    return m ? m->n : 0;
-}
-
-static bool meta_index_ok(const struct weft_metadata *m, size_t i)
-{
-    if (m && i < m->n)
-        return true;
-    weft_error_set(WEFT_ERR_INDEX, "index %zu is out of range for a metadata map of %zu entries",
-                   i, weft_metadata_len(m));
-    return false;
-}
-
-const char *weft_metadata_key(const struct weft_metadata *m, size_t i)
-{
-    return meta_index_ok(m, i) ? m->v[i].key : NULL;
-}
-
-const char *weft_metadata_value(const struct weft_metadata *m, size_t i)
-{
-    return meta_index_ok(m, i) ? m->v[i].value : NULL;
-}
-
-int weft_metadata_set_int(struct weft_metadata *m, const char *key, int64_t value)
-{
-    char text[32];
-    snprintf(text, sizeof text, "%" PRId64, value);
-    return weft_metadata_set(m, key, text);
-}
-
-int weft_metadata_set_uint(struct weft_metadata *m, const char *key, uint64_t value)
-{
-    char text[32];
-    snprintf(text, sizeof text, "%" PRIu64, value);
-    return weft_metadata_set(m, key, text);
-}
-
-/* The value of key when it is a plain decimal integer (optional '-' when `is_signed`,
- * then digits only); NULL with an error otherwise. */
-static const char *integer_text(const struct weft_metadata *m, const char *key, bool is_signed)
-{
-    const char *text = weft_metadata_get(m, key);
-    if (!text) {
-        weft_error_set(WEFT_ERR_VALUE, "checkpoint metadata has no key '%s'", key ? key : "");
-        return NULL;
-    }
-    const char *p = text + (is_signed && text[0] == '-');
-    bool digits = *p != '\0';
-    for (; *p; p++)
-        digits &= *p >= '0' && *p <= '9';
-    if (!digits) {
-        weft_error_set(WEFT_ERR_VALUE, "checkpoint metadata '%s' = '%s' is not %s integer", key,
-                       text, is_signed ? "an" : "a non-negative");
-        return NULL;
-    }
-    return text;
-}
-
-int weft_metadata_get_int(const struct weft_metadata *m, const char *key, int64_t *out)
-{
-    const char *text = integer_text(m, key, true);
-    if (!text)
-        return WEFT_ERR_VALUE;
-    errno = 0;
-    long long v = strtoll(text, NULL, 10);
-    if (errno == ERANGE)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "checkpoint metadata '%s' = '%s' is out of the range of int64",
-                              key, text);
-    *out = v;
-    return 0;
-}
-
-int weft_metadata_get_uint(const struct weft_metadata *m, const char *key, uint64_t *out)
-{
-    const char *text = integer_text(m, key, false);
-    if (!text)
-        return WEFT_ERR_VALUE;
-    errno = 0;
-    unsigned long long v = strtoull(text, NULL, 10);
-    if (errno == ERANGE)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "checkpoint metadata '%s' = '%s' is out of the range of uint64",
-                              key, text);
-    *out = v;
-    return 0;
 }
 
 /* ---- dtypes ------------------------------------------------------------------------- */
@@ -431,9 +123,9 @@ static int check_save_inputs(const char *path, const struct weft_tensor_dict *di
     if (!path || !dict)
         return weft_error_set(WEFT_ERR_VALUE,
                               "weft_safetensors_save: the path or the dict is NULL");
-    for (size_t i = 0; i < dict->n; i++) {
-        const char *name = dict->v[i].name;
-        const weft_tensor *t = dict->v[i].tensor;
+    for (size_t i = 0; i < weft_tensor_dict_len(dict); i++) {
+        const char *name = weft_tensor_dict_name(dict, i);
+        const weft_tensor *t = weft_tensor_dict_at(dict, i);
         if (strcmp(name, "__metadata__") == 0)
             return weft_error_set(WEFT_ERR_VALUE,
                                   "%s: a tensor cannot be named '__metadata__' (the key is "
@@ -451,11 +143,12 @@ static int check_save_inputs(const char *path, const struct weft_tensor_dict *di
             return weft_error_set(WEFT_ERR_TYPE, "%s: tensor '%s' has the invalid dtype %d", path,
                                   name, (int)t->dtype);
     }
-    for (size_t i = 0; metadata && i < metadata->n; i++)
-        if (!valid_utf8(metadata->v[i].key) || !valid_utf8(metadata->v[i].value))
+    for (size_t i = 0; i < weft_metadata_len(metadata); i++)
+        if (!valid_utf8(weft_metadata_key(metadata, i)) ||
+            !valid_utf8(weft_metadata_value(metadata, i)))
             return weft_error_set(WEFT_ERR_VALUE,
                                   "%s: metadata key '%s' or its value is not valid UTF-8", path,
-                                  metadata->v[i].key);
+                                  weft_metadata_key(metadata, i));
     return 0;
 }
 
@@ -478,12 +171,12 @@ static int build_header(const char *path, const struct out_entry *e, size_t n,
     if (metadata) {
         weft_json_buf_string(b, "__metadata__");
         weft_json_buf_append(b, ":{", 2);
-        for (size_t i = 0; i < metadata->n; i++) {
+        for (size_t i = 0; i < weft_metadata_len(metadata); i++) {
             if (i > 0)
                 weft_json_buf_char(b, ',');
-            weft_json_buf_string(b, metadata->v[i].key);
+            weft_json_buf_string(b, weft_metadata_key(metadata, i));
             weft_json_buf_char(b, ':');
-            weft_json_buf_string(b, metadata->v[i].value);
+            weft_json_buf_string(b, weft_metadata_value(metadata, i));
         }
         weft_json_buf_char(b, '}');
     }
@@ -629,27 +322,37 @@ out:
     return rc;
 }
 
-int weft_safetensors_save(const char *path, const struct weft_tensor_dict *dict,
-                          const struct weft_metadata *metadata)
+/* The dict's tensors are references recorded in a scope of the caller's. */
+static int save_entries(const char *path, const struct weft_tensor_dict *dict,
+                        const struct weft_metadata *metadata)
 {
     if (check_save_inputs(path, dict, metadata) != 0)
         return weft_error_code();
-    struct out_entry *e = calloc(dict->n ? dict->n : 1, sizeof *e);
+    size_t n = weft_tensor_dict_len(dict);
+    struct out_entry *e = calloc(n ? n : 1, sizeof *e);
     if (!e)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %zu entries",
-                              dict->n);
-    for (size_t i = 0; i < dict->n; i++) {
-        weft_tensor *t = dict->v[i].tensor;
-        e[i] = (struct out_entry){dict->v[i].name, t, st_rank(t->dtype),
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %zu entries", n);
+    for (size_t i = 0; i < n; i++) {
+        weft_tensor *t = weft_tensor_dict_at(dict, i);
+        e[i] = (struct out_entry){weft_tensor_dict_name(dict, i), t, st_rank(t->dtype),
                                   (uint64_t)weft_tensor_numel(t) * weft_tensor_itemsize(t)};
     }
-    qsort(e, dict->n, sizeof *e, out_entry_cmp);
+    qsort(e, n, sizeof *e, out_entry_cmp);
     struct weft_json_buf header = {0};
-    int rc = build_header(path, e, dict->n, metadata, &header);
+    int rc = build_header(path, e, n, metadata, &header);
     if (rc == 0)
-        rc = save_atomically(path, &header, e, dict->n);
+        rc = save_atomically(path, &header, e, n);
     weft_json_buf_free(&header);
     free(e);
+    return rc;
+}
+
+int weft_safetensors_save(const char *path, const struct weft_tensor_dict *dict,
+                          const struct weft_metadata *metadata)
+{
+    weft_scope_push();
+    int rc = save_entries(path, dict, metadata);
+    weft_scope_pop();
     return rc;
 }
 
@@ -672,7 +375,7 @@ struct loader {
     struct weft_json json;
     struct st_entry *v;
     size_t n, cap;
-    struct name_index index;
+    struct weft_metadata *names; /* the tensor names seen so far, as a set (values "") */
     struct weft_metadata *metadata;
     bool seen_metadata;
 };
@@ -925,13 +628,13 @@ static int parse_metadata(struct loader *L, size_t key_at)
 /* Takes ownership of name. */
 static int add_entry(struct loader *L, char *name, size_t at)
 {
-    if (index_find(&L->index, name) >= 0) {
+    if (weft_metadata_get(L->names, name)) {
         int rc = fail(L, WEFT_ERR_VALUE, "duplicate key '%s' at byte %zu of the header", name, at);
         free(name);
         return rc;
     }
     if (grow((void **)&L->v, &L->cap, L->n, sizeof *L->v) != 0 ||
-        index_add(&L->index, name, L->n) != 0) {
+        weft_metadata_set(L->names, name, "") != 0) {
         free(name);
         return weft_error_code();
     }
@@ -1170,7 +873,7 @@ static void loader_free(struct loader *L)
     for (size_t i = 0; i < L->n; i++)
         free(L->v[i].name);
     free(L->v);
-    index_free(&L->index);
+    weft_metadata_free(L->names);
     weft_metadata_free(L->metadata);
 }
 
@@ -1186,7 +889,8 @@ int weft_safetensors_load(const char *path, weft_device device, struct weft_tens
     struct loader L = {.path = path, .fd = -1};
     struct weft_tensor_dict *d = NULL;
     int rc = 0;
-    if (!(L.metadata = weft_metadata_new()) || read_header(&L) != 0 || parse_header(&L) != 0 ||
+    if (!(L.metadata = weft_metadata_new()) || !(L.names = weft_metadata_new()) ||
+        read_header(&L) != 0 || parse_header(&L) != 0 ||
         validate_offsets(&L) != 0) {
         rc = weft_error_code();
         goto out;

@@ -1,5 +1,7 @@
-/* core/runtime.c: process set-up from the [runtime] section of a configuration. */
+/* train/runtime.c: process set-up from the [runtime] section of a configuration. */
 #include "weft/runtime.h"
+
+#include "weft/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,18 +25,6 @@ struct runtime_opts {
     int wait_policy; /* index into wait_policies */
     bool allow_tf32;
 };
-
-static bool allow_tf32_flag;
-
-void weft_set_allow_tf32(bool allow)
-{
-    __atomic_store_n(&allow_tf32_flag, allow, __ATOMIC_RELAXED);
-}
-
-bool weft_allow_tf32(void)
-{
-    return __atomic_load_n(&allow_tf32_flag, __ATOMIC_RELAXED);
-}
 
 static const char *const wait_policies[] = {"passive", "active", NULL};
 

@@ -1,4 +1,4 @@
-/* core/dataset.c: the dataset-reader registry and the dataset object around a reader.
+/* train/dataset.c: the dataset-reader registry and the dataset object around a reader.
  *
  * The core knows no file format: it finds the reader named by `reader =`, loading
  * weft-io.so on demand, checks what the reader's open() describes (so a buggy plugin

@@ -1,4 +1,4 @@
-/* core/nn_sequential.c: nn.Sequential, the container that runs its children in order. */
+/* nn/sequential.c: nn.Sequential, the container that runs its children in order. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +10,7 @@ static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
 {
     int n = weft_module_num_children(m);
     if (n == 0)
-        return weft_tensor_finish(weft_tensor_retain(input)); /* PyTorch returns the input */
+        return weft_autorelease(weft_tensor_retain(input)); /* PyTorch returns the input */
     /* Intermediate results die in this scope; only the last one is handed back. */
     weft_scope_push();
     weft_tensor *x = input;
@@ -18,7 +18,7 @@ static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
         x = weft_module_forward(weft_module_child_at(m, i), x);
     weft_tensor_retain(x);
     weft_scope_pop();
-    return weft_tensor_finish(x);
+    return weft_autorelease(x);
 }
 
 static const struct weft_module_type sequential_type = {

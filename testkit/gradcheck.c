@@ -1,10 +1,10 @@
-/* core/gradcheck.c: torch.autograd.gradcheck's test, central differences in float64. */
+/* testkit/gradcheck.c: torch.autograd.gradcheck's test, central differences in float64. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "weft/autograd.h"
+#include "weft.h"
+#include "weft/testkit.h"
 #include "weft/ops.h"
 
 /* sum(fn(inputs) * w) as a double, with grad mode as the caller set it. */

@@ -1,4 +1,4 @@
-/* core/json.c: the strict JSON cursor and the serde_json-compatible writer (json.h). */
+/* train/json.c: the strict JSON cursor and the serde_json-compatible writer (json.h). */
 #include "json.h"
 
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* core/nn_loss.c: the losses, each one backward node with PyTorch's name and formula.
+/* nn/loss.c: the losses, each one backward node with PyTorch's name and formula.
  *
  * cross_entropy is fused: one forward (log_softmax, then the picked entries and, with
  * label smoothing, the class sums) and one node whose gradient is computed directly as
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn_functional.h"
+#include "functional.h"
 
 struct weft_cross_entropy_params weft_cross_entropy_defaults(void)
 {
@@ -296,7 +296,7 @@ weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(logits, target, params, true));
     weft_scope_pop();
-    return weft_tensor_finish(loss);
+    return weft_autorelease(loss);
 }
 
 weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
@@ -307,7 +307,7 @@ weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(log_probs, target, params, false));
     weft_scope_pop();
-    return weft_tensor_finish(loss);
+    return weft_autorelease(loss);
 }
 
 /* ---- pointwise losses ------------------------------------------------------------------------
@@ -451,7 +451,7 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
         weft_scope_push();                                                                    \
         weft_tensor *loss__ = weft_tensor_retain(pointwise_in_scope(kind, x, y, pw, reduction)); \
         weft_scope_pop();                                                                     \
-        return weft_tensor_finish(loss__);                                                    \
+        return weft_autorelease(loss__);                                                    \
     } while (0)
 
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction)

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/state_dict.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
@@ -156,7 +157,7 @@ int64_t weft_module_num_parameters(const weft_module *m);
 /* PyTorch's repr of a module tree, malloc'd. */
 char *weft_module_repr(const weft_module *m);
 
-struct weft_tensor_dict;
+
 /* PyTorch's state_dict(): for each module depth first, its parameters, then its buffers,
  * then its children's entries, under dotted names; each value a detached reference to
  * the module's tensor (same storage, no history). A new dict (weft/checkpoint.h). */

@@ -1,4 +1,4 @@
-/* core/config.c: INI files (through inih) with typed, strict getters and detection of
+/* train/config.c: INI files (through inih) with typed, strict getters and detection of
  * sections and keys that nobody asked for.
  *
  * inih gives the handler no line numbers and calls it again, with the same key, for each

@@ -1,4 +1,4 @@
-/* core/optim.c: the optimizer-type registry, optimizer objects around a type,
+/* train/optim.c: the optimizer-type registry, optimizer objects around a type,
  * clip_grad_norm_ and the learning-rate schedulers.
  *
  * The core knows no update rule: it finds the type by name (loading weft-optim.so on

@@ -1,4 +1,4 @@
-/* core/conformance.c: the conformance suite (weft/conformance.h).
+/* testkit/conformance.c: the conformance suite (weft/conformance.h).
  *
  * A driver per op family builds inputs on the cpu, moves them to the target device in
  * one of four layouts, calls the public front end there, and compares the result with

@@ -1,4 +1,4 @@
-/* core/nn_module.c: the module object. A module is a type (vtable) and its state, plus
+/* nn/module.c: the module object. A module is a type (vtable) and its state, plus
  * named parameters, buffers and children in registration order, as torch.nn.Module keeps
  * them; names, repr, state_dict and load_state_dict follow PyTorch so checkpoints move
  * between the two. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "weft/checkpoint.h"
+#include "weft/state_dict.h"
 #include "weft/nn.h"
 #include "weft/plugin.h"
 

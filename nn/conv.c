@@ -1,4 +1,4 @@
-/* core/nn_conv.c: conv2d as im2col + GEMM, with its own backward node.
+/* nn/conv.c: conv2d as im2col + GEMM, with its own backward node.
  *
  * Forward: the columns [N, C*kH*kW, OH*OW] of each image (IM2COL) are multiplied by the
  * weight seen as [groups, C_out/groups, C_in/groups*kH*kW], one batched weft_matmul over
@@ -12,7 +12,7 @@
  *   grad bias   = g summed over N, H, W. */
 #include <string.h>
 
-#include "nn_functional.h"
+#include "functional.h"
 
 struct conv_args {
     int64_t N, C, H, W, Cout, G, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
@@ -271,5 +271,5 @@ weft_tensor *weft_conv2d(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(conv2d_in_scope(x, weight, bias, params));
     weft_scope_pop();
-    return weft_tensor_finish(y);
+    return weft_autorelease(y);
 }

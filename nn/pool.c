@@ -1,4 +1,4 @@
-/* core/nn_pool.c: max_pool2d, avg_pool2d (kernel ops with their own backward nodes) and
+/* nn/pool.c: max_pool2d, avg_pool2d (kernel ops with their own backward nodes) and
  * adaptive_avg_pool2d (made of recorded ops).
  *
  * Output sizes, padding limits and window rules are PyTorch's (Pool.h:
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn_functional.h"
+#include "functional.h"
 
 struct pool_args {
     int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
@@ -187,7 +187,7 @@ weft_tensor *weft_max_pool2d(weft_tensor *x, const struct weft_pool2d_params *pa
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, true));
     weft_scope_pop();
-    return weft_tensor_finish(y);
+    return weft_autorelease(y);
 }
 
 weft_tensor *weft_avg_pool2d(weft_tensor *x, const struct weft_pool2d_params *params)
@@ -197,7 +197,7 @@ weft_tensor *weft_avg_pool2d(weft_tensor *x, const struct weft_pool2d_params *pa
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, false));
     weft_scope_pop();
-    return weft_tensor_finish(y);
+    return weft_autorelease(y);
 }
 
 /* ---- adaptive average pooling ----------------------------------------------------------------
@@ -275,5 +275,5 @@ weft_tensor *weft_adaptive_avg_pool2d(weft_tensor *x, int64_t out_h, int64_t out
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(adaptive_in_scope(x, out_h, out_w));
     weft_scope_pop();
-    return weft_tensor_finish(y);
+    return weft_autorelease(y);
 }

@@ -1,0 +1,16 @@
+/* weft/train.h: the train library (libweft-train): INI configuration and run set-up,
+ * datasets and the data loader, optimizers and schedulers, safetensors checkpoints. It
+ * builds on the nn library (weft/nn.h) and the core (weft.h). */
+#ifndef WEFT_TRAIN_H
+#define WEFT_TRAIN_H
+
+#include "weft.h"
+#include "weft/nn.h"
+#include "weft/config.h"
+#include "weft/runtime.h"
+#include "weft/dataset.h"
+#include "weft/dataloader.h"
+#include "weft/checkpoint.h"
+#include "weft/optim.h"
+
+#endif
