@@ -444,7 +444,7 @@ static void bench_dataloader(void)
     weft_config_put(cfg, "loader", "workers", "2");
     weft_config_put(cfg, "loader", "mean", "0.1307");
     weft_config_put(cfg, "loader", "std", "0.3081");
-    weft_dataset *ds = weft_dataset_open(cfg, "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(cfg, "data"));
     if (!ds) {
         printf("# %s skipped: %s\n", name, weft_error_message());
         weft_error_clear();

@@ -20,6 +20,7 @@
 #include <weft/backend.h>
 #include <weft/kernel.h>
 #include <weft/plugin.h>
+#include <weft/registry.h>
 
 #define EXIT_PROBLEM 2
 
@@ -29,7 +30,8 @@ static void usage(FILE *out)
             "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE] | --memory [DEVICE]]\n"
             "\n"
             "Prints the weft version, the plugin search path, every plugin found (with its\n"
-            "version, ABI and whether it can run here), and the devices of each usable backend.\n"
+            "version, ABI, manifest and whether it can run here), what the registry holds by\n"
+            "kind, and the devices of each usable backend.\n"
             "\n"
             "  --plugin FILE  diagnose one plugin file: loading, entry point, ABI, probe,\n"
             "                 and what it registers\n"
@@ -77,7 +79,7 @@ static struct kernel_count count_kernels(int device_type)
     struct kernel_count c = {0, 0};
     int nops = weft_op_count();
     for (int op = 0; op < nops; op++) {
-        for (int layout = 0; layout < WEFT_LAYOUT_COUNT; layout++) {
+        for (int layout = 0; layout < WEFT_MAX_LAYOUTS; layout++) {
             uint32_t mask = weft_kernel_dtypes(op, device_type, layout);
             if (mask) {
                 c.ops++;
@@ -107,6 +109,17 @@ static bool is_valid_plugin(const char *path)
     return false;
 }
 
+/* The manifest's lines, indented ("provides reader:idx reader:csv"). */
+static void print_manifest(const char *manifest)
+{
+    for (const char *p = manifest; p && *p;) {
+        size_t n = strcspn(p, "\n");
+        if (n)
+            printf("    %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
 static void print_plugin(const struct weft_plugin_info *info, void *ctx)
 {
     struct scan_state *st = ctx;
@@ -119,6 +132,7 @@ static void print_plugin(const struct weft_plugin_info *info, void *ctx)
     if (info->usable) {
         printf("    usable%s%s%s\n", info->loaded ? ", loaded" : "",
                info->description[0] ? ": " : "", info->description);
+        print_manifest(info->manifest);
         if (st->nusable < 64)
             snprintf(st->usable[st->nusable++], 64, "%s", info->name);
         return;
@@ -137,7 +151,7 @@ static void print_backend(int type)
     if (!b)
         return;
     int n = b->device_count();
-    printf("  %s: %d device(s)\n", b->name, n);
+    printf("  %s: %d device(s)\n", b->base.name, n);
     for (int i = 0; i < n; i++) {
         char name[256] = "";
         if (b->device_name)
@@ -170,9 +184,31 @@ static void print_cpu_memory(void)
            (unsigned long long)st.num_cache_hits);
 }
 
+/* Every kind and what is registered under it, with the plugin that registered each. */
+static void print_registry(void)
+{
+    printf("\nregistry:\n");
+    for (int k = 0; k < weft_registry_count(WEFT_KIND_KIND); k++) {
+        const struct weft_kind *kind = weft_registry_at(WEFT_KIND_KIND, k);
+        const char *name = kind->base.name;
+        if (strcmp(name, WEFT_KIND_KIND) == 0)
+            continue;
+        printf("  %-10s %s\n", name, kind->description ? kind->description : "");
+        int n = weft_registry_count(name);
+        if (n == 0)
+            printf("    (none)\n");
+        for (int i = 0; i < n; i++) {
+            const struct weft_vtable *v = weft_registry_at(name, i);
+            const char *owner = weft_registry_owner(v);
+            printf("    %-20s %s%s\n", v->name, owner && *owner ? "from plugin " : "",
+                   owner && *owner ? owner : "built in");
+        }
+    }
+}
+
 static int overview(void)
 {
-    printf("weft %s (plugin ABI %d)\n\n", weft_version(), WEFT_PLUGIN_ABI_VERSION);
+    printf("weft %s (plugin ABI %d)\n\n", weft_version(), WEFT_ABI_VERSION);
     printf("plugin search path:\n");
     for (const char *const *p = weft_plugin_search_path(); *p; p++)
         printf("  %s\n", *p);
@@ -198,6 +234,7 @@ static int overview(void)
     printf("\nbackends:\n");
     for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++)
         print_backend(type);
+    print_registry();
     printf("\nthreads: %d\n", weft_get_num_threads());
     if (weft_backend_find(WEFT_DEVICE_CPU)) {
         printf("\nmemory:\n");
@@ -208,17 +245,34 @@ static int overview(void)
 
 /* ---- one plugin, step by step ---------------------------------------------------------- */
 
+#define MAX_KINDS 32
+
 struct snapshot {
-    const struct weft_backend *backend[WEFT_MAX_DEVICE_TYPES];
+    int nkinds;
+    const struct weft_kind *kinds[MAX_KINDS];
+    int counts[MAX_KINDS];
     struct kernel_count kernels[WEFT_MAX_DEVICE_TYPES];
 };
 
 static void take_snapshot(struct snapshot *s)
 {
-    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++) {
-        s->backend[t] = weft_backend_find(t);
-        s->kernels[t] = count_kernels(t);
+    s->nkinds = 0;
+    for (int k = 0; k < weft_registry_count(WEFT_KIND_KIND) && k < MAX_KINDS; k++) {
+        s->kinds[s->nkinds] = weft_registry_at(WEFT_KIND_KIND, k);
+        s->counts[s->nkinds] = weft_registry_count(s->kinds[s->nkinds]->base.name);
+        s->nkinds++;
     }
+    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++)
+        s->kernels[t] = count_kernels(t);
+}
+
+/* How many entries of the kind called name the snapshot saw (0 for a kind it did not). */
+static int count_before(const struct snapshot *s, const char *name)
+{
+    for (int k = 0; k < s->nkinds; k++)
+        if (strcmp(s->kinds[k]->base.name, name) == 0)
+            return s->counts[k];
+    return 0;
 }
 
 static void print_registrations(const struct snapshot *before)
@@ -226,12 +280,15 @@ static void print_registrations(const struct snapshot *before)
     struct snapshot after;
     take_snapshot(&after);
     bool any = false;
-    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++) {
-        if (after.backend[t] && after.backend[t] != before->backend[t]) {
-            printf("  backend '%s' (%d device(s))\n", after.backend[t]->name,
-                   after.backend[t]->device_count());
+    for (int k = 0; k < after.nkinds; k++) {
+        const char *kind = after.kinds[k]->base.name;
+        for (int i = count_before(before, kind); i < after.counts[k]; i++) {
+            const struct weft_vtable *v = weft_registry_at(kind, i);
+            printf("  %s '%s'\n", kind, v->name);
             any = true;
         }
+    }
+    for (int t = 0; t < WEFT_MAX_DEVICE_TYPES; t++) {
         int ops = after.kernels[t].ops - before->kernels[t].ops;
         int kernels = after.kernels[t].kernels - before->kernels[t].kernels;
         if (kernels > 0) {
@@ -241,7 +298,7 @@ static void print_registrations(const struct snapshot *before)
         }
     }
     if (!any)
-        printf("  no backends or kernels\n");
+        printf("  nothing\n");
 }
 
 /* Opens the file ourselves first, so that a failure is shown at the step that failed. */
@@ -272,7 +329,7 @@ static int diagnose(const char *path)
         return EXIT_PROBLEM;
     struct weft_plugin_info info;
     int rc = weft_plugin_inspect(path, &info);
-    printf("ABI version: %u (this weft: %d)\n", info.abi_version, WEFT_PLUGIN_ABI_VERSION);
+    printf("ABI version: %u (this weft: %d)\n", info.abi_version, WEFT_ABI_VERSION);
     printf("struct size: %u bytes (this weft's descriptor: %zu)\n", info.struct_size,
            sizeof(struct weft_plugin));
     if (rc < 0) {
@@ -282,13 +339,15 @@ static int diagnose(const char *path)
     }
     printf("name:        %s\nversion:     %s\ndescription: %s\n", info.name, info.version,
            info.description);
+    printf("manifest:\n");
+    print_manifest(info.manifest);
     if (!info.usable) {
         printf("probe:       not usable: %s\n", info.why);
         return EXIT_PROBLEM;
     }
     printf("probe:       usable\n");
-    /* Load what it depends on being there first, so the diff shows only this plugin. */
-    if (strcmp(info.name, "cpu") != 0 && weft_plugin_load("cpu") < 0)
+    /* Load the host's backend first, so the diff shows only this plugin's registrations. */
+    if (!weft_backend_get(WEFT_DEVICE_CPU))
         weft_error_clear();
     struct snapshot before;
     take_snapshot(&before);
@@ -365,16 +424,7 @@ static int print_ops(void)
 static int conformance(const char *device)
 {
     weft_device dev = WEFT_CPU;
-    if (device) {
-        /* A backend's device type exists once its plugin is loaded: load it by name
-         * first ("ref:0" -> weft-ref.so), as weft_runtime_init does. */
-        char type[64];
-        snprintf(type, sizeof type, "%.*s", (int)strcspn(device, ":"), device);
-        if (weft_device_type_id(type, false) < 0 && weft_plugin_load(type) < 0) {
-            fprintf(stderr, "weft-info: %s\n", weft_error_message());
-            return EXIT_PROBLEM;
-        }
-    }
+    /* "ref:0" names a device type a plugin on the search path provides (its manifest). */
     if (device && weft_device_parse(device, &dev) < 0) {
         fprintf(stderr, "weft-info: %s\n", weft_error_message());
         return EXIT_PROBLEM;

@@ -390,17 +390,6 @@ struct weft_node *weft_node_create(const char *name, weft_backward_fn backward, 
     return n;
 }
 
-static const char *torch_tensor_type(enum weft_dtype dt)
-{
-    switch (dt) {
-    case WEFT_F32: return "FloatTensor";
-    case WEFT_F64: return "DoubleTensor";
-    case WEFT_F16: return "HalfTensor";
-    case WEFT_BF16: return "BFloat16Tensor";
-    default: return "Tensor";
-    }
-}
-
 static int node_save(struct weft_node *node, int slot, weft_tensor *t, const char *producer,
                      int output_nr, bool is_output)
 {
@@ -684,17 +673,17 @@ static void version_error(const struct weft_node *n, const struct saved_tensor *
     char shape[160];
     const weft_tensor *t = s->alias;
     weft_shape_str(t->ndim, t->shape, shape, sizeof shape);
-    const char *cuda = t->device.type == WEFT_DEVICE_CUDA ? "cuda." : "";
+    char type[64];
     char which[160] = "";
     if (s->producer)
         snprintf(which, sizeof which, ", which is output %d of %s,", s->output_nr, s->producer);
     weft_error_set(WEFT_ERR_RUNTIME,
                    "one of the variables needed for gradient computation has been modified by "
-                   "an inplace operation: [torch.%s%s %s]%s is at version %llu; expected "
+                   "an inplace operation: [%s %s]%s is at version %llu; expected "
                    "version %llu instead. Hint: enable anomaly detection to find the operation "
                    "that failed to compute its gradient, with weft_set_anomaly_enabled(true). "
                    "(needed by %s)",
-                   cuda, torch_tensor_type(t->dtype), shape, which,
+                   weft_torch_type_str(t, type, sizeof type), shape, which,
                    (unsigned long long)weft_tensor_version(t), (unsigned long long)s->version,
                    n->name);
 }

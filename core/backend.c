@@ -1,5 +1,5 @@
-/* core/backend.c: the registry of device backends, one per device type, and the generic
- * helpers that forward to them. */
+/* core/backend.c: the backend kind (backends by device type) and the generic helpers
+ * that forward to a device's backend. */
 #include "weft/backend.h"
 
 #include <pthread.h>
@@ -13,61 +13,41 @@
 #include "weft/error.h"
 #include "weft/plugin.h"
 
-/* ABI 1's struct ends with `features`; a plugin built against ABI 1 has at least this. */
-#define BACKEND_ABI1_SIZE (offsetof(struct weft_backend, features) + sizeof(void *))
-
-/* A method exists when the plugin's struct is large enough to hold it and it is set.
- * Fields appended after ABI 1 must be read through this, never directly. */
-#define BACKEND_HAS(b, field)                                                            \
-    ((b)->struct_size >= offsetof(struct weft_backend, field) + sizeof((b)->field) &&    \
-     (b)->field != NULL)
-
 static const struct weft_backend *backends[WEFT_MAX_DEVICE_TYPES];
-static pthread_mutex_t backend_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int check_backend(const struct weft_backend *b)
+static int check_backend(const struct weft_vtable *v)
 {
-    if (!b)
-        return weft_error_set(WEFT_ERR_PLUGIN, "weft_backend_register: backend is NULL");
-    const char *name = b->abi_version == WEFT_PLUGIN_ABI_VERSION && b->name ? b->name : "?";
-    if (b->abi_version != WEFT_PLUGIN_ABI_VERSION)
+    const struct weft_backend *b = (const struct weft_backend *)v;
+    if (!b->device_count || !b->alloc || !b->free || !b->copy)
         return weft_error_set(WEFT_ERR_PLUGIN,
-                              "backend was built for weft plugin ABI %u, but this weft has ABI "
-                              "%d; rebuild the plugin against this weft",
-                              b->abi_version, WEFT_PLUGIN_ABI_VERSION);
-    if (b->struct_size < BACKEND_ABI1_SIZE)
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "backend '%s' has struct_size %u, smaller than ABI %d's %zu bytes; "
-                              "rebuild the plugin against this weft",
-                              name, b->struct_size, WEFT_PLUGIN_ABI_VERSION, BACKEND_ABI1_SIZE);
-    if (!b->name || !b->device_count || !b->alloc || !b->free || !b->copy)
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "backend '%s' lacks a required method (name, device_count, "
-                              "alloc, free and copy must all be set)",
-                              name);
+                              "backend '%s' lacks a required method (device_count, alloc, free "
+                              "and copy must all be set)",
+                              v->name);
     return 0;
 }
 
-int weft_backend_register(const struct weft_backend *backend)
+/* A backend's id is its device type's; the table by type is what hot paths read. */
+static int backend_added(const struct weft_vtable *v, int index)
 {
-    if (check_backend(backend) < 0)
-        return WEFT_ERR_PLUGIN;
-    int type = weft_device_type_id(backend->name, true);
+    int type = weft_device_type_id(v->name, true);
     if (type < 0)
         return weft_error_set(WEFT_ERR_PLUGIN,
-                              "cannot register backend '%s': not a valid device type name, or "
-                              "all %d device types are taken",
-                              backend->name, WEFT_MAX_DEVICE_TYPES);
-    int rc = type;
-    pthread_mutex_lock(&backend_lock);
-    if (backends[type] && backends[type] != backend)
-        rc = weft_error_set(WEFT_ERR_PLUGIN, "a backend for device type '%s' is already registered",
-                            backend->name);
-    else
-        __atomic_store_n(&backends[type], backend, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&backend_lock);
-    return rc;
+                              "cannot register backend '%s': all %d device types are taken",
+                              v->name, WEFT_MAX_DEVICE_TYPES);
+    if (backends[type]) /* registry names are unique: only a foreign registration gets here */
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "a backend for device type '%s' is already registered", v->name);
+    __atomic_store_n(&backends[type], (const struct weft_backend *)v, __ATOMIC_RELEASE);
+    return type;
 }
+
+const struct weft_kind weft_backend_kind = {
+    .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_BACKEND, struct weft_kind),
+    .description = "device backends (one per device type)",
+    .min_size = sizeof(struct weft_backend),
+    .check = check_backend,
+    .added = backend_added,
+};
 
 const struct weft_backend *weft_backend_find(int device_type)
 {
@@ -99,15 +79,11 @@ const struct weft_backend *weft_backend_get(int device_type)
     char prefix[96];
     snprintf(prefix, sizeof prefix, "no backend for device '%s'", name);
     bool had_error = weft_error_code() != WEFT_OK;
-    if (weft_plugin_autoload_for_device(device_type) < 0) {
+    if (!weft_registry_get(WEFT_KIND_BACKEND, name)) {
         wrap_error(had_error, prefix);
         return NULL;
     }
-    b = weft_backend_find(device_type);
-    if (!b)
-        weft_error_set(WEFT_ERR_DEVICE, "%s: plugin '%s' loaded but registered no such backend",
-                       prefix, name);
-    return b;
+    return weft_backend_find(device_type);
 }
 
 /* Like PyTorch's torch.cuda.device_count(): a backend that cannot be loaded has no
@@ -136,7 +112,7 @@ static const struct weft_backend *device_backend(weft_device dev)
     int n = b->device_count();
     if (dev.index < 0 || dev.index >= n) {
         weft_error_set(WEFT_ERR_DEVICE, "invalid device %s: only %d %s device(s) present",
-                       weft_device_name_tl(dev), n < 0 ? 0 : n, b->name);
+                       weft_device_name_tl(dev), n < 0 ? 0 : n, b->base.name);
         return NULL;
     }
     return b;
@@ -147,7 +123,7 @@ int weft_synchronize(weft_device dev)
     const struct weft_backend *b = device_backend(dev);
     if (!b)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
-    if (!BACKEND_HAS(b, synchronize))
+    if (!WEFT_VTABLE_HAS(b, synchronize))
         return 0; /* a backend without queues is always synchronized */
     return b->synchronize(dev.index);
 }
@@ -163,7 +139,7 @@ int weft_copy_side(weft_tensor *dst, const weft_tensor *src)
     const struct weft_backend *b = device_backend(dst->device);
     if (!b)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
-    if (!BACKEND_HAS(b, copy_side) || !BACKEND_HAS(b, wait_side))
+    if (!WEFT_VTABLE_HAS(b, copy_side) || !WEFT_VTABLE_HAS(b, wait_side))
         return 0;
     int rc = b->copy_side(dst, src);
     if (rc < 0)
@@ -177,7 +153,7 @@ int weft_wait_side(weft_device dev)
     const struct weft_backend *b = device_backend(dev);
     if (!b)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
-    return BACKEND_HAS(b, wait_side) ? b->wait_side(dev.index) : 0;
+    return WEFT_VTABLE_HAS(b, wait_side) ? b->wait_side(dev.index) : 0;
 }
 
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
@@ -189,19 +165,26 @@ int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
     const struct weft_backend *b = device_backend(dev);
     if (!b)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
-    if (!BACKEND_HAS(b, memory_stats))
+    if (!WEFT_VTABLE_HAS(b, memory_stats))
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
-                              "the %s backend does not provide memory statistics", b->name);
+                              "the %s backend does not provide memory statistics", b->base.name);
     /* Fields the backend does not know read as zero. */
     size_t size = out->struct_size;
     memset((char *)out + sizeof(out->struct_size), 0, size - sizeof(out->struct_size));
     return b->memory_stats(dev.index, out);
 }
 
+void weft_reset_peak_memory_stats(weft_device dev)
+{
+    const struct weft_backend *b = weft_backend_find(dev.type);
+    if (b && WEFT_VTABLE_HAS(b, reset_peak_memory_stats))
+        b->reset_peak_memory_stats(dev.index);
+}
+
 void weft_empty_cache(weft_device dev)
 {
     const struct weft_backend *b = weft_backend_find(dev.type);
-    if (b && BACKEND_HAS(b, empty_cache))
+    if (b && WEFT_VTABLE_HAS(b, empty_cache))
         b->empty_cache(dev.index);
 }
 
@@ -213,7 +196,7 @@ int weft_set_num_threads(int n)
     int rc = 0;
     for (int type = 0; type < WEFT_MAX_DEVICE_TYPES; type++) {
         const struct weft_backend *b = weft_backend_find(type);
-        if (!b || !BACKEND_HAS(b, set_num_threads))
+        if (!b || !WEFT_VTABLE_HAS(b, set_num_threads))
             continue;
         int r = b->set_num_threads(n);
         if (r < 0 && rc == 0)
@@ -225,7 +208,7 @@ int weft_set_num_threads(int n)
 int weft_get_num_threads(void)
 {
     const struct weft_backend *b = weft_backend_find(WEFT_DEVICE_CPU);
-    if (!b || !BACKEND_HAS(b, get_num_threads))
+    if (!b || !WEFT_VTABLE_HAS(b, get_num_threads))
         return 1;
     int n = b->get_num_threads();
     return n > 0 ? n : 1;
@@ -247,14 +230,11 @@ static void format_bytes(uint64_t n, char *buf, size_t size)
 
 char *weft_memory_summary(weft_device dev, bool abbreviated)
 {
-    char extra[64];
-    snprintf(extra, sizeof extra, "%s.memory_summary", weft_device_type_name(dev.type));
-    char *(*own)(int, bool) = (char *(*)(int, bool))weft_extra_find(extra);
-    if (own) {
-        if (!device_backend(dev))
-            return NULL;
-        return own(dev.index, abbreviated);
-    }
+    const struct weft_backend *b = device_backend(dev);
+    if (!b)
+        return NULL;
+    if (WEFT_VTABLE_HAS(b, memory_summary))
+        return b->memory_summary(dev.index, abbreviated);
     struct weft_memory_stats st = {.struct_size = sizeof st};
     if (weft_memory_stats(dev, &st) < 0)
         return NULL;

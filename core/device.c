@@ -9,14 +9,17 @@
 
 #include "internal.h"
 #include "weft/error.h"
+#include "weft/plugin.h"
 
 #define TYPE_NAME_MAX 32
 
-/* cpu and cuda have fixed ids so that code can name them without a lookup; plugins add
- * the rest. Entries are written once, under the lock, and never change afterwards, so
- * readers of a registered slot need no lock. */
-static char type_names[WEFT_MAX_DEVICE_TYPES][TYPE_NAME_MAX] = {"cpu", "cuda"};
-static int type_count = 2;
+/* The host is type 0 under PyTorch's name for it: host memory, printing and copies need
+ * it without a lookup. It names a device type, not the plugin that provides its backend.
+ * Entries are written once, under the lock, and never change afterwards, so readers of a
+ * registered slot need no lock. */
+#define HOST_DEVICE_TYPE_NAME "cpu"
+static char type_names[WEFT_MAX_DEVICE_TYPES][TYPE_NAME_MAX] = {HOST_DEVICE_TYPE_NAME};
+static int type_count = 1;
 static pthread_mutex_t type_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool valid_type_name(const char *name)
@@ -126,6 +129,13 @@ int weft_device_parse(const char *text, weft_device *out)
     const char *colon = strchr(text, ':');
     size_t len = colon ? (size_t)(colon - text) : strlen(text);
     int type = find_type(text, len);
+    char name[TYPE_NAME_MAX];
+    if (type < 0 && len < sizeof name) {
+        memcpy(name, text, len);
+        name[len] = '\0';
+        if (weft_plugin_find_provider(WEFT_KIND_BACKEND, name, NULL, 0))
+            type = weft_device_type_id(name, true);
+    }
     if (type < 0) {
         char types[WEFT_MAX_DEVICE_TYPES * (TYPE_NAME_MAX + 2)];
         list_types(types, sizeof types);

@@ -12,7 +12,7 @@
 #define MAX_OPS 1024
 
 struct op_kernels {
-    weft_kernel_fn fn[WEFT_MAX_DEVICE_TYPES][WEFT_LAYOUT_COUNT][WEFT_DTYPE_COUNT];
+    weft_kernel_fn fn[WEFT_MAX_DEVICE_TYPES][WEFT_MAX_LAYOUTS][WEFT_DTYPE_COUNT];
 };
 
 static const char *const builtin_names[] = {
@@ -77,7 +77,7 @@ int weft_op_register(const char *name)
 static bool key_valid(int op, int device_type, int layout)
 {
     return op >= 0 && op < weft_op_count() && device_type >= 0 &&
-           device_type < WEFT_MAX_DEVICE_TYPES && layout >= 0 && layout < WEFT_LAYOUT_COUNT;
+           device_type < WEFT_MAX_DEVICE_TYPES && layout >= 0 && layout < WEFT_MAX_LAYOUTS;
 }
 
 int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mask,

@@ -9,6 +9,7 @@
 #include "weft/backend.h"
 #include "weft/error.h"
 #include "weft/kernel.h"
+#include "weft/options.h"
 #include "weft/tensor.h"
 
 #define WEFT_INTERNAL __attribute__((visibility("hidden")))
@@ -47,12 +48,41 @@ WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
 /* a + b for two tensors of one non-strided layout through its vtable (autograd's
  * gradient sums); NULL with an error when the layouts differ or it has no add(). */
 WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b);
+/* "torch.FloatTensor" / "torch.cuda.FloatTensor" (Tensor.type()'s spelling) into buf. */
+WEFT_INTERNAL const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
 /* The innermost scope records t (no-op with no scope). */
 WEFT_INTERNAL void weft_scope_record(weft_tensor *t);
-/* Plugins: load the plugin named after a device type on demand. */
-WEFT_INTERNAL int weft_plugin_autoload_for_device(int device_type);
+/* ---- the registry's own kinds and the loader's hooks into it --------------------------- */
+struct weft_kind;
+struct weft_options;
+WEFT_INTERNAL extern const struct weft_kind weft_plugin_kind;  /* plugin.c */
+WEFT_INTERNAL extern const struct weft_kind weft_backend_kind; /* backend.c */
+WEFT_INTERNAL extern const struct weft_kind weft_layout_kind;  /* layout.c */
+/* The name of the plugin whose init() runs on this thread, or "" (plugin.c). */
+WEFT_INTERNAL const char *weft_plugin_initialising(void);
+/* Calls fn with each name of `kind` that a manifest on the search path provides (plugin.c;
+ * the names live only during the call). */
+WEFT_INTERNAL void weft_plugin_each_provided(const char *kind,
+                                             void (*fn)(void *ctx, const char *name), void *ctx);
+/* Loads the first plugin on the search path whose manifest provides kind:name: 0 when it
+ * loaded, 1 when no plugin provides it, negative (error set) when it failed to load. */
+WEFT_INTERNAL int weft_plugin_autoload(const char *kind, const char *name);
+
+/* ---- manifests (manifest.c) ------------------------------------------------------------ */
+/* The .weft_manifest section of the plugin file at path, malloc'd; NULL when none. */
+WEFT_INTERNAL char *weft_manifest_read(const char *path);
+/* 0 when every directive is well formed, else an error naming plugin and line. */
+WEFT_INTERNAL int weft_manifest_check(const char *text, const char *plugin);
+/* Calls fn for each kind:name of the provides lines; stops at (and returns) nonzero. */
+WEFT_INTERNAL int weft_manifest_each_provided(const char *text,
+                                              int (*fn)(void *ctx, const char *kind,
+                                                        const char *name),
+                                              void *ctx);
+WEFT_INTERNAL bool weft_manifest_provides(const char *text, const char *kind, const char *name);
+/* Applies the env lines with values from options (defaults where absent). */
+WEFT_INTERNAL void weft_manifest_apply_env(const char *text, const struct weft_options *options);
 /* Frees t's autograd metadata (autograd.c); called when t dies. */
 WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
 /* Saves an output of `node` itself (its producer is the node): autograd.c. */

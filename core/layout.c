@@ -1,82 +1,83 @@
-/* core/layout.c: the registry of non-strided layouts and the tensors that use them. */
-#include <pthread.h>
+/* core/layout.c: the layout kind (layouts by id) and the tensors that use them. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "weft/layout.h"
-#include "weft/plugin.h"
+#include "weft/registry.h"
 
-static const struct weft_layout_ops *registered[WEFT_LAYOUT_COUNT];
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct weft_layout *layouts[WEFT_MAX_LAYOUTS];
 
-static const char *const builtin_names[WEFT_LAYOUT_COUNT] = {"strided", "sparse_coo",
-                                                             "sparse_csr", NULL};
-
-static const struct weft_layout_ops *ops_of(int layout)
+static int check_layout(const struct weft_vtable *v)
 {
-    if (layout <= WEFT_LAYOUT_STRIDED || layout >= WEFT_LAYOUT_COUNT)
+    const struct weft_layout *l = (const struct weft_layout *)v;
+    if (!l->free || !l->nnz)
+        return weft_error_set(WEFT_ERR_PLUGIN, "layout '%s' needs free() and nnz()", v->name);
+    if (strcmp(v->name, "strided") == 0)
+        return weft_error_set(WEFT_ERR_PLUGIN, "layout 'strided' is the core's own");
+    return 0;
+}
+
+/* Ids follow registration: the first plugin layout is 1. */
+static int layout_added(const struct weft_vtable *v, int index)
+{
+    int id = index + 1;
+    if (id >= WEFT_MAX_LAYOUTS)
+        return weft_error_set(WEFT_ERR_PLUGIN,
+                              "cannot register layout '%s': all %d layout ids are taken", v->name,
+                              WEFT_MAX_LAYOUTS - 1);
+    __atomic_store_n(&layouts[id], (const struct weft_layout *)v, __ATOMIC_RELEASE);
+    return id;
+}
+
+const struct weft_kind weft_layout_kind = {
+    .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_LAYOUT, struct weft_kind),
+    .description = "tensor layouts other than strided",
+    .min_size = sizeof(struct weft_layout),
+    .check = check_layout,
+    .added = layout_added,
+};
+
+static const struct weft_layout *ops_of(int layout)
+{
+    if (layout <= WEFT_LAYOUT_STRIDED || layout >= WEFT_MAX_LAYOUTS)
         return NULL;
-    return __atomic_load_n(&registered[layout], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&layouts[layout], __ATOMIC_ACQUIRE);
 }
 
-int weft_layout_register(const struct weft_layout_ops *ops)
+int weft_layout_id(const char *name)
 {
-    if (!ops)
-        return weft_error_set(WEFT_ERR_VALUE, "weft_layout_register: ops is NULL");
-    if (ops->abi_version != WEFT_PLUGIN_ABI_VERSION)
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "layout '%s' was built for plugin ABI %u, but this weft has ABI %d",
-                              ops->name ? ops->name : "?", ops->abi_version,
-                              WEFT_PLUGIN_ABI_VERSION);
-    if (ops->struct_size < offsetof(struct weft_layout_ops, repr) + sizeof ops->repr)
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "layout '%s': struct_size %u is smaller than ABI %d's %zu",
-                              ops->name ? ops->name : "?", ops->struct_size,
-                              WEFT_PLUGIN_ABI_VERSION, sizeof *ops);
-    if (ops->layout <= WEFT_LAYOUT_STRIDED || ops->layout >= WEFT_LAYOUT_COUNT)
-        return weft_error_set(WEFT_ERR_VALUE, "weft_layout_register: layout id %d is not in [1, %d]",
-                              (int)ops->layout, WEFT_LAYOUT_COUNT - 1);
-    if (!ops->name || !ops->name[0] || !ops->free || !ops->nnz)
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "weft_layout_register: layout %d needs a name, free() and nnz()",
-                              (int)ops->layout);
-    int rc = 0;
-    pthread_mutex_lock(&registry_lock);
-    const struct weft_layout_ops *old = registered[ops->layout];
-    if (old && old != ops)
-        rc = weft_error_set(WEFT_ERR_PLUGIN, "layout %d is already registered as '%s'",
-                            (int)ops->layout, old->name);
-    else
-        __atomic_store_n(&registered[ops->layout], ops, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&registry_lock);
-    return rc;
+    if (name && strcmp(name, "strided") == 0)
+        return WEFT_LAYOUT_STRIDED;
+    const void *v = weft_registry_get(WEFT_KIND_LAYOUT, name);
+    return v ? weft_registry_id(v) : (weft_error_code() ? weft_error_code() : WEFT_ERR_PLUGIN);
 }
 
-const struct weft_layout_ops *weft_layout_find(int layout)
+const struct weft_layout *weft_layout_find(int layout)
 {
     return ops_of(layout);
 }
 
 const char *weft_layout_name(int layout)
 {
-    const struct weft_layout_ops *ops = ops_of(layout);
-    if (ops)
-        return ops->name;
-    if (layout >= 0 && layout < WEFT_LAYOUT_COUNT && builtin_names[layout])
-        return builtin_names[layout];
-    static const char *const others[] = {"layout3", "layout?"};
-    return layout == 3 ? others[0] : others[1];
+    static const char *const names[WEFT_MAX_LAYOUTS + 1] = {
+        "strided", "layout1", "layout2", "layout3", "layout4", "layout5", "layout6",
+        "layout7", "layout?"};
+    const struct weft_layout *l = ops_of(layout);
+    if (l)
+        return l->base.name;
+    return names[layout >= 0 && layout < WEFT_MAX_LAYOUTS ? layout : WEFT_MAX_LAYOUTS];
 }
 
 weft_tensor *weft_tensor_new_layout(int layout, int ndim, const int64_t *shape,
                                     enum weft_dtype dtype, weft_device dev, void *layout_data)
 {
-    const struct weft_layout_ops *ops = ops_of(layout);
+    const struct weft_layout *ops = ops_of(layout);
     if (!ops) {
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
-                       "layout %s is not registered (load the plugin that provides it, e.g. "
-                       "'sparse')", weft_layout_name(layout));
+                       "layout %s is not registered (its plugin registers it when it loads)",
+                       weft_layout_name(layout));
         return NULL; /* nobody can free layout_data: the caller still owns it */
     }
     if (!layout_data || weft_check_shape(ndim, shape) != 0 || !weft_dtype_valid(dtype)) {
@@ -95,7 +96,7 @@ weft_tensor *weft_tensor_new_layout(int layout, int ndim, const int64_t *shape,
     }
     t->ndim = ndim;
     t->dtype = dtype;
-    t->layout = (enum weft_layout)layout;
+    t->layout = layout;
     t->device = dev;
     for (int d = 0; d < ndim; d++)
         t->shape[d] = shape[d];
@@ -117,7 +118,7 @@ int64_t weft_tensor_nnz(const weft_tensor *t)
 {
     if (!t)
         return -1;
-    const struct weft_layout_ops *ops = ops_of(t->layout);
+    const struct weft_layout *ops = ops_of(t->layout);
     if (!ops) {
         weft_error_set(WEFT_ERR_RUNTIME, "_nnz is not defined for %s tensors",
                        weft_layout_name(t->layout));
@@ -128,7 +129,7 @@ int64_t weft_tensor_nnz(const weft_tensor *t)
 
 void weft_layout_data_free(weft_tensor *t)
 {
-    const struct weft_layout_ops *ops = ops_of(t->layout);
+    const struct weft_layout *ops = ops_of(t->layout);
     if (ops && t->layout_data)
         ops->free(t->layout_data);
     t->layout_data = NULL;
@@ -136,8 +137,8 @@ void weft_layout_data_free(weft_tensor *t)
 
 char *weft_layout_repr(const weft_tensor *t)
 {
-    const struct weft_layout_ops *ops = ops_of(t->layout);
-    if (!ops || !ops->repr) {
+    const struct weft_layout *ops = ops_of(t->layout);
+    if (!ops || !WEFT_VTABLE_HAS(ops, repr)) {
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "repr: layout %s has no printer",
                        weft_layout_name(t->layout));
         return NULL;
@@ -164,9 +165,8 @@ weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b)
                        weft_layout_name(b->layout), weft_layout_name(a->layout));
         return NULL;
     }
-    const struct weft_layout_ops *ops = ops_of(a->layout);
-    if (!ops || ops->struct_size < offsetof(struct weft_layout_ops, add) + sizeof ops->add ||
-        !ops->add) {
+    const struct weft_layout *ops = ops_of(a->layout);
+    if (!ops || !WEFT_VTABLE_HAS(ops, add)) {
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "layout %s cannot add tensors (its plugin "
                        "gives no add())", weft_layout_name(a->layout));
         return NULL;

@@ -1,4 +1,5 @@
-/* core/plugin.c: finding, checking and starting plugins; the named-extras registry.
+/* core/plugin.c: finding, checking and starting plugins, and loading the plugin that
+ * provides a kind:name on demand (its manifest says so, manifest.c).
  *
  * One recursive lock guards the loader: a plugin's init() may load another plugin, or
  * ask for a backend that loads one, on the same thread. Lock order: loader, then the
@@ -26,10 +27,24 @@
 #include "internal.h"
 #include "weft/device.h"
 #include "weft/error.h"
+#include "weft/registry.h"
 #include "weft/version.h"
 
-/* ABI 1's descriptor ends with `fini`; a plugin built against ABI 1 has at least this. */
-#define PLUGIN_ABI1_SIZE (offsetof(struct weft_plugin, fini) + sizeof(void (*)(void)))
+static int check_plugin(const struct weft_vtable *v)
+{
+    const struct weft_plugin *p = (const struct weft_plugin *)v;
+    if (!p->init)
+        return weft_error_set(WEFT_ERR_PLUGIN, "plugin '%s': its descriptor has no init()",
+                              v->name);
+    return 0;
+}
+
+const struct weft_kind weft_plugin_kind = {
+    .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_PLUGIN, struct weft_kind),
+    .description = "plugins (their descriptors, registered once they have started)",
+    .min_size = sizeof(struct weft_plugin),
+    .check = check_plugin,
+};
 
 enum plugin_state { PLUGIN_STARTING, PLUGIN_LOADED, PLUGIN_REFUSED, PLUGIN_FAILED };
 
@@ -56,13 +71,21 @@ static struct str_list search_path;   /* the full path, rebuilt when an input ch
 static char *search_path_env;         /* WEFT_PLUGIN_PATH when search_path was built */
 static bool search_path_valid;
 
-struct extra {
-    char *name;
-    void *ptr;
+/* The manifests of plugin files, read once per file version. */
+struct manifest_cache {
+    char *path;
+    struct timespec mtime;
+    off_t size;
+    char *text; /* NULL: the file has no manifest */
 };
-static pthread_mutex_t extra_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct extra *extras;
-static size_t nextras, cap_extras;
+static struct manifest_cache *manifests;
+static size_t nmanifests, cap_manifests;
+
+static weft_plugin_options_fn options_source;
+static void *options_ctx;
+
+/* The plugin whose init() runs on this thread: what it registers is recorded as its. */
+static _Thread_local const char *initialising;
 
 /* ---- small helpers -------------------------------------------------------------- */
 
@@ -322,25 +345,23 @@ static const struct weft_plugin *open_plugin(const char *path, uint32_t *abi, ui
                        WEFT_PLUGIN_ENTRY);
         goto refuse;
     }
-    *abi = desc->abi_version;
-    *size = desc->struct_size;
-    if (desc->abi_version != WEFT_PLUGIN_ABI_VERSION) {
+    *abi = desc->base.abi_version;
+    *size = desc->base.struct_size;
+    if (desc->base.abi_version != WEFT_ABI_VERSION) {
         weft_error_set(WEFT_ERR_PLUGIN,
-                       "plugin %s was built for weft plugin ABI %u, but this weft has ABI %d; "
+                       "plugin %s was built for weft ABI %u, but this weft has ABI %d; "
                        "rebuild the plugin against this weft",
-                       path, desc->abi_version, WEFT_PLUGIN_ABI_VERSION);
+                       path, desc->base.abi_version, WEFT_ABI_VERSION);
         goto refuse;
     }
-    if (desc->struct_size < PLUGIN_ABI1_SIZE) {
-        weft_error_set(WEFT_ERR_PLUGIN,
-                       "plugin %s has a %u-byte descriptor, smaller than ABI %d's %zu bytes; "
-                       "rebuild the plugin against this weft",
-                       path, desc->struct_size, WEFT_PLUGIN_ABI_VERSION, PLUGIN_ABI1_SIZE);
+    if (weft_registry_check(desc) < 0 ||
+        weft_manifest_check(desc->manifest, desc->base.name) < 0) {
+        weft_error_prefix("plugin %s", path);
         goto refuse;
     }
-    if (!desc->name || !desc->name[0] || !desc->init) {
-        weft_error_set(WEFT_ERR_PLUGIN, "plugin %s: its descriptor lacks a name or an init()",
-                       path);
+    if (strcmp(desc->base.kind, WEFT_KIND_PLUGIN) != 0) {
+        weft_error_set(WEFT_ERR_PLUGIN, "plugin %s: its descriptor is a '%s', not a '%s'", path,
+                       desc->base.kind, WEFT_KIND_PLUGIN);
         goto refuse;
     }
     return desc;
@@ -437,17 +458,56 @@ static int existing_result(const struct plugin_rec *r)
     return weft_error_set(code, "%s", r->why ? r->why : "plugin failed earlier");
 }
 
+/* The host's options for plugin `name`, or NULL. Caller holds loader_lock. */
+static const weft_options *options_for(const char *name)
+{
+    return options_source ? options_source(options_ctx, name) : NULL;
+}
+
+struct provided_check {
+    const char *plugin;
+};
+
+static int check_registered(void *ctx, const char *kind, const char *name)
+{
+    const struct provided_check *c = ctx;
+    if (weft_registry_find(kind, name))
+        return 0;
+    weft_error_set(WEFT_ERR_PLUGIN,
+                   "its manifest says it provides %s:%s, but init() registered no %s '%s'",
+                   kind, name, kind, name);
+    (void)c;
+    return -1;
+}
+
+/* init() with the plugin's options, recording what it registers as its own; then the
+ * descriptor joins the registry and everything the manifest promises must be there. */
+static int run_init(const struct weft_plugin *desc)
+{
+    const char *outer = initialising;
+    initialising = desc->base.name;
+    int rc = desc->init(options_for(desc->base.name));
+    if (rc >= 0 && weft_error_code() == WEFT_OK)
+        rc = weft_register(desc);
+    if (rc >= 0 && weft_error_code() == WEFT_OK) {
+        struct provided_check c = {desc->base.name};
+        rc = weft_manifest_each_provided(desc->manifest, check_registered, &c);
+    }
+    initialising = outer;
+    return rc < 0 ? rc : 0;
+}
+
 /* Probes and initialises a checked plugin. Caller holds loader_lock. */
 static int start_plugin(const char *path, const struct weft_plugin *desc)
 {
-    struct plugin_rec *r = add_rec(desc->name, path, desc);
+    struct plugin_rec *r = add_rec(desc->base.name, path, desc);
     if (!r)
         return WEFT_ERR_OUT_OF_MEMORY;
     char why[512];
     if (!probe_plugin(desc, why, sizeof why))
         return refuse_rec(r, PLUGIN_REFUSED, WEFT_ERR_DEVICE, "%s (plugin %s)", why, path);
     bool had_error = weft_error_code() != WEFT_OK;
-    int rc = desc->init();
+    int rc = run_init(desc);
     if (rc < 0 || (!had_error && weft_error_code() != WEFT_OK)) {
         char msg[1024] = "init() failed without saying why";
         if (!had_error && weft_error_code() != WEFT_OK)
@@ -465,24 +525,60 @@ static int start_plugin(const char *path, const struct weft_plugin *desc)
     return 0;
 }
 
+/* The manifest of the file at path (cached per file version), or NULL when it has none.
+ * Caller holds loader_lock; the text lives as long as the process. */
+static const char *manifest_of(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return NULL;
+    for (size_t i = 0; i < nmanifests; i++) {
+        struct manifest_cache *m = &manifests[i];
+        if (strcmp(m->path, path) != 0)
+            continue;
+        if (m->size == st.st_size && m->mtime.tv_sec == st.st_mtim.tv_sec &&
+            m->mtime.tv_nsec == st.st_mtim.tv_nsec)
+            return m->text;
+        /* The file changed: a stale text stays allocated (callers may hold it). */
+        m->text = weft_manifest_read(path);
+        m->size = st.st_size;
+        m->mtime = st.st_mtim;
+        return m->text;
+    }
+    bool had_error = weft_error_code() != WEFT_OK;
+    char *copy = strdup(path);
+    if (!copy || grow((void **)&manifests, &cap_manifests, nmanifests + 1, sizeof *manifests) < 0) {
+        free(copy);
+        if (!had_error)
+            weft_error_clear(); /* a cache miss costs a read, nothing more */
+        return weft_manifest_read(path);
+    }
+    manifests[nmanifests++] =
+        (struct manifest_cache){copy, st.st_mtim, st.st_size, weft_manifest_read(path)};
+    return manifests[nmanifests - 1].text;
+}
+
 /* Loads the file at path; `want` is the name it was looked up by (NULL for a path). */
 static int load_file(const char *path, const char *want)
 {
+    char name[64];
+    if (name_from_file(path, name, sizeof name))
+        weft_manifest_apply_env(manifest_of(path), options_for(name));
     uint32_t abi = 0, size = 0;
     const struct weft_plugin *desc = open_plugin(path, &abi, &size);
     if (!desc)
         return WEFT_ERR_PLUGIN;
-    if (want && strcmp(desc->name, want) != 0)
+    if (want && strcmp(desc->base.name, want) != 0)
         return weft_error_set(WEFT_ERR_PLUGIN,
                               "plugin %s calls itself '%s', but its file name says '%s'", path,
-                              desc->name, want);
-    struct plugin_rec *same_name = find_rec(desc->name, NULL);
+                              desc->base.name, want);
+    struct plugin_rec *same_name = find_rec(desc->base.name, NULL);
     if (same_name) {
         if (strcmp(same_name->path, path) == 0)
             return existing_result(same_name);
         return weft_error_set(WEFT_ERR_PLUGIN, "plugin %s: a plugin named '%s' is already loaded "
                                                "from %s",
-                              path, desc->name, same_name->path);
+                              path, desc->base.name, same_name->path);
     }
     return start_plugin(path, desc);
 }
@@ -537,19 +633,25 @@ bool weft_plugin_is_loaded(const char *name)
     return loaded;
 }
 
-int weft_plugin_autoload_for_device(int device_type)
+const char *weft_plugin_initialising(void)
 {
-    const char *name = weft_device_type_name(device_type);
-    if (strcmp(name, "unknown") == 0)
-        return weft_error_set(WEFT_ERR_DEVICE, "no device type %d", device_type);
-    return weft_plugin_load(name);
+    return initialising ? initialising : "";
+}
+
+void weft_plugin_set_options_source(weft_plugin_options_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&loader_lock);
+    options_source = fn;
+    options_ctx = ctx;
+    pthread_mutex_unlock(&loader_lock);
 }
 
 /* ---- inspection and scanning ---------------------------------------------------- */
 
 static void fill_from_desc(struct weft_plugin_info *info, const struct weft_plugin *desc)
 {
-    snprintf(info->name, sizeof info->name, "%s", desc->name);
+    snprintf(info->name, sizeof info->name, "%s", desc->base.name);
+    snprintf(info->manifest, sizeof info->manifest, "%s", desc->manifest ? desc->manifest : "");
     snprintf(info->version, sizeof info->version, "%s", desc->version ? desc->version : "");
     snprintf(info->description, sizeof info->description, "%s",
              desc->description ? desc->description : "");
@@ -679,52 +781,91 @@ int weft_plugin_scan(void (*fn)(const struct weft_plugin_info *info, void *ctx),
     return rc < 0 ? rc : (int)n;
 }
 
-/* ---- extras ------------------------------------------------------------------------ */
+/* ---- finding what provides a thing ------------------------------------------------------ */
 
-static struct extra *find_extra(const char *name)
+bool weft_plugin_find_file(const char *name, char *path, size_t size)
 {
-    for (size_t i = 0; i < nextras; i++)
-        if (strcmp(extras[i].name, name) == 0)
-            return &extras[i];
-    return NULL;
+    if (!name || !path || size == 0)
+        return false;
+    bool had_error = weft_error_code() != WEFT_OK;
+    pthread_mutex_lock(&loader_lock);
+    char *found = find_plugin_file(name);
+    pthread_mutex_unlock(&loader_lock);
+    if (!found && !had_error)
+        weft_error_clear(); /* "not found" is this function's answer, not an error */
+    bool ok = found && (size_t)snprintf(path, size, "%s", found) < size;
+    free(found);
+    return ok;
 }
 
-static int add_extra(const char *name, void *ptr)
+/* The first plugin file on the search path whose manifest provides kind:name, as a fresh
+ * string, or NULL. */
+static char *provider_file(const char *kind, const char *name)
 {
-    struct extra *e = find_extra(name);
-    if (e && e->ptr == ptr)
-        return 0;
-    if (e)
-        return weft_error_set(WEFT_ERR_PLUGIN, "extra '%s' is already registered", name);
-    if (grow((void **)&extras, &cap_extras, nextras + 1, sizeof *extras) < 0)
-        return WEFT_ERR_OUT_OF_MEMORY;
-    char *copy = strdup(name);
-    if (!copy)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "plugin loader: out of memory");
-    extras[nextras++] = (struct extra){copy, ptr};
+    struct str_list files = {0};
+    char *found = NULL;
+    bool had_error = weft_error_code() != WEFT_OK;
+    pthread_mutex_lock(&loader_lock);
+    if (collect_plugin_files(&files) == 0)
+        for (size_t i = 0; i < files.n && !found; i++)
+            if (weft_manifest_provides(manifest_of(files.v[i]), kind, name))
+                found = strdup(files.v[i]);
+    pthread_mutex_unlock(&loader_lock);
+    if (!had_error)
+        weft_error_clear(); /* an unreadable directory only means fewer candidates */
+    list_clear(&files);
+    free(files.v);
+    return found;
+}
+
+bool weft_plugin_find_provider(const char *kind, const char *name, char *plugin, size_t size)
+{
+    if (!kind || !name)
+        return false;
+    char *file = provider_file(kind, name);
+    if (file && plugin && size)
+        name_from_file(file, plugin, size);
+    free(file);
+    return file != NULL;
+}
+
+struct provided_kind {
+    const char *kind;
+    void (*fn)(void *ctx, const char *name);
+    void *ctx;
+};
+
+static int each_of_kind(void *ctx, const char *kind, const char *name)
+{
+    const struct provided_kind *p = ctx;
+    if (strcmp(kind, p->kind) == 0)
+        p->fn(p->ctx, name);
     return 0;
 }
 
-int weft_extra_register(const char *name, void *ptr)
+void weft_plugin_each_provided(const char *kind, void (*fn)(void *ctx, const char *name),
+                               void *ctx)
 {
-    if (!name || !strchr(name, '.') || name[0] == '.' || !ptr)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "weft_extra_register: need a name \"<plugin>.<thing>\" and a "
-                              "non-NULL pointer, got '%s'",
-                              name ? name : "(null)");
-    pthread_mutex_lock(&extra_lock);
-    int rc = add_extra(name, ptr);
-    pthread_mutex_unlock(&extra_lock);
-    return rc;
+    struct str_list files = {0};
+    bool had_error = weft_error_code() != WEFT_OK;
+    struct provided_kind p = {kind, fn, ctx};
+    pthread_mutex_lock(&loader_lock);
+    if (collect_plugin_files(&files) == 0)
+        for (size_t i = 0; i < files.n; i++)
+            weft_manifest_each_provided(manifest_of(files.v[i]), each_of_kind, &p);
+    pthread_mutex_unlock(&loader_lock);
+    if (!had_error)
+        weft_error_clear();
+    list_clear(&files);
+    free(files.v);
 }
 
-void *weft_extra_find(const char *name)
+int weft_plugin_autoload(const char *kind, const char *name)
 {
-    if (!name)
-        return NULL;
-    pthread_mutex_lock(&extra_lock);
-    struct extra *e = find_extra(name);
-    void *ptr = e ? e->ptr : NULL;
-    pthread_mutex_unlock(&extra_lock);
-    return ptr;
+    char *file = provider_file(kind, name);
+    if (!file)
+        return 1;
+    int rc = weft_plugin_load(file);
+    free(file);
+    return rc;
 }

@@ -333,3 +333,11 @@ int weft_check_same_device(int n, const weft_tensor *const *ts)
     }
     return 0;
 }
+
+const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size)
+{
+    bool host = t->device.type == WEFT_DEVICE_CPU;
+    snprintf(buf, size, "torch.%s%s%sTensor", host ? "" : weft_device_type_name(t->device.type),
+             host ? "" : ".", weft_dtype_torch_name(t->dtype));
+    return buf;
+}

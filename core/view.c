@@ -6,14 +6,6 @@
 
 #include "forward.h"
 
-/* "torch.FloatTensor" / "torch.cuda.FloatTensor", as Tensor.toString() spells it. */
-static const char *torch_type_str(const weft_tensor *t, char *buf, size_t size)
-{
-    snprintf(buf, size, "torch.%s%sTensor", t->device.type == WEFT_DEVICE_CUDA ? "cuda." : "",
-             weft_dtype_torch_name(t->dtype));
-    return buf;
-}
-
 static int check_ndim(int ndim)
 {
     if (ndim < 0 || ndim > WEFT_MAX_DIMS)
@@ -346,7 +338,7 @@ weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape)
         weft_error_set(WEFT_ERR_RUNTIME,
                        "expand(%s{%s}, size=%s): the number of sizes provided (%d) must be "
                        "greater or equal to the number of dimensions in the tensor (%d)",
-                       torch_type_str(t, tbuf, sizeof tbuf),
+                       weft_torch_type_str(t, tbuf, sizeof tbuf),
                        weft_shape_str(t->ndim, t->shape, a, sizeof a),
                        weft_shape_str(ndim, shape, b, sizeof b), ndim, t->ndim);
         return NULL;

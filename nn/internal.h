@@ -11,4 +11,17 @@
 NN_INTERNAL int weft_module_num_children(const weft_module *m);
 NN_INTERNAL weft_module *weft_module_child_at(const weft_module *m, int i);
 
+/* The module kind (module.c), registered with the built-in types when the library loads
+ * (layers.c). */
+NN_INTERNAL extern const struct weft_kind weft_module_kind;
+
+/* Each built-in layer type's create() from options (layer_options.c). */
+#define NN_LAYER_CREATORS(X)                                                                  \
+    X(linear) X(conv2d) X(max_pool2d) X(avg_pool2d) X(adaptive_avg_pool2d) X(batch_norm1d)   \
+    X(batch_norm2d) X(layer_norm) X(dropout) X(embedding) X(flatten) X(relu) X(gelu)         \
+    X(tanh) X(sigmoid) X(leaky_relu) X(softmax) X(log_softmax)
+#define NN_DECLARE_CREATE(name) NN_INTERNAL weft_module *nn_create_##name(const weft_options *o);
+NN_LAYER_CREATORS(NN_DECLARE_CREATE)
+#undef NN_DECLARE_CREATE
+
 #endif

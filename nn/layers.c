@@ -10,7 +10,6 @@
 #include "internal.h"
 #include "weft/nn.h"
 #include "weft/ops.h"
-#include "weft/plugin.h"
 
 /* ---- text as Python prints it ----------------------------------------------------- */
 
@@ -78,8 +77,10 @@ static const char *py_size(const int64_t v[2], char *buf, size_t size)
 
 /* ---- building modules ------------------------------------------------------------- */
 
-#define MODULE_TYPE(name, forward, extra_repr)                                                \
-    {WEFT_PLUGIN_ABI_VERSION, sizeof(struct weft_module_type), name, forward, free, extra_repr}
+/* A built-in type: its INI name, PyTorch's class name, and create() from layer_options.c. */
+#define MODULE_TYPE(ini, class, forward_fn, repr_fn, create_fn)                               \
+    {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
+     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn}
 
 /* A module of type owning a malloc'd copy of state (size 0: no state). */
 static weft_module *module_with(const struct weft_module_type *type, const void *state,
@@ -89,7 +90,7 @@ static weft_module *module_with(const struct weft_module_type *type, const void 
     if (size) {
         copy = malloc(size);
         if (!copy) {
-            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a %s", type->name);
+            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a %s", type->class_name);
             return NULL;
         }
         memcpy(copy, state, size);
@@ -166,7 +167,7 @@ static int linear_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type linear_type =
-    MODULE_TYPE("Linear", linear_forward, linear_repr);
+    MODULE_TYPE("linear", "Linear", linear_forward, linear_repr, nn_create_linear);
 
 weft_module *weft_nn_linear(int64_t in_features, int64_t out_features, bool bias)
 {
@@ -217,7 +218,7 @@ static int conv2d_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type conv2d_type =
-    MODULE_TYPE("Conv2d", conv2d_forward, conv2d_repr);
+    MODULE_TYPE("conv2d", "Conv2d", conv2d_forward, conv2d_repr, nn_create_conv2d);
 
 weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
 {
@@ -290,9 +291,11 @@ static int avg_pool2d_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type max_pool2d_type =
-    MODULE_TYPE("MaxPool2d", max_pool2d_forward, max_pool2d_repr);
+    MODULE_TYPE("maxpool2d", "MaxPool2d", max_pool2d_forward, max_pool2d_repr,
+                nn_create_max_pool2d);
 static const struct weft_module_type avg_pool2d_type =
-    MODULE_TYPE("AvgPool2d", avg_pool2d_forward, avg_pool2d_repr);
+    MODULE_TYPE("avgpool2d", "AvgPool2d", avg_pool2d_forward, avg_pool2d_repr,
+                nn_create_avg_pool2d);
 
 /* The params with PyTorch's defaults filled in (stride = kernel, dilation 1). */
 static weft_module *pool2d(const struct weft_module_type *type,
@@ -301,7 +304,7 @@ static weft_module *pool2d(const struct weft_module_type *type,
     if (!params) {
         weft_error_set(WEFT_ERR_TYPE,
                        "%s.__init__() missing 1 required positional argument: 'kernel_size'",
-                       type->name);
+                       type->class_name);
         return NULL;
     }
     struct weft_pool2d_params p = *params;
@@ -335,7 +338,8 @@ static int adaptive_avg_pool2d_repr(const weft_module *m, char *buf, size_t size
 }
 
 static const struct weft_module_type adaptive_avg_pool2d_type =
-    MODULE_TYPE("AdaptiveAvgPool2d", adaptive_avg_pool2d_forward, adaptive_avg_pool2d_repr);
+    MODULE_TYPE("adaptive_avgpool2d", "AdaptiveAvgPool2d", adaptive_avg_pool2d_forward,
+                adaptive_avg_pool2d_repr, nn_create_adaptive_avg_pool2d);
 
 weft_module *weft_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w)
 {
@@ -389,9 +393,11 @@ static int batch_norm_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type batch_norm1d_type =
-    MODULE_TYPE("BatchNorm1d", batch_norm_forward, batch_norm_repr);
+    MODULE_TYPE("batchnorm1d", "BatchNorm1d", batch_norm_forward, batch_norm_repr,
+                nn_create_batch_norm1d);
 static const struct weft_module_type batch_norm2d_type =
-    MODULE_TYPE("BatchNorm2d", batch_norm_forward, batch_norm_repr);
+    MODULE_TYPE("batchnorm2d", "BatchNorm2d", batch_norm_forward, batch_norm_repr,
+                nn_create_batch_norm2d);
 
 /* _NormBase: parameters weight (1) and bias (0), then buffers running_mean (0),
  * running_var (1) and num_batches_tracked (int64 0), in that order. */
@@ -458,7 +464,8 @@ static int layer_norm_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type layer_norm_type =
-    MODULE_TYPE("LayerNorm", layer_norm_forward, layer_norm_repr);
+    MODULE_TYPE("layernorm", "LayerNorm", layer_norm_forward, layer_norm_repr,
+                nn_create_layer_norm);
 
 weft_module *weft_nn_layer_norm(int ndims, const int64_t *normalized_shape, double eps,
                                 bool elementwise_affine)
@@ -498,7 +505,8 @@ static int embedding_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type embedding_type =
-    MODULE_TYPE("Embedding", embedding_forward, embedding_repr);
+    MODULE_TYPE("embedding", "Embedding", embedding_forward, embedding_repr,
+                nn_create_embedding);
 
 weft_module *weft_nn_embedding(int64_t num_embeddings, int64_t embedding_dim)
 {
@@ -528,7 +536,7 @@ static int dropout_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type dropout_type =
-    MODULE_TYPE("Dropout", dropout_forward, dropout_repr);
+    MODULE_TYPE("dropout", "Dropout", dropout_forward, dropout_repr, nn_create_dropout);
 
 weft_module *weft_nn_dropout(double p)
 {
@@ -554,7 +562,7 @@ static int flatten_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type flatten_type =
-    MODULE_TYPE("Flatten", flatten_forward, flatten_repr);
+    MODULE_TYPE("flatten", "Flatten", flatten_forward, flatten_repr, nn_create_flatten);
 
 weft_module *weft_nn_flatten(int start_dim, int end_dim)
 {
@@ -621,16 +629,18 @@ static int softmax_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "dim=%d", *(const int *)weft_module_state(m));
 }
 
-static const struct weft_module_type relu_type = MODULE_TYPE("ReLU", relu_forward, NULL);
-static const struct weft_module_type gelu_type = MODULE_TYPE("GELU", gelu_forward, gelu_repr);
-static const struct weft_module_type tanh_type = MODULE_TYPE("Tanh", tanh_forward, NULL);
-static const struct weft_module_type sigmoid_type = MODULE_TYPE("Sigmoid", sigmoid_forward, NULL);
+static const struct weft_module_type relu_type = MODULE_TYPE("relu", "ReLU", relu_forward, NULL, nn_create_relu);
+static const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
+static const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
+static const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);
 static const struct weft_module_type leaky_relu_type =
-    MODULE_TYPE("LeakyReLU", leaky_relu_forward, leaky_relu_repr);
+    MODULE_TYPE("leaky_relu", "LeakyReLU", leaky_relu_forward, leaky_relu_repr,
+                nn_create_leaky_relu);
 static const struct weft_module_type softmax_type =
-    MODULE_TYPE("Softmax", softmax_forward, softmax_repr);
+    MODULE_TYPE("softmax", "Softmax", softmax_forward, softmax_repr, nn_create_softmax);
 static const struct weft_module_type log_softmax_type =
-    MODULE_TYPE("LogSoftmax", log_softmax_forward, softmax_repr);
+    MODULE_TYPE("log_softmax", "LogSoftmax", log_softmax_forward, softmax_repr,
+                nn_create_log_softmax);
 
 weft_module *weft_nn_relu(void)
 {
@@ -665,4 +675,21 @@ weft_module *weft_nn_softmax(int dim)
 weft_module *weft_nn_log_softmax(int dim)
 {
     return module_with(&log_softmax_type, &dim, sizeof dim);
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+/* When the library loads: the module kind, then every built-in type, so an INI file can
+ * name them and a plugin linking this library can add its own. A failure here (out of
+ * memory) leaves the error pending on the loading thread. */
+__attribute__((constructor)) static void register_builtin_layers(void)
+{
+    const void *const types[] = {
+        &weft_module_kind,   &linear_type,      &conv2d_type,       &max_pool2d_type,
+        &avg_pool2d_type,    &adaptive_avg_pool2d_type, &batch_norm1d_type,
+        &batch_norm2d_type,  &layer_norm_type,  &embedding_type,    &dropout_type,
+        &flatten_type,       &relu_type,        &gelu_type,         &tanh_type,
+        &sigmoid_type,       &leaky_relu_type,  &softmax_type,      &log_softmax_type,
+    };
+    weft_register_all((int)(sizeof types / sizeof *types), types);
 }

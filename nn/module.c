@@ -11,7 +11,7 @@
 #include "internal.h"
 #include "weft/state_dict.h"
 #include "weft/nn.h"
-#include "weft/plugin.h"
+#include "weft/registry.h"
 
 /* Longest own name: a dotted name must fit struct weft_named_tensor. */
 #define NAME_MAX_LEN (sizeof(((struct weft_named_tensor *)0)->name) - 1)
@@ -147,37 +147,27 @@ static int entries_push(struct entries *l, const char *name, void *item)
 
 /* ---- the type vtable -------------------------------------------------------------- */
 
-/* True when the type's struct (as its author compiled it) contains field. */
-#define TYPE_HAS(type, field)                                                                 \
-    ((type)->struct_size >=                                                                   \
-     offsetof(struct weft_module_type, field) + sizeof(((struct weft_module_type *)0)->field))
+const char weft_kind_module[] = "module";
 
-static int check_type(const struct weft_module_type *type)
+static int check_module_type(const struct weft_vtable *v)
 {
-    if (!type)
-        return weft_error_set(WEFT_ERR_VALUE, "weft_module_new: the module type is NULL");
-    if (type->abi_version != WEFT_PLUGIN_ABI_VERSION)
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "module type was built for weft plugin ABI %u, but this weft has "
-                              "ABI %d; rebuild it against this weft",
-                              type->abi_version, WEFT_PLUGIN_ABI_VERSION);
-    if (!TYPE_HAS(type, forward))
-        return weft_error_set(WEFT_ERR_PLUGIN,
-                              "module type has a %u-byte vtable, smaller than ABI %d's %zu bytes; "
-                              "rebuild it against this weft",
-                              type->struct_size, WEFT_PLUGIN_ABI_VERSION,
-                              offsetof(struct weft_module_type, forward) +
-                                  sizeof type->forward);
-    if (!type->name || !*type->name)
-        return weft_error_set(WEFT_ERR_VALUE, "module type has no name");
-    if (!type->forward)
-        return weft_error_set(WEFT_ERR_VALUE, "module type '%s' has no forward", type->name);
+    const struct weft_module_type *type = (const struct weft_module_type *)v;
+    if (!type->class_name || !*type->class_name || !type->forward)
+        return weft_error_set(WEFT_ERR_PLUGIN, "module type '%s' needs a class_name and a forward",
+                              v->name);
     return 0;
 }
 
+const struct weft_kind weft_module_kind = {
+    .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_MODULE, struct weft_kind),
+    .description = "module types (the layers an INI file names)",
+    .min_size = sizeof(struct weft_module_type),
+    .check = check_module_type,
+};
+
 static void free_state(const struct weft_module_type *type, void *state)
 {
-    if (state && TYPE_HAS(type, free_state) && type->free_state)
+    if (state && type->free_state)
         type->free_state(state);
 }
 
@@ -185,8 +175,17 @@ static void free_state(const struct weft_module_type *type, void *state)
 
 weft_module *weft_module_new(const struct weft_module_type *type, void *state)
 {
-    if (check_type(type) != 0)
+    if (!type) {
+        weft_error_set(WEFT_ERR_VALUE, "weft_module_new: the module type is NULL");
         return NULL;
+    }
+    if (weft_registry_check(type) != 0)
+        return NULL;
+    if (strcmp(type->base.kind, WEFT_KIND_MODULE) != 0) {
+        weft_error_set(WEFT_ERR_VALUE, "weft_module_new: '%s' is a %s, not a module type",
+                       type->base.name, type->base.kind);
+        return NULL;
+    }
     weft_module *m = calloc(1, sizeof *m);
     if (!m) {
         sb_oom("for a module");
@@ -227,7 +226,7 @@ void weft_module_free(weft_module *m)
         /* Freeing it here would leave a dangling child in the parent. */
         weft_error_set(WEFT_ERR_RUNTIME,
                        "weft_module_free: this %s belongs to a %s and is freed with it",
-                       m->type->name, m->parent->type->name);
+                       m->type->class_name, m->parent->type->class_name);
         return;
     }
     free_tree(m);
@@ -240,7 +239,29 @@ void *weft_module_state(const weft_module *m)
 
 const char *weft_module_type_name(const weft_module *m)
 {
-    return m ? m->type->name : NULL;
+    return m ? m->type->class_name : NULL;
+}
+
+const struct weft_module_type *weft_module_type(const weft_module *m)
+{
+    return m ? m->type : NULL;
+}
+
+weft_module *weft_module_create(const char *name, const weft_options *options)
+{
+    const struct weft_module_type *type = weft_registry_get(WEFT_KIND_MODULE, name);
+    if (!type)
+        return NULL;
+    if (!WEFT_VTABLE_HAS(type, create)) {
+        weft_error_set(WEFT_ERR_VALUE, "module type '%s' (%s) cannot be built from options",
+                       name, type->class_name);
+        return NULL;
+    }
+    weft_module *m = type->create(options);
+    if (!m && weft_error_code() == WEFT_OK)
+        weft_error_set(WEFT_ERR_RUNTIME, "module type '%s' failed to build without saying why",
+                       name);
+    return m;
 }
 
 /* ---- registration ----------------------------------------------------------------- */
@@ -308,7 +329,7 @@ int weft_module_add_child(weft_module *m, const char *name, weft_module *child)
     if (child->parent)
         return weft_error_set(WEFT_ERR_VALUE,
                               "cannot add this %s as child '%s': it already belongs to a %s",
-                              child->type->name, name ? name : "", child->parent->type->name);
+                              child->type->class_name, name ? name : "", child->parent->type->class_name);
     for (const weft_module *a = m; a; a = a->parent)
         if (a == child)
             return weft_error_set(WEFT_ERR_VALUE,
@@ -356,7 +377,7 @@ weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input)
     weft_tensor *out = m->type->forward(m, input);
     if (!out && weft_error_code() == WEFT_OK)
         weft_error_set(WEFT_ERR_RUNTIME, "%s.forward returned no tensor and set no error",
-                       m->type->name);
+                       m->type->class_name);
     return out;
 }
 
@@ -567,7 +588,7 @@ out:
 static char *extra_repr(const weft_module *m)
 {
     const struct weft_module_type *type = m->type;
-    if (!TYPE_HAS(type, extra_repr) || !type->extra_repr)
+    if (!type->extra_repr)
         return strdup("");
     char small[256];
     int n = type->extra_repr(m, small, sizeof small);
@@ -575,7 +596,7 @@ static char *extra_repr(const weft_module *m)
         return strdup(small);
     if (n < 0) {
         if (weft_error_code() == WEFT_OK)
-            weft_error_set(WEFT_ERR_RUNTIME, "%s.extra_repr failed", type->name);
+            weft_error_set(WEFT_ERR_RUNTIME, "%s.extra_repr failed", type->class_name);
         return NULL;
     }
     char *big = malloc((size_t)n + 1);
@@ -592,7 +613,7 @@ static int repr_into(const weft_module *m, struct strbuf *sb)
     char *extra = extra_repr(m);
     if (!extra)
         return weft_error_code() ? weft_error_code() : sb_oom("in a module repr");
-    sb_printf(sb, "%s(", m->type->name);
+    sb_printf(sb, "%s(", m->type->class_name);
     if (*extra && !strchr(extra, '\n') && m->children.count == 0) {
         sb_puts(sb, extra); /* the one-liner most builtin modules use */
     } else if (*extra || m->children.count) {
@@ -786,7 +807,7 @@ static int load_module(struct load *ld, const weft_module *m, struct strbuf *pre
 static int report(const struct load *ld, const weft_module *m, bool strict)
 {
     struct strbuf msg = {0};
-    sb_printf(&msg, "Error(s) in loading state_dict for %s:", m->type->name);
+    sb_printf(&msg, "Error(s) in loading state_dict for %s:", m->type->class_name);
     bool any = false;
     if (strict && ld->missing.len) {
         sb_printf(&msg, "\n\tMissing key(s) in state_dict: %s. ", ld->missing.data);
@@ -822,7 +843,7 @@ static int run_copies(const struct load *ld, const weft_module *m)
         sb_printf(&msg,
                   "Error(s) in loading state_dict for %s:\n\tWhile copying the parameter named "
                   "\"%s\", whose dimensions in the model are ",
-                  m->type->name, c->key);
+                  m->type->class_name, c->key);
         torch_size(&msg, c->dst);
         sb_puts(&msg, " and whose dimensions in the checkpoint are ");
         torch_size(&msg, c->src);

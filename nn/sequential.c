@@ -4,7 +4,6 @@
 
 #include "internal.h"
 #include "weft/nn.h"
-#include "weft/plugin.h"
 
 static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
 {
@@ -21,8 +20,10 @@ static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
     return weft_autorelease(x);
 }
 
+/* Not registered: a Sequential is built from its children, not from options. */
 static const struct weft_module_type sequential_type = {
-    WEFT_PLUGIN_ABI_VERSION, sizeof(struct weft_module_type), "Sequential", sequential_forward,
+    WEFT_VTABLE(WEFT_KIND_MODULE, "sequential", struct weft_module_type), "Sequential",
+    sequential_forward,
     NULL, NULL,
 };
 

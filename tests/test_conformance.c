@@ -37,7 +37,7 @@ Test(conformance, every_cuda_kernel_agrees_with_the_cpu_when_a_gpu_is_usable)
         weft_error_clear();
         cr_skip_test("cuda conformance skipped");
     }
-    expect_all_pass(WEFT_DEVICE_CUDA);
+    expect_all_pass(tu_cuda(0).type);
 }
 
 /* ---- a fake backend over host memory, running the cpu's kernels ------------------------ */
@@ -68,9 +68,7 @@ static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking
 }
 
 static const struct weft_backend fake_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_backend),
-    .name = "conftest",
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "conftest", struct weft_backend),
     .device_count = fake_count,
     .alloc = fake_alloc,
     .free = fake_free,
@@ -107,7 +105,7 @@ static int overflowing_add(const struct weft_op_call *call)
 static int setup_fake(weft_kernel_fn add_fn)
 {
     cr_assert_not_null(weft_backend_get(WEFT_DEVICE_CPU), "%s", weft_error_message());
-    int type = weft_backend_register(&fake_backend);
+    int type = weft_register(&fake_backend);
     cr_assert_geq(type, 0, "%s", weft_error_message());
     for (int op = 0; op < weft_op_count(); op++)
         for (int dt = 0; dt < WEFT_DTYPE_COUNT; dt++) {

@@ -402,9 +402,7 @@ static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking
 }
 
 static const struct weft_backend fake_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_backend),
-    .name = "fake",
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "fake", struct weft_backend),
     .device_count = fake_device_count,
     .alloc = fake_alloc,
     .free = fake_free,
@@ -414,7 +412,7 @@ static const struct weft_backend fake_backend = {
 /* Registers the fake device, with the cpu COPY kernel (its memory is host memory). */
 static weft_device fake_device(int index)
 {
-    int type = weft_backend_register(&fake_backend);
+    int type = weft_register(&fake_backend);
     cr_assert_geq(type, 0, "%s", weft_error_message());
     weft_kernel_fn copy = weft_kernel_lookup(WEFT_OP_COPY, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32);
     cr_assert_not_null(copy);

@@ -98,7 +98,7 @@ Test(cuda, without_a_device_the_sparse_cuda_plugin_refuses_to_load_and_says_why)
 Test(cuda, without_a_device_there_are_no_cuda_devices_and_no_error)
 {
     REQUIRE_NO_GPU();
-    cr_expect_eq(weft_device_count(WEFT_DEVICE_CUDA), 0);
+    cr_expect_eq(weft_device_count(tu_cuda(0).type), 0);
     tu_assert_no_error();
 }
 
@@ -106,7 +106,7 @@ Test(cuda, without_a_device_a_cuda_tensor_fails_with_the_reason)
 {
     REQUIRE_NO_GPU();
     int64_t shape[1] = {4};
-    cr_expect_null(weft_zeros(1, shape, WEFT_F32, WEFT_CUDA(0)));
+    cr_expect_null(weft_zeros(1, shape, WEFT_F32, tu_cuda(0)));
     tu_assert_error(WEFT_ERR_DEVICE, "no CUDA device");
 }
 
@@ -117,7 +117,7 @@ static const enum weft_dtype all_dtypes[] = {WEFT_BOOL, WEFT_U8,  WEFT_I8,   WEF
 
 static weft_tensor *cuda(weft_tensor *t)
 {
-    weft_tensor *c = weft_to_device(t, WEFT_CUDA(0));
+    weft_tensor *c = weft_to_device(t, tu_cuda(0));
     cr_assert_not_null(c, "to cuda: %s", weft_error_message());
     return c;
 }
@@ -182,8 +182,8 @@ static void assert_identical(weft_tensor *a, weft_tensor *b, const char *what)
 Test(cuda, with_a_device_the_backend_describes_it)
 {
     REQUIRE_GPU();
-    cr_expect_geq(weft_device_count(WEFT_DEVICE_CUDA), 1);
-    const struct weft_backend *b = weft_backend_get(WEFT_DEVICE_CUDA);
+    cr_expect_geq(weft_device_count(tu_cuda(0).type), 1);
+    const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
     cr_assert_not_null(b);
     char name[256] = "";
     cr_expect_eq(b->device_name(0, name, sizeof name), 0);
@@ -231,7 +231,7 @@ Test(cuda, fill_arange_and_linspace_match_the_cpu)
     int64_t shape[2] = {5, 7};
     for (size_t d = 0; d < sizeof all_dtypes / sizeof *all_dtypes; d++) {
         enum weft_dtype dt = all_dtypes[d];
-        weft_device gpu = WEFT_CUDA(0);
+        weft_device gpu = tu_cuda(0);
         assert_same(weft_full(2, shape, 3.5, dt, gpu), weft_full(2, shape, 3.5, dt, WEFT_CPU), 0,
                     0, "full");
         assert_same(weft_zeros(2, shape, dt, gpu), weft_zeros(2, shape, dt, WEFT_CPU), 0, 0,
@@ -332,20 +332,20 @@ Test(cuda, uniform_and_randint_are_bit_identical_to_the_cpu)
         weft_manual_seed(1234);
         weft_tensor *want = weft_rand(2, shape, floating[d], WEFT_CPU);
         weft_manual_seed(1234);
-        assert_identical(weft_rand(2, shape, floating[d], WEFT_CUDA(0)), want, "rand");
+        assert_identical(weft_rand(2, shape, floating[d], tu_cuda(0)), want, "rand");
         weft_manual_seed(99);
         weft_tensor *wantn = weft_randn(2, shape, floating[d], WEFT_CPU);
         weft_manual_seed(99);
         double tol = floating[d] == WEFT_F64 ? 1e-12 : 1e-2;
-        assert_same(weft_randn(2, shape, floating[d], WEFT_CUDA(0)), wantn, tol, tol, "randn");
+        assert_same(weft_randn(2, shape, floating[d], tu_cuda(0)), wantn, tol, tol, "randn");
     }
     weft_manual_seed(7);
     weft_tensor *want = weft_randint(-50, 1000, 2, shape, WEFT_I64, WEFT_CPU);
     weft_manual_seed(7);
-    assert_identical(weft_randint(-50, 1000, 2, shape, WEFT_I64, WEFT_CUDA(0)), want, "randint");
+    assert_identical(weft_randint(-50, 1000, 2, shape, WEFT_I64, tu_cuda(0)), want, "randint");
     /* into a non-contiguous tensor: element order is row-major over the shape */
     weft_tensor *cpu_t = weft_t(weft_empty(2, shape, WEFT_F32, WEFT_CPU));
-    weft_tensor *dev_t = weft_t(weft_empty(2, shape, WEFT_F32, WEFT_CUDA(0)));
+    weft_tensor *dev_t = weft_t(weft_empty(2, shape, WEFT_F32, tu_cuda(0)));
     weft_manual_seed(5);
     cr_assert_eq(weft_uniform_(cpu_t, -2, 3), 0);
     weft_manual_seed(5);
@@ -373,8 +373,8 @@ Test(cuda, matmul_matches_the_cpu_for_transposed_and_batched_operands)
                     weft_matmul(at, bt), tol, tol, "matmul of a transposed batch");
     }
     int64_t se[2] = {3, 0}, sf[2] = {0, 2};
-    weft_tensor *e = weft_zeros(2, se, WEFT_F32, WEFT_CUDA(0));
-    weft_tensor *f = weft_zeros(2, sf, WEFT_F32, WEFT_CUDA(0));
+    weft_tensor *e = weft_zeros(2, se, WEFT_F32, tu_cuda(0));
+    weft_tensor *f = weft_zeros(2, sf, WEFT_F32, tu_cuda(0));
     double zeros[6] = {0};
     tu_assert_close(weft_matmul(e, f), zeros, 6, 0, 0);
     weft_scope_pop();
@@ -385,30 +385,30 @@ Test(cuda, matmul_matches_the_cpu_for_transposed_and_batched_operands)
 static struct weft_memory_stats cuda_stats(void)
 {
     struct weft_memory_stats s = {.struct_size = sizeof s};
-    cr_assert_eq(weft_memory_stats(WEFT_CUDA(0), &s), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_memory_stats(tu_cuda(0), &s), 0, "%s", weft_error_message());
     return s;
 }
 
 Test(cuda, memory_is_cached_until_empty_cache)
 {
     REQUIRE_GPU();
-    weft_empty_cache(WEFT_CUDA(0));
+    weft_empty_cache(tu_cuda(0));
     struct weft_memory_stats before = cuda_stats();
     int64_t shape[1] = {1 << 20};
     weft_scope_push();
     for (int i = 0; i < 4; i++)
-        cr_assert_not_null(weft_empty(1, shape, WEFT_F32, WEFT_CUDA(0)));
+        cr_assert_not_null(weft_empty(1, shape, WEFT_F32, tu_cuda(0)));
     struct weft_memory_stats during = cuda_stats();
     cr_expect_eq(during.allocated_bytes - before.allocated_bytes, (uint64_t)16 << 20);
     weft_scope_pop();
     struct weft_memory_stats after = cuda_stats();
     cr_expect_eq(after.allocated_bytes, before.allocated_bytes);
     cr_expect_gt(after.reserved_bytes, before.reserved_bytes, "freed blocks stay cached");
-    weft_empty_cache(WEFT_CUDA(0));
+    weft_empty_cache(tu_cuda(0));
     cr_expect_eq(cuda_stats().reserved_bytes, before.reserved_bytes);
-    char *(*summary)(int, bool) = (char *(*)(int, bool))weft_extra_find("cuda.memory_summary");
-    cr_assert_not_null(summary);
-    char *text = summary(0, false);
+    /* The backend's own table (its memory_summary method), not the generic one. */
+    char *text = weft_memory_summary(tu_cuda(0), false);
+    cr_assert_not_null(text, "%s", weft_error_message());
     cr_expect(strstr(text, "weft CUDA memory summary, device ID 0") != NULL, "%s", text);
     free(text);
 }
@@ -418,7 +418,7 @@ Test(cuda, out_of_memory_is_reported_in_pytorchs_words)
     REQUIRE_GPU();
     int64_t shape[1] = {(int64_t)1 << 45}; /* 128 TiB of float */
     uint64_t ooms = cuda_stats().num_ooms;
-    cr_expect_null(weft_empty(1, shape, WEFT_F32, WEFT_CUDA(0)));
+    cr_expect_null(weft_empty(1, shape, WEFT_F32, tu_cuda(0)));
     tu_assert_error(WEFT_ERR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate 131072.00 GiB");
     cr_expect_eq(cuda_stats().num_ooms, ooms + 1);
 }
@@ -433,16 +433,16 @@ Test(cuda, non_blocking_copies_from_pinned_memory_arrive)
 {
     REQUIRE_GPU();
     weft_scope_push();
-    const struct weft_backend *b = weft_backend_get(WEFT_DEVICE_CUDA);
+    const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
     int64_t n = 1 << 16;
     float *host = b->host_alloc_pinned((size_t)n * sizeof *host);
     cr_assert_not_null(host, "%s", weft_error_message());
     for (int64_t i = 0; i < n; i++)
         host[i] = (float)i;
     weft_tensor *h = weft_from_blob(host, 1, &n, NULL, WEFT_F32, WEFT_CPU, free_pinned, (void *)b);
-    weft_tensor *d = weft_empty(1, &n, WEFT_F32, WEFT_CUDA(0));
+    weft_tensor *d = weft_empty(1, &n, WEFT_F32, tu_cuda(0));
     cr_assert_eq(weft_copy_nonblocking_(d, h, true), 0, "%s", weft_error_message());
-    cr_assert_eq(weft_synchronize(WEFT_CUDA(0)), 0);
+    cr_assert_eq(weft_synchronize(tu_cuda(0)), 0);
     assert_same(d, h, 0, 0, "pinned copy");
     weft_scope_pop();
 }

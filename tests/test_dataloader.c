@@ -20,15 +20,14 @@ struct seq_ctx {
     int64_t samples, fail_at, delay_us;
 };
 
-static int seq_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
-                    void **ctx)
+static int seq_open(const weft_options *o, struct weft_dataset_info *info, void **ctx)
 {
     struct seq_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "lt_seq: out of memory");
-    if (weft_config_int(cfg, section, "samples", 10, &c->samples) < 0 ||
-        weft_config_int(cfg, section, "fail_at", -1, &c->fail_at) < 0 ||
-        weft_config_int(cfg, section, "delay_us", 0, &c->delay_us) < 0) {
+    if (weft_options_int(o, "samples", 10, &c->samples) < 0 ||
+        weft_options_int(o, "fail_at", -1, &c->fail_at) < 0 ||
+        weft_options_int(o, "delay_us", 0, &c->delay_us) < 0) {
         free(c);
         return weft_error_code();
     }
@@ -73,9 +72,7 @@ static void seq_close(void *ctx)
 }
 
 static const struct weft_dataset_reader seq_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "lt_seq",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "lt_seq", struct weft_dataset_reader),
     .description = "test sequence",
     .open = seq_open,
     .read = seq_read,
@@ -85,7 +82,7 @@ static const struct weft_dataset_reader seq_reader = {
 static void setup(void)
 {
     tu_setup();
-    cr_assert_eq(weft_dataset_reader_register(&seq_reader), 0);
+    cr_assert_geq(weft_register(&seq_reader), 0, "%s", weft_error_message());
 }
 
 TestSuite(dataloader, .init = setup, .fini = tu_teardown);
@@ -104,7 +101,7 @@ static weft_dataset *open_seq(int64_t samples, int64_t fail_at, int64_t delay_us
     snprintf(ini, sizeof ini, "[data]\nreader = lt_seq\nsamples = %lld\nfail_at = %lld\n"
              "delay_us = %lld\n", (long long)samples, (long long)fail_at, (long long)delay_us);
     struct weft_config *cfg = cfg_of(ini);
-    weft_dataset *ds = weft_dataset_open(cfg, "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(cfg, "data"));
     weft_config_free(cfg);
     tu_assert_no_error();
     cr_assert_not_null(ds);
@@ -575,7 +572,7 @@ Test(dataloader, synthetic_reader_batches_match_direct_reads)
     struct weft_config *cfg = cfg_of("[data]\nreader = synthetic\nkind = blobs\nsamples = 50\n"
                                      "features = 3\nclasses = 4\nseed = 9\n"
                                      "[loader]\nbatch_size = 16\nworkers = 2\nshuffle = true\n");
-    weft_dataset *ds = weft_dataset_open(cfg, "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(cfg, "data"));
     tu_assert_no_error();
     cr_assert_not_null(ds);
     weft_dataloader *dl = weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU);
@@ -676,9 +673,7 @@ static int side_wait(int index)
 }
 
 static const struct weft_backend side_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_backend),
-    .name = "sidedev",
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "sidedev", struct weft_backend),
     .device_count = side_count,
     .alloc = side_alloc,
     .free = side_free,
@@ -691,7 +686,7 @@ static const struct weft_backend side_backend = {
 
 static weft_dataloader *side_loader(weft_dataset *ds, int batch)
 {
-    int type = weft_backend_register(&side_backend);
+    int type = weft_register(&side_backend);
     cr_assert_geq(type, 0);
     memset(side_log, 0, sizeof side_log);
     side_copies = side_wait_seq = side_freed_unwaited = 0;

@@ -181,20 +181,24 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
     weft_dataset *ds = tu_open_ok(ini);
     weft_dataset_close(ds);
     char out[64];
-    cr_assert_eq(weft_dataset_resolve_path(tu_config("[x]\n"), "/abs/file", out, sizeof out), 0);
+    cr_assert_eq(weft_options_path(weft_config_options(tu_config("[x]\np = /abs/file\n"), "x"),
+                                   "p", out, sizeof out),
+                 1);
     cr_assert_str_eq(out, "/abs/file");
-    struct weft_config *plain = weft_config_parse("[x]\n", "mnist.ini");
-    cr_assert_eq(weft_dataset_resolve_path(plain, "data/a.gz", out, sizeof out), 0);
+    struct weft_config *plain = weft_config_parse("[x]\np = data/a.gz\n", "mnist.ini");
+    cr_assert_eq(weft_options_path(weft_config_options(plain, "x"), "p", out, sizeof out), 1);
     cr_assert_str_eq(out, "data/a.gz");
+    cr_assert_eq(weft_options_path(weft_config_options(plain, "x"), "absent", out, sizeof out), 0);
     weft_config_free(plain);
-    struct weft_config *nested = weft_config_parse("[x]\n", "configs/mnist.ini");
-    cr_assert_eq(weft_dataset_resolve_path(nested, "../data/a.gz", out, sizeof out), 0);
+    struct weft_config *nested = weft_config_parse(
+        "[x]\np = ../data/a.gz\nlong = a-path-much-longer-than-the-buffer-we-give-it\n",
+        "configs/mnist.ini");
+    const weft_options *o = weft_config_options(nested, "x");
+    cr_assert_eq(weft_options_path(o, "p", out, sizeof out), 1);
     cr_assert_str_eq(out, "configs/../data/a.gz");
-    cr_assert_lt(weft_dataset_resolve_path(nested, "a-path-much-longer-than-the-buffer-we-give-"
-                                                   "it-to-hold-the-result",
-                                           out, 16),
-                 0);
-    tu_assert_error(WEFT_ERR_CONFIG, "too long");
+    cr_assert_lt(weft_options_path(o, "long", out, 16), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "configs/mnist.ini: [x] long = 'a-path-much-longer-than-the-"
+                                     "buffer-we-give-it': the path is too long");
     weft_config_free(nested);
 }
 
@@ -302,7 +306,7 @@ Test(io, unknown_keys_are_left_for_config_check_unknown)
     write_tiny_mnist();
     struct weft_config *c =
         tu_config("[data]\nreader = idx\nimages = images.idx\nlabel = labels.idx\n");
-    weft_dataset *ds = weft_dataset_open(c, "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(c, "data"));
     cr_assert_not_null(ds, "open failed: %s", weft_error_message());
     weft_dataset_close(ds);
     cr_assert_lt(weft_config_check_unknown(c), 0);
@@ -1000,11 +1004,11 @@ Test(io, synthetic_rejects_bad_settings)
 Test(io, open_names_an_unknown_reader_and_suggests_the_closest)
 {
     tu_open_fails("[data]\nreader = idz\n", WEFT_ERR_CONFIG,
-                  "test.ini: [data] reader = 'idz': unknown dataset reader (registered: idx, csv, "
-                  "npy, synthetic, mtx, libsvm); did you mean 'idx'?");
+                  "test.ini: [data] reader = 'idz': no reader 'idz' (known: idx, csv, npy, "
+                  "synthetic, mtx, libsvm; did you mean 'idx'?)");
     tu_open_fails("[data]\nimages = x\n", WEFT_ERR_CONFIG,
                   "test.ini: [data] missing key 'reader': expected the name of a dataset reader "
-                  "(idx, csv, npy, synthetic, mtx, libsvm)");
+                  "(known: idx, csv, npy, synthetic, mtx, libsvm)");
 }
 
 Test(io, read_checks_indices_counts_and_buffers)
@@ -1034,11 +1038,9 @@ Test(io, read_checks_indices_counts_and_buffers)
 static int closed;
 static int bad_nfields;
 
-static int test_open(struct weft_config *c, const char *section, struct weft_dataset_info *info,
-                     void **ctx)
+static int test_open(const weft_options *o, struct weft_dataset_info *info, void **ctx)
 {
-    (void)c;
-    (void)section;
+    (void)o;
     info->length = 2;
     info->nfields = bad_nfields;
     snprintf(info->fields[0].name, sizeof info->fields[0].name, "x");
@@ -1061,9 +1063,7 @@ static void test_close(void *ctx)
 }
 
 static const struct weft_dataset_reader test_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "test.counting",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "test.counting", struct weft_dataset_reader),
     .open = test_open,
     .read = test_read,
     .close = test_close,
@@ -1071,9 +1071,11 @@ static const struct weft_dataset_reader test_reader = {
 
 Test(io, readers_registered_in_process_are_opened_by_name_and_checked)
 {
-    cr_assert_eq(weft_dataset_reader_register(&test_reader), 0);
-    cr_assert_eq(weft_dataset_reader_register(&test_reader), 0, "the same struct twice: no-op");
-    cr_assert_eq(weft_dataset_reader_find("test.counting"), &test_reader);
+    int id = weft_register(&test_reader);
+    cr_assert_geq(id, 0, "%s", weft_error_message());
+    cr_assert_eq(weft_register(&test_reader), id, "the same struct twice: no-op");
+    cr_assert_eq(weft_registry_find(WEFT_KIND_READER, "test.counting"), &test_reader);
+    cr_assert_str_eq(weft_registry_owner(&test_reader), "", "registered by the program");
     bad_nfields = 1;
     weft_dataset *ds = tu_open_ok("[data]\nreader = test.counting\n");
     float x[2];
@@ -1093,32 +1095,31 @@ Test(io, readers_registered_in_process_are_opened_by_name_and_checked)
 Test(io, register_refuses_wrong_versions_names_and_missing_methods)
 {
     struct weft_dataset_reader r = test_reader;
-    r.abi_version = 99;
-    cr_assert_lt(weft_dataset_reader_register(&r), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "dataset reader was built for weft plugin ABI 99, but this "
-                                     "weft has ABI 1");
+    r.base.abi_version = 99;
+    cr_assert_lt(weft_register(&r), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 99, but this weft has ABI 2");
     r = test_reader;
-    r.struct_size = 16;
-    cr_assert_lt(weft_dataset_reader_register(&r), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "dataset reader 'test.counting' has struct_size 16, smaller "
-                                     "than ABI 1's");
+    r.base.struct_size = 24;
+    cr_assert_lt(weft_register(&r), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "reader 'test.counting' has struct_size 24, smaller than "
+                                     "ABI 2's");
     r = test_reader;
     r.read = NULL;
-    cr_assert_lt(weft_dataset_reader_register(&r), 0);
+    cr_assert_lt(weft_register(&r), 0);
     tu_assert_error(WEFT_ERR_PLUGIN, "lacks a required method");
     r = test_reader;
-    cr_assert_eq(weft_dataset_reader_register(&test_reader), 0);
-    cr_assert_lt(weft_dataset_reader_register(&r), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "dataset reader 'test.counting' is already registered");
+    cr_assert_geq(weft_register(&test_reader), 0);
+    cr_assert_lt(weft_register(&r), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "reader 'test.counting' is already registered");
     /* Its struct may grow: a newer plugin's larger struct is accepted. */
     struct {
         struct weft_dataset_reader r;
         void *later_method;
     } newer = {test_reader, NULL};
-    newer.r.name = "test.newer";
-    newer.r.struct_size = sizeof newer;
-    cr_assert_eq(weft_dataset_reader_register(&newer.r), 0);
-    int n = weft_dataset_reader_count();
-    cr_assert_eq(weft_dataset_reader_get(n - 1), &newer.r);
-    cr_assert_null(weft_dataset_reader_get(n));
+    newer.r.base.name = "test.newer";
+    newer.r.base.struct_size = sizeof newer;
+    cr_assert_geq(weft_register(&newer.r), 0, "%s", weft_error_message());
+    int n = weft_registry_count(WEFT_KIND_READER);
+    cr_assert_eq(weft_registry_at(WEFT_KIND_READER, n - 1), &newer.r);
+    cr_assert_null(weft_registry_at(WEFT_KIND_READER, n));
 }

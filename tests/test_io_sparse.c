@@ -266,8 +266,7 @@ Test(io_sparse, mtx_reads_gzip_files_by_content)
 {
     write_gzip("m.mtx.gz", "%%MatrixMarket matrix coordinate real general\n"
                            "2 2 2\n1 2 0.5\n2 2 -1\n");
-    weft_dataset *ds = weft_dataset_open(tu_config("[data]\nreader = mtx\npath = m.mtx.gz\n"),
-                                         "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(tu_config("[data]\nreader = mtx\npath = m.mtx.gz\n"), "data"));
     if (!ds && strstr(weft_error_message(), "without zlib")) {
         weft_error_clear();
         TU_SKIP_TEST("weft-io was built without zlib");
@@ -498,8 +497,7 @@ Test(io_sparse, libsvm_num_classes_key_is_kept_and_checked)
 Test(io_sparse, libsvm_reads_gzip_files_and_crlf_lines)
 {
     write_gzip("d.svm.gz", "1 1:0.5 3:2\r\n0 2:1\r\n");
-    weft_dataset *ds = weft_dataset_open(tu_config("[data]\nreader = libsvm\npath = d.svm.gz\n"),
-                                         "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(tu_config("[data]\nreader = libsvm\npath = d.svm.gz\n"), "data"));
     if (!ds && strstr(weft_error_message(), "without zlib")) {
         weft_error_clear();
         TU_SKIP_TEST("weft-io was built without zlib");

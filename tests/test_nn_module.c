@@ -259,9 +259,10 @@ static int scale_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "first line\nsecond line");
 }
 
+/* Used unregistered, as a program's own type may be. */
 static const struct weft_module_type scale_type = {
-    WEFT_PLUGIN_ABI_VERSION, sizeof(struct weft_module_type), "Scale", scale_forward, scale_free,
-    scale_repr,
+    WEFT_VTABLE(WEFT_KIND_MODULE, "test_scale", struct weft_module_type), "Scale", scale_forward,
+    scale_free, scale_repr, NULL,
 };
 
 Test(nn_module, a_custom_type_runs_its_forward_and_frees_its_state)
@@ -285,13 +286,18 @@ Test(nn_module, a_custom_type_runs_its_forward_and_frees_its_state)
 Test(nn_module, a_type_of_another_abi_is_refused)
 {
     struct weft_module_type old = scale_type;
-    old.abi_version = WEFT_PLUGIN_ABI_VERSION + 1;
+    old.base.abi_version = WEFT_ABI_VERSION + 1;
     cr_assert_null(weft_module_new(&old, NULL));
-    tu_assert_error(WEFT_ERR_PLUGIN, "this weft has ABI");
+    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 3, but this weft has ABI 2");
     struct weft_module_type no_forward = scale_type;
     no_forward.forward = NULL;
     cr_assert_null(weft_module_new(&no_forward, NULL));
-    tu_assert_error(WEFT_ERR_VALUE, "module type 'Scale' has no forward");
+    tu_assert_error(WEFT_ERR_PLUGIN, "module type 'test_scale' needs a class_name and a forward");
+    struct weft_module_type not_a_module = scale_type;
+    not_a_module.base.kind = WEFT_KIND_READER;
+    cr_assert_null(weft_module_new(&not_a_module, NULL));
+    cr_assert_neq(weft_error_code(), WEFT_OK);
+    weft_error_clear();
 }
 
 /* ---- modes ------------------------------------------------------------------------------ */
@@ -1074,13 +1080,13 @@ Test(nn_module, to_moves_a_model_to_cuda_and_back_when_a_gpu_is_present)
     double *expected;
     int64_t n = read_all(weft_module_forward(m, x), &expected);
 
-    cr_assert_eq(weft_module_to(m, WEFT_CUDA(0), WEFT_F32), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_module_to(m, tu_cuda(0), WEFT_F32), 0, "%s", weft_error_message());
     cr_assert_eq(weft_module_parameter(weft_module_child(m, "0"), "weight"), w);
-    cr_assert(weft_device_equal(w->device, WEFT_CUDA(0)));
+    cr_assert(weft_device_equal(w->device, tu_cuda(0)));
     cr_assert(weft_requires_grad(w) && weft_is_leaf(w));
-    weft_tensor *y = weft_module_forward(m, weft_to_device(x, WEFT_CUDA(0)));
+    weft_tensor *y = weft_module_forward(m, weft_to_device(x, tu_cuda(0)));
     cr_assert_not_null(y, "%s", weft_error_message());
-    cr_assert(weft_device_equal(y->device, WEFT_CUDA(0)));
+    cr_assert(weft_device_equal(y->device, tu_cuda(0)));
     tu_assert_close(y, expected, n, 1e-5, 1e-6);
 
     cr_assert_eq(weft_module_to(m, WEFT_CPU, WEFT_F32), 0, "%s", weft_error_message());

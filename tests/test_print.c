@@ -222,15 +222,14 @@ static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool nb)
     return 0;
 }
 static const struct weft_backend fake_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION, .struct_size = sizeof(struct weft_backend),
-    .name = "fake", .device_count = fake_count, .alloc = fake_alloc, .free = fake_free,
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "fake", struct weft_backend), .device_count = fake_count, .alloc = fake_alloc, .free = fake_free,
     .copy = fake_copy,
 };
 
 Test(print, other_devices_are_named)
 {
     weft_scope_push();
-    int type = weft_backend_register(&fake_backend);
+    int type = weft_register(&fake_backend);
     cr_assert_geq(type, 0, "%s", weft_error_message());
     weft_tensor *t = weft_to_device(values(1, SHAPE(2), VALUES(1, 2), WEFT_F32),
                                     (weft_device){(int16_t)type, 0});

@@ -182,9 +182,7 @@ static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking
 }
 
 static const struct weft_backend fake_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_backend),
-    .name = "fakedev",
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "fakedev", struct weft_backend),
     .device_count = fake_device_count,
     .alloc = fake_alloc,
     .free = fake_free,
@@ -194,7 +192,7 @@ static const struct weft_backend fake_backend = {
 /* Device "fakedev:0", with the cpu's copy and mul kernels (its memory is host memory). */
 static weft_device fake_device(void)
 {
-    int type = weft_backend_register(&fake_backend);
+    int type = weft_register(&fake_backend);
     cr_assert_geq(type, 0, "%s", weft_error_message());
     int ops[2] = {WEFT_OP_COPY, WEFT_OP_MUL};
     for (int i = 0; i < 2; i++)
@@ -216,7 +214,7 @@ Test(sparse, coo_tensor_holds_the_given_indices_and_values)
     weft_tensor *v = vec(3, DOUBLES(3, 4, 5), WEFT_F32);
     weft_tensor *t = weft_sparse_coo_tensor(i, v, 2, SHAPE(2, 3), false);
     cr_assert_not_null(t, "%s", weft_error_message());
-    cr_assert_eq(t->layout, WEFT_LAYOUT_SPARSE_COO);
+    cr_assert_str_eq(weft_layout_name(t->layout), "sparse_coo");
     cr_assert(weft_tensor_is_sparse(t));
     tu_assert_shape(t, 2, SHAPE(2, 3));
     cr_assert_eq(t->dtype, WEFT_F32);
@@ -334,7 +332,7 @@ Test(sparse, csr_tensor_holds_int64_or_int32_components)
         weft_tensor *v = vec(3, DOUBLES(1, 2, 3), WEFT_F64);
         weft_tensor *t = weft_sparse_csr_tensor(c, col, v, SHAPE(3, 4), true);
         cr_assert_not_null(t, "%s", weft_error_message());
-        cr_assert_eq(t->layout, WEFT_LAYOUT_SPARSE_CSR);
+        cr_assert_str_eq(weft_layout_name(t->layout), "sparse_csr");
         tu_assert_shape(t, 2, SHAPE(3, 4));
         cr_assert_eq(t->dtype, WEFT_F64);
         cr_assert_eq(weft_tensor_nnz(t), 3);
@@ -454,13 +452,13 @@ Test(sparse, constructors_want_every_component_on_one_device)
 Test(sparse, a_layout_nobody_registered_is_refused)
 {
     /* Each test runs in its own process and this one never touches the sparse API, so
-     * weft-sparse.so is not loaded: the core knows the ids only. */
-    cr_assert_null(weft_layout_find(WEFT_LAYOUT_SPARSE_COO));
+     * weft-sparse.so is not loaded: no layout id is taken. */
+    cr_assert_null(weft_layout_find(1));
+    cr_assert_null(weft_registry_find(WEFT_KIND_LAYOUT, "sparse_coo"));
     int dummy;
-    cr_assert_null(weft_tensor_new_layout(WEFT_LAYOUT_SPARSE_COO, 1, SHAPE(3), WEFT_F32, WEFT_CPU,
-                                          &dummy));
-    tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "layout sparse_coo is not registered (load the "
-                                              "plugin that provides it, e.g. 'sparse')");
+    cr_assert_null(weft_tensor_new_layout(1, 1, SHAPE(3), WEFT_F32, WEFT_CPU, &dummy));
+    tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "layout layout1 is not registered (its plugin "
+                                              "registers it when it loads)");
     cr_assert_null(weft_tensor_new_layout(3, 1, SHAPE(3), WEFT_F32, WEFT_CPU, &dummy));
     tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "layout layout3 is not registered");
     weft_scope_push();
@@ -469,14 +467,25 @@ Test(sparse, a_layout_nobody_registered_is_refused)
     weft_scope_pop();
 }
 
-Test(sparse, loading_the_plugin_registers_both_layouts_and_the_api)
+Test(sparse, naming_a_sparse_layout_loads_the_plugin_and_gives_ids_in_registration_order)
 {
-    cr_assert_eq(weft_plugin_load("sparse"), 0, "%s", weft_error_message());
-    cr_assert_str_eq(weft_layout_find(WEFT_LAYOUT_SPARSE_COO)->name, "sparse_coo");
-    cr_assert_str_eq(weft_layout_find(WEFT_LAYOUT_SPARSE_CSR)->name, "sparse_csr");
-    const struct weft_sparse_api *api = weft_extra_find(WEFT_SPARSE_API_EXTRA);
-    cr_assert_not_null(api);
-    cr_assert_eq(api->abi_version, WEFT_PLUGIN_ABI_VERSION);
+    cr_assert_eq(weft_layout_id("sparse_coo"), 1, "%s", weft_error_message());
+    cr_assert(weft_plugin_is_loaded("sparse"), "its manifest provides layout:sparse_coo");
+    cr_assert_eq(weft_layout_id("sparse_csr"), 2);
+    cr_assert_eq(weft_layout_id("strided"), WEFT_LAYOUT_STRIDED);
+    cr_assert_str_eq(weft_layout_find(1)->base.name, "sparse_coo");
+    cr_assert_str_eq(weft_layout_name(2), "sparse_csr");
+    cr_assert_lt(weft_layout_id("sparse_bsr"), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "no layout 'sparse_bsr' (known: sparse_coo, sparse_csr");
+}
+
+Test(sparse, the_api_table_comes_from_the_registry_complete)
+{
+    const struct weft_sparse_api *api = weft_sparse_api_get();
+    cr_assert_not_null(api, "%s", weft_error_message());
+    cr_assert_eq(api, weft_registry_find(WEFT_KIND_API, WEFT_SPARSE_API_NAME));
+    cr_assert_str_eq(weft_registry_owner(api), "sparse");
+    cr_assert_eq(api->base.abi_version, WEFT_ABI_VERSION);
     void *const *fn = (void *const *)&api->coo_tensor;
     size_t n = (sizeof *api - offsetof(struct weft_sparse_api, coo_tensor)) / sizeof(void *);
     for (size_t i = 0; i < n; i++)
@@ -822,7 +831,7 @@ Test(sparse, transpose_of_csr_is_the_csr_of_the_transpose)
             dense_transpose(ref, 2, SHAPE(rows, cols), 0, 1, want, shape);
             weft_tensor *ct = weft_sparse_transpose(c, 0, 1);
             cr_assert_not_null(ct, "%s", weft_error_message());
-            cr_assert_eq(ct->layout, WEFT_LAYOUT_SPARSE_CSR);
+            cr_assert_str_eq(weft_layout_name(ct->layout), "sparse_csr");
             cr_assert_eq(weft_sparse_crow_indices(ct)->dtype, its[k]);
             tu_assert_shape(ct, 2, shape);
             expect_dense(ct, want, rows * cols, 0);
@@ -914,7 +923,7 @@ Test(sparse, add_of_csr_merges_rows_into_a_sorted_csr)
             want[i] = ra[i] + 0.5 * rb[i];
         weft_tensor *s = weft_sparse_add(a, b, 0.5);
         cr_assert_not_null(s, "%s", weft_error_message());
-        cr_assert_eq(s->layout, WEFT_LAYOUT_SPARSE_CSR);
+        cr_assert_str_eq(weft_layout_name(s->layout), "sparse_csr");
         expect_dense(s, want, n, 1e-6);
         cr_assert_not_null(weft_sparse_csr_tensor(weft_sparse_crow_indices(s),
                                                   weft_sparse_col_indices(s), weft_sparse_values(s),
@@ -1016,7 +1025,7 @@ Test(sparse, sum_dim_gives_a_coalesced_coo_of_the_other_dims)
         int d = (dim + 3) % 3;
         weft_tensor *s = weft_sparse_sum_dim(t, dim);
         cr_assert_not_null(s, "%s", weft_error_message());
-        cr_assert_eq(s->layout, WEFT_LAYOUT_SPARSE_COO);
+        cr_assert_str_eq(weft_layout_name(s->layout), "sparse_coo");
         cr_assert_eq(s->ndim, 2);
         expect_coalesced_order(s);
         double want[20] = {0};

@@ -689,7 +689,7 @@ static weft_tensor *fake_csr(weft_device dev)
 {
     struct sparse_data *s = calloc(1, sizeof *s);
     int64_t size[2] = {2, 3};
-    return weft_tensor_new_layout(WEFT_LAYOUT_SPARSE_CSR, 2, size, WEFT_F32, dev, s);
+    return weft_tensor_new_layout(weft_layout_id("sparse_csr"), 2, size, WEFT_F32, dev, s);
 }
 
 static float blob[16];

@@ -12,8 +12,8 @@
 void tu_setup(void)
 {
     weft_error_clear();
-    if (weft_plugin_load("cpu") != 0)
-        cr_assert_fail("cannot load the cpu plugin: %s", weft_error_message());
+    if (!weft_backend_get(WEFT_DEVICE_CPU))
+        cr_assert_fail("cannot load the cpu backend: %s", weft_error_message());
 }
 
 void tu_teardown(void)
@@ -23,6 +23,13 @@ void tu_teardown(void)
     weft_error_clear();
     cr_expect_eq(code, WEFT_OK, "error left pending: %s", msg);
     cr_expect_eq(weft_scope_depth(), 0, "a scope was left open");
+}
+
+weft_device tu_cuda(int index)
+{
+    int type = weft_device_type_id("cuda", true);
+    cr_assert_geq(type, 0);
+    return (weft_device){(int16_t)type, (int16_t)index};
 }
 
 weft_tensor *tu_tensor(int ndim, const int64_t *shape, const double *values, enum weft_dtype dt)
@@ -175,14 +182,14 @@ struct weft_config *tu_config(const char *ini)
 
 weft_dataset *tu_open_ok(const char *ini)
 {
-    weft_dataset *ds = weft_dataset_open(tu_config(ini), "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(tu_config(ini), "data"));
     cr_assert_not_null(ds, "open failed: %s", weft_error_message());
     return ds;
 }
 
 void tu_open_fails(const char *ini, int code, const char *text)
 {
-    weft_dataset *ds = weft_dataset_open(tu_config(ini), "data");
+    weft_dataset *ds = weft_dataset_open(weft_config_options(tu_config(ini), "data"));
     if (ds)
         weft_dataset_close(ds);
     cr_assert_null(ds, "open succeeded; expected an error containing \"%s\"", text);

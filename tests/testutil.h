@@ -13,10 +13,14 @@
 #include <weft/backend.h>
 #include <weft/plugin.h>
 
-/* Criterion .init for suites: clears the error state and loads the cpu plugin. */
+/* Criterion .init for suites: clears the error state and loads the cpu backend. */
 void tu_setup(void);
 /* Cleanup: asserts no error is pending and no scope was left open. */
 void tu_teardown(void);
+
+/* cuda:index. The type has an id once named (no plugin is loaded for it here); devices
+ * have no fixed type numbers. */
+weft_device tu_cuda(int index);
 
 /* A cpu tensor of dtype dt holding `values` (converted from double). */
 weft_tensor *tu_tensor(int ndim, const int64_t *shape, const double *values, enum weft_dtype dt);

@@ -18,6 +18,9 @@
 #include <string.h>
 
 #include "weft/error.h"
+#include "weft/options.h"
+#include "weft/plugin.h"
+#include "weft/runtime.h"
 
 struct entry {
     char *key;
@@ -35,6 +38,7 @@ struct section {
     char **asked;    /* keys asked for, present or not: the "did you mean" candidates */
     size_t nasked, cap_asked;
     const char **keyv; /* cached NULL-terminated key list */
+    weft_options *options; /* the section's view, made on first use */
 };
 
 struct weft_config {
@@ -349,12 +353,14 @@ static void free_section(struct section *s)
     free(s->asked);
     free(s->keyv);
     free(s->name);
+    weft_options_free(s->options);
 }
 
 void weft_config_free(struct weft_config *cfg)
 {
     if (!cfg)
         return;
+    weft_runtime_forget_config(cfg);
     for (size_t i = 0; i < cfg->n; i++)
         free_section(&cfg->secs[i]);
     for (size_t i = 0; i < cfg->nretired; i++)
@@ -477,13 +483,6 @@ static struct entry *lookup(struct weft_config *cfg, const char *section, const 
     return e;
 }
 
-static int bad_value(const struct weft_config *cfg, const char *section, const struct entry *e,
-                     const char *expected)
-{
-    return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = '%s': %s", cfg->name, section, e->key,
-                          e->value, expected);
-}
-
 const char *weft_config_string(struct weft_config *cfg, const char *section, const char *key,
                                const char *def)
 {
@@ -491,121 +490,49 @@ const char *weft_config_string(struct weft_config *cfg, const char *section, con
     return e ? e->value : def;
 }
 
+/* ---- sections as options ------------------------------------------------------------ */
+
+static const char *view_lookup(void *ctx, const char *section, const char *key)
+{
+    return weft_config_string(ctx, section, key, NULL);
+}
+
+const weft_options *weft_config_options(struct weft_config *cfg, const char *section)
+{
+    if (!cfg || !section)
+        return NULL;
+    struct section *s = get_section(cfg, section);
+    if (!s)
+        return NULL;
+    if (!s->options)
+        s->options = weft_options_view(section, cfg->name, view_lookup, cfg);
+    return s->options;
+}
+
+/* The typed getters are the options' own, on the section's view, so a value parses and
+ * fails the same whether a plugin or the program reads it. */
 int weft_config_int(struct weft_config *cfg, const char *section, const char *key, int64_t def,
                     int64_t *out)
 {
-    const struct entry *e = lookup(cfg, section, key);
-    if (!e) {
-        if (out)
-            *out = def;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    long long v = strtoll(e->value, &end, 10);
-    if (end == e->value || *end != '\0' || isspace((unsigned char)e->value[0]))
-        return bad_value(cfg, section, e, "expected an integer");
-    if (errno == ERANGE)
-        return bad_value(cfg, section, e,
-                         "integer out of range (expected between -9223372036854775808 and "
-                         "9223372036854775807)");
-    if (out)
-        *out = (int64_t)v;
-    return 0;
+    return weft_options_int(weft_config_options(cfg, section), key, def, out);
 }
 
 int weft_config_double(struct weft_config *cfg, const char *section, const char *key, double def,
                        double *out)
 {
-    const struct entry *e = lookup(cfg, section, key);
-    if (!e) {
-        if (out)
-            *out = def;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    double v = strtod(e->value, &end);
-    if (end == e->value || *end != '\0' || isspace((unsigned char)e->value[0]))
-        return bad_value(cfg, section, e, "expected a number");
-    /* Underflow to a tiny or zero value is fine; overflow to infinity is not. */
-    if (errno == ERANGE && isinf(v))
-        return bad_value(cfg, section, e, "number out of range for a double");
-    if (out)
-        *out = v;
-    return 0;
+    return weft_options_double(weft_config_options(cfg, section), key, def, out);
 }
 
 int weft_config_bool(struct weft_config *cfg, const char *section, const char *key, bool def,
                      bool *out)
 {
-    static const char *const yes[] = {"true", "yes", "on", "1"};
-    static const char *const no[] = {"false", "no", "off", "0"};
-    const struct entry *e = lookup(cfg, section, key);
-    if (!e) {
-        if (out)
-            *out = def;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
-        bool is_yes = strcasecmp(e->value, yes[i]) == 0;
-        if (is_yes || strcasecmp(e->value, no[i]) == 0) {
-            if (out)
-                *out = is_yes;
-            return 0;
-        }
-    }
-    return bad_value(cfg, section, e, "expected true or false (or yes/no, on/off, 1/0)");
+    return weft_options_bool(weft_config_options(cfg, section), key, def, out);
 }
 
-/* ---- "did you mean" ------------------------------------------------------------------ */
-
-/* Case-insensitive edit distance (insert, delete, substitute, swap neighbours). */
-static size_t edit_distance(const char *a, const char *b)
+int weft_config_choice(struct weft_config *cfg, const char *section, const char *key,
+                       const char *const *choices, int def, int *out)
 {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 64 || m > 64)
-        return (size_t)-1;
-    size_t d[65][65];
-    for (size_t i = 0; i <= n; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= m; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= n; i++) {
-        for (size_t j = 1; j <= m; j++) {
-            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            size_t best = d[i - 1][j - 1] + cost;
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
-                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[n][m];
-}
-
-/* The candidate closest to word, if close enough to be a plausible typo. */
-static const char *closest(const char *word, const char *const *cands, size_t n)
-{
-    size_t len = strlen(word);
-    size_t limit = len <= 3 ? 1 : (len + 2) / 3;
-    const char *best = NULL;
-    size_t best_d = limit + 1;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(word, cands[i]);
-        size_t longer = strlen(cands[i]) > len ? strlen(cands[i]) : len;
-        /* Replacing every letter is not a typo ("x" is no misspelling of "z"). */
-        if (d < best_d && d < longer) {
-            best = cands[i];
-            best_d = d;
-        }
-    }
-    return best;
+    return weft_options_choice(weft_config_options(cfg, section), key, choices, def, out);
 }
 
 /* "a, b, c" into buf, each wrapped as open..close. */
@@ -621,35 +548,6 @@ static void join_list(char *buf, size_t size, const char *const *items, size_t n
             break;
         used += (size_t)w;
     }
-}
-
-int weft_config_choice(struct weft_config *cfg, const char *section, const char *key,
-                       const char *const *choices, int def, int *out)
-{
-    const struct entry *e = lookup(cfg, section, key);
-    if (!e) {
-        if (out)
-            *out = def;
-        return 0;
-    }
-    size_t n = 0;
-    while (choices && choices[n])
-        n++;
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(e->value, choices[i]) == 0) {
-            if (out)
-                *out = (int)i;
-            return 0;
-        }
-    }
-    char list[1024], expected[1200];
-    join_list(list, sizeof list, choices, n, "", "");
-    const char *hint = closest(e->value, choices, n);
-    if (hint)
-        snprintf(expected, sizeof expected, "expected one of %s (did you mean '%s'?)", list, hint);
-    else
-        snprintf(expected, sizeof expected, "expected one of %s", list);
-    return bad_value(cfg, section, e, expected);
 }
 
 /* ---- listing and unknown detection ----------------------------------------------------- */
@@ -724,7 +622,7 @@ static int unknown_section(const struct weft_config *cfg, const struct section *
     for (size_t i = 0; i < cfg->n && n < 64; i++)
         if (section_known(&cfg->secs[i]))
             asked[n++] = cfg->secs[i].name;
-    const char *hint = closest(s->name, asked, n);
+    const char *hint = weft_closest_name(s->name, asked, n);
     if (hint)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (did you mean [%s]?)",
                               cfg->name, s->name, hint);
@@ -739,7 +637,7 @@ static int unknown_section(const struct weft_config *cfg, const struct section *
 static int unknown_key(const struct weft_config *cfg, const struct section *s,
                        const struct entry *e)
 {
-    const char *hint = closest(e->key, (const char *const *)s->asked, s->nasked);
+    const char *hint = weft_closest_name(e->key, (const char *const *)s->asked, s->nasked);
     if (hint)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (did you mean '%s'?)",
                               cfg->name, s->name, e->key, hint);
@@ -749,13 +647,21 @@ static int unknown_key(const struct weft_config *cfg, const struct section *s,
                           cfg->name, s->name, e->key, list);
 }
 
+/* A section named after a plugin that did not load in this run ([cuda] in a config run
+ * with --set runtime.backend=cpu): only that plugin knows its keys. */
+static bool unloaded_plugin_section(const struct section *s)
+{
+    char path[4096];
+    return !weft_plugin_is_loaded(s->name) && weft_plugin_find_file(s->name, path, sizeof path);
+}
+
 int weft_config_check_unknown(const struct weft_config *cfg)
 {
     if (!cfg)
         return 0;
     for (size_t i = 0; i < cfg->n; i++) {
         const struct section *s = &cfg->secs[i];
-        if (!s->present || s->all_known)
+        if (!s->present || s->all_known || unloaded_plugin_section(s))
             continue;
         if (!section_known(s))
             return unknown_section(cfg, s);

@@ -29,11 +29,6 @@
 #define MAX_PREFETCH 1024
 #define CHUNK 256 /* elements converted per step through a double buffer */
 
-/* A backend method exists when the plugin's struct holds it and it is set. */
-#define BACKEND_HAS(b, field)                                                                 \
-    ((b)->struct_size >= offsetof(struct weft_backend, field) + sizeof((b)->field) &&         \
-     (b)->field != NULL)
-
 enum slot_state { SLOT_FREE, SLOT_LOADING, SLOT_READY, SLOT_FAILED };
 
 struct failure {
@@ -474,8 +469,8 @@ static int pick_backend(weft_dataloader *dl)
     }
     dl->on_device = dev.type != WEFT_DEVICE_CPU;
     dl->pinned = dl->opt.pin_memory && dl->on_device &&
-                 BACKEND_HAS(dl->backend, host_alloc_pinned) &&
-                 BACKEND_HAS(dl->backend, host_free_pinned);
+                 WEFT_VTABLE_HAS(dl->backend, host_alloc_pinned) &&
+                 WEFT_VTABLE_HAS(dl->backend, host_free_pinned);
     return 0;
 }
 

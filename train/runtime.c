@@ -10,6 +10,7 @@
 #include "weft/backend.h"
 #include "weft/error.h"
 #include "weft/plugin.h"
+#include "weft/registry.h"
 #include "weft/tensor.h"
 
 #define SECTION "runtime"
@@ -17,16 +18,15 @@
 struct runtime_opts {
     const char *backend;
     int64_t device;
-    int64_t threads;
     int64_t seed;
     bool has_seed;
     const char *plugins;
     const char *plugin_path;
-    int wait_policy; /* index into wait_policies */
     bool allow_tf32;
 };
 
-static const char *const wait_policies[] = {"passive", "active", NULL};
+/* The config whose sections plugins get as options (options_for_plugin). */
+static struct weft_config *options_config;
 
 /* Replaces the error the failed call just set with "<prefix>: <it>", keeping its code.
  * Leaves an older error (pending before that call) alone: the first error wins. */
@@ -45,20 +45,30 @@ static int non_negative(struct weft_config *cfg, const char *key, int64_t v, int
                           weft_config_name(cfg), SECTION, key, (long long)v, (long long)max);
 }
 
+/* Keys that moved to the section of the plugin that reads them. */
+static int moved_key(struct weft_config *cfg, const char *key, const char *plugin)
+{
+    if (!weft_config_has(cfg, SECTION, key))
+        return 0;
+    weft_config_mark_known(cfg, SECTION, key);
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: [%s] %s: this setting belongs to the %s plugin now: write it as "
+                          "[%s] %s",
+                          weft_config_name(cfg), SECTION, key, plugin, plugin, key);
+}
+
 static int read_opts(struct weft_config *cfg, struct runtime_opts *o)
 {
     o->backend = weft_config_string(cfg, SECTION, "backend", "cpu");
     o->plugins = weft_config_string(cfg, SECTION, "plugins", "");
     o->plugin_path = weft_config_string(cfg, SECTION, "plugin_path", "");
     o->has_seed = weft_config_has(cfg, SECTION, "seed");
-    if (weft_config_choice(cfg, SECTION, "wait_policy", wait_policies, 0, &o->wait_policy) < 0 ||
+    if (moved_key(cfg, "threads", "cpu") < 0 || moved_key(cfg, "wait_policy", "cpu") < 0 ||
         weft_config_int(cfg, SECTION, "device", 0, &o->device) < 0 ||
-        weft_config_int(cfg, SECTION, "threads", 0, &o->threads) < 0 ||
         weft_config_int(cfg, SECTION, "seed", 0, &o->seed) < 0 ||
         weft_config_bool(cfg, SECTION, "allow_tf32", false, &o->allow_tf32) < 0)
         return WEFT_ERR_CONFIG;
-    if (non_negative(cfg, "device", o->device, INT16_MAX) < 0 ||
-        non_negative(cfg, "threads", o->threads, 4096) < 0)
+    if (non_negative(cfg, "device", o->device, INT16_MAX) < 0)
         return WEFT_ERR_CONFIG;
     /* Seeds are unsigned 64-bit; a negative one is far more likely a typo than 2^64-1. */
     if (o->has_seed && o->seed < 0)
@@ -94,11 +104,12 @@ static int load_plugin_list(struct weft_config *cfg, const char *list)
     return rc;
 }
 
-/* Loads the backend's plugin; an unusable device says why in the probe's words. */
+/* Finds the backend (loading the plugin that provides it); an unusable device says why
+ * in the probe's words. */
 static int load_backend(struct weft_config *cfg, const char *name)
 {
     bool had_error = weft_error_code() != WEFT_OK;
-    if (weft_plugin_load(name) == 0)
+    if (weft_registry_get(WEFT_KIND_BACKEND, name))
         return 0;
     char prefix[256];
     if (weft_error_code() == WEFT_ERR_DEVICE)
@@ -130,6 +141,22 @@ static int select_device(const char *name, int64_t index, weft_device *device)
     return 0;
 }
 
+/* The section named after a plugin, when the config has one. */
+static const weft_options *options_for_plugin(void *ctx, const char *plugin)
+{
+    (void)ctx;
+    struct weft_config *cfg = options_config;
+    return cfg && weft_config_has_section(cfg, plugin) ? weft_config_options(cfg, plugin) : NULL;
+}
+
+void weft_runtime_forget_config(const struct weft_config *cfg)
+{
+    if (cfg && cfg == options_config) {
+        weft_plugin_set_options_source(NULL, NULL);
+        options_config = NULL;
+    }
+}
+
 int weft_runtime_init(struct weft_config *cfg, weft_device *device)
 {
     struct runtime_opts o;
@@ -138,22 +165,18 @@ int weft_runtime_init(struct weft_config *cfg, weft_device *device)
         return rc;
     if (o.plugin_path[0])
         weft_plugin_path_add(o.plugin_path);
-    /* Idle OpenMP threads spin by default; between the many short kernels of a training
-     * step they then steal the cores from the loader's workers and from each other
-     * (measured: +50% images/s for the MNIST MLP on 2 cores when passive). libgomp reads
-     * this once, when the cpu plugin first pulls it in; a value the user set wins. */
-    setenv("OMP_WAIT_POLICY", wait_policies[o.wait_policy], 0);
-    /* Host-side data always lives on the cpu, and threads must reach its backend. */
-    rc = load_backend(cfg, "cpu");
-    if (rc == 0)
-        rc = load_backend(cfg, o.backend);
+    /* Every plugin loaded from now on (this backend, a reader named later) gets the
+     * section named after it, [cpu] for weft-cpu.so. */
+    if (cfg) {
+        options_config = cfg;
+        weft_plugin_set_options_source(options_for_plugin, NULL);
+    }
+    rc = load_backend(cfg, o.backend);
     if (rc == 0)
         rc = load_plugin_list(cfg, o.plugins);
     weft_device dev = WEFT_CPU;
     if (rc == 0)
         rc = select_device(o.backend, o.device, &dev);
-    if (rc == 0 && o.threads > 0)
-        rc = weft_set_num_threads((int)o.threads);
     if (rc < 0)
         return rc;
     if (o.has_seed)

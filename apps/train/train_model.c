@@ -1,10 +1,7 @@
-/* apps/train/train_model.c: the model and the loss from the INI file.
+/* apps/train/train_model.c: the model (through the train library's weft_model_from_config,
+ * weft/model.h) and the loss from the INI file, and how a batch becomes the model's input.
  *
- * [model] holds the model's kind (only "sequential" today); every section named
- * "layer.<name>" is one layer, in file order, with a `type` key and the keys of that
- * layer's torch.nn constructor.
- *
- * One layer has no torch.nn twin: sparse_linear, a Linear whose input is a sparse CSR
+ * One layer type is weft-train's own, registered like any other: sparse_linear, a Linear whose input is a sparse CSR
  * matrix, for data such as libsvm files with a million features of which each sample
  * uses fifty. The data loader's batches have fixed shapes, so the readers hand such
  * samples out padded ("indices" with -1, "values" with 0); train_batch_input() drops the
@@ -18,87 +15,13 @@
 
 #include "train.h"
 
-static const char *const layer_types[] = {
-    "linear",  "conv2d",      "maxpool2d",  "avgpool2d",  "adaptive_avgpool2d", "batchnorm1d",
-    "batchnorm2d", "layernorm", "dropout",   "embedding",  "flatten",            "relu",
-    "leaky_relu",  "gelu",      "tanh",      "sigmoid",    "softmax",            "log_softmax",
-    "sparse_linear", NULL};
-
-enum layer_type {
-    L_LINEAR, L_CONV2D, L_MAXPOOL2D, L_AVGPOOL2D, L_ADAPTIVE_AVGPOOL2D, L_BATCHNORM1D,
-    L_BATCHNORM2D, L_LAYERNORM, L_DROPOUT, L_EMBEDDING, L_FLATTEN, L_RELU, L_LEAKY_RELU,
-    L_GELU, L_TANH, L_SIGMOID, L_SOFTMAX, L_LOG_SOFTMAX, L_SPARSE_LINEAR
-};
-
-/* A required positive integer key. */
-static int need_int(struct weft_config *cfg, const char *section, const char *key, int64_t *out)
-{
-    if (!weft_config_has(cfg, section, key)) {
-        weft_config_mark_known(cfg, section, key);
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] missing required key '%s'",
-                              weft_config_name(cfg), section, key);
-    }
-    if (weft_config_int(cfg, section, key, 0, out) != 0)
-        return weft_error_code();
-    if (*out <= 0)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %lld: expected a positive integer",
-                              weft_config_name(cfg), section, key, (long long)*out);
-    return 0;
-}
-
-/* "3" or "3, 3" into two values (a single value is used for both). */
-static int pair(struct weft_config *cfg, const char *section, const char *key, int64_t def,
-                int64_t out[2])
-{
-    const char *text = weft_config_string(cfg, section, key, NULL);
-    out[0] = out[1] = def;
-    if (!text)
-        return 0;
-    char *end;
-    long long a = strtoll(text, &end, 10), b = a;
-    while (*end == ' ')
-        end++;
-    if (*end == ',') {
-        b = strtoll(end + 1, &end, 10);
-        while (*end == ' ')
-            end++;
-    }
-    if (*end != '\0' || end == text || a < 0 || b < 0)
-        return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: [%s] %s = '%s': expected a non-negative integer or a pair "
-                              "like '3, 3'",
-                              weft_config_name(cfg), section, key, text);
-    out[0] = a;
-    out[1] = b;
-    return 0;
-}
-
-static weft_module *build_pool(struct weft_config *cfg, const char *s, bool max)
-{
-    struct weft_pool2d_params p = {.count_include_pad = true};
-    bool ceil_mode = false, include_pad = true;
-    if (pair(cfg, s, "kernel_size", 0, p.kernel) || pair(cfg, s, "stride", 0, p.stride) ||
-        pair(cfg, s, "padding", 0, p.padding) ||
-        weft_config_bool(cfg, s, "ceil_mode", false, &ceil_mode))
-        return NULL;
-    if (max && pair(cfg, s, "dilation", 1, p.dilation))
-        return NULL;
-    if (!max && weft_config_bool(cfg, s, "count_include_pad", true, &include_pad))
-        return NULL;
-    if (p.kernel[0] == 0) {
-        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] missing required key 'kernel_size'",
-                       weft_config_name(cfg), s);
-        return NULL;
-    }
-    p.ceil_mode = ceil_mode;
-    p.count_include_pad = include_pad;
-    return max ? weft_nn_max_pool2d(&p) : weft_nn_avg_pool2d(&p);
-}
-
 /* ---- sparse_linear ------------------------------------------------------------------ */
 
 struct sparse_linear_state {
     int64_t in_features, out_features;
+    char section[64];                           /* its [layer.*] section, for messages */
+    char indices[WEFT_DATASET_NAME_MAX];        /* the batch fields it reads */
+    char values[WEFT_DATASET_NAME_MAX];
 };
 
 /* x @ weight^T + bias for a sparse CSR (or COO) x [batch, in]: the SpMM takes weight^T
@@ -126,15 +49,6 @@ static int sparse_linear_repr(const weft_module *m, char *buf, size_t size)
                     weft_module_parameter(m, "bias") ? "True" : "False");
 }
 
-static const struct weft_module_type sparse_linear_type = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_module_type),
-    .name = "SparseLinear",
-    .forward = sparse_linear_forward,
-    .free_state = free,
-    .extra_repr = sparse_linear_repr,
-};
-
 /* A float32 cpu parameter drawn from U(-bound, bound), as nn.Linear's reset_parameters. */
 static int add_uniform_param(weft_module *m, const char *name, int ndim, const int64_t *shape,
                              double bound)
@@ -150,24 +64,58 @@ static int add_uniform_param(weft_module *m, const char *name, int ndim, const i
     return rc;
 }
 
-static weft_module *sparse_linear_new(int64_t in_features, int64_t out_features, bool bias)
+/* A field name from a key of the sparse_linear section. */
+static int field_key(const weft_options *o, const char *key, char *out)
 {
-    struct sparse_linear_state *st = malloc(sizeof *st);
+    const char *v = weft_options_string(o, key, key);
+    if (!*v || strlen(v) >= WEFT_DATASET_NAME_MAX)
+        return weft_options_bad_value(o, key, "expected the name of a field of the data (at "
+                                              "most %d characters)",
+                                      WEFT_DATASET_NAME_MAX - 1);
+    snprintf(out, WEFT_DATASET_NAME_MAX, "%s", v);
+    return 0;
+}
+
+static weft_module *sparse_linear_create(const weft_options *o);
+
+static const struct weft_module_type sparse_linear_type = {
+    .base = WEFT_VTABLE(WEFT_KIND_MODULE, "sparse_linear", struct weft_module_type),
+    .class_name = "SparseLinear",
+    .forward = sparse_linear_forward,
+    .free_state = free,
+    .extra_repr = sparse_linear_repr,
+    .create = sparse_linear_create,
+};
+
+static weft_module *sparse_linear_create(const weft_options *o)
+{
+    struct sparse_linear_state *st = calloc(1, sizeof *st);
+    bool bias;
     if (!st) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a SparseLinear");
         return NULL;
     }
-    *st = (struct sparse_linear_state){in_features, out_features};
+    snprintf(st->section, sizeof st->section, "%s", weft_options_section(o));
+    if (weft_options_require(o, "in_features") ||
+        weft_options_positive(o, "in_features", 0, &st->in_features) ||
+        weft_options_require(o, "out_features") ||
+        weft_options_positive(o, "out_features", 0, &st->out_features) ||
+        weft_options_bool(o, "bias", true, &bias) || field_key(o, "indices", st->indices) ||
+        field_key(o, "values", st->values)) {
+        free(st);
+        return NULL;
+    }
     weft_module *m = weft_module_new(&sparse_linear_type, st);
     if (!m) {
         free(st);
         return NULL;
     }
     /* kaiming_uniform_(a=sqrt(5)) and Linear's bias rule both come to 1/sqrt(fan_in). */
-    double bound = 1.0 / sqrt((double)in_features);
-    int rc = add_uniform_param(m, "weight", 2, (int64_t[]){out_features, in_features}, bound);
+    double bound = 1.0 / sqrt((double)st->in_features);
+    int rc = add_uniform_param(m, "weight", 2, (int64_t[]){st->out_features, st->in_features},
+                               bound);
     if (rc == 0 && bias)
-        rc = add_uniform_param(m, "bias", 1, (int64_t[]){out_features}, bound);
+        rc = add_uniform_param(m, "bias", 1, (int64_t[]){st->out_features}, bound);
     if (rc != 0) {
         weft_module_free(m);
         return NULL;
@@ -175,38 +123,31 @@ static weft_module *sparse_linear_new(int64_t in_features, int64_t out_features,
     return m;
 }
 
-/* A field name from a key of the sparse_linear section. */
-static int field_key(struct weft_config *cfg, const char *s, const char *key, char *out)
+/* A sparse_linear layer must come first (its input is the batch's sparse fields); the
+ * first one sets how batches become the model's input. */
+static int find_sparse_input(weft_module *model, const struct weft_config *cfg,
+                             struct train_inputs *in)
 {
-    const char *v = weft_config_string(cfg, s, key, key);
-    if (!*v || strlen(v) >= WEFT_DATASET_NAME_MAX)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = '%s': expected the name of a field "
-                                               "of the data (at most %d characters)",
-                              weft_config_name(cfg), s, key, v, WEFT_DATASET_NAME_MAX - 1);
-    snprintf(out, WEFT_DATASET_NAME_MAX, "%s", v);
-    return 0;
-}
-
-static weft_module *build_sparse_linear(struct weft_config *cfg, const char *s, bool first,
-                                        struct train_inputs *in)
-{
-    int64_t a, b;
-    bool bias;
-    if (need_int(cfg, s, "in_features", &a) || need_int(cfg, s, "out_features", &b) ||
-        weft_config_bool(cfg, s, "bias", true, &bias) ||
-        field_key(cfg, s, "indices", in->indices_name) ||
-        field_key(cfg, s, "values", in->values_name))
-        return NULL;
-    if (!first) {
-        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] type = sparse_linear must be the model's first "
-                                        "layer: its input is the batch's sparse fields",
-                       weft_config_name(cfg), s);
-        return NULL;
+    for (int i = 0;; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%d", i);
+        weft_module *layer = weft_module_child(model, name);
+        if (!layer)
+            return 0;
+        if (weft_module_type(layer) != &sparse_linear_type)
+            continue;
+        const struct sparse_linear_state *st = weft_module_state(layer);
+        if (i != 0)
+            return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] type = sparse_linear must be the "
+                                                   "model's first layer: its input is the batch's "
+                                                   "sparse fields",
+                                  weft_config_name(cfg), st->section);
+        in->sparse = true;
+        in->in_features = st->in_features;
+        snprintf(in->layer, sizeof in->layer, "%s", st->section);
+        snprintf(in->indices_name, sizeof in->indices_name, "%s", st->indices);
+        snprintf(in->values_name, sizeof in->values_name, "%s", st->values);
     }
-    in->sparse = true;
-    in->in_features = a;
-    snprintf(in->layer, sizeof in->layer, "%s", s);
-    return sparse_linear_new(a, b, bias);
 }
 
 /* ---- batches as the model's input ------------------------------------------------------ */
@@ -365,143 +306,18 @@ weft_tensor *train_batch_target(const struct train_inputs *in, weft_tensor *cons
     return weft_to_device(t, dev);
 }
 
-static weft_module *build_layer(struct weft_config *cfg, const char *s, int type)
-{
-    int64_t a = 0, b = 0;
-    bool flag = true;
-    double x = 0, y = 0;
-    switch ((enum layer_type)type) {
-    case L_LINEAR:
-        if (need_int(cfg, s, "in_features", &a) || need_int(cfg, s, "out_features", &b) ||
-            weft_config_bool(cfg, s, "bias", true, &flag))
-            return NULL;
-        return weft_nn_linear(a, b, flag);
-    case L_CONV2D: {
-        struct weft_conv2d_options o = {0};
-        int64_t stride[2], pad[2], dil[2];
-        if (need_int(cfg, s, "in_channels", &o.in_channels) ||
-            need_int(cfg, s, "out_channels", &o.out_channels) ||
-            pair(cfg, s, "kernel_size", 0, o.kernel_size) || pair(cfg, s, "stride", 1, stride) ||
-            pair(cfg, s, "padding", 0, pad) || pair(cfg, s, "dilation", 1, dil) ||
-            weft_config_int(cfg, s, "groups", 1, &o.params.groups) ||
-            weft_config_bool(cfg, s, "bias", true, &flag))
-            return NULL;
-        if (o.kernel_size[0] == 0) {
-            weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] missing required key 'kernel_size'",
-                           weft_config_name(cfg), s);
-            return NULL;
-        }
-        memcpy(o.params.stride, stride, sizeof stride);
-        memcpy(o.params.padding, pad, sizeof pad);
-        memcpy(o.params.dilation, dil, sizeof dil);
-        o.bias = flag;
-        return weft_nn_conv2d(&o);
-    }
-    case L_MAXPOOL2D: return build_pool(cfg, s, true);
-    case L_AVGPOOL2D: return build_pool(cfg, s, false);
-    case L_ADAPTIVE_AVGPOOL2D: {
-        int64_t size[2];
-        if (pair(cfg, s, "output_size", 1, size))
-            return NULL;
-        return weft_nn_adaptive_avg_pool2d(size[0], size[1]);
-    }
-    case L_BATCHNORM1D:
-    case L_BATCHNORM2D:
-        if (need_int(cfg, s, "num_features", &a) || weft_config_double(cfg, s, "eps", 1e-5, &x) ||
-            weft_config_double(cfg, s, "momentum", 0.1, &y))
-            return NULL;
-        return type == L_BATCHNORM1D ? weft_nn_batch_norm1d(a, x, y) : weft_nn_batch_norm2d(a, x, y);
-    case L_LAYERNORM: {
-        int64_t shape[2];
-        if (pair(cfg, s, "normalized_shape", 0, shape) || weft_config_double(cfg, s, "eps", 1e-5, &x) ||
-            weft_config_bool(cfg, s, "elementwise_affine", true, &flag))
-            return NULL;
-        const char *text = weft_config_string(cfg, s, "normalized_shape", "");
-        int nd = strchr(text, ',') ? 2 : 1;
-        return weft_nn_layer_norm(nd, nd == 2 ? shape : shape + 1, x, flag);
-    }
-    case L_DROPOUT:
-        if (weft_config_double(cfg, s, "p", 0.5, &x))
-            return NULL;
-        return weft_nn_dropout(x);
-    case L_EMBEDDING:
-        if (need_int(cfg, s, "num_embeddings", &a) || need_int(cfg, s, "embedding_dim", &b))
-            return NULL;
-        return weft_nn_embedding(a, b);
-    case L_FLATTEN:
-        if (weft_config_int(cfg, s, "start_dim", 1, &a) || weft_config_int(cfg, s, "end_dim", -1, &b))
-            return NULL;
-        return weft_nn_flatten((int)a, (int)b);
-    case L_RELU: return weft_nn_relu();
-    case L_LEAKY_RELU:
-        if (weft_config_double(cfg, s, "negative_slope", 0.01, &x))
-            return NULL;
-        return weft_nn_leaky_relu(x);
-    case L_GELU: return weft_nn_gelu();
-    case L_TANH: return weft_nn_tanh();
-    case L_SIGMOID: return weft_nn_sigmoid();
-    case L_SOFTMAX:
-    case L_LOG_SOFTMAX:
-        if (weft_config_int(cfg, s, "dim", 1, &a))
-            return NULL;
-        return type == L_SOFTMAX ? weft_nn_softmax((int)a) : weft_nn_log_softmax((int)a);
-    case L_SPARSE_LINEAR: break; /* build_sparse_linear */
-    }
-    return NULL;
-}
-
 weft_module *train_build_model(struct weft_config *cfg, struct train_inputs *inputs)
 {
     memset(inputs, 0, sizeof *inputs);
-    static const char *const kinds[] = {"sequential", NULL};
-    int kind;
-    if (weft_config_choice(cfg, "model", "type", kinds, 0, &kind) != 0)
+    /* weft-train's own layer type, next to the built-in ones and the plugins'. */
+    if (weft_register(&sparse_linear_type) < 0)
         return NULL;
-    weft_module *seq = weft_nn_sequential(0, NULL);
-    if (!seq)
+    weft_module *model = weft_model_from_config(cfg);
+    if (model && find_sparse_input(model, cfg, inputs) != 0) {
+        weft_module_free(model);
         return NULL;
-    int count = 0;
-    for (const char *const *sec = weft_config_sections(cfg); *sec; sec++) {
-        if (strncmp(*sec, "layer.", 6) != 0)
-            continue;
-        int type;
-        if (!weft_config_has(cfg, *sec, "type")) {
-            weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] missing required key 'type'",
-                           weft_config_name(cfg), *sec);
-            goto fail;
-        }
-        if (weft_config_choice(cfg, *sec, "type", layer_types, 0, &type) != 0)
-            goto fail;
-        weft_module *layer = type == L_SPARSE_LINEAR
-                                 ? build_sparse_linear(cfg, *sec, count == 0, inputs)
-                                 : build_layer(cfg, *sec, type);
-        if (!layer) {
-            if (weft_error_code() == WEFT_OK)
-                weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] could not build the layer",
-                               weft_config_name(cfg), *sec);
-            else if (weft_error_code() != WEFT_ERR_CONFIG) {
-                /* A constructor's argument error: say which section it came from. */
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", weft_error_message());
-                weft_error_clear();
-                weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s", weft_config_name(cfg), *sec, msg);
-            }
-            goto fail;
-        }
-        if (weft_nn_sequential_append(seq, layer) != 0)
-            goto fail;
-        count++;
     }
-    if (count == 0) {
-        weft_error_set(WEFT_ERR_CONFIG, "%s: the model has no layers: add [layer.<name>] sections "
-                                        "with a 'type' key (one of linear, conv2d, relu, ...)",
-                       weft_config_name(cfg));
-        goto fail;
-    }
-    return seq;
-fail:
-    weft_module_free(seq);
-    return NULL;
+    return model;
 }
 
 /* ---- the loss --------------------------------------------------------------------------- */

@@ -165,9 +165,10 @@ static int setup(struct trainer *t)
         return rc;
     if ((rc = read_settings(cfg, &t->s)) != 0)
         return rc;
-    if (!(t->train_all = weft_dataset_open(cfg, "data")))
+    if (!(t->train_all = weft_dataset_open(weft_config_options(cfg, "data"))))
         return weft_error_code();
-    if (weft_config_has_section(cfg, "data.test") && !(t->test_set = weft_dataset_open(cfg, "data.test")))
+    if (weft_config_has_section(cfg, "data.test") &&
+        !(t->test_set = weft_dataset_open(weft_config_options(cfg, "data.test"))))
         return weft_error_code();
     if ((rc = split_validation(t)) != 0)
         return rc;
@@ -193,10 +194,11 @@ static int setup(struct trainer *t)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < t->nparams; i++)
         t->param_tensors[i] = t->params[i].tensor;
-    if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors, cfg, "optimizer")))
+    if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
+                                         weft_config_options(cfg, "optimizer"))))
         return weft_error_code();
     if (weft_config_has_section(cfg, "scheduler") &&
-        !(t->sched = weft_scheduler_create(t->opt, cfg, "scheduler")))
+        !(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
         return weft_error_code();
     /* Everything has read its keys: anything left over is a typo. */
     return weft_config_check_unknown(cfg);

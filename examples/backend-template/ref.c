@@ -203,10 +203,10 @@ static int ref_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
     return 0;
 }
 
+/* The vtable header: kind, name (the device type), and the ABI and size it was built for,
+ * which weft_register() checks. */
 static const struct weft_backend ref_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_backend),
-    .name = "ref",
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "ref", struct weft_backend),
     .device_count = ref_device_count,
     .device_name = ref_device_name,
     .alloc = ref_alloc,
@@ -216,8 +216,11 @@ static const struct weft_backend ref_backend = {
 
 /* ---- registration --------------------------------------------------------------------- */
 
-static int ref_init(void)
+/* options: the host's settings for this plugin ([ref] in weft-train's INI); the template
+ * has none. */
+static int ref_init(const weft_options *options)
 {
+    (void)options;
     static const struct {
         int op;
         uint32_t dtypes;
@@ -230,7 +233,7 @@ static int ref_init(void)
         {WEFT_OP_DIV, FLOATS, ref_elementwise}, {WEFT_OP_SUM, FLOATS, ref_sum},
         {WEFT_OP_MATMUL, FLOATS, ref_matmul},
     };
-    int type = weft_backend_register(&ref_backend);
+    int type = weft_register(&ref_backend); /* the device type id */
     if (type < 0)
         return type;
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
@@ -242,11 +245,14 @@ static int ref_init(void)
     return 0;
 }
 
+/* What this plugin provides, read from the file without loading it: naming device "ref"
+ * (runtime.backend = ref, weft_device_parse("ref:0")) finds and loads weft-ref.so. */
+WEFT_PLUGIN_MANIFEST("provides backend:ref\n");
+
 static const struct weft_plugin ref_plugin = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_plugin),
-    .name = "ref",
+    .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "ref", struct weft_plugin),
     .version = "0.1.0",
+    .manifest = weft_plugin_manifest,
     .description = "reference backend: host memory, plain loops (out-of-tree template)",
     .probe = NULL, /* always usable: it needs nothing but the host */
     .init = ref_init,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/cuda.h>
 #include <weft/plugin.h>
 
 #include "caching_allocator.h"
@@ -524,10 +525,29 @@ static int cuda_device_count_method(void)
     return ndevices;
 }
 
+/* torch.cuda.memory_summary(device): a malloc'd table (caller frees), NULL with error. */
+static char *cuda_memory_summary(int index, bool abbreviated)
+{
+    struct caching_allocator *ca = device_allocator(index);
+    if (!ca)
+        return NULL;
+    char *text = caching_allocator_summary(ca, abbreviated);
+    if (!text)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory_summary: out of host memory");
+    return text;
+}
+
+static void cuda_reset_peak_memory_stats(int index)
+{
+    struct caching_allocator *ca = device_allocator(index);
+    if (ca)
+        caching_allocator_reset_peak_stats(ca);
+}
+
+int cuda_device_type = -1;
+
 static const struct weft_backend cuda_backend = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_backend),
-    .name = "cuda",
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "cuda", struct weft_backend),
     .device_count = cuda_device_count_method,
     .device_name = cuda_device_name,
     .alloc = cuda_alloc,
@@ -541,25 +561,15 @@ static const struct weft_backend cuda_backend = {
     .features = cuda_features,
     .copy_side = cuda_copy_side,
     .wait_side = cuda_wait_side,
+    .memory_summary = cuda_memory_summary,
+    .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
 };
 
-/* ---- extras: what PyTorch users reach through torch.cuda ----------------------------- */
-
-/* torch.cuda.memory_summary(device): a malloc'd table (caller frees), NULL with error. */
-static char *extra_memory_summary(int index, bool abbreviated)
-{
-    struct caching_allocator *ca = device_allocator(index);
-    if (!ca)
-        return NULL;
-    char *text = caching_allocator_summary(ca, abbreviated);
-    if (!text)
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory_summary: out of host memory");
-    return text;
-}
+/* ---- api:cuda: what PyTorch users reach through torch.cuda's streams ------------------- */
 
 /* Tensor.record_stream(stream): the block holding the storage at `data` (its base
  * pointer) is not reused until the work queued on `stream` so far has finished. */
-static int extra_record_stream(int index, void *data, void *stream)
+static int api_record_stream(int index, void *data, void *stream)
 {
     struct caching_allocator *ca = device_allocator(index);
     if (!ca)
@@ -570,13 +580,13 @@ static int extra_record_stream(int index, void *data, void *stream)
                                           "caching allocator", data, index);
 }
 
-static void *extra_current_stream(int index)
+static void *api_current_stream(int index)
 {
     return cuda_current_stream(index);
 }
 
 /* torch.cuda.set_stream: later work for the device is queued on `stream`. */
-static int extra_set_stream(int index, void *stream)
+static int api_set_stream(int index, void *stream)
 {
     if (check_index(index) != 0)
         return WEFT_ERR_DEVICE;
@@ -584,12 +594,12 @@ static int extra_set_stream(int index, void *stream)
     return 0;
 }
 
-static void extra_reset_peak_memory_stats(int index)
-{
-    struct caching_allocator *ca = device_allocator(index);
-    if (ca)
-        caching_allocator_reset_peak_stats(ca);
-}
+static const struct weft_cuda_api cuda_api = {
+    .base = WEFT_VTABLE(WEFT_KIND_API, WEFT_CUDA_API_NAME, struct weft_cuda_api),
+    .current_stream = api_current_stream,
+    .set_stream = api_set_stream,
+    .record_stream = api_record_stream,
+};
 
 int cuda_backend_register(void)
 {
@@ -599,25 +609,10 @@ int cuda_backend_register(void)
     ndevices = n < CUDA_MAX_DEVICES ? n : CUDA_MAX_DEVICES;
     for (int i = 0; i < ndevices; i++)
         devices[i].index = i;
-    int type = weft_backend_register(&cuda_backend);
-    if (type < 0)
-        return type;
-    struct {
-        const char *name;
-        void *fn;
-    } extras[] = {
-        {"cuda.memory_summary", (void *)extra_memory_summary},
-        {"cuda.record_stream", (void *)extra_record_stream},
-        {"cuda.current_stream", (void *)extra_current_stream},
-        {"cuda.set_stream", (void *)extra_set_stream},
-        {"cuda.reset_peak_memory_stats", (void *)extra_reset_peak_memory_stats},
-    };
-    for (size_t i = 0; i < sizeof extras / sizeof *extras; i++) {
-        int rc = weft_extra_register(extras[i].name, extras[i].fn);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    cuda_device_type = weft_register(&cuda_backend);
+    if (cuda_device_type < 0)
+        return cuda_device_type;
+    return weft_register(&cuda_api) < 0 ? WEFT_ERR_PLUGIN : 0;
 }
 
 /* Returns cached memory to the driver (plugin unload at exit). Blocks still handed out

@@ -27,16 +27,18 @@ int cuda_check(cudaError_t err, const char *call, const char *file, int line);
 /* Checks the launch of the kernel just queued (cudaGetLastError). */
 #define CUDA_CHECK_LAUNCH(what) cuda_check(cudaGetLastError(), what, __FILE__, __LINE__)
 
-/* backend.c: counts the devices and registers the backend and the "cuda.*" extras;
+/* backend.c: counts the devices and registers the backend and api:cuda (weft/cuda.h);
  * shutdown returns every cached block to the driver. */
 int cuda_backend_register(void);
+/* The device type weft gave the backend when it registered (not a fixed number). */
+extern int cuda_device_type;
 void cuda_backend_shutdown(void);
 /* Number of devices (cached at init). */
 int cuda_device_count(void);
 /* Makes `index` the calling thread's current device; 0 or negative with error. */
 int cuda_set_device(int index);
 /* The stream weft queues work for device `index` on: the legacy default stream (NULL)
- * unless set through the "cuda.set_stream" extra. Kernels, copies and cuBLAS all use
+ * unless set through api:cuda's set_stream. Kernels, copies and cuBLAS all use
  * it, so weft's work on a device runs in order. */
 cudaStream_t cuda_current_stream(int index);
 

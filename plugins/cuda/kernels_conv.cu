@@ -452,7 +452,7 @@ extern "C" int cuda_register_conv_kernels(void)
         {WEFT_OP_AVG_POOL2D_BACKWARD, pool_backward_op},
     };
     for (const auto &e : table) {
-        int rc = weft_kernel_register(e.op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+        int rc = weft_kernel_register(e.op, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                       WEFT_DTYPES_FLOATING, e.fn);
         if (rc != 0)
             return rc;

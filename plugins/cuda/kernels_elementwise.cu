@@ -516,7 +516,7 @@ const entry kEntries[] = {
 extern "C" int cuda_register_elementwise_kernels(void)
 {
     for (const entry &e : kEntries) {
-        int rc = weft_kernel_register(e.op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED, e.dtypes, e.fn);
+        int rc = weft_kernel_register(e.op, cuda_device_type, WEFT_LAYOUT_STRIDED, e.dtypes, e.fn);
         if (rc != 0)
             return rc;
     }

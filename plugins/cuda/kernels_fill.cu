@@ -326,7 +326,7 @@ extern "C" int cuda_register_fill_kernels(void)
         {WEFT_OP_RANDINT, WEFT_DTYPES_ALL, random_op},
     };
     for (const auto &e : entries) {
-        int rc = weft_kernel_register(e.op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED, e.dtypes, e.fn);
+        int rc = weft_kernel_register(e.op, cuda_device_type, WEFT_LAYOUT_STRIDED, e.dtypes, e.fn);
         if (rc != 0)
             return rc;
     }

@@ -326,13 +326,13 @@ static int scatter_add_op(const struct weft_op_call *call)
 
 extern "C" int cuda_register_index_kernels(void)
 {
-    int rc = weft_kernel_register(WEFT_OP_INDEX_SELECT, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+    int rc = weft_kernel_register(WEFT_OP_INDEX_SELECT, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                   WEFT_DTYPES_ALL, index_select_op);
     if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_GATHER, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+        rc = weft_kernel_register(WEFT_OP_GATHER, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                   WEFT_DTYPES_ALL, gather_op);
     if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_SCATTER_ADD, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+        rc = weft_kernel_register(WEFT_OP_SCATTER_ADD, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                   WEFT_DTYPES_ALL, scatter_add_op);
     return rc;
 }

@@ -228,6 +228,6 @@ int cuda_register_matmul_kernels(void)
 {
     uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64) |
                       WEFT_DTYPE_BIT(WEFT_F16) | WEFT_DTYPE_BIT(WEFT_BF16);
-    return weft_kernel_register(WEFT_OP_MATMUL, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED, dtypes,
+    return weft_kernel_register(WEFT_OP_MATMUL, cuda_device_type, WEFT_LAYOUT_STRIDED, dtypes,
                                 matmul_kernel);
 }

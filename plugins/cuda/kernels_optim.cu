@@ -1,5 +1,5 @@
-/* plugins/cuda/kernels_optim.cu: the fused optimizer updates SGD_STEP, ADAM_STEP and
- * RMSPROP_STEP (kernel.h has the contracts): one pass over a contiguous parameter and its
+/* plugins/cuda/kernels_optim.cu: the fused optimizer updates sgd_step, adam_step and
+ * rmsprop_step (weft/optim.h has the contracts): one pass over a contiguous parameter and its
  * state, one thread per element.
  *
  * The arithmetic is the cpu kernels' (plugins/optim/kernels_cpu.c), operation by
@@ -9,6 +9,8 @@
  * following add: the cpu rounds every product, and a fused multiply-add would not. The
  * plugin that dispatches these ops bumps the tensors' versions. */
 #include <math.h>
+
+#include <weft/optim.h>
 
 #include "cuda_dtypes.cuh"
 
@@ -64,9 +66,10 @@ __global__ void sgd_kernel(Ref<D> p, Ref<D> g, Ref<D> buf, int64_t n, SgdArgs<ty
 template <typename D> static int sgd(const struct weft_op_call *c, int64_t n, cudaStream_t stream)
 {
     typedef typename D::C T;
-    SgdArgs<T> a = {(T)c->scalar[0],     (T)c->scalar[1], (T)(1.0 - c->scalar[2]),
-                    (T)c->scalar[3],     c->scalar[3] != 0.0, c->ints[0] != 0,
-                    c->ints[1] != 0};
+    const struct weft_sgd_step_params *h = (const struct weft_sgd_step_params *)c->params;
+    SgdArgs<T> a = {(T)h->lr,           (T)h->momentum,           (T)(1.0 - h->dampening),
+                    (T)h->weight_decay, h->weight_decay != 0.0,   h->nesterov,
+                    h->first_step};
     sgd_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(ref<D>(c->out[0]), ref<D>(c->in[0]),
                                                         ref<D>(c->nout > 1 ? c->out[1] : NULL),
                                                         n, a);
@@ -107,18 +110,12 @@ __global__ void adam_kernel(Ref<D> p, Ref<D> g, Ref<D> m, Ref<D> v, Ref<D> vmax,
     }
 }
 
-static double bits_double(int64_t b)
-{
-    double v;
-    memcpy(&v, &b, sizeof v);
-    return v;
-}
-
 template <typename D> static int adam(const struct weft_op_call *c, int64_t n, cudaStream_t stream)
 {
     typedef typename D::C T;
-    const double lr = c->scalar[0], b1 = c->scalar[1], b2 = c->scalar[2];
-    const double wd = bits_double(c->ints[3]), t = (double)c->ints[0];
+    const struct weft_adam_step_params *h = (const struct weft_adam_step_params *)c->params;
+    const double lr = h->lr, b1 = h->beta1, b2 = h->beta2;
+    const double wd = h->weight_decay, t = (double)h->step;
     const weft_tensor *vmax = c->nin > 2 ? c->in[2] : NULL;
     AdamArgs<T> a;
     a.step_size = (T)(lr / (1.0 - pow(b1, t)));
@@ -126,12 +123,12 @@ template <typename D> static int adam(const struct weft_op_call *c, int64_t n, c
     a.w1 = (T)(1.0 - b1);
     a.b2 = (T)b2;
     a.w2 = (T)(1.0 - b2);
-    a.eps = (T)c->scalar[3];
+    a.eps = (T)h->eps;
     a.decay = (T)(1.0 - lr * wd);
     a.wd = (T)wd;
-    a.decoupled = c->ints[2] != 0;
+    a.decoupled = h->decoupled;
     a.l2 = !a.decoupled && wd != 0.0;
-    a.amsgrad = c->ints[1] != 0 && vmax != NULL;
+    a.amsgrad = h->amsgrad && vmax != NULL;
     adam_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(ref<D>(c->out[0]), ref<D>(c->in[0]),
                                                          ref<D>(c->out[1]), ref<D>(c->in[1]),
                                                          ref<D>(vmax), n, a);
@@ -181,14 +178,15 @@ template <typename D>
 static int rmsprop(const struct weft_op_call *c, int64_t n, cudaStream_t stream)
 {
     typedef typename D::C T;
+    const struct weft_rmsprop_step_params *h = (const struct weft_rmsprop_step_params *)c->params;
     RmspropArgs<T> a;
-    a.lr = (T)c->scalar[0];
-    a.alpha = (T)c->scalar[1];
-    a.w = (T)(1.0 - c->scalar[1]);
-    a.eps = (T)c->scalar[2];
-    a.wd = (T)c->scalar[3];
-    a.mom = (T)bits_double(c->ints[0]);
-    a.decay = c->scalar[3] != 0.0;
+    a.lr = (T)h->lr;
+    a.alpha = (T)h->alpha;
+    a.w = (T)(1.0 - h->alpha);
+    a.eps = (T)h->eps;
+    a.wd = (T)h->weight_decay;
+    a.mom = (T)h->momentum;
+    a.decay = h->weight_decay != 0.0;
     rmsprop_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
         ref<D>(c->out[0]), ref<D>(c->in[0]), ref<D>(c->out[1]),
         ref<D>(c->nin > 1 ? c->in[1] : NULL), ref<D>(c->nin > 2 ? c->in[2] : NULL), n, a);
@@ -197,8 +195,24 @@ static int rmsprop(const struct weft_op_call *c, int64_t n, cudaStream_t stream)
 
 /* ---- entry ------------------------------------------------------------------------------------- */
 
+static int sgd_step_op = -1, adam_step_op = -1, rmsprop_step_op = -1;
+
+/* The parameter block must be the op's struct (weft/optim.h). */
+static int check_params(const struct weft_op_call *c)
+{
+    size_t want = c->op == sgd_step_op    ? sizeof(struct weft_sgd_step_params)
+                  : c->op == adam_step_op ? sizeof(struct weft_adam_step_params)
+                                          : sizeof(struct weft_rmsprop_step_params);
+    if (c->params && c->params_size == want)
+        return 0;
+    return weft_error_set(WEFT_ERR_VALUE, "%s: expected a %zu-byte parameter block, got %zu bytes",
+                          weft_op_name(c->op), want, c->params ? c->params_size : 0);
+}
+
 static int step_op(const struct weft_op_call *c)
 {
+    if (check_params(c) != 0)
+        return WEFT_ERR_VALUE;
     int64_t n = weft_tensor_numel(c->out[0]);
     if (n == 0)
         return 0;
@@ -209,11 +223,11 @@ static int step_op(const struct weft_op_call *c)
     switch (c->in[0]->dtype) {
 #define WC_STEP_CASE(E, D)                                                                    \
     case E:                                                                                   \
-        switch (c->op) {                                                                      \
-        case WEFT_OP_SGD_STEP: return sgd<D>(c, n, stream);                                   \
-        case WEFT_OP_ADAM_STEP: return adam<D>(c, n, stream);                                 \
-        default: return rmsprop<D>(c, n, stream);                                             \
-        }
+        if (c->op == sgd_step_op)                                                             \
+            return sgd<D>(c, n, stream);                                                      \
+        if (c->op == adam_step_op)                                                            \
+            return adam<D>(c, n, stream);                                                     \
+        return rmsprop<D>(c, n, stream);
         WC_FLOATING_DTYPES(WC_STEP_CASE)
 #undef WC_STEP_CASE
     default:
@@ -226,9 +240,15 @@ static int step_op(const struct weft_op_call *c)
 
 extern "C" int cuda_register_optim_kernels(void)
 {
-    const int ops[] = {WEFT_OP_SGD_STEP, WEFT_OP_ADAM_STEP, WEFT_OP_RMSPROP_STEP};
+    /* Named ops: whichever of this plugin and weft-optim.so asks first creates the id. */
+    sgd_step_op = weft_op_register(WEFT_OP_SGD_STEP_NAME);
+    adam_step_op = weft_op_register(WEFT_OP_ADAM_STEP_NAME);
+    rmsprop_step_op = weft_op_register(WEFT_OP_RMSPROP_STEP_NAME);
+    const int ops[] = {sgd_step_op, adam_step_op, rmsprop_step_op};
     for (int op : ops) {
-        int rc = weft_kernel_register(op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+        if (op < 0)
+            return op;
+        int rc = weft_kernel_register(op, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                       WEFT_DTYPES_FLOATING, step_op);
         if (rc != 0)
             return rc;

@@ -536,7 +536,7 @@ extern "C" int cuda_register_reduce_kernels(void)
         {WEFT_OP_ANY, all},
     };
     for (const auto &r : regs) {
-        int rc = weft_kernel_register(r.op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED, r.mask,
+        int rc = weft_kernel_register(r.op, cuda_device_type, WEFT_LAYOUT_STRIDED, r.mask,
                                       reduce_op);
         if (rc != 0)
             return rc;

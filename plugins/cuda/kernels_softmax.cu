@@ -122,10 +122,10 @@ static int softmax_op(const struct weft_op_call *call)
 
 extern "C" int cuda_register_softmax_kernels(void)
 {
-    int rc = weft_kernel_register(WEFT_OP_SOFTMAX, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+    int rc = weft_kernel_register(WEFT_OP_SOFTMAX, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                   WEFT_DTYPES_FLOATING, softmax_op);
     if (rc != 0)
         return rc;
-    return weft_kernel_register(WEFT_OP_LOG_SOFTMAX, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+    return weft_kernel_register(WEFT_OP_LOG_SOFTMAX, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                 WEFT_DTYPES_FLOATING, softmax_op);
 }

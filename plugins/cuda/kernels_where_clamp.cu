@@ -165,10 +165,10 @@ static int clamp_op(const struct weft_op_call *call)
 
 extern "C" int cuda_register_where_clamp_kernels(void)
 {
-    int rc = weft_kernel_register(WEFT_OP_WHERE, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+    int rc = weft_kernel_register(WEFT_OP_WHERE, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                   WEFT_DTYPE_BIT(WEFT_BOOL), where_op);
     if (rc != 0)
         return rc;
-    return weft_kernel_register(WEFT_OP_CLAMP, WEFT_DEVICE_CUDA, WEFT_LAYOUT_STRIDED,
+    return weft_kernel_register(WEFT_OP_CLAMP, cuda_device_type, WEFT_LAYOUT_STRIDED,
                                 WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, clamp_op);
 }

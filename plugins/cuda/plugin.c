@@ -7,8 +7,9 @@
 #include "cuda_plugin.h"
 #include "cuda_probe.h"
 
-static int cuda_init(void)
+static int cuda_init(const weft_options *options)
 {
+    (void)options;
     int (*const steps[])(void) = {
         cuda_backend_register,
         cuda_register_elementwise_kernels,
@@ -35,10 +36,11 @@ static void cuda_fini(void)
     cuda_backend_shutdown();
 }
 
+WEFT_PLUGIN_MANIFEST("provides backend:cuda api:cuda\n");
+
 static const struct weft_plugin cuda_plugin = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_plugin),
-    .name = "cuda",
+    .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "cuda", struct weft_plugin),
+    .manifest = weft_plugin_manifest,
     .version = WEFT_VERSION_STRING,
     .description = "CUDA devices: caching allocator, pinned host memory, kernels, cuBLAS",
     .probe = cuda_probe_devices,

@@ -173,7 +173,7 @@ static int parse_label(const struct csv_parse *ps, int64_t line, const struct ce
 /* ---- columns named in the config --------------------------------------------------- */
 
 /* A column by header name or 0-based index; -1 with an error when there is none. */
-static int64_t find_column(struct weft_config *cfg, const char *section, const char *key,
+static int64_t find_column(const weft_options *o, const char *key,
                            const struct csv_parse *ps, const char *spec, size_t len)
 {
     int64_t found = -1;
@@ -181,9 +181,8 @@ static int64_t find_column(struct weft_config *cfg, const char *section, const c
         if (ps->names[i].len != len || memcmp(ps->names[i].p, spec, len) != 0)
             continue;
         if (found >= 0)
-            return weft_error_set(WEFT_ERR_CONFIG,
-                                  "%s: [%s] %s: column '%.*s' appears twice in the header of %s",
-                                  weft_config_name(cfg), section, key, (int)len, spec, ps->path);
+            return weft_options_error(o,
+                                  "%s: column '%.*s' appears twice in the header of %s", key, (int)len, spec, ps->path);
         found = i;
     }
     if (found >= 0)
@@ -195,25 +194,23 @@ static int64_t find_column(struct weft_config *cfg, const char *section, const c
         int64_t v = strtoll(spec, NULL, 10);
         if (v < ps->ncols)
             return v;
-        return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: [%s] %s: column index %lld is out of range: %s has %lld "
-                              "columns (0 to %lld)",
-                              weft_config_name(cfg), section, key, (long long)v, ps->path,
+        return weft_options_error(o,
+                              "%s: column index %lld is out of range: %s has %lld "
+                              "columns (0 to %lld)", key, (long long)v, ps->path,
                               (long long)ps->ncols, (long long)ps->ncols - 1);
     }
-    return weft_error_set(WEFT_ERR_CONFIG,
-                          "%s: [%s] %s: no column '%.*s' in %s (%s)", weft_config_name(cfg),
-                          section, key, (int)len, spec, ps->path,
+    return weft_options_error(o,
+                          "%s: no column '%.*s' in %s (%s)", key, (int)len, spec, ps->path,
                           ps->names ? "expected a name from its header or a 0-based index"
                                     : "it has no header: expected a 0-based index");
 }
 
-static int pick_columns(struct weft_config *cfg, const char *section, struct csv_parse *ps,
+static int pick_columns(const weft_options *o, struct csv_parse *ps,
                         const char *label_spec, const char *columns_spec)
 {
     ps->label_col = -1;
     if (label_spec) {
-        ps->label_col = find_column(cfg, section, "label_column", ps, label_spec,
+        ps->label_col = find_column(o, "label_column", ps, label_spec,
                                     strlen(label_spec));
         if (ps->label_col < 0)
             return (int)ps->label_col;
@@ -236,22 +233,19 @@ static int pick_columns(struct weft_config *cfg, const char *section, struct csv
             while (len && isspace((unsigned char)p[len - 1]))
                 len--;
             if (len == 0)
-                return weft_error_set(WEFT_ERR_CONFIG,
-                                      "%s: [%s] columns = '%s': empty entry; expected "
-                                      "comma-separated column names or 0-based indices",
-                                      weft_config_name(cfg), section, columns_spec);
-            int64_t col = find_column(cfg, section, "columns", ps, p, len);
+                return weft_options_error(o,
+                                      "columns = '%s': empty entry; expected "
+                                      "comma-separated column names or 0-based indices", columns_spec);
+            int64_t col = find_column(o, "columns", ps, p, len);
             if (col < 0)
                 return (int)col;
             for (int64_t k = 0; k < ps->nfeat; k++)
                 if (ps->feature_cols[k] == col)
-                    return weft_error_set(WEFT_ERR_CONFIG,
-                                          "%s: [%s] columns: '%.*s' is listed twice",
-                                          weft_config_name(cfg), section, (int)len, p);
+                    return weft_options_error(o,
+                                          "columns: '%.*s' is listed twice", (int)len, p);
             if (col == ps->label_col)
-                return weft_error_set(WEFT_ERR_CONFIG,
-                                      "%s: [%s] columns: '%.*s' is the label column",
-                                      weft_config_name(cfg), section, (int)len, p);
+                return weft_options_error(o,
+                                      "columns: '%.*s' is the label column", (int)len, p);
             if (ps->nfeat == ps->ncols)
                 break;
             ps->feature_cols[ps->nfeat++] = col;
@@ -261,8 +255,7 @@ static int pick_columns(struct weft_config *cfg, const char *section, struct csv
         }
     }
     if (ps->nfeat == 0)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s]: %s has no feature columns",
-                              weft_config_name(cfg), section, ps->path);
+        return weft_options_error(o, "%s has no feature columns", ps->path);
     return 0;
 }
 
@@ -344,7 +337,7 @@ static bool next_line(const char *text, size_t len, size_t *pos, const char **li
 
 /* The delimiter: one character, or a name for the ones an INI value cannot hold (';'
  * starts a comment, spaces are trimmed). */
-static int parse_delimiter(struct weft_config *cfg, const char *section, char *out)
+static int parse_delimiter(const weft_options *o, char *out)
 {
     static const struct {
         const char *name;
@@ -353,7 +346,7 @@ static int parse_delimiter(struct weft_config *cfg, const char *section, char *o
         {"comma", ','}, {"semicolon", ';'}, {"tab", '\t'},
         {"\\t", '\t'}, {"space", ' '},     {"pipe", '|'},
     };
-    const char *d = weft_config_string(cfg, section, "delimiter", ",");
+    const char *d = weft_options_string(o, "delimiter", ",");
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(d, names[i].name) == 0) {
             *out = names[i].c;
@@ -364,11 +357,10 @@ static int parse_delimiter(struct weft_config *cfg, const char *section, char *o
         *out = d[0];
         return 0;
     }
-    return weft_error_set(WEFT_ERR_CONFIG,
-                          "%s: [%s] delimiter = '%s': expected one character that cannot be "
+    return weft_options_error(o,
+                          "delimiter = '%s': expected one character that cannot be "
                           "part of a number (e.g. ',' or '|'), or one of comma, semicolon, tab, "
-                          "space, pipe (';' would start an INI comment)",
-                          weft_config_name(cfg), section, d);
+                          "space, pipe (';' would start an INI comment)", d);
 }
 
 static void free_parse(struct csv_parse *ps)
@@ -423,11 +415,11 @@ static int64_t infer_classes(const struct csv_parse *ps)
     return max + 1;
 }
 
-static int csv_parse_text(struct weft_config *cfg, const char *section, struct csv_parse *ps,
+static int csv_parse_text(const weft_options *o, struct csv_parse *ps,
                           const char *text, size_t len, bool header)
 {
-    const char *label_spec = weft_config_string(cfg, section, "label_column", NULL);
-    const char *columns_spec = weft_config_string(cfg, section, "columns", NULL);
+    const char *label_spec = weft_options_string(o, "label_column", NULL);
+    const char *columns_spec = weft_options_string(o, "columns", NULL);
     size_t pos = 0;
     int64_t line_no = 0;
     const char *line;
@@ -445,7 +437,7 @@ static int csv_parse_text(struct weft_config *cfg, const char *section, struct c
             first = false;
             int rc = parse_first_line(ps, header, line, line_len);
             if (rc == 0)
-                rc = pick_columns(cfg, section, ps, label_spec, columns_spec);
+                rc = pick_columns(o, ps, label_spec, columns_spec);
             if (rc < 0)
                 return rc;
             if (header)
@@ -461,19 +453,19 @@ static int csv_parse_text(struct weft_config *cfg, const char *section, struct c
     return 0;
 }
 
-static int csv_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
+static int csv_open(const weft_options *o, struct weft_dataset_info *info,
                     void **out)
 {
     char path[IO_PATH_MAX];
     bool header;
     struct csv_parse ps = {.path = path};
-    int rc = io_config_path(cfg, section, "path", true, "the path of a CSV file", path,
+    int rc = io_config_path(o, "path", true, "the path of a CSV file", path,
                             sizeof path);
     if (rc < 0)
         return rc;
-    if ((rc = weft_config_bool(cfg, section, "header", true, &header)) < 0 ||
-        (rc = parse_delimiter(cfg, section, &ps.delim)) < 0 ||
-        (rc = io_config_int_range(cfg, section, "num_classes", 0, 1, INT32_MAX,
+    if ((rc = weft_options_bool(o, "header", true, &header)) < 0 ||
+        (rc = parse_delimiter(o, &ps.delim)) < 0 ||
+        (rc = weft_options_int_range(o, "num_classes", 0, 1, INT32_MAX,
                                   &ps.num_classes)) < 0)
         return rc;
     struct io_stream s;
@@ -485,7 +477,7 @@ static int csv_open(struct weft_config *cfg, const char *section, struct weft_da
         io_stream_close(&s);
     }
     if (rc == 0)
-        rc = csv_parse_text(cfg, section, &ps, text, len, header);
+        rc = csv_parse_text(o, &ps, text, len, header);
     struct csv_ctx *c = NULL;
     if (rc == 0 && !(c = calloc(1, sizeof *c)))
         rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -536,9 +528,7 @@ static int csv_read(void *ctx, int64_t n, const int64_t *indices, void *const *b
 }
 
 const struct weft_dataset_reader io_csv_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "csv",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "csv", struct weft_dataset_reader),
     .description = "numeric CSV tables: features and an integer label column",
     .open = csv_open,
     .read = csv_read,

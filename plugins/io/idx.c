@@ -216,21 +216,21 @@ static void set_image_field(struct weft_dataset_field *fd, const struct idx_file
         fd->shape[d - 1] = f->dims[d];
 }
 
-static int idx_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
+static int idx_open(const weft_options *o, struct weft_dataset_info *info,
                     void **out)
 {
     char images_path[IO_PATH_MAX], labels_path[IO_PATH_MAX];
     int64_t num_classes;
     int has_labels;
-    int rc = io_config_path(cfg, section, "images", true, "the path of an IDX images file",
+    int rc = io_config_path(o, "images", true, "the path of an IDX images file",
                             images_path, sizeof images_path);
     if (rc < 0)
         return rc;
-    has_labels = io_config_path(cfg, section, "labels", false, "the path of an IDX labels file",
+    has_labels = io_config_path(o, "labels", false, "the path of an IDX labels file",
                                 labels_path, sizeof labels_path);
     if (has_labels < 0)
         return has_labels;
-    rc = io_config_int_range(cfg, section, "num_classes", 10, 1, INT32_MAX, &num_classes);
+    rc = weft_options_int_range(o, "num_classes", 10, 1, INT32_MAX, &num_classes);
     if (rc < 0)
         return rc;
 
@@ -289,9 +289,7 @@ static int idx_read(void *ctx, int64_t n, const int64_t *indices, void *const *b
 }
 
 const struct weft_dataset_reader io_idx_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "idx",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "idx", struct weft_dataset_reader),
     .description = "MNIST-style IDX files (images and labels), raw or gzip'd",
     .open = idx_open,
     .read = idx_read,

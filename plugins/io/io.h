@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <weft/config.h>
+#include <weft/options.h>
 #include <weft/dataset.h>
 #include <weft/error.h>
 
@@ -21,17 +21,13 @@ extern const struct weft_dataset_reader io_synthetic_reader;
 extern const struct weft_dataset_reader io_mtx_reader;
 extern const struct weft_dataset_reader io_libsvm_reader;
 
-/* ---- config ---------------------------------------------------------------------- */
+/* ---- options ---------------------------------------------------------------------- */
 
-/* Reads [section] key as a path resolved against the config's directory into out.
- * Returns 1 when set, 0 when absent and optional, negative with an error ("missing key
- * 'images': expected <what>") when absent and required or when the value is empty. */
-int io_config_path(struct weft_config *cfg, const char *section, const char *key, bool required,
-                   const char *what, char *out, size_t size);
-/* An integer key: def when absent (taken as is), else a value that must lie in
- * [lo, hi]. */
-int io_config_int_range(struct weft_config *cfg, const char *section, const char *key,
-                        int64_t def, int64_t lo, int64_t hi, int64_t *out);
+/* Reads key as a path resolved against the config's directory into out. Returns 1 when
+ * set, 0 when absent and optional, negative with an error ("missing key 'images':
+ * expected <what>") when absent and required or when the value is empty. */
+int io_config_path(const weft_options *o, const char *key, bool required, const char *what,
+                   char *out, size_t size);
 
 /* ---- sequential reading, raw or gzip'd ------------------------------------------ */
 

@@ -353,27 +353,27 @@ static void libsvm_close(void *ctx)
     free(c);
 }
 
-static int read_keys(struct weft_config *cfg, const char *section, struct libsvm_parse *ps,
+static int read_keys(const weft_options *o, struct libsvm_parse *ps,
                      char *path, size_t size)
 {
     bool zero_based;
-    int rc = io_config_path(cfg, section, "path", true, "the path of a libsvm/svmlight file",
+    int rc = io_config_path(o, "path", true, "the path of a libsvm/svmlight file",
                             path, size);
-    if (rc < 0 || (rc = weft_config_bool(cfg, section, "zero_based", false, &zero_based)) < 0 ||
-        (rc = io_config_int_range(cfg, section, "features", 0, 1, INT64_MAX, &ps->features)) < 0 ||
-        (rc = io_config_int_range(cfg, section, "num_classes", 0, 1, INT32_MAX,
+    if (rc < 0 || (rc = weft_options_bool(o, "zero_based", false, &zero_based)) < 0 ||
+        (rc = weft_options_int_range(o, "features", 0, 1, INT64_MAX, &ps->features)) < 0 ||
+        (rc = weft_options_int_range(o, "num_classes", 0, 1, INT32_MAX,
                                   &ps->num_classes)) < 0)
         return rc;
     ps->base = zero_based ? 0 : 1;
     return 0;
 }
 
-static int libsvm_open(struct weft_config *cfg, const char *section,
+static int libsvm_open(const weft_options *o,
                        struct weft_dataset_info *info, void **out)
 {
     char path[IO_PATH_MAX];
     struct libsvm_parse ps = {.path = path, .max_col = -1, .max_label = -1};
-    int rc = read_keys(cfg, section, &ps, path, sizeof path);
+    int rc = read_keys(o, &ps, path, sizeof path);
     if (rc < 0)
         return rc;
     struct io_text text;
@@ -441,9 +441,7 @@ static int libsvm_read(void *ctx, int64_t n, const int64_t *indices, void *const
 }
 
 const struct weft_dataset_reader io_libsvm_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "libsvm",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "libsvm", struct weft_dataset_reader),
     .description = "libsvm/svmlight sparse text (raw or gzip'd): padded indices and values, "
                    "integer labels (-1/+1 read as 0/1)",
     .open = libsvm_open,

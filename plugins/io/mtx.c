@@ -447,11 +447,11 @@ static int mtx_parse_text(struct mtx_parse *ps)
     return rc;
 }
 
-static int mtx_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
+static int mtx_open(const weft_options *o, struct weft_dataset_info *info,
                     void **out)
 {
     char path[IO_PATH_MAX];
-    int rc = io_config_path(cfg, section, "path", true, "the path of a Matrix Market (.mtx) file",
+    int rc = io_config_path(o, "path", true, "the path of a Matrix Market (.mtx) file",
                             path, sizeof path);
     if (rc < 0)
         return rc;
@@ -519,9 +519,7 @@ static int mtx_read(void *ctx, int64_t n, const int64_t *indices, void *const *b
 }
 
 const struct weft_dataset_reader io_mtx_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "mtx",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "mtx", struct weft_dataset_reader),
     .description = "Matrix Market coordinate files (raw or gzip'd): one sample per row, as "
                    "padded indices and values",
     .open = mtx_open,

@@ -336,16 +336,15 @@ static const char *shape_text(const struct npy_array *a, char *buf, size_t size)
 }
 
 /* The features' weft dtype, given the optional `dtype` key. */
-static int features_dtype(struct weft_config *cfg, const char *section, const struct npy_array *a,
+static int features_dtype(const weft_options *o, const struct npy_array *a,
                           enum weft_dtype *out)
 {
-    const char *want = weft_config_string(cfg, section, "dtype", NULL);
+    const char *want = weft_options_string(o, "dtype", NULL);
     enum weft_dtype wanted = WEFT_F32;
     if (want && weft_dtype_parse(want, &wanted) < 0)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] dtype = '%s': expected a weft dtype "
+        return weft_options_error(o, "dtype = '%s': expected a weft dtype "
                                                "(bool, uint8, int8, int16, int32, int64, "
-                                               "float16, bfloat16, float32, float64)",
-                              weft_config_name(cfg), section, want);
+                                               "float16, bfloat16, float32, float64)", want);
     if (a->type->kind == 'V') {
         if (want && wanted == WEFT_BF16) {
             *out = WEFT_BF16;
@@ -354,16 +353,15 @@ static int features_dtype(struct weft_config *cfg, const char *section, const st
         return weft_error_set(WEFT_ERR_IO, "%s: descr '%s' is raw 2-byte values; if they are "
                                            "bfloat16 (as ml_dtypes saves them), set dtype = "
                                            "bfloat16 in [%s]",
-                              a->path, a->descr, section);
+                              a->path, a->descr, weft_options_section(o));
     }
     if (a->type->dtype < 0)
         return weft_error_set(WEFT_ERR_IO, "%s: descr '%s': weft has no unsigned %zu-byte "
                                            "dtype (only labels may use it)",
                               a->path, a->descr, a->type->size);
     if (want && wanted != (enum weft_dtype)a->type->dtype)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] dtype = '%s', but %s holds %s (descr "
-                                               "'%s'); weft does not convert",
-                              weft_config_name(cfg), section, want, a->path,
+        return weft_options_error(o, "dtype = '%s', but %s holds %s (descr "
+                                               "'%s'); weft does not convert", want, a->path,
                               weft_dtype_name((enum weft_dtype)a->type->dtype), a->descr);
     *out = (enum weft_dtype)a->type->dtype;
     return 0;
@@ -443,20 +441,20 @@ static void npy_close(void *ctx)
     free(c);
 }
 
-static int npy_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
+static int npy_open(const weft_options *o, struct weft_dataset_info *info,
                     void **out)
 {
     char path[IO_PATH_MAX], labels_path[IO_PATH_MAX];
     int64_t num_classes;
-    int rc = io_config_path(cfg, section, "path", true, "the path of a .npy file", path,
+    int rc = io_config_path(o, "path", true, "the path of a .npy file", path,
                             sizeof path);
     if (rc < 0)
         return rc;
-    int has_labels = io_config_path(cfg, section, "labels", false, "the path of a .npy file",
+    int has_labels = io_config_path(o, "labels", false, "the path of a .npy file",
                                     labels_path, sizeof labels_path);
     if (has_labels < 0)
         return has_labels;
-    rc = io_config_int_range(cfg, section, "num_classes", 0, 1, INT32_MAX, &num_classes);
+    rc = weft_options_int_range(o, "num_classes", 0, 1, INT32_MAX, &num_classes);
     if (rc < 0)
         return rc;
 
@@ -473,7 +471,7 @@ static int npy_open(struct weft_config *cfg, const char *section, struct weft_da
                             path, shape_text(&a, text, sizeof text), a.ndim, WEFT_MAX_DIMS,
                             WEFT_MAX_DIMS - 1);
     if (rc == 0)
-        rc = features_dtype(cfg, section, &a, &dtype);
+        rc = features_dtype(o, &a, &dtype);
     struct npy_ctx *c = NULL;
     if (rc == 0 && !(c = calloc(1, sizeof *c)))
         rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "npy reader: out of memory");
@@ -567,9 +565,7 @@ static int npy_read(void *ctx, int64_t n, const int64_t *indices, void *const *b
 }
 
 const struct weft_dataset_reader io_npy_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "npy",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "npy", struct weft_dataset_reader),
     .description = "NumPy .npy arrays (versions 1-3, any byte order, C or Fortran order), "
                    "memory-mapped",
     .open = npy_open,

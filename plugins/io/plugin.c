@@ -11,24 +11,22 @@ static int io_probe(char *why, size_t why_size)
     return 0;
 }
 
-static int io_init(void)
+static int io_init(const weft_options *options)
 {
-    const struct weft_dataset_reader *const readers[] = {
-        &io_idx_reader, &io_csv_reader,    &io_npy_reader,
+    (void)options;
+    const void *const readers[] = {
+        &io_idx_reader,       &io_csv_reader, &io_npy_reader,
         &io_synthetic_reader, &io_mtx_reader, &io_libsvm_reader,
     };
-    for (size_t i = 0; i < sizeof readers / sizeof *readers; i++) {
-        int rc = weft_dataset_reader_register(readers[i]);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return weft_register_all((int)(sizeof readers / sizeof *readers), readers);
 }
 
+WEFT_PLUGIN_MANIFEST("provides reader:idx reader:csv reader:npy reader:synthetic reader:mtx "
+                     "reader:libsvm\n");
+
 static const struct weft_plugin io_plugin = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_plugin),
-    .name = "io",
+    .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "io", struct weft_plugin),
+    .manifest = weft_plugin_manifest,
     .version = WEFT_VERSION_STRING,
 #ifdef WEFT_IO_HAVE_ZLIB
     .description = "dataset readers: idx, csv, npy, synthetic, mtx, libsvm (gzip'd files too)",

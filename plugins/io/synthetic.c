@@ -67,40 +67,34 @@ static void make_sample(const struct synth_ctx *c, int64_t i, float *x)
         x[j] = (float)(c->noise * sample_normal(c, i, j));
 }
 
-static int read_keys(struct weft_config *cfg, const char *section, struct synth_ctx *c)
+static int read_keys(const weft_options *o, struct synth_ctx *c)
 {
     static const char *const kinds[] = {"blobs", "spirals", NULL};
     int kind;
     int64_t seed;
-    int rc = weft_config_choice(cfg, section, "kind", kinds, BLOBS, &kind);
+    int rc = weft_options_choice(o, "kind", kinds, BLOBS, &kind);
     if (rc == 0)
-        rc = io_config_int_range(cfg, section, "samples", 1000, 1, MAX_SAMPLES, &c->samples);
+        rc = weft_options_int_range(o, "samples", 1000, 1, MAX_SAMPLES, &c->samples);
     if (rc == 0)
-        rc = io_config_int_range(cfg, section, "features", 2, 1, MAX_FEATURES, &c->features);
+        rc = weft_options_int_range(o, "features", 2, 1, MAX_FEATURES, &c->features);
     if (rc == 0)
-        rc = io_config_int_range(cfg, section, "classes", 3, 1, MAX_CLASSES, &c->classes);
+        rc = weft_options_int_range(o, "classes", 3, 1, MAX_CLASSES, &c->classes);
     if (rc == 0)
-        rc = weft_config_int(cfg, section, "seed", 0, &seed);
+        rc = weft_options_int(o, "seed", 0, &seed);
     if (rc == 0)
-        rc = weft_config_double(cfg, section, "noise", kind == BLOBS ? 1.0 : 0.2, &c->noise);
+        rc = weft_options_double(o, "noise", kind == BLOBS ? 1.0 : 0.2, &c->noise);
     if (rc < 0)
         return rc;
     c->kind = (enum kind)kind;
     c->seed = (uint64_t)seed;
-    const char *file = weft_config_name(cfg);
     if (!(c->noise >= 0) || !isfinite(c->noise))
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] noise = '%g': expected a finite "
-                                               "number >= 0",
-                              file, section, c->noise);
+        return weft_options_bad_value(o, "noise", "expected a finite number >= 0");
     if (c->kind == SPIRALS && c->features < 2)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] features = '%lld': spirals need at "
-                                               "least 2 features",
-                              file, section, (long long)c->features);
+        return weft_options_bad_value(o, "features", "spirals need at least 2 features");
     if (c->kind == BLOBS && c->classes * c->features > MAX_CENTRE_VALUES)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] classes x features = %lld: expected "
-                                               "at most %lld for blobs",
-                              file, section, (long long)(c->classes * c->features),
-                              (long long)MAX_CENTRE_VALUES);
+        return weft_options_error(o, "classes x features = %lld: expected at most %lld for blobs",
+                                  (long long)(c->classes * c->features),
+                                  (long long)MAX_CENTRE_VALUES);
     return 0;
 }
 
@@ -113,13 +107,13 @@ static void synth_close(void *ctx)
     free(c);
 }
 
-static int synth_open(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
+static int synth_open(const weft_options *o, struct weft_dataset_info *info,
                       void **out)
 {
     struct synth_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "synthetic reader: out of memory");
-    int rc = read_keys(cfg, section, c);
+    int rc = read_keys(o, c);
     if (rc < 0) {
         synth_close(c);
         return rc;
@@ -164,9 +158,7 @@ static int synth_read(void *ctx, int64_t n, const int64_t *indices, void *const 
 }
 
 const struct weft_dataset_reader io_synthetic_reader = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_dataset_reader),
-    .name = "synthetic",
+    .base = WEFT_VTABLE(WEFT_KIND_READER, "synthetic", struct weft_dataset_reader),
     .description = "seeded toy problems (blobs, spirals) computed per sample",
     .open = synth_open,
     .read = synth_read,

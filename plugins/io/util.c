@@ -1,40 +1,20 @@
-/* plugins/io/util.c: config keys shared by the readers, byte order, overflow checks. */
+/* plugins/io/util.c: the path key shared by the readers, byte order, overflow checks. */
 #include <string.h>
 
 #include "io.h"
 
-int io_config_path(struct weft_config *cfg, const char *section, const char *key, bool required,
-                   const char *what, char *out, size_t size)
+int io_config_path(const weft_options *o, const char *key, bool required, const char *what,
+                   char *out, size_t size)
 {
-    const char *value = weft_config_string(cfg, section, key, NULL);
+    const char *value = weft_options_string(o, key, NULL);
     if (!value) {
         if (!required)
             return 0;
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] missing key '%s': expected %s",
-                              weft_config_name(cfg), section, key, what);
+        return weft_options_error(o, "missing key '%s': expected %s", key, what);
     }
     if (!value[0])
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = '': expected %s",
-                              weft_config_name(cfg), section, key, what);
-    int rc = weft_dataset_resolve_path(cfg, value, out, size);
-    return rc < 0 ? rc : 1;
-}
-
-int io_config_int_range(struct weft_config *cfg, const char *section, const char *key,
-                        int64_t def, int64_t lo, int64_t hi, int64_t *out)
-{
-    int64_t v;
-    bool present = weft_config_has(cfg, section, key);
-    int rc = weft_config_int(cfg, section, key, def, &v);
-    if (rc < 0)
-        return rc;
-    if (present && (v < lo || v > hi))
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = '%lld': expected an integer "
-                                               "from %lld to %lld",
-                              weft_config_name(cfg), section, key, (long long)v,
-                              (long long)lo, (long long)hi);
-    *out = v;
-    return 0;
+        return weft_options_error(o, "%s = '': expected %s", key, what);
+    return weft_options_path(o, key, out, size);
 }
 
 bool io_host_little_endian(void)

@@ -1,5 +1,5 @@
 /* plugins/optim/kernels_cpu.c: the fused update ops on cpu, one pass over a contiguous
- * parameter and its state (weft/kernel.h SGD_STEP, ADAM_STEP, RMSPROP_STEP). Each kernel
+ * parameter and its state (weft/optim.h: sgd_step, adam_step, rmsprop_step). Each kernel
  * is written once and expanded per floating dtype; 16-bit floats compute in float. The
  * arithmetic follows PyTorch's single-tensor implementation operation by operation. */
 #include <math.h>
@@ -32,13 +32,6 @@ static inline void st_f32(float *p, int64_t i, float v) { p[i] = v; }
 static inline double ld_f64(const double *p, int64_t i) { return p[i]; }
 static inline void st_f64(double *p, int64_t i, double v) { p[i] = v; }
 
-static double bits_double(int64_t b)
-{
-    double v;
-    memcpy(&v, &b, sizeof v);
-    return v;
-}
-
 static void *data_of(const weft_tensor *t)
 {
     return t ? weft_tensor_data(t) : NULL;
@@ -68,9 +61,11 @@ static void run_parallel(const struct weft_op_call *c, int64_t n, range_fn fn)
     {                                                                                         \
         S *p = data_of(c->out[0]), *buf = data_of(c->out[1]);                                 \
         const S *g = data_of(c->in[0]);                                                      \
-        const T lr = (T)c->scalar[0], mu = (T)c->scalar[1];                                  \
-        const T keep = (T)(1.0 - c->scalar[2]), wd = (T)c->scalar[3];                         \
-        const bool decay = c->scalar[3] != 0.0, nesterov = c->ints[0], first = c->ints[1];    \
+        const struct weft_sgd_step_params *a = c->params;                                     \
+        const T lr = (T)a->lr, mu = (T)a->momentum;                                           \
+        const T keep = (T)(1.0 - a->dampening), wd = (T)a->weight_decay;                      \
+        const bool decay = a->weight_decay != 0.0, nesterov = a->nesterov;                    \
+        const bool first = a->first_step;                                                     \
         for (int64_t i = begin; i < end; i++) {                                              \
             T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
             if (decay)                                                                        \
@@ -93,13 +88,14 @@ OPT_FOR_DTYPES(SGD_KERNEL)
         S *p = data_of(c->out[0]), *m = data_of(c->out[1]);                                   \
         S *v = data_of(c->in[1]), *vmax = data_of(c->in[2]);                                  \
         const S *g = data_of(c->in[0]);                                                      \
-        const double lr = c->scalar[0], b1 = c->scalar[1], b2 = c->scalar[2];                 \
-        const double wd = bits_double(c->ints[3]), t = (double)c->ints[0];                    \
-        const bool decoupled = c->ints[2], l2 = !decoupled && wd != 0.0;                      \
-        const bool amsgrad = c->ints[1] && vmax;                                              \
+        const struct weft_adam_step_params *a = c->params;                                    \
+        const double lr = a->lr, b1 = a->beta1, b2 = a->beta2;                                \
+        const double wd = a->weight_decay, t = (double)a->step;                               \
+        const bool decoupled = a->decoupled, l2 = !decoupled && wd != 0.0;                    \
+        const bool amsgrad = a->amsgrad && vmax;                                              \
         const T step_size = (T)(lr / (1.0 - pow(b1, t)));                                     \
         const T c2_sqrt = (T)sqrt(1.0 - pow(b2, t));                                          \
-        const T w1 = (T)(1.0 - b1), tb2 = (T)b2, w2 = (T)(1.0 - b2), eps = (T)c->scalar[3];   \
+        const T w1 = (T)(1.0 - b1), tb2 = (T)b2, w2 = (T)(1.0 - b2), eps = (T)a->eps;         \
         const T decay = (T)(1.0 - lr * wd), twd = (T)wd;                                      \
         for (int64_t i = begin; i < end; i++) {                                              \
             T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
@@ -132,10 +128,10 @@ OPT_FOR_DTYPES(ADAM_KERNEL)
         S *p = data_of(c->out[0]), *sq = data_of(c->out[1]);                                  \
         S *ga = data_of(c->in[1]), *buf = data_of(c->in[2]);                                  \
         const S *g = data_of(c->in[0]);                                                      \
-        const T lr = (T)c->scalar[0], alpha = (T)c->scalar[1], w = (T)(1.0 - c->scalar[1]);   \
-        const T eps = (T)c->scalar[2], wd = (T)c->scalar[3];                                  \
-        const T mom = (T)bits_double(c->ints[0]);                                             \
-        const bool decay = c->scalar[3] != 0.0;                                               \
+        const struct weft_rmsprop_step_params *a = c->params;                                 \
+        const T lr = (T)a->lr, alpha = (T)a->alpha, w = (T)(1.0 - a->alpha);                  \
+        const T eps = (T)a->eps, wd = (T)a->weight_decay, mom = (T)a->momentum;               \
+        const bool decay = a->weight_decay != 0.0;                                            \
         for (int64_t i = begin; i < end; i++) {                                              \
             T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
             if (decay)                                                                        \
@@ -165,9 +161,20 @@ OPT_FOR_DTYPES(RMSPROP_KERNEL)
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
+/* The parameter block must be the op's struct (weft/optim.h). */
+static int check_params(const struct weft_op_call *c, size_t want)
+{
+    if (c->params && c->params_size == want)
+        return 0;
+    return weft_error_set(WEFT_ERR_VALUE, "%s: expected a %zu-byte parameter block, got %zu bytes",
+                          weft_op_name(c->op), want, c->params ? c->params_size : 0);
+}
+
 #define DEFINE_ENTRY(fam)                                                                      \
     static int fam##_kernel(const struct weft_op_call *c)                                      \
     {                                                                                         \
+        if (check_params(c, sizeof(struct weft_##fam##_step_params)) < 0)                      \
+            return WEFT_ERR_VALUE;                                                            \
         int64_t n = weft_tensor_numel(c->out[0]);                                            \
         switch (c->in[0]->dtype) {                                                            \
         case WEFT_F16:                                                                        \
@@ -194,11 +201,11 @@ DEFINE_ENTRY(rmsprop)
 int opt_register_cpu_kernels(void)
 {
     const uint32_t mask = WEFT_DTYPES_FLOATING;
-    if (weft_kernel_register(WEFT_OP_SGD_STEP, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
+    if (weft_kernel_register(opt_sgd_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
                              sgd_kernel) < 0 ||
-        weft_kernel_register(WEFT_OP_ADAM_STEP, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
+        weft_kernel_register(opt_adam_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
                              adam_kernel) < 0 ||
-        weft_kernel_register(WEFT_OP_RMSPROP_STEP, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
+        weft_kernel_register(opt_rmsprop_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
                              rmsprop_kernel) < 0)
         return -1;
     return 0;

@@ -6,15 +6,17 @@
 #include <stdint.h>
 
 #include <weft.h>
-#include <weft/train.h>
 #include <weft/kernel.h>
+#include <weft/optim.h>
 
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP };
 
-/* One parameter group's hyperparameters; each kind reads the ones it has. */
+/* One parameter group's hyperparameters; each kind reads the ones it has. fused = false
+ * takes the composite path even where the backend has the fused op (PyTorch's
+ * fused=False). */
 struct opt_hparams {
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha;
-    bool nesterov, amsgrad, centered;
+    bool nesterov, amsgrad, centered, fused;
 };
 
 #define OPT_MAX_BUFFERS 3
@@ -25,9 +27,8 @@ struct opt_state {
     weft_tensor *buf[OPT_MAX_BUFFERS]; /* contiguous, the parameter's shape and dtype */
 };
 
-/* hparams.c: reads and validates [section]; errors name the config and section. */
-int opt_read_hparams(enum opt_kind kind, struct weft_config *cfg, const char *section,
-                     struct opt_hparams *h);
+/* hparams.c: reads and validates the options; errors name their origin and section. */
+int opt_read_hparams(enum opt_kind kind, const weft_options *o, struct opt_hparams *h);
 /* Python's repr of a float ("0.1", "-1.0", "1e-05"). */
 const char *opt_pyfloat(double v, char *buf, size_t size);
 
@@ -39,8 +40,8 @@ int opt_update(enum opt_kind kind, const struct opt_hparams *h, weft_tensor *p, 
 bool opt_uses_buffer(enum opt_kind kind, const struct opt_hparams *h, int i);
 const char *opt_buffer_name(enum opt_kind kind, int i);
 bool opt_has_step(enum opt_kind kind);
-/* false forces the composite path (tests compare the two). */
-extern bool opt_fused_enabled;
+/* The ids of the fused ops, registered by name (weft/optim.h) in init (plugin.c). */
+extern int opt_sgd_step_op, opt_adam_step_op, opt_rmsprop_step_op;
 
 /* kernels_cpu.c */
 int opt_register_cpu_kernels(void);

@@ -20,11 +20,12 @@ struct opt_ctx {
 
 /* ---- lifetime ------------------------------------------------------------------------ */
 
-static int create_kind(enum opt_kind kind, int n, struct weft_config *cfg, const char *section,
-                       void **out)
+int opt_sgd_step_op = -1, opt_adam_step_op = -1, opt_rmsprop_step_op = -1;
+
+static int create_kind(enum opt_kind kind, int n, const weft_options *o, void **out)
 {
     struct opt_hparams h;
-    if (opt_read_hparams(kind, cfg, section, &h) < 0)
+    if (opt_read_hparams(kind, o, &h) < 0)
         return -1;
     struct opt_ctx *c = calloc(1, sizeof *c);
     struct opt_state *st = calloc((size_t)n, sizeof *st);
@@ -42,11 +43,10 @@ static int create_kind(enum opt_kind kind, int n, struct weft_config *cfg, const
 }
 
 #define DEFINE_CREATE(fn, kind)                                                               \
-    static int fn(int n, weft_tensor *const *params, struct weft_config *cfg,                 \
-                  const char *section, void **ctx)                                            \
+    static int fn(int n, weft_tensor *const *params, const weft_options *o, void **ctx)       \
     {                                                                                         \
         (void)params;                                                                         \
-        return create_kind(kind, n, cfg, section, ctx);                                      \
+        return create_kind(kind, n, o, ctx);                                                  \
     }
 DEFINE_CREATE(sgd_create, OPT_SGD)
 DEFINE_CREATE(adam_create, OPT_ADAM)
@@ -258,9 +258,7 @@ static int opt_import(void *ctx, int n, weft_tensor *const *params,
 
 #define OPT_TYPE(var, tname, desc, create_fn)                                                  \
     static const struct weft_optimizer_type var = {                                           \
-        .abi_version = WEFT_PLUGIN_ABI_VERSION,                                               \
-        .struct_size = sizeof(struct weft_optimizer_type),                                    \
-        .name = tname,                                                                        \
+        .base = WEFT_VTABLE(WEFT_KIND_OPTIMIZER, tname, struct weft_optimizer_type),          \
         .description = desc,                                                                  \
         .create = create_fn,                                                                  \
         .step = opt_step,                                                                     \
@@ -275,33 +273,26 @@ OPT_TYPE(adam_type, "adam", "Adam (L2 weight decay, amsgrad)", adam_create)
 OPT_TYPE(adamw_type, "adamw", "AdamW (decoupled weight decay, amsgrad)", adamw_create)
 OPT_TYPE(rmsprop_type, "rmsprop", "RMSprop (centered, momentum)", rmsprop_create)
 
-static void set_fused(bool enabled)
+static int optim_init(const weft_options *options)
 {
-    opt_fused_enabled = enabled;
+    (void)options;
+    opt_sgd_step_op = weft_op_register(WEFT_OP_SGD_STEP_NAME);
+    opt_adam_step_op = weft_op_register(WEFT_OP_ADAM_STEP_NAME);
+    opt_rmsprop_step_op = weft_op_register(WEFT_OP_RMSPROP_STEP_NAME);
+    if (opt_sgd_step_op < 0 || opt_adam_step_op < 0 || opt_rmsprop_step_op < 0)
+        return WEFT_ERR_RUNTIME;
+    const void *const types[] = {&sgd_type, &adam_type, &adamw_type, &rmsprop_type};
+    int rc = weft_register_all(4, types);
+    return rc < 0 ? rc : opt_register_cpu_kernels();
 }
 
-static int optim_init(void)
-{
-    const struct weft_optimizer_type *const all[] = {&sgd_type, &adam_type, &adamw_type,
-                                                     &rmsprop_type};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
-        int rc = weft_optimizer_type_register(all[i]);
-        if (rc < 0)
-            return rc;
-    }
-    /* "optim.set_fused": void (*)(bool); false forces the composite path. */
-    int rc = weft_extra_register("optim.set_fused", (void *)set_fused);
-    if (rc < 0)
-        return rc;
-    return opt_register_cpu_kernels();
-}
+WEFT_PLUGIN_MANIFEST("provides optimizer:sgd optimizer:adam optimizer:adamw optimizer:rmsprop\n");
 
 static const struct weft_plugin optim_plugin = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_plugin),
-    .name = "optim",
+    .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "optim", struct weft_plugin),
     .version = WEFT_VERSION_STRING,
     .description = "optimizers: sgd, adam, adamw, rmsprop; fused CPU update kernels",
+    .manifest = weft_plugin_manifest,
     .init = optim_init,
 };
 

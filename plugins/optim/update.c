@@ -1,12 +1,10 @@
 /* plugins/optim/update.c: one parameter's update, fused when the backend has the op
- * (weft/kernel.h SGD_STEP, ADAM_STEP, RMSPROP_STEP), else composed from weft ops. The
+ * (weft/optim.h: sgd_step, adam_step, rmsprop_step), else composed from weft ops. The
  * composite path follows PyTorch's foreach-free implementation op by op. */
 #include <math.h>
 #include <string.h>
 
 #include "optim_plugin.h"
-
-bool opt_fused_enabled = true;
 
 static const char *const buffer_names[][OPT_MAX_BUFFERS] = {
     [OPT_SGD] = {"momentum_buffer", NULL, NULL},
@@ -37,18 +35,12 @@ bool opt_uses_buffer(enum opt_kind kind, const struct opt_hparams *h, int i)
     }
 }
 
-static int64_t double_bits(double v)
-{
-    int64_t b;
-    memcpy(&b, &v, sizeof b);
-    return b;
-}
-
 /* ---- the fused op ------------------------------------------------------------------ */
 
-static bool fusable(int op, const weft_tensor *p, const weft_tensor *g)
+static bool fusable(const struct opt_hparams *h, int op, const weft_tensor *p,
+                    const weft_tensor *g)
 {
-    return opt_fused_enabled && g->dtype == p->dtype && weft_tensor_is_contiguous(p) &&
+    return h->fused && g->dtype == p->dtype && weft_tensor_is_contiguous(p) &&
            weft_tensor_is_contiguous(g) && p->layout == WEFT_LAYOUT_STRIDED &&
            weft_kernel_lookup(op, p->device.type, WEFT_LAYOUT_STRIDED, p->dtype) != NULL;
 }
@@ -56,44 +48,38 @@ static bool fusable(int op, const weft_tensor *p, const weft_tensor *g)
 static int fused(enum opt_kind kind, const struct opt_hparams *h, weft_tensor *p, weft_tensor *g,
                  struct opt_state *st, bool first)
 {
-    struct weft_op_call c = {.nin = 1, .nout = 1};
+    struct weft_op_call c = {.nin = 1, .nout = 2};
     c.in[0] = g;
     c.out[0] = p;
-    c.scalar[0] = h->lr;
+    c.out[1] = st->buf[0];
+    struct weft_sgd_step_params sgd;
+    struct weft_adam_step_params adam;
+    struct weft_rmsprop_step_params rms;
     if (kind == OPT_SGD) {
-        c.op = WEFT_OP_SGD_STEP;
-        c.out[1] = st->buf[0];
-        c.nout = 2;
-        c.scalar[1] = h->momentum;
-        c.scalar[2] = h->dampening;
-        c.scalar[3] = h->weight_decay;
-        c.ints[0] = h->nesterov;
-        c.ints[1] = first;
+        sgd = (struct weft_sgd_step_params){h->lr, h->momentum, h->dampening, h->weight_decay,
+                                            h->nesterov, first};
+        c.op = opt_sgd_step_op;
+        c.params = &sgd;
+        c.params_size = sizeof sgd;
     } else if (kind == OPT_RMSPROP) {
-        c.op = WEFT_OP_RMSPROP_STEP;
-        c.out[1] = st->buf[0];
-        c.nout = 2;
+        rms = (struct weft_rmsprop_step_params){h->lr, h->alpha, h->eps, h->weight_decay,
+                                                h->momentum};
+        c.op = opt_rmsprop_step_op;
         c.in[1] = st->buf[2];
         c.in[2] = st->buf[1];
         c.nin = 3;
-        c.scalar[1] = h->alpha;
-        c.scalar[2] = h->eps;
-        c.scalar[3] = h->weight_decay;
-        c.ints[0] = double_bits(h->momentum);
+        c.params = &rms;
+        c.params_size = sizeof rms;
     } else {
-        c.op = WEFT_OP_ADAM_STEP;
-        c.out[1] = st->buf[0];
-        c.nout = 2;
+        adam = (struct weft_adam_step_params){h->lr,           h->beta1,  h->beta2,
+                                              h->eps,          h->weight_decay,
+                                              st->step,        h->amsgrad, kind == OPT_ADAMW};
+        c.op = opt_adam_step_op;
         c.in[1] = st->buf[1];
         c.in[2] = st->buf[2];
         c.nin = 3;
-        c.scalar[1] = h->beta1;
-        c.scalar[2] = h->beta2;
-        c.scalar[3] = h->eps;
-        c.ints[0] = st->step;
-        c.ints[1] = h->amsgrad;
-        c.ints[2] = kind == OPT_ADAMW;
-        c.ints[3] = double_bits(h->weight_decay);
+        c.params = &adam;
+        c.params_size = sizeof adam;
     }
     int rc = weft_dispatch(&c);
     if (rc < 0)
@@ -192,12 +178,11 @@ static int composite(enum opt_kind kind, const struct opt_hparams *h, weft_tenso
 
 /* ---- one update ------------------------------------------------------------------- */
 
-static const int kind_op[] = {
-    [OPT_SGD] = WEFT_OP_SGD_STEP,
-    [OPT_ADAM] = WEFT_OP_ADAM_STEP,
-    [OPT_ADAMW] = WEFT_OP_ADAM_STEP,
-    [OPT_RMSPROP] = WEFT_OP_RMSPROP_STEP,
-};
+static int kind_op(enum opt_kind kind)
+{
+    return kind == OPT_SGD ? opt_sgd_step_op : kind == OPT_RMSPROP ? opt_rmsprop_step_op
+                                                                   : opt_adam_step_op;
+}
 
 /* An owned reference to a new zeroed buffer shaped as p (kept out of any open scope). */
 static weft_tensor *new_buffer(const weft_tensor *p)
@@ -237,7 +222,7 @@ int opt_update(enum opt_kind kind, const struct opt_hparams *h, weft_tensor *p, 
     if (init_state(kind, h, p, st, &first) < 0)
         return -1;
     st->step++;
-    if (fusable(kind_op[kind], p, g))
+    if (fusable(h, kind_op(kind), p, g))
         return fused(kind, h, p, g, st, first);
     return composite(kind, h, p, g, st, first);
 }

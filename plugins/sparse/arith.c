@@ -87,7 +87,7 @@ static int add_check(const weft_tensor *a, const weft_tensor *b, double alpha)
     if (a->ndim != b->ndim || memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) != 0) {
         weft_shape_str(a->ndim, a->shape, x, sizeof x);
         weft_shape_str(b->ndim, b->shape, y, sizeof y);
-        if (a->layout == WEFT_LAYOUT_SPARSE_COO)
+        if (a->layout == sparse_coo_layout)
             return weft_error_set(WEFT_ERR_RUNTIME,
                                   "add: expected sizes of 'self' and 'other' to match, but %s != %s",
                                   x, y);
@@ -244,7 +244,7 @@ weft_tensor *sparse_api_add(const weft_tensor *a, const weft_tensor *b, double a
     const weft_tensor *in[2] = {a, b};
     bool record = weft_autograd_needed(2, (weft_tensor *const *)in);
     struct sparse_frame f = sparse_begin();
-    weft_tensor *out = a->layout == WEFT_LAYOUT_SPARSE_COO ? coo_add(a, b, alpha)
+    weft_tensor *out = a->layout == sparse_coo_layout ? coo_add(a, b, alpha)
                                                            : csr_add(a, b, alpha);
     double scales[2] = {1.0, alpha};
     if (out && record && sparse_grad_linear("AddBackward0", out, 2, in, scales) != 0)
@@ -264,7 +264,7 @@ weft_tensor *sparse_mul_scalar_nograd(const weft_tensor *t, double scalar)
     weft_tensor *v = weft_mul_scalar(s->values, scalar);
     if (!v)
         return NULL;
-    if (t->layout == WEFT_LAYOUT_SPARSE_COO)
+    if (t->layout == sparse_coo_layout)
         return sparse_make_coo(weft_tensor_retain(s->indices), weft_tensor_retain(v), t->ndim,
                                t->shape, s->coalesced);
     return sparse_make_csr(weft_tensor_retain(s->crow), weft_tensor_retain(s->col),

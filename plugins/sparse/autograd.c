@@ -134,7 +134,7 @@ static weft_tensor *with_pattern(const weft_tensor *pattern, weft_tensor *values
     const struct sparse_data *s = pattern->layout_data;
     if (!values)
         return NULL;
-    if (pattern->layout == WEFT_LAYOUT_SPARSE_COO)
+    if (pattern->layout == sparse_coo_layout)
         return sparse_make_coo(weft_tensor_retain(s->indices), weft_tensor_retain(values),
                                pattern->ndim, pattern->shape, s->coalesced);
     return sparse_make_csr(weft_tensor_retain(s->crow), weft_tensor_retain(s->col),
@@ -168,7 +168,7 @@ static int constructor_backward(struct weft_node *node, weft_tensor *const *grad
 
 int sparse_grad_constructor(weft_tensor *out, const weft_tensor *values)
 {
-    const char *name = out->layout == WEFT_LAYOUT_SPARSE_COO
+    const char *name = out->layout == sparse_coo_layout
                            ? "SparseCooTensorWithDimsAndTensorsBackward0"
                            : "SparseCompressedTensorBackward0";
     weft_tensor *in = (weft_tensor *)values;
@@ -220,7 +220,7 @@ int sparse_grad_to_dense(weft_tensor *out, const weft_tensor *in)
 static bool per_entry(const weft_tensor *out)
 {
     const struct sparse_data *s = out->layout_data;
-    return out->layout == WEFT_LAYOUT_SPARSE_COO && !s->coalesced;
+    return out->layout == sparse_coo_layout && !s->coalesced;
 }
 
 /* Slot 0: out's twin (for per-entry gradients), slots 1...: the sparse inputs. */

@@ -46,7 +46,7 @@ const weft_tensor *sparse_host_coo_indices(const weft_tensor *t, const int64_t *
     struct sparse_data *s = sparse_data_of(t, -1, "sparse_host_coo_indices");
     if (!s)
         return NULL;
-    if (t->layout == WEFT_LAYOUT_SPARSE_COO)
+    if (t->layout == sparse_coo_layout)
         return sparse_host_i64(s->indices, data);
     const int64_t *crow, *col;
     int64_t rows = t->shape[0], nnz = sparse_nnz(s);
@@ -502,7 +502,7 @@ static weft_tensor *share(weft_tensor *component)
 
 static struct sparse_data *coalesced_coo(const weft_tensor *t, const char *what, const char *fn)
 {
-    struct sparse_data *s = sparse_data_of(t, WEFT_LAYOUT_SPARSE_COO, fn);
+    struct sparse_data *s = sparse_data_of(t, sparse_coo_layout, fn);
     if (s && !s->coalesced) {
         weft_error_set(WEFT_ERR_RUNTIME,
                        "Cannot get %s on an uncoalesced tensor, please call .coalesce() first",
@@ -522,8 +522,8 @@ weft_tensor *sparse_api_values(const weft_tensor *t)
 {
     if (!t)
         return NULL;
-    if (t->layout == WEFT_LAYOUT_SPARSE_CSR) {
-        struct sparse_data *s = sparse_data_of(t, WEFT_LAYOUT_SPARSE_CSR, "values()");
+    if (t->layout == sparse_csr_layout) {
+        struct sparse_data *s = sparse_data_of(t, sparse_csr_layout, "values()");
         return s ? share(s->values) : NULL;
     }
     struct sparse_data *s = coalesced_coo(t, "values", "values()");
@@ -532,25 +532,25 @@ weft_tensor *sparse_api_values(const weft_tensor *t)
 
 weft_tensor *sparse_api_indices_raw(const weft_tensor *t)
 {
-    struct sparse_data *s = sparse_data_of(t, WEFT_LAYOUT_SPARSE_COO, "_indices()");
+    struct sparse_data *s = sparse_data_of(t, sparse_coo_layout, "_indices()");
     return s ? share(s->indices) : NULL;
 }
 
 weft_tensor *sparse_api_values_raw(const weft_tensor *t)
 {
-    struct sparse_data *s = sparse_data_of(t, WEFT_LAYOUT_SPARSE_COO, "_values()");
+    struct sparse_data *s = sparse_data_of(t, sparse_coo_layout, "_values()");
     return s ? share(s->values) : NULL;
 }
 
 weft_tensor *sparse_api_crow_indices(const weft_tensor *t)
 {
-    struct sparse_data *s = sparse_data_of(t, WEFT_LAYOUT_SPARSE_CSR, "crow_indices()");
+    struct sparse_data *s = sparse_data_of(t, sparse_csr_layout, "crow_indices()");
     return s ? share(s->crow) : NULL;
 }
 
 weft_tensor *sparse_api_col_indices(const weft_tensor *t)
 {
-    struct sparse_data *s = sparse_data_of(t, WEFT_LAYOUT_SPARSE_CSR, "col_indices()");
+    struct sparse_data *s = sparse_data_of(t, sparse_csr_layout, "col_indices()");
     return s ? share(s->col) : NULL;
 }
 

@@ -194,7 +194,7 @@ weft_tensor *sparse_to_dense_nograd(const weft_tensor *t)
     struct sparse_data *s = sparse_data_of(t, -1, "to_dense()");
     if (!s)
         return NULL;
-    return t->layout == WEFT_LAYOUT_SPARSE_COO ? coo_to_dense(t, s) : csr_to_dense(t, s);
+    return t->layout == sparse_coo_layout ? coo_to_dense(t, s) : csr_to_dense(t, s);
 }
 
 /* ---- dense -> sparse ------------------------------------------------------------------- */
@@ -382,7 +382,7 @@ weft_tensor *sparse_to_coo_nograd(const weft_tensor *t)
     struct sparse_data *s = sparse_data_of(t, -1, "to_sparse()");
     if (!s)
         return NULL;
-    return t->layout == WEFT_LAYOUT_SPARSE_COO ? share(t) : csr_to_coo(t, s);
+    return t->layout == sparse_coo_layout ? share(t) : csr_to_coo(t, s);
 }
 
 weft_tensor *sparse_to_csr_nograd(const weft_tensor *t)
@@ -394,7 +394,7 @@ weft_tensor *sparse_to_csr_nograd(const weft_tensor *t)
     struct sparse_data *s = sparse_data_of(t, -1, "to_sparse_csr()");
     if (!s)
         return NULL;
-    return t->layout == WEFT_LAYOUT_SPARSE_CSR ? share(t) : coo_to_csr(t);
+    return t->layout == sparse_csr_layout ? share(t) : coo_to_csr(t);
 }
 
 /* ---- transpose ----------------------------------------------------------------------------- */
@@ -475,7 +475,7 @@ weft_tensor *sparse_transpose_nograd(const weft_tensor *t, int dim0, int dim1)
         return NULL;
     if (dim0 == dim1)
         return share(t);
-    return t->layout == WEFT_LAYOUT_SPARSE_COO ? coo_transpose(t, s, dim0, dim1)
+    return t->layout == sparse_coo_layout ? coo_transpose(t, s, dim0, dim1)
                                                : csr_transpose(t, s);
 }
 
@@ -487,7 +487,7 @@ static weft_tensor *move(const weft_tensor *t, weft_device dev, bool non_blockin
     if (weft_device_equal(t->device, dev))
         return share(t);
     weft_tensor *v = weft_to(s->values, dev, s->values->dtype, non_blocking);
-    if (t->layout == WEFT_LAYOUT_SPARSE_COO) {
+    if (t->layout == sparse_coo_layout) {
         weft_tensor *i = weft_to(s->indices, dev, WEFT_I64, non_blocking);
         return sparse_make_coo(weft_tensor_retain(i), weft_tensor_retain(v), t->ndim, t->shape,
                                s->coalesced);
@@ -506,7 +506,7 @@ weft_tensor *sparse_api_to_sparse_coo(const weft_tensor *t)
 {
     if (!t)
         return NULL;
-    if (t->layout == WEFT_LAYOUT_SPARSE_COO)
+    if (t->layout == sparse_coo_layout)
         return share(t);
     bool record = weft_autograd_needed(1, (weft_tensor *const *)&t);
     struct sparse_frame f = sparse_begin();
@@ -521,7 +521,7 @@ weft_tensor *sparse_api_to_sparse_csr(const weft_tensor *t)
 {
     if (!t)
         return NULL;
-    if (t->layout == WEFT_LAYOUT_SPARSE_CSR)
+    if (t->layout == sparse_csr_layout)
         return share(t);
     bool record = weft_autograd_needed(1, (weft_tensor *const *)&t);
     struct sparse_frame f = sparse_begin();

@@ -1,11 +1,11 @@
-/* plugins/sparse/layout.c: the sparse_coo and sparse_csr layouts: their state, the
- * vtables the core calls (free, nnz, repr) and the internal constructors. */
+/* plugins/sparse/layout.c: the sparse_coo and sparse_csr layouts: their ids, the vtables
+ * the core calls (free, nnz, repr, add) and the internal constructors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <weft/error.h>
-#include <weft/plugin.h>
+#include <weft/registry.h>
 
 #include "sparse_impl.h"
 
@@ -32,22 +32,18 @@ static weft_tensor *sparse_layout_add(const weft_tensor *a, const weft_tensor *b
     return sparse_api_add(a, b, 1.0);
 }
 
-static const struct weft_layout_ops coo_ops = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_layout_ops),
-    .layout = WEFT_LAYOUT_SPARSE_COO,
-    .name = "sparse_coo",
+int sparse_coo_layout = -1, sparse_csr_layout = -1;
+
+static const struct weft_layout coo_ops = {
+    .base = WEFT_VTABLE(WEFT_KIND_LAYOUT, "sparse_coo", struct weft_layout),
     .free = sparse_data_free,
     .nnz = sparse_data_nnz,
     .repr = sparse_repr,
     .add = sparse_layout_add,
 };
 
-static const struct weft_layout_ops csr_ops = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_layout_ops),
-    .layout = WEFT_LAYOUT_SPARSE_CSR,
-    .name = "sparse_csr",
+static const struct weft_layout csr_ops = {
+    .base = WEFT_VTABLE(WEFT_KIND_LAYOUT, "sparse_csr", struct weft_layout),
     .free = sparse_data_free,
     .nnz = sparse_data_nnz,
     .repr = sparse_repr,
@@ -56,15 +52,16 @@ static const struct weft_layout_ops csr_ops = {
 
 int sparse_layouts_register(void)
 {
-    int rc = weft_layout_register(&coo_ops);
-    return rc < 0 ? rc : weft_layout_register(&csr_ops);
+    sparse_coo_layout = weft_register(&coo_ops);
+    sparse_csr_layout = sparse_coo_layout < 0 ? -1 : weft_register(&csr_ops);
+    return sparse_csr_layout < 0 ? WEFT_ERR_PLUGIN : 0;
 }
 
 struct sparse_data *sparse_data_of(const weft_tensor *t, int layout, const char *what)
 {
     if (!t)
         return NULL;
-    bool ok = layout < 0 ? t->layout == WEFT_LAYOUT_SPARSE_COO || t->layout == WEFT_LAYOUT_SPARSE_CSR
+    bool ok = layout < 0 ? t->layout == sparse_coo_layout || t->layout == sparse_csr_layout
                          : (int)t->layout == layout;
     if (!ok || !t->layout_data) {
         weft_error_set(WEFT_ERR_RUNTIME, "%s expected a %s tensor, but got layout %s", what,
@@ -98,7 +95,7 @@ weft_tensor *sparse_make_coo(weft_tensor *indices, weft_tensor *values, int ndim
     s->indices = indices;
     s->values = values;
     s->coalesced = coalesced;
-    return weft_tensor_new_layout(WEFT_LAYOUT_SPARSE_COO, ndim, size, values->dtype,
+    return weft_tensor_new_layout(sparse_coo_layout, ndim, size, values->dtype,
                                   values->device, s);
 }
 
@@ -119,6 +116,6 @@ weft_tensor *sparse_make_csr(weft_tensor *crow, weft_tensor *col, weft_tensor *v
     s->col = col;
     s->values = values;
     s->coalesced = true;
-    return weft_tensor_new_layout(WEFT_LAYOUT_SPARSE_CSR, 2, size, values->dtype, values->device,
+    return weft_tensor_new_layout(sparse_csr_layout, 2, size, values->dtype, values->device,
                                   s);
 }

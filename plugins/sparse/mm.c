@@ -55,7 +55,7 @@ static weft_kernel_fn find_kernel(int op, const weft_tensor *A)
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
                        "no kernel for op '%s' on device '%s' with layout '%s'%s", weft_op_name(op),
                        dev, weft_layout_name(A->layout),
-                       A->device.type == WEFT_DEVICE_CUDA
+                       strcmp(dev, "cuda") == 0
                            ? " (CUDA sparse kernels come from weft-sparse-cuda.so, which "
                              "weft-sparse.so loads when the CUDA backend is usable)"
                            : "");
@@ -147,7 +147,7 @@ static int check_args(const weft_tensor *input, const weft_tensor *A, const weft
     if (!sparse_data_of(A, -1, "sparse_mm") || check_strided(B, "the dense operand") != 0 ||
         (input && check_strided(input, "input") != 0))
         return weft_error_code();
-    bool csr = A->layout == WEFT_LAYOUT_SPARSE_CSR;
+    bool csr = A->layout == sparse_csr_layout;
     if (A->ndim != 2)
         return weft_error_set(WEFT_ERR_RUNTIME, "addmm: matrices expected, got %dD tensor",
                               A->ndim);
@@ -180,7 +180,7 @@ static int check_args(const weft_tensor *input, const weft_tensor *A, const weft
 static weft_tensor *kernel_operand(const weft_tensor *A)
 {
     const struct sparse_data *s = A->layout_data;
-    if (A->layout != WEFT_LAYOUT_SPARSE_COO || s->coalesced)
+    if (A->layout != sparse_coo_layout || s->coalesced)
         return (weft_tensor *)A;
     return sparse_coalesce_nograd(A);
 }
@@ -218,7 +218,7 @@ enum { IN_INPUT, IN_SPARSE, IN_DENSE, NUM_INPUTS };
 static weft_tensor *with_values(const weft_tensor *A, weft_tensor *values)
 {
     const struct sparse_data *s = A->layout_data;
-    if (A->layout == WEFT_LAYOUT_SPARSE_CSR)
+    if (A->layout == sparse_csr_layout)
         return sparse_make_csr(weft_tensor_retain(s->crow), weft_tensor_retain(s->col),
                                weft_tensor_retain(values), A->shape);
     return sparse_make_coo(weft_tensor_retain(s->indices), weft_tensor_retain(values), A->ndim,

@@ -1,5 +1,5 @@
 /* plugins/sparse/plugin.c: weft-sparse.so's descriptor and set-up: the sparse_coo and
- * sparse_csr layouts, the "sparse.api" table behind weft/sparse.h, the CPU kernels, and
+ * sparse_csr layouts, the api:sparse table behind weft/sparse.h, the CPU kernels, and
  * weft-sparse-cuda.so when it is installed and can run here. */
 #include <limits.h>
 #include <stdio.h>
@@ -13,8 +13,7 @@
 #include "sparse_impl.h"
 
 static const struct weft_sparse_api api = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_sparse_api),
+    .base = WEFT_VTABLE(WEFT_KIND_API, WEFT_SPARSE_API_NAME, struct weft_sparse_api),
     .coo_tensor = sparse_api_coo_tensor,
     .csr_tensor = sparse_api_csr_tensor,
     .indices = sparse_api_indices,
@@ -38,25 +37,13 @@ static const struct weft_sparse_api api = {
     .sum_dim = sparse_api_sum_dim,
 };
 
-/* The first weft-sparse-cuda.so on the search path, or false when there is none. */
-static bool find_cuda_half(char *path, size_t size)
-{
-    const char *const *dirs = weft_plugin_search_path();
-    for (size_t i = 0; dirs && dirs[i]; i++) {
-        int n = snprintf(path, size, "%s/weft-sparse-cuda.so", dirs[i]);
-        if (n > 0 && (size_t)n < size && access(path, R_OK) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* weft-sparse-cuda.so adds the CUDA kernels. It is optional: without the file, a GPU or
  * a driver, weft-sparse.so works on the cpu alone, and nothing is reported. Only that one
  * file is probed (a scan would open every plugin and start CUDA for nothing). */
 static void load_cuda_half(void)
 {
     char path[PATH_MAX];
-    if (!find_cuda_half(path, sizeof path))
+    if (!weft_plugin_find_file("sparse-cuda", path, sizeof path))
         return;
     bool had_error = weft_error_code() != WEFT_OK;
     struct weft_plugin_info info;
@@ -67,11 +54,12 @@ static void load_cuda_half(void)
         weft_error_clear();
 }
 
-static int sparse_init(void)
+static int sparse_init(const weft_options *options)
 {
+    (void)options;
     int rc = sparse_layouts_register();
-    if (rc == 0)
-        rc = weft_extra_register(WEFT_SPARSE_API_EXTRA, (void *)&api);
+    if (rc == 0 && weft_register(&api) < 0)
+        rc = WEFT_ERR_PLUGIN;
     if (rc == 0)
         rc = sparse_cpu_kernels_register();
     if (rc < 0)
@@ -80,10 +68,11 @@ static int sparse_init(void)
     return 0;
 }
 
+WEFT_PLUGIN_MANIFEST("provides api:sparse layout:sparse_coo layout:sparse_csr\n");
+
 static const struct weft_plugin sparse_plugin = {
-    .abi_version = WEFT_PLUGIN_ABI_VERSION,
-    .struct_size = sizeof(struct weft_plugin),
-    .name = "sparse",
+    .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "sparse", struct weft_plugin),
+    .manifest = weft_plugin_manifest,
     .version = WEFT_VERSION_STRING,
     .description = "sparse_coo/sparse_csr layouts: constructors, coalesce, conversions, add, "
                    "mul, sum; SpMM/SpMV/SDDMM on CPU (OpenMP); CUDA via weft-sparse-cuda.so",

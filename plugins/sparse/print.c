@@ -267,7 +267,7 @@ char *sparse_repr(const weft_tensor *t)
     if (!s)
         return NULL;
     const int indent = 7; /* "tensor(" */
-    bool coo = t->layout == WEFT_LAYOUT_SPARSE_COO;
+    bool coo = t->layout == sparse_coo_layout;
     char suffixes[8][96];
     int n = 0;
     char dev[32];

@@ -39,7 +39,12 @@ weft_tensor *sparse_make_coo(weft_tensor *indices, weft_tensor *values, int ndim
 weft_tensor *sparse_make_csr(weft_tensor *crow, weft_tensor *col, weft_tensor *values,
                              const int64_t size[2]);
 
-/* Registers the layout vtables (layout.c). */
+/* The ids weft gave sparse_coo and sparse_csr when they were registered (layout.c in
+ * weft-sparse.so, which registers them; context.c in weft-sparse-cuda.so, which looks
+ * them up): layouts have no fixed numbers. */
+extern int sparse_coo_layout, sparse_csr_layout;
+
+/* Registers the layout vtables and sets the ids (layout.c). */
 int sparse_layouts_register(void);
 
 /* ---- the API table's entries, by file -------------------------------------------- */

@@ -73,7 +73,7 @@ static int spmat_of(const weft_tensor *t, struct spmat *m, const char *op)
                               t->ndim);
     *m = (struct spmat){.rows = t->shape[0], .cols = t->shape[1], .nnz = sparse_nnz(s)};
     m->val = weft_tensor_data(s->values);
-    if (t->layout == WEFT_LAYOUT_SPARSE_CSR) {
+    if (t->layout == sparse_csr_layout) {
         m->ptr = weft_tensor_data(s->crow);
         m->cidx = weft_tensor_data(s->col);
         m->idx32 = s->crow->dtype == WEFT_I32;
@@ -522,7 +522,7 @@ static int spmm_kernel(const struct weft_op_call *call)
         !weft_tensor_is_contiguous(C))
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "sparse_mm: operands do not match the kernel's contract");
-    if (A->layout == WEFT_LAYOUT_SPARSE_COO && !((struct sparse_data *)A->layout_data)->coalesced)
+    if (A->layout == sparse_coo_layout && !((struct sparse_data *)A->layout_data)->coalesced)
         return weft_error_set(WEFT_ERR_RUNTIME, "sparse_mm: the COO operand must be coalesced");
     struct spmm_job jb = {.a = a, .b = weft_tensor_data(B), .ldb = B->stride[0],
                           .sb1 = B->stride[1], .n = B->shape[1], .c = weft_tensor_data(C),
@@ -650,7 +650,7 @@ static int sddmm_kernel(const struct weft_op_call *call)
 int sparse_cpu_kernels_register(void)
 {
     const uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    const int layouts[2] = {WEFT_LAYOUT_SPARSE_COO, WEFT_LAYOUT_SPARSE_CSR};
+    const int layouts[2] = {sparse_coo_layout, sparse_csr_layout};
     int mm = weft_op_register(SPARSE_OP_MM), sddmm = weft_op_register(SPARSE_OP_SDDMM);
     if (mm < 0 || sddmm < 0)
         return weft_error_code();

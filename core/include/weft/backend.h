@@ -1,9 +1,9 @@
 /* weft/backend.h: the device backend vtable a plugin registers (one per device type).
  *
- * Versioning: abi_version must equal WEFT_PLUGIN_ABI_VERSION; struct_size is
- * sizeof(struct weft_backend) as the plugin was compiled. Fields are only appended, so a
- * core reads only the fields that lie inside struct_size, and a NULL optional method
- * means "not provided". Required: name, device_count, alloc, free, copy.
+ * A backend is a vtable of kind WEFT_KIND_BACKEND (weft/registry.h) whose name is its
+ * device type ("cpu", "cuda", "ref"); weft_register() returns the device type id it gets.
+ * Fields are only appended and read through WEFT_VTABLE_HAS; a NULL optional method means
+ * "not provided". Required: device_count, alloc, free, copy.
  *
  * Threading: every method may be called from any thread; backends lock what they share.
  */
@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/registry.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
@@ -36,9 +37,7 @@ struct weft_memory_stats {
 };
 
 struct weft_backend {
-    uint32_t abi_version;          /* WEFT_PLUGIN_ABI_VERSION */
-    uint32_t struct_size;          /* sizeof(struct weft_backend) */
-    const char *name;              /* device type name: "cpu", "cuda", "ref" */
+    struct weft_vtable base;       /* kind WEFT_KIND_BACKEND; name: the device type */
 
     /* Number of usable devices (0 when none). */
     int (*device_count)(void);
@@ -71,7 +70,6 @@ struct weft_backend {
      * 0.3.21 openmp", "sm_90; CUDA 13.0"). */
     const char *(*features)(void);
 
-    /* ---- appended after ABI 1 (read only when struct_size covers them) ---- */
     /* Optional: a copy-only side queue per device, as PyTorch code prefetches on a side
      * stream. copy_side queues a host-to-device copy from pinned host memory there and
      * returns at once (the backend protects the host block); the copy starts after the
@@ -80,14 +78,16 @@ struct weft_backend {
      * The data loader stages the next batch with them while the current one computes. */
     int (*copy_side)(weft_tensor *dst, const weft_tensor *src);
     int (*wait_side)(int index);
+    /* Optional: torch.cuda.memory_summary(index, abbreviated): the allocator's own table,
+     * malloc'd; weft_memory_summary() makes a generic one without it. */
+    char *(*memory_summary)(int index, bool abbreviated);
+    /* Optional: resets the peak figures of memory_stats. */
+    void (*reset_peak_memory_stats)(int index);
 };
 
-/* Registers a backend for its name's device type (weft_device_type_id(name, true)).
- * Checks abi_version and struct_size; returns the device type id or negative. The core
- * keeps the pointer: the struct must outlive the plugin's registration. */
-int weft_backend_register(const struct weft_backend *backend);
-/* The backend for a device type, loading the plugin named after the type on first use
- * (e.g. "cuda" -> weft-cuda.so). NULL with an error naming the device when none. */
+/* The backend for a device type, loading the plugin that provides it on first use (its
+ * manifest says "provides backend:cuda"). NULL with an error naming the device when
+ * none. */
 const struct weft_backend *weft_backend_get(int device_type);
 /* The backend if registered, without loading anything. */
 const struct weft_backend *weft_backend_find(int device_type);
@@ -103,11 +103,11 @@ int weft_wait_side(weft_device dev);
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out);
 void weft_empty_cache(weft_device dev);
 /* torch.cuda.memory_summary(device, abbreviated): a table of the device allocator's
- * statistics as a malloc'd string the caller frees (NULL with an error). A backend's own
- * table (the extra "<device type>.memory_summary", char *(*)(int index, bool
- * abbreviated), as weft-cuda.so has) is used when there is one, else one is made from
- * weft_memory_stats. */
+ * statistics as a malloc'd string the caller frees (NULL with an error): the backend's
+ * own memory_summary when it has one, else one made from weft_memory_stats. */
 char *weft_memory_summary(weft_device dev, bool abbreviated);
+/* torch.cuda.reset_peak_memory_stats; nothing when the backend keeps no peaks. */
+void weft_reset_peak_memory_stats(weft_device dev);
 int weft_set_num_threads(int n); /* every registered backend that takes threads */
 int weft_get_num_threads(void);  /* the cpu backend's, or 1 */
 

@@ -1,5 +1,6 @@
-/* weft/device.h: devices are a (type, index) pair. Types are registered by name:
- * "cpu" is always type 0 and "cuda" type 1; other backends get the next free type. */
+/* weft/device.h: devices are a (type, index) pair. Types are named: "cpu", the host,
+ * is always type 0; every other type ("cuda", "ref") gets the next free id when it is
+ * first named, by a backend registering or by a device string naming it. */
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
 
@@ -13,15 +14,14 @@ extern "C" {
 
 #define WEFT_MAX_DEVICE_TYPES 8
 
-enum { WEFT_DEVICE_CPU = 0, WEFT_DEVICE_CUDA = 1 };
+enum { WEFT_DEVICE_CPU = 0 };
 
 typedef struct weft_device {
-    int16_t type;  /* WEFT_DEVICE_CPU, WEFT_DEVICE_CUDA or a registered type */
+    int16_t type;  /* WEFT_DEVICE_CPU or a named type's id */
     int16_t index; /* device ordinal within the type; always 0 for cpu */
 } weft_device;
 
 #define WEFT_CPU ((weft_device){WEFT_DEVICE_CPU, 0})
-#define WEFT_CUDA(i) ((weft_device){WEFT_DEVICE_CUDA, (int16_t)(i)})
 
 static inline bool weft_device_equal(weft_device a, weft_device b)
 {
@@ -35,7 +35,10 @@ int weft_device_type_id(const char *name, bool create);
 const char *weft_device_type_name(int type);
 /* Writes "cpu", "cuda:0", ... into buf (PyTorch's spelling); returns buf. */
 char *weft_device_str(weft_device dev, char *buf, size_t size);
-/* Parses "cpu", "cuda", "cuda:1", "ref:0"; sets a WEFT_ERR_VALUE error on failure. */
+/* Parses "cpu", "cuda", "cuda:1", "ref:0": the type is one already named or one that a
+ * plugin on the search path provides a backend for (nothing is loaded: as torch.device,
+ * naming a device that cannot run here is not an error until it is used). Sets a
+ * WEFT_ERR_VALUE error on failure. */
 int weft_device_parse(const char *text, weft_device *out);
 
 #ifdef __cplusplus

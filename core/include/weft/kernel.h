@@ -3,7 +3,11 @@
  * Front ends (core) check arguments, promote dtypes, broadcast (inputs arrive expanded
  * to the output's shape, stride 0 where broadcast), allocate outputs and fill a
  * weft_op_call. A kernel only computes. This file is an ABI: ids and struct fields are
- * append-only, and changing either bumps WEFT_PLUGIN_ABI_VERSION (weft/plugin.h).
+ * append-only, and changing either bumps WEFT_ABI_VERSION (weft/registry.h).
+ *
+ * Ops beyond the built-in ones are named: weft_op_register("adam_step") gives every
+ * plugin that asks the same id, whichever asks first, so the plugin that defines an op
+ * and the backends that implement it never name each other.
  *
  * Per-op contract. "same shape" means every listed tensor has out[0]'s shape.
  * "dispatch dtype" (what a kernel's dtype mask is tested against) is in[0]'s dtype when
@@ -13,6 +17,7 @@
 #define WEFT_KERNEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "weft/tensor.h"
@@ -114,24 +119,7 @@ extern "C" {
     /* AVG_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW] (any strides) -> out[0]      */ \
     /* contiguous [N, C, H, W]: each pixel gets grad_output / divisor of every window     */ \
     /* that holds it; same ints as AVG_POOL2D.                                            */ \
-    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")                                            \
-    /* Optimizer updates (plugins/optim, weft/optim.h): one in-place pass, PyTorch's      */ \
-    /* formulas. Every tensor is contiguous, of one dtype and of out[0]'s shape; out[0]   */ \
-    /* is the parameter, in[0] its gradient; state tensors listed under in[] are updated  */ \
-    /* in place too. Dispatch dtype: in[0]'s. The plugin bumps versions.                  */ \
-    /* SGD_STEP: out[1] momentum buffer (NULL when momentum is 0); scalar[0] lr,         */ \
-    /* [1] momentum, [2] dampening, [3] weight_decay; ints[0] nesterov, ints[1] first     */ \
-    /* step (the buffer takes the gradient undamped).                                     */ \
-    X(SGD_STEP, "sgd_step")                                                                  \
-    /* ADAM_STEP: out[1] exp_avg, in[1] exp_avg_sq, in[2] max_exp_avg_sq (amsgrad, else   */ \
-    /* NULL); scalar[0] lr, [1] beta1, [2] beta2, [3] eps; ints[0] step t (>= 1),         */ \
-    /* ints[1] amsgrad, ints[2] decoupled (AdamW), ints[3] the IEEE-754 bits of the       */ \
-    /* double weight_decay (scalars are full).                                            */ \
-    X(ADAM_STEP, "adam_step")                                                                \
-    /* RMSPROP_STEP: out[1] square_avg, in[1] grad_avg (centered, else NULL), in[2]       */ \
-    /* momentum buffer (momentum > 0, else NULL); scalar[0] lr, [1] alpha, [2] eps,       */ \
-    /* [3] weight_decay; ints[0] the IEEE-754 bits of the double momentum.                */ \
-    X(RMSPROP_STEP, "rmsprop_step")
+    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
 
 enum weft_op_id {
 #define WEFT_OP_ENUM(id, name) WEFT_OP_##id,
@@ -152,6 +140,12 @@ struct weft_op_call {
     weft_tensor *out[WEFT_OP_MAX_OUTPUTS];
     double scalar[WEFT_OP_MAX_SCALARS];
     int64_t ints[WEFT_OP_MAX_INTS];
+    /* ABI 2: a typed parameter block, for ops whose parameters do not fit the slots above
+     * (a plugin's named op documents its struct: weft/optim.h's weft_adam_step_params). A
+     * kernel checks params_size against the struct it expects. NULL and 0 for the
+     * built-in ops. */
+    const void *params;
+    size_t params_size;
 };
 
 /* Returns 0, or a negative status with weft_error_set() called. */

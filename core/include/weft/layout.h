@@ -1,17 +1,15 @@
 /* weft/layout.h: tensor layouts other than strided, as the core sees them.
  *
- * The core knows a non-strided layout only by its id (enum weft_layout) and the small
- * vtable below, which a plugin registers from its init(): weft-sparse.so registers
- * sparse_coo and sparse_csr. Such a tensor has no storage; its ndim, shape, dtype and
- * device describe the logical (dense) tensor, and `layout_data` is the plugin's own
- * state (for sparse layouts, the index and value tensors). The core frees layout_data
- * through the vtable when the last reference goes, prints the tensor through it, and
- * refuses strided-only operations on it with errors that name the layout.
+ * The core knows a non-strided layout only by the id it got when its plugin registered
+ * it and by the small vtable below (kind WEFT_KIND_LAYOUT, weft/registry.h):
+ * weft-sparse.so registers sparse_coo and sparse_csr. Such a tensor has no storage; its
+ * ndim, shape, dtype and device describe the logical (dense) tensor, and `layout_data`
+ * is the plugin's own state (for sparse layouts, the index and value tensors). The core
+ * frees layout_data through the vtable when the last reference goes, prints the tensor
+ * through it, and refuses strided-only operations on it with errors that name the layout.
  *
- * Versioning: struct weft_layout_ops starts with abi_version (WEFT_PLUGIN_ABI_VERSION)
- * and struct_size; fields are only appended; a NULL optional method means "not
- * provided". Ops on a layout are ordinary kernels registered for (op, device type,
- * layout) with weft_kernel_register (weft/kernel.h).
+ * Ops on a layout are ordinary kernels registered for (op, device type, layout id) with
+ * weft_kernel_register (weft/kernel.h).
  */
 #ifndef WEFT_LAYOUT_H
 #define WEFT_LAYOUT_H
@@ -19,17 +17,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "weft/registry.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct weft_layout_ops {
-    uint32_t abi_version;   /* WEFT_PLUGIN_ABI_VERSION */
-    uint32_t struct_size;   /* sizeof(struct weft_layout_ops) */
-    enum weft_layout layout; /* the id it implements; not WEFT_LAYOUT_STRIDED */
-    const char *name;       /* "sparse_coo", as torch.sparse_coo */
+struct weft_layout {
+    struct weft_vtable base; /* kind WEFT_KIND_LAYOUT; name: "sparse_coo", as torch.sparse_coo */
     /* Required: frees a tensor's layout_data (never NULL when called). */
     void (*free)(void *layout_data);
     /* Required: number of specified elements (torch's _nnz()). */
@@ -42,14 +38,13 @@ struct weft_layout_ops {
     weft_tensor *(*add)(const weft_tensor *a, const weft_tensor *b);
 };
 
-/* Registers ops for its layout (the core keeps the pointer: the struct must stay alive).
- * Checks the version, size, id and required methods; registering the same struct twice
- * is a no-op, another struct for a taken id is an error. Returns 0 or negative. */
-int weft_layout_register(const struct weft_layout_ops *ops);
-/* The registered ops of a layout, or NULL (no error set). */
-const struct weft_layout_ops *weft_layout_find(int layout);
-/* "strided", "sparse_coo", "sparse_csr": the registered name, the built-in name of the
- * id, or "layout<N>". */
+/* The id of the layout called name, loading the plugin that provides it on first use;
+ * negative with an error when there is none ("strided" is WEFT_LAYOUT_STRIDED). */
+int weft_layout_id(const char *name);
+/* The registered vtable of a layout id, or NULL (no error set). */
+const struct weft_layout *weft_layout_find(int layout);
+/* "strided", "sparse_coo", ...: the registered name, or "layout<N>" for an id nobody
+ * registered. */
 const char *weft_layout_name(int layout);
 
 /* A new tensor of a registered non-strided layout owning layout_data (freed through the

@@ -1,11 +1,40 @@
-/* weft/plugin.h: plugins, their descriptor, loading and name lookup.
+/* weft/plugin.h: plugins, their descriptor and manifest, and how they are found.
  *
- * A plugin is a shared object exporting one symbol, `weft_plugin_init`, that returns a
- * pointer to a static descriptor. The core checks abi_version (must equal
- * WEFT_PLUGIN_ABI_VERSION; both versions are named when they differ) and struct_size (at
- * least the size of ABI 1's descriptor; larger is a newer plugin whose extra fields are
- * ignored), calls probe(), and when the plugin can run here, init(), which registers what
- * the plugin provides: backends, kernels, layouts, readers, optimizers, extras.
+ * A plugin is a shared object named weft-<name>.so that exports one symbol,
+ * `weft_plugin_init`, returning a pointer to a static descriptor, and that says in a
+ * manifest what it provides:
+ *
+ *     WEFT_PLUGIN_MANIFEST("provides reader:idx reader:csv\n");
+ *
+ *     static const struct weft_plugin io_plugin = {
+ *         .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "io", struct weft_plugin),
+ *         .version = WEFT_VERSION_STRING,
+ *         .description = "dataset readers",
+ *         .manifest = weft_plugin_manifest,
+ *         .init = io_init,
+ *     };
+ *     WEFT_PLUGIN_EXPORT const struct weft_plugin *weft_plugin_init(void) { return &io_plugin; }
+ *
+ * Loading checks the descriptor as every vtable is checked (weft/registry.h: an ABI-1
+ * plugin is refused with both versions named), that its name matches the file's, runs
+ * probe() (can it run here?) and then init(), which registers what the plugin provides
+ * with weft_register(). Everything listed under `provides` must then be registered.
+ *
+ * The manifest lives in a section of its own in the file (.weft_manifest), which the
+ * loader reads without loading the plugin, as packaging tools read ELF notes. That is
+ * how weft_registry_get("reader", "idx") finds weft-io.so: the first plugin on the search
+ * path whose manifest provides reader:idx is loaded. Its directives, one per line:
+ *
+ *     provides KIND:NAME [KIND:NAME ...]
+ *         what init() registers (backend:cpu, layout:sparse_csr, module:scale, api:sparse)
+ *     env VARIABLE KEY DEFAULT
+ *         before the plugin is loaded, set VARIABLE (unless the environment has it) to the
+ *         plugin's option KEY, or DEFAULT: for libraries the plugin links that read their
+ *         settings once, when they load (libgomp's OMP_WAIT_POLICY)
+ *
+ * Options. init() receives the plugin's options: those the host supplies for the plugin's
+ * name (weft-train passes the INI section named after it, [cpu] for weft-cpu.so); an
+ * empty set otherwise. The options live only during init().
  */
 #ifndef WEFT_PLUGIN_H
 #define WEFT_PLUGIN_H
@@ -14,27 +43,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/options.h"
+#include "weft/registry.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define WEFT_PLUGIN_ABI_VERSION 1
 #define WEFT_PLUGIN_ENTRY "weft_plugin_init"
+#define WEFT_PLUGIN_MANIFEST_SECTION ".weft_manifest"
 
-/* name and init are required; probe (NULL: always usable) and fini are optional. */
+/* The plugin descriptor: a vtable of kind WEFT_KIND_PLUGIN whose name is the plugin's
+ * ("cpu" for weft-cpu.so). init is required; probe (NULL: always usable) and fini are
+ * optional. */
 struct weft_plugin {
-    uint32_t abi_version;    /* WEFT_PLUGIN_ABI_VERSION */
-    uint32_t struct_size;    /* sizeof(struct weft_plugin) */
-    const char *name;        /* "cpu"; the file is weft-<name>.so */
-    const char *version;     /* plugin's own version string */
+    struct weft_vtable base;
+    const char *version;     /* the plugin's own version string */
     const char *description; /* one line */
-    /* Can the plugin run on this machine? Returns 0 when it can; otherwise nonzero with
-     * the reason written to why (e.g. "no CUDA device: CUDA driver version is
-     * insufficient for CUDA runtime version"). Must not register anything. */
+    const char *manifest;    /* weft_plugin_manifest, as WEFT_PLUGIN_MANIFEST defines it */
+    /* Can the plugin run on this machine? 0 when it can; otherwise nonzero with the
+     * reason in why ("no CUDA device: CUDA driver version is insufficient for CUDA
+     * runtime version"). Must not register anything. */
     int (*probe)(char *why, size_t why_size);
-    /* Registers what the plugin provides; 0 or negative with weft_error_set(). */
-    int (*init)(void);
-    /* Optional: called at unload (process exit); releases caches. */
+    /* Registers what the plugin provides; 0, or negative with weft_error_set(). */
+    int (*init)(const weft_options *options);
+    /* Optional: called at process exit, in reverse load order; releases caches. */
     void (*fini)(void);
 };
 
@@ -44,25 +77,28 @@ typedef const struct weft_plugin *(*weft_plugin_init_fn)(void);
  * and export only this entry. */
 #define WEFT_PLUGIN_EXPORT __attribute__((visibility("default")))
 
-/* What weft knows of a plugin file. */
-struct weft_plugin_info {
-    char path[4096];
-    char name[64];
-    char version[64];
-    char description[256];
-    uint32_t abi_version;
-    uint32_t struct_size;
-    bool loaded;       /* init() ran and succeeded */
-    bool usable;       /* probe() said yes */
-    char why[512];     /* probe's reason, or the load error */
-};
+/* Defines `weft_plugin_manifest` (for the descriptor's .manifest) in the section the
+ * loader reads from the file. Use once per plugin, at file scope. */
+#define WEFT_PLUGIN_MANIFEST(text)                                                           \
+    __attribute__((used, section(WEFT_PLUGIN_MANIFEST_SECTION))) static const char           \
+        weft_plugin_manifest[] = text
 
-/* Loads a plugin by name ("cpu" -> weft-cpu.so on the search path) or by path (any
- * name containing '/'). Loading twice is a no-op. A plugin whose probe says no is not
+/* ---- loading ------------------------------------------------------------------------- */
+
+/* Loads a plugin by name ("cpu" -> weft-cpu.so on the search path) or by path (any name
+ * containing '/'). Loading twice is a no-op. A plugin whose probe says no is not
  * initialised: the call fails with the probe's reason (WEFT_ERR_DEVICE). Every failure
  * names the file and, for dlopen failures, includes dlerror() text. */
 int weft_plugin_load(const char *name_or_path);
 bool weft_plugin_is_loaded(const char *name);
+
+/* Where plugins get their options: fn(ctx, plugin name) returns the options for it, or
+ * NULL for none, each time a plugin loads (and for `env` directives, before). The
+ * options must stay valid until the plugin's init() returns. NULL fn: no options. */
+typedef const weft_options *(*weft_plugin_options_fn)(void *ctx, const char *plugin);
+void weft_plugin_set_options_source(weft_plugin_options_fn fn, void *ctx);
+
+/* ---- finding --------------------------------------------------------------------------- */
 
 /* Search path, in order: directories added here (or by [runtime] plugin_path), then
  * WEFT_PLUGIN_PATH (colon-separated), the running executable's ../plugins (build tree)
@@ -72,6 +108,25 @@ void weft_plugin_path_add(const char *dir);
 const char *const *weft_plugin_search_path(void);
 /* Installed plugin directory (compile-time). */
 const char *weft_plugin_install_dir(void);
+/* The first weft-<name>.so on the search path into path[size]; false when there is none. */
+bool weft_plugin_find_file(const char *name, char *path, size_t size);
+/* The name of the first plugin on the search path whose manifest provides kind:name, into
+ * plugin[size], without loading anything; false when none does. */
+bool weft_plugin_find_provider(const char *kind, const char *name, char *plugin, size_t size);
+
+/* What weft knows of a plugin file. */
+struct weft_plugin_info {
+    char path[4096];
+    char name[64];
+    char version[64];
+    char description[256];
+    char manifest[1024];
+    uint32_t abi_version;
+    uint32_t struct_size;
+    bool loaded;       /* init() ran and succeeded */
+    bool usable;       /* probe() said yes */
+    char why[512];     /* probe's reason, or the load error */
+};
 
 /* Inspects a plugin file without initialising it: opens it, reads its descriptor and
  * runs its probe. Fills *info (with the reason when unusable) and returns 0 when the
@@ -79,11 +134,6 @@ const char *weft_plugin_install_dir(void);
 int weft_plugin_inspect(const char *path, struct weft_plugin_info *info);
 /* Calls fn for every weft-*.so on the search path (first one of each name wins). */
 int weft_plugin_scan(void (*fn)(const struct weft_plugin_info *info, void *ctx), void *ctx);
-
-/* Named extras: plugin-specific functions or data reached without link-time symbols,
- * e.g. weft_extra_find("cpu.blas_info"). Names are "<plugin>.<thing>". */
-int weft_extra_register(const char *name, void *ptr);
-void *weft_extra_find(const char *name);
 
 #ifdef __cplusplus
 }

@@ -30,13 +30,10 @@ extern "C" {
 
 #define WEFT_MAX_DIMS 8
 
-/* Values are part of the ABI. Layouts other than strided are provided by plugins. */
-enum weft_layout {
-    WEFT_LAYOUT_STRIDED = 0,
-    WEFT_LAYOUT_SPARSE_COO = 1,
-    WEFT_LAYOUT_SPARSE_CSR = 2,
-    WEFT_LAYOUT_COUNT = 4 /* room for one more */
-};
+/* Strided is the core's own layout; plugins register the others (weft/layout.h), which
+ * get the ids 1 .. WEFT_MAX_LAYOUTS - 1 in registration order. */
+#define WEFT_LAYOUT_STRIDED 0
+#define WEFT_MAX_LAYOUTS 8
 
 struct weft_autograd_meta; /* owned by the autograd engine; opaque */
 
@@ -48,7 +45,7 @@ typedef struct weft_tensor {
     uint32_t refcount;        /* atomic; use retain/release */
     int32_t ndim;             /* 0..WEFT_MAX_DIMS */
     enum weft_dtype dtype;
-    enum weft_layout layout;
+    int32_t layout;           /* WEFT_LAYOUT_STRIDED or a registered layout's id */
     uint32_t flags;           /* WEFT_TENSOR_* bits */
     weft_device device;
     int64_t offset;           /* in elements, from storage->data */

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/options.h"
+#include "weft/registry.h"
 #include "weft/state_dict.h"
 #include "weft/tensor.h"
 
@@ -101,26 +103,43 @@ weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tens
 
 typedef struct weft_module weft_module;
 
-/* What a kind of module does. Versioned like every vtable: abi_version and struct_size
- * first, fields appended only, NULL optional methods. Plugins may define module types. */
+/* What a kind of module does: a vtable of kind WEFT_KIND_MODULE (weft/registry.h) whose
+ * name is the type an INI file names ([layer.fc1] type = linear). Types with create() are
+ * registered, so weft-train builds models through the registry and a plugin adds a layer
+ * type by registering one (its manifest saying "provides module:<name>"); a type that
+ * only a program uses may stay unregistered (weft_module_new checks it all the same). */
+/* "module", as a symbol of libweft-nn: a vtable that names its kind links the library that
+ * defines it, which registers the kind when it loads, before a plugin's init() runs. */
+extern const char weft_kind_module[];
+#define WEFT_KIND_MODULE weft_kind_module
+
 struct weft_module_type {
-    uint32_t abi_version;    /* WEFT_PLUGIN_ABI_VERSION */
-    uint32_t struct_size;    /* sizeof(struct weft_module_type) */
-    const char *name;        /* "Linear" */
+    struct weft_vtable base; /* kind WEFT_KIND_MODULE; name: "linear" */
+    const char *class_name;  /* PyTorch's class name, for repr and messages: "Linear" */
     /* Required: the forward computation (a new reference, or NULL with an error). */
     weft_tensor *(*forward)(weft_module *m, weft_tensor *input);
     /* Optional: frees the state pointer given to weft_module_new. */
     void (*free_state)(void *state);
     /* Optional: the text inside the parentheses of the repr ("in_features=784, ..."). */
     int (*extra_repr)(const weft_module *m, char *buf, size_t size);
+    /* Optional: a new module built from options (the keys of torch.nn's constructor:
+     * in_features, out_features, bias), or NULL with an error that names the key. */
+    weft_module *(*create)(const weft_options *options);
 };
+
+/* A new module of the registered type `name` built from options (loading the plugin
+ * that provides module:<name> on first use); NULL with an error naming the type, the
+ * registered ones and the closest, or what create() said. */
+weft_module *weft_module_create(const char *name, const weft_options *options);
 
 /* A module of `type` owning `state` (freed by type->free_state). NULL on error, and the
  * state then stays the caller's. */
 weft_module *weft_module_new(const struct weft_module_type *type, void *state);
 void weft_module_free(weft_module *m); /* frees children too; NULL is ignored */
 void *weft_module_state(const weft_module *m);
+/* The type's class name ("Linear"); NULL for NULL. */
 const char *weft_module_type_name(const weft_module *m);
+const struct weft_module_type *weft_module_type(const weft_module *m);
 
 /* Registers a parameter (made a leaf that requires grad) or a buffer; the module takes
  * its own reference. Names must be unique within the module and contain no '.'. */

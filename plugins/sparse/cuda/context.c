@@ -5,11 +5,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <weft/cuda.h>
+#include <weft/cuda.h>
 #include <weft/plugin.h>
 
 #include "sparse_cuda.h"
 
-typedef void *(*current_stream_fn)(int index);
+int sparse_coo_layout = -1, sparse_csr_layout = -1;
+int sc_cuda_device_type = -1;
 
 /* A device's handle is made on first use and then reused; its lock is held while a
  * kernel uses it, because the stream bound to a handle is shared state. */
@@ -20,7 +23,7 @@ struct device_slot {
 
 static struct device_slot slots[SC_MAX_DEVICES];
 static int ndevices;
-static current_stream_fn current_stream;
+static const struct weft_cuda_api *cuda_api;
 
 static const char *base_name(const char *file)
 {
@@ -50,10 +53,9 @@ int sc_cusparse_check(cusparseStatus_t status, const char *call, const char *fil
 
 int sc_context_init(void)
 {
-    current_stream = (current_stream_fn)weft_extra_find("cuda.current_stream");
-    if (!current_stream)
-        return weft_error_set(WEFT_ERR_PLUGIN, "weft-sparse-cuda: the cuda plugin does not "
-                                               "provide 'cuda.current_stream' (rebuild it)");
+    cuda_api = weft_cuda_api_get();
+    if (!cuda_api)
+        return weft_error_code();
     int n = 0;
     if (SC_CUDA_CHECK(cudaGetDeviceCount(&n)) != 0)
         return WEFT_ERR_DEVICE;
@@ -99,7 +101,7 @@ int sc_set_device(int index)
 
 cudaStream_t sc_stream(int index)
 {
-    return current_stream ? (cudaStream_t)current_stream(index) : NULL;
+    return cuda_api ? (cudaStream_t)cuda_api->current_stream(index) : NULL;
 }
 
 /* ---- handles --------------------------------------------------------------------------- */
@@ -188,7 +190,7 @@ int sc_check_sparse(const weft_tensor *a, const struct sparse_data *s, const cha
     if (!s || a->ndim != 2 || !s->values || s->values->ndim != 1)
         return weft_error_set(WEFT_ERR_RUNTIME, "%s: expected a 2-D sparse operand", what);
     int64_t nnz = sparse_nnz(s);
-    if (a->layout == WEFT_LAYOUT_SPARSE_CSR) {
+    if (a->layout == sparse_csr_layout) {
         enum weft_dtype it = s->crow ? s->crow->dtype : WEFT_I64;
         if ((it != WEFT_I32 && it != WEFT_I64) || !is_index_vector(s->crow, a->shape[0] + 1, it) ||
             !is_index_vector(s->col, nnz, it))
@@ -210,7 +212,7 @@ int sc_sparse_descr(const weft_tensor *a, const struct sparse_data *s, void *val
 {
     int64_t nnz = sparse_nnz(s);
     cudaDataType vt = sc_value_type(a->dtype);
-    if (a->layout == WEFT_LAYOUT_SPARSE_CSR) {
+    if (a->layout == sparse_csr_layout) {
         cusparseIndexType_t it = s->crow->dtype == WEFT_I32 ? CUSPARSE_INDEX_32I : CUSPARSE_INDEX_64I;
         return CUSPARSE_CHECK(cusparseCreateCsr(out, a->shape[0], a->shape[1], nnz,
                                                 weft_tensor_data(s->crow), weft_tensor_data(s->col),

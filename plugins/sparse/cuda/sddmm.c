@@ -148,7 +148,7 @@ static int sddmm_custom(const struct sddmm *p)
         .b_cs = p->b->stride[1],
         .out = weft_tensor_data(p->out),
     };
-    if (p->a->layout == WEFT_LAYOUT_SPARSE_CSR) {
+    if (p->a->layout == sparse_csr_layout) {
         args.csr = true;
         args.index_dtype = p->s->crow->dtype;
         args.rows = weft_tensor_data(p->s->crow);
@@ -175,7 +175,7 @@ static int sddmm_scoped(const struct weft_op_call *call)
         return weft_error_code();
     if (p.n == 0)
         return sc_zero(p.out);
-    if (p.a->layout == WEFT_LAYOUT_SPARSE_CSR) {
+    if (p.a->layout == sparse_csr_layout) {
         rc = sddmm_cusparse(&p);
         if (rc != ATTEMPT_REFUSED)
             return rc;
@@ -199,9 +199,9 @@ int sc_register_sddmm(void)
     if (op < 0)
         return op;
     uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int rc = weft_kernel_register(op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_SPARSE_CSR, dtypes,
+    int rc = weft_kernel_register(op, sc_cuda_device_type, sparse_csr_layout, dtypes,
                                   sddmm_kernel);
     if (rc < 0)
         return rc;
-    return weft_kernel_register(op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_SPARSE_COO, dtypes, sddmm_kernel);
+    return weft_kernel_register(op, sc_cuda_device_type, sparse_coo_layout, dtypes, sddmm_kernel);
 }

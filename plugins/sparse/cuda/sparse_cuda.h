@@ -2,7 +2,7 @@
  * installed, not ABI).
  *
  * This plugin is a separate shared object from weft-cuda.so: it reaches the CUDA
- * backend only through weft's public API and the backend's extras ("cuda.current_stream"),
+ * backend only through weft's public API and api:cuda (weft/cuda.h: the current stream),
  * never through weft-cuda.so's symbols, and it is the only part of weft that links
  * cuSPARSE. */
 #ifndef WEFT_SPARSE_CUDA_H
@@ -39,9 +39,11 @@ int sc_cusparse_check(cusparseStatus_t status, const char *call, const char *fil
 
 /* ---- context.c: devices, streams, handles, workspaces -------------------------------- */
 
-/* Finds the CUDA backend's "cuda.current_stream" extra and counts the devices; called
- * from init() once the cuda plugin is loaded. 0 or negative with error. */
+/* Finds api:cuda and counts the devices; called from init() once the cuda plugin is
+ * loaded. 0 or negative with error. */
 int sc_context_init(void);
+/* The device type weft gave "cuda" (plugin.c sets it in init). */
+extern int sc_cuda_device_type;
 /* Destroys the cuSPARSE handles (plugin fini). */
 void sc_context_shutdown(void);
 /* Makes device `index` the calling thread's current device; 0 or negative with error. */

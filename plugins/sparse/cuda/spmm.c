@@ -53,7 +53,7 @@ static int spmm_setup(const struct weft_op_call *call, struct spmm *p)
                               what, weft_dtype_name(a->dtype));
     if (!weft_device_equal(b->device, a->device) || !weft_device_equal(c->device, a->device))
         return weft_error_set(WEFT_ERR_RUNTIME, "%s: A, B and C must be on one device", what);
-    if (a->layout == WEFT_LAYOUT_SPARSE_COO && !s->coalesced)
+    if (a->layout == sparse_coo_layout && !s->coalesced)
         return weft_error_set(WEFT_ERR_RUNTIME, "%s: cuSPARSE needs a coalesced COO operand", what);
     *p = (struct spmm){.a = a, .s = s, .b = b, .c = c, .trans = trans, .rows_b = rows_b,
                        .alpha = call->scalar[0], .beta = call->scalar[1]};
@@ -180,7 +180,7 @@ static int attempt(const struct spmm *p, const struct sc_ctx *ctx, const struct 
 
 static cusparseSpMMAlg_t preferred_alg(const struct spmm *p)
 {
-    if (!p->trans && p->a->layout == WEFT_LAYOUT_SPARSE_CSR)
+    if (!p->trans && p->a->layout == sparse_csr_layout)
         return CUSPARSE_SPMM_CSR_ALG2;
     return CUSPARSE_SPMM_ALG_DEFAULT;
 }
@@ -215,7 +215,7 @@ static int spmm_cusparse(const struct spmm *p, const struct b_operand *b0)
                                                                         : WEFT_ERR_DEVICE,
                             "cuSPARSE error: %s (%s, algorithm %d, for %s%s @ dense of %s)",
                             cusparseGetErrorString(why.status), why.call, (int)why.alg,
-                            p->a->layout == WEFT_LAYOUT_SPARSE_CSR ? "sparse_csr" : "sparse_coo",
+                            p->a->layout == sparse_csr_layout ? "sparse_csr" : "sparse_coo",
                             p->trans ? "^T" : "", weft_dtype_name(p->a->dtype));
     return rc;
 }
@@ -261,8 +261,8 @@ int sc_register_spmm(void)
     if (op < 0)
         return op;
     uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int rc = weft_kernel_register(op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_SPARSE_CSR, dtypes, spmm_kernel);
+    int rc = weft_kernel_register(op, sc_cuda_device_type, sparse_csr_layout, dtypes, spmm_kernel);
     if (rc < 0)
         return rc;
-    return weft_kernel_register(op, WEFT_DEVICE_CUDA, WEFT_LAYOUT_SPARSE_COO, dtypes, spmm_kernel);
+    return weft_kernel_register(op, sc_cuda_device_type, sparse_coo_layout, dtypes, spmm_kernel);
 }

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "weft/options.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,11 @@ int weft_config_put(struct weft_config *cfg, const char *section, const char *ke
 
 bool weft_config_has(const struct weft_config *cfg, const char *section, const char *key);
 bool weft_config_has_section(const struct weft_config *cfg, const char *section);
+
+/* The keys of [section] as options (weft/options.h), which is how readers, optimizers,
+ * layer types and plugins read them; every key read through it counts as known. Owned by
+ * cfg (valid while it lives); NULL only for a NULL cfg or section, or out of memory. */
+const weft_options *weft_config_options(struct weft_config *cfg, const char *section);
 
 /* Getters: the value, or `def` when absent. A present value that does not parse is an
  * error (returns negative; *out untouched). The string getter returns NULL only when

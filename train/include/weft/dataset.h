@@ -6,21 +6,21 @@
  * chosen by index, into contiguous host buffers, one buffer per field; the data loader
  * turns those buffers into tensors.
  *
- * Readers. A reader knows one file format ("idx", "csv", "npy", "synthetic"). Plugins
- * register readers by name from their init(); weft-io.so provides the built-in ones.
- * A config section selects one with `reader = NAME` and holds that reader's keys:
+ * Readers. A reader knows one file format ("idx", "csv", "npy", "synthetic"): a vtable of
+ * kind WEFT_KIND_READER (weft/registry.h) that a plugin registers from its init();
+ * weft-io.so provides the built-in ones and says so in its manifest, so naming a reader
+ * loads it. A config section selects one with `reader = NAME` and holds that reader's
+ * keys, which the reader gets as options (weft/options.h):
  *
  *     [data.train]
  *     reader = idx
  *     images = ../data/mnist/train-images-idx3-ubyte.gz
  *     labels = ../data/mnist/train-labels-idx1-ubyte.gz
  *
- * Versioning: struct weft_dataset_reader starts with abi_version (must equal
- * WEFT_PLUGIN_ABI_VERSION) and struct_size (sizeof as the plugin was compiled; at least
- * ABI 1's size). Fields are only appended; the core reads only fields that lie inside
- * struct_size, and a NULL optional method means "not provided". struct weft_dataset_field
- * and struct weft_dataset_info are filled by readers and are fixed for ABI 1: changing
- * them changes WEFT_PLUGIN_ABI_VERSION.
+ * Versioning: the reader vtable is checked like every vtable; fields are only appended and
+ * a NULL optional method means "not provided". struct weft_dataset_field and struct
+ * weft_dataset_info are filled by readers and are fixed for an ABI: changing them
+ * changes WEFT_ABI_VERSION.
  *
  * Threading: the registry may be used from any thread. weft_dataset_read() may run on
  * several threads at once for the same dataset (the loader's workers do exactly that),
@@ -38,14 +38,19 @@
 #include <stdint.h>
 
 #include "weft/dtype.h"
-#include "weft/plugin.h"
+#include "weft/options.h"
+#include "weft/registry.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct weft_config;
+/* The kind's name ("reader") as a symbol of libweft-train: a vtable that names its kind
+ * links the library that defines it, which registers the kind when it loads, before the
+ * plugin's init() can register a reader. */
+extern const char weft_kind_reader[];
+#define WEFT_KIND_READER weft_kind_reader
 
 #define WEFT_DATASET_MAX_FIELDS 8 /* fields per sample */
 #define WEFT_DATASET_NAME_MAX 32  /* bytes in a field name, with the terminating NUL */
@@ -67,57 +72,40 @@ struct weft_dataset_info {
 };
 
 /* A dataset reader: the vtable a plugin registers. Its methods get back the `ctx` that
- * open() made; the core never looks inside it. */
+ * open() made; the library never looks inside it. */
 struct weft_dataset_reader {
-    uint32_t abi_version; /* WEFT_PLUGIN_ABI_VERSION */
-    uint32_t struct_size; /* sizeof(struct weft_dataset_reader) */
-    const char *name;     /* the value of `reader =` ("idx"); required, unique */
+    struct weft_vtable base; /* kind WEFT_KIND_READER; name: the value of `reader =` ("idx") */
     const char *description; /* one line, e.g. "MNIST IDX files, raw or gzip'd"; optional */
 
-    /* Required. Opens the dataset described by [section] of cfg. Reads its own keys with
-     * the weft_config getters (so weft_config_check_unknown() can report the others),
-     * resolves relative paths with weft_dataset_resolve_path(), validates the whole
-     * input, and fills *info (zeroed by the core) and *ctx. Must bound every allocation
-     * by what the input really holds (never by a size a file merely claims). Returns 0,
-     * or negative with an error set and nothing left allocated. */
-    int (*open)(struct weft_config *cfg, const char *section, struct weft_dataset_info *info,
-                void **ctx);
+    /* Required. Opens the dataset the options describe (the keys of its config section:
+     * read them with the weft_options getters, so the unknown-key check can report the
+     * others, and relative paths with weft_options_path()), validates the whole input,
+     * and fills *info (zeroed by the library) and *ctx. Must bound every allocation by
+     * what the input really holds (never by a size a file merely claims). Returns 0, or
+     * negative with an error set and nothing left allocated. */
+    int (*open)(const weft_options *options, struct weft_dataset_info *info, void **ctx);
     /* Required. Copies samples indices[0..n) into field_buffers: for every field f,
      * field_buffers[f] receives n samples back to back, sample k at byte
-     * k * weft_dataset_sample_bytes(ds, f), in native byte order and C order. The core
+     * k * weft_dataset_sample_bytes(ds, f), in native byte order and C order. The library
      * has checked n >= 1, every index in [0, length) and every buffer non-NULL. Called
      * from several threads at once on the same ctx with disjoint buffers: it must not
      * change shared state without a lock. Returns 0 or negative with an error set. */
     int (*read)(void *ctx, int64_t n, const int64_t *indices, void *const *field_buffers);
     /* Optional. Frees ctx (called once, by weft_dataset_close or when open's result is
-     * refused by the core). */
+     * refused by the library). */
     void (*close)(void *ctx);
 };
 
 typedef struct weft_dataset weft_dataset;
 
-/* ---- registry ------------------------------------------------------------------- */
-
-/* Registers a reader (the core keeps the pointer: the struct must stay alive). Checks
- * abi_version and struct_size (a mismatch names both versions), the name and the
- * required methods. Registering the same struct twice is a no-op; another reader with a
- * name already taken is an error (WEFT_ERR_PLUGIN). Returns 0 or negative. */
-int weft_dataset_reader_register(const struct weft_dataset_reader *reader);
-/* The reader registered under name, or NULL (no error set). Loads nothing. */
-const struct weft_dataset_reader *weft_dataset_reader_find(const char *name);
-/* Registered readers in registration order: count, and the i-th (NULL when out of
- * range), e.g. for weft-info. */
-int weft_dataset_reader_count(void);
-const struct weft_dataset_reader *weft_dataset_reader_get(int i);
-
 /* ---- datasets ------------------------------------------------------------------- */
 
-/* Opens the dataset of [section] in cfg: reads `reader` (required), loads plugin "io"
- * (weft-io.so) when no reader of that name is registered yet, and calls the reader's
- * open(). Errors (WEFT_ERR_CONFIG for a missing or unknown reader, naming the file, the
- * section, the registered readers and the closest name; the reader's own errors
- * otherwise). The caller owns the result and ends it with weft_dataset_close(). */
-weft_dataset *weft_dataset_open(struct weft_config *cfg, const char *section);
+/* Opens the dataset the options describe: reads `reader` (required), finds the reader
+ * (loading the plugin that provides it) and calls its open(). Errors: WEFT_ERR_CONFIG for
+ * a missing or unknown reader, naming the origin, the section, the registered readers
+ * and the closest name; the reader's own errors otherwise. The caller owns the result
+ * and ends it with weft_dataset_close(). */
+weft_dataset *weft_dataset_open(const weft_options *options);
 /* Frees the dataset (NULL is a no-op). Not while a read on it is running. */
 void weft_dataset_close(weft_dataset *ds);
 /* A dataset of base's samples indices[0..n) (copied), e.g. a validation split. Reads go
@@ -148,17 +136,6 @@ const char *weft_dataset_section(const weft_dataset *ds);
  * on failure the buffers' contents are unspecified. */
 int weft_dataset_read(const weft_dataset *ds, int64_t n, const int64_t *indices,
                       void *const *field_buffers);
-
-/* ---- helpers for readers ------------------------------------------------------- */
-
-/* Resolves a path from a config value: an absolute path is kept; a relative one is
- * taken relative to the directory of the config's file, i.e. of weft_config_name(cfg)
- * when that name contains a '/' (weft_config_load("configs/mnist.ini") -> "configs/"),
- * and relative to the current directory otherwise (a config loaded as "mnist.ini", or
- * parsed from a string). Writes the result to out[size]; 0, or negative
- * (WEFT_ERR_CONFIG) when it does not fit. */
-int weft_dataset_resolve_path(const struct weft_config *cfg, const char *path, char *out,
-                              size_t size);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
 /* weft/optim.h: optimizers, learning-rate schedulers and gradient clipping.
  *
- * Optimizers. An optimizer type (SGD, Adam, ...) is a vtable a plugin registers by name;
- * weft-optim.so provides "sgd", "adam", "adamw" and "rmsprop" and is loaded on demand.
- * An optimizer holds one parameter group: the parameters it was created with (it keeps
- * a reference to each) and the hyperparameters read from a config section:
+ * Optimizers. An optimizer type (SGD, Adam, ...) is a vtable of kind WEFT_KIND_OPTIMIZER
+ * (weft/registry.h) a plugin registers; weft-optim.so provides "sgd", "adam", "adamw" and
+ * "rmsprop" and is loaded when one is named. An optimizer holds one parameter group: the
+ * parameters it was created with (it keeps a reference to each) and the hyperparameters
+ * read from options (a config section):
  *
  *     [optim]
  *     type = adam            ; read by weft_optimizer_create when name is NULL
@@ -20,8 +21,8 @@
  *
  * step() updates every parameter that has a .grad (others are skipped, as PyTorch) with
  * PyTorch's exact formulas, one fused pass per parameter where the backend has the
- * kernel (weft/kernel.h SGD_STEP, ADAM_STEP, RMSPROP_STEP) and weft ops otherwise, under
- * no_grad. Gradient accumulation: backward() adds into .grad, so calling backward over
+ * kernel of the step op (below) and weft ops otherwise, under no_grad; `fused = false`
+ * asks for the ops (PyTorch's foreach=False, fused=False). Gradient accumulation: backward() adds into .grad, so calling backward over
  * several micro-batches and then step() once and zero_grad() once accumulates (scale
  * the loss by 1/k for a mean).
  *
@@ -32,9 +33,8 @@
  * the type name. Importing restores the state and the learning rate, so a resumed run
  * takes exactly the steps the original would have.
  *
- * Versioning: struct weft_optimizer_type starts with abi_version (WEFT_PLUGIN_ABI_VERSION)
- * and struct_size; fields are only appended and NULL optional methods mean "not
- * provided", as for dataset readers.
+ * Versioning: the type vtable is checked like every vtable; fields are only appended and
+ * NULL optional methods mean "not provided".
  */
 #ifndef WEFT_OPTIM_H
 #define WEFT_OPTIM_H
@@ -42,28 +42,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "weft/checkpoint.h"
-#include "weft/plugin.h"
+#include "weft/options.h"
+#include "weft/registry.h"
+#include "weft/state_dict.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-struct weft_config;
+/* "optimizer", as a symbol of libweft-train (see WEFT_KIND_READER in weft/dataset.h). */
+extern const char weft_kind_optimizer[];
+#define WEFT_KIND_OPTIMIZER weft_kind_optimizer
 
 /* An optimizer type: what a plugin registers. Methods get back the ctx create() made and
  * the optimizer's parameters (params[0..n), in creation order). */
 struct weft_optimizer_type {
-    uint32_t abi_version; /* WEFT_PLUGIN_ABI_VERSION */
-    uint32_t struct_size; /* sizeof(struct weft_optimizer_type) */
-    const char *name;     /* "adam"; required, unique */
+    struct weft_vtable base; /* kind WEFT_KIND_OPTIMIZER; name: "adam" */
     const char *description; /* one line; optional */
-    /* Required. Reads and validates the hyperparameters in [section] of cfg (never NULL
-     * here: the core passes an empty config for "all defaults") and fills *ctx. Returns
-     * 0, or negative with an error set and nothing allocated. */
-    int (*create)(int n, weft_tensor *const *params, struct weft_config *cfg,
-                  const char *section, void **ctx);
+    /* Required. Reads and validates the hyperparameters in options (NULL: all defaults)
+     * and fills *ctx. Returns 0, or negative with an error set and nothing allocated. */
+    int (*create)(int n, weft_tensor *const *params, const weft_options *options, void **ctx);
     /* Required. One update of every parameter that has a gradient. */
     int (*step)(void *ctx, int n, weft_tensor *const *params);
     /* Required. Frees ctx. */
@@ -83,25 +82,15 @@ struct weft_optimizer_type {
 
 typedef struct weft_optimizer weft_optimizer;
 
-/* ---- registry (the pattern of weft/dataset.h) ------------------------------------ */
-
-/* Registers a type (the pointer is kept). Same struct twice is a no-op; another type
- * with a taken name is WEFT_ERR_PLUGIN. */
-int weft_optimizer_type_register(const struct weft_optimizer_type *type);
-/* The type registered under name, or NULL (no error). Loads nothing. */
-const struct weft_optimizer_type *weft_optimizer_type_find(const char *name);
-int weft_optimizer_type_count(void);
-const struct weft_optimizer_type *weft_optimizer_type_get(int i);
-
 /* ---- optimizers ----------------------------------------------------------------- */
 
-/* Creates an optimizer of type `name` (NULL: the section's `type` key, required) over
+/* Creates an optimizer of type `name` (NULL: the options' `type` key, required) over
  * params[0..n) (floating leaf tensors; the optimizer keeps a reference to each) with
- * the hyperparameters of [section] in cfg (cfg NULL: all defaults). Loads plugin "optim"
- * when the name is not registered. Unknown names fail with WEFT_ERR_CONFIG listing the
- * registered types. Free with weft_optimizer_free(). */
+ * the hyperparameters in options (NULL: all defaults). Finds the type in the registry,
+ * loading the plugin that provides it. Unknown names fail with WEFT_ERR_CONFIG listing
+ * the registered types. Free with weft_optimizer_free(). */
 weft_optimizer *weft_optimizer_create(const char *name, int n, weft_tensor *const *params,
-                                      struct weft_config *cfg, const char *section);
+                                      const weft_options *options);
 void weft_optimizer_free(weft_optimizer *opt); /* NULL is ignored */
 const char *weft_optimizer_name(const weft_optimizer *opt);
 int weft_optimizer_num_params(const weft_optimizer *opt);
@@ -122,6 +111,39 @@ int weft_optimizer_state_export(const weft_optimizer *opt, struct weft_tensor_di
  * do not start with "state." are ignored (one dict may hold the model too). */
 int weft_optimizer_state_import(weft_optimizer *opt, const struct weft_tensor_dict *d,
                                 const struct weft_metadata *m);
+
+/* ---- fused update ops --------------------------------------------------------------
+ * The named ops (weft_op_register, weft/kernel.h) an optimizer's step dispatches, one
+ * in-place pass each with PyTorch's formulas. weft-optim.so registers their cpu kernels,
+ * a backend its own (weft-cuda.so); both get the op's id by its name. Every tensor is
+ * contiguous, of one dtype and of out[0]'s shape: out[0] is the parameter, in[0] its
+ * gradient, and the state tensors listed are updated in place too. Dispatch dtype:
+ * in[0]'s. The caller bumps versions. The parameters travel in call->params, as the
+ * struct named with each op (call->params_size = its sizeof; kernels check it). */
+
+/* out[1] the momentum buffer (NULL when momentum is 0). */
+#define WEFT_OP_SGD_STEP_NAME "sgd_step"
+struct weft_sgd_step_params {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+    bool first_step; /* the buffer takes the gradient undamped */
+};
+
+/* out[1] exp_avg, in[1] exp_avg_sq, in[2] max_exp_avg_sq (amsgrad, else NULL). */
+#define WEFT_OP_ADAM_STEP_NAME "adam_step"
+struct weft_adam_step_params {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step;   /* t >= 1, after this update's increment */
+    bool amsgrad;
+    bool decoupled; /* AdamW: p *= 1 - lr * weight_decay instead of the L2 term */
+};
+
+/* out[1] square_avg, in[1] grad_avg (centered, else NULL), in[2] the momentum buffer
+ * (momentum > 0, else NULL). */
+#define WEFT_OP_RMSPROP_STEP_NAME "rmsprop_step"
+struct weft_rmsprop_step_params {
+    double lr, alpha, eps, weight_decay, momentum;
+};
 
 /* ---- gradient clipping ------------------------------------------------------------ */
 
@@ -153,8 +175,8 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * optimizer step (or epoch), as PyTorch. */
 typedef struct weft_scheduler weft_scheduler;
 
-weft_scheduler *weft_scheduler_create(weft_optimizer *opt, struct weft_config *cfg,
-                                      const char *section);
+/* options NULL: type none. */
+weft_scheduler *weft_scheduler_create(weft_optimizer *opt, const weft_options *options);
 void weft_scheduler_free(weft_scheduler *s); /* NULL is ignored */
 /* Advances e by one and sets the optimizer's lr. */
 int weft_scheduler_step(weft_scheduler *s);

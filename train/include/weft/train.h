@@ -12,5 +12,6 @@
 #include "weft/dataloader.h"
 #include "weft/checkpoint.h"
 #include "weft/optim.h"
+#include "weft/model.h"
 
 #endif

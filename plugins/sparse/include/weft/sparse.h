@@ -2,10 +2,12 @@
  *
  * The core knows sparse layouts only as ids with a vtable (weft/layout.h); everything
  * sparse lives in the plugin and is reached through the table below, which the plugin
- * registers as the extra "sparse.api". The inline wrappers look it up (loading plugin
- * "sparse" on first use), so user code calls weft_sparse_mm(a, b) like any weft
- * function and links only libweft. CUDA kernels come from weft-sparse-cuda.so
- * (cuSPARSE), loaded by weft-sparse.so when the CUDA backend is usable.
+ * registers as the vtable api:sparse (weft/registry.h). The inline wrappers get it from
+ * the registry (which loads the plugin on first use: its manifest provides api:sparse),
+ * so user code calls weft_sparse_mm(a, b) like any weft function and links only libweft.
+ * CUDA kernels come from weft-sparse-cuda.so (cuSPARSE), loaded by weft-sparse.so when
+ * the CUDA backend is usable. A tensor's layout is sparse_coo when
+ * t->layout == weft_layout_id("sparse_coo").
  *
  * Representation (PyTorch's, without hybrid dense dims: values are always 1-D [nnz]):
  *   sparse_coo: indices int64 [ndim, nnz], values [nnz]; coalesced means sorted in
@@ -25,20 +27,19 @@
 
 #include "weft/error.h"
 #include "weft/layout.h"
-#include "weft/plugin.h"
+#include "weft/registry.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define WEFT_SPARSE_API_EXTRA "sparse.api"
+#define WEFT_SPARSE_API_NAME "sparse"
 
-/* The plugin's function table. Starts with abi_version (WEFT_PLUGIN_ABI_VERSION) and
- * struct_size; entries are only appended. */
+/* The plugin's function table, a vtable of kind WEFT_KIND_API named "sparse"; entries are
+ * only appended. */
 struct weft_sparse_api {
-    uint32_t abi_version;
-    uint32_t struct_size;
+    struct weft_vtable base;
 
     /* torch.sparse_coo_tensor(indices, values, size, check_invariants): indices int64
      * [ndim, nnz] (copied when not contiguous), values 1-D [nnz]. size NULL infers each
@@ -102,24 +103,26 @@ struct weft_sparse_api {
     weft_tensor *(*sum_dim)(const weft_tensor *t, int dim);
 };
 
-/* The table, loading plugin "sparse" when it is not registered yet; NULL with an error
- * when the plugin cannot be loaded or is too old. */
+/* The table from the registry (loading the plugin that provides it on first use, then
+ * kept); NULL with an error when no plugin provides it or it lacks functions this header
+ * declares. */
 static inline const struct weft_sparse_api *weft_sparse_api_get(void)
 {
-    const struct weft_sparse_api *api =
-        (const struct weft_sparse_api *)weft_extra_find(WEFT_SPARSE_API_EXTRA);
-    if (!api) {
-        if (weft_plugin_load("sparse") != 0)
-            return NULL;
-        api = (const struct weft_sparse_api *)weft_extra_find(WEFT_SPARSE_API_EXTRA);
-    }
-    if (!api || api->abi_version != WEFT_PLUGIN_ABI_VERSION ||
-        api->struct_size < sizeof(struct weft_sparse_api)) {
-        weft_error_set(WEFT_ERR_PLUGIN, "weft-sparse.so does not provide '%s' for plugin ABI %d "
-                       "with this weft's functions (rebuild the sparse plugin)",
-                       WEFT_SPARSE_API_EXTRA, WEFT_PLUGIN_ABI_VERSION);
+    static const struct weft_sparse_api *cached;
+    const struct weft_sparse_api *api = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    if (api)
+        return api;
+    api = (const struct weft_sparse_api *)weft_registry_get(WEFT_KIND_API, WEFT_SPARSE_API_NAME);
+    if (!api)
+        return NULL;
+    if (api->base.struct_size < sizeof(struct weft_sparse_api)) {
+        weft_error_set(WEFT_ERR_PLUGIN, "the sparse plugin's api:%s has %u bytes, fewer than "
+                       "this program's %zu (rebuild the sparse plugin)",
+                       WEFT_SPARSE_API_NAME, api->base.struct_size,
+                       sizeof(struct weft_sparse_api));
         return NULL;
     }
+    __atomic_store_n(&cached, api, __ATOMIC_RELEASE);
     return api;
 }
 
