@@ -71,8 +71,12 @@ WEFT_INTERNAL void weft_plugin_each_provided(const char *kind,
 WEFT_INTERNAL int weft_plugin_autoload(const char *kind, const char *name);
 
 /* ---- manifests (manifest.c) ------------------------------------------------------------ */
-/* The .weft_manifest section of the plugin file at path, malloc'd; NULL when none. */
+/* The .weft_manifest section of the plugin file at path, malloc'd; NULL when none
+ * (elf.c). */
 WEFT_INTERNAL char *weft_manifest_read(const char *path);
+/* 0 unless path is an ELF file of ours whose loadable segments do not all lie inside it,
+ * which dlopen() would die on (SIGBUS): then an error naming the file (elf.c). */
+WEFT_INTERNAL int weft_elf_check_whole(const char *path);
 /* 0 when every directive is well formed, else an error naming plugin and line. */
 WEFT_INTERNAL int weft_manifest_check(const char *text, const char *plugin);
 /* Calls fn for each kind:name of the provides lines; stops at (and returns) nonzero. */

@@ -354,8 +354,10 @@ static int parse_list(const weft_options *o, const char *key, int max, void *out
     if (!copy)
         return oom();
     int rc = 0, count = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+    for (char *tok = copy, *next; tok && rc == 0; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
         while (isspace((unsigned char)*tok))
             tok++;
         char *end = tok + strlen(tok);

@@ -325,6 +325,8 @@ static char *find_plugin_file(const char *name)
  * weft_plugin_inspect), even when the check then fails. */
 static const struct weft_plugin *open_plugin(const char *path, uint32_t *abi, uint32_t *size)
 {
+    if (weft_elf_check_whole(path) < 0)
+        return NULL;
     dlerror();
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {

@@ -79,6 +79,16 @@ static void copy_file(const char *src, const char *dst)
     write_file(dst, buf, n);
 }
 
+/* "<dir>/<name>" in one of two static buffers. */
+static const char *tu_tmp_path_in(const char *dir, const char *name)
+{
+    static char paths[2][4096];
+    static int next;
+    char *p = paths[next++ % 2];
+    snprintf(p, 4096, "%s/%s", dir, name);
+    return p;
+}
+
 static void remove_dir(char *dir, const char *const *files)
 {
     char path[4096];
@@ -802,4 +812,65 @@ Test(plugin, a_section_of_a_plugin_this_run_did_not_load_is_not_unknown)
     cr_assert_eq(weft_runtime_init(cfg, &dev), 0, "%s", weft_error_message());
     cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
     weft_config_free(cfg);
+}
+
+/* ---- manifests against malformed files --------------------------------------------------- */
+
+Test(plugin, a_manifest_with_an_unknown_directive_is_refused_naming_the_line)
+{
+    cr_assert_lt(weft_plugin_load(fixture("fixture-badmanifest")), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "plugin fixture-badmanifest: manifest line 2: unknown "
+                                      "directive 'requires' (expected provides or env)",
+                     "weft-fixture-badmanifest.so");
+}
+
+/* Writes the first n bytes of src to dir/name, then, when patch is set, overwrites
+ * `len` bytes at offset `at` with `patch`. */
+static void write_variant(const char *dir, const char *name, const char *src, size_t n,
+                          size_t at, const void *patch, size_t len)
+{
+    FILE *in = fopen(src, "rb");
+    cr_assert_not_null(in);
+    static unsigned char buf[1 << 20];
+    size_t got = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    if (n > got)
+        n = got;
+    if (patch)
+        memcpy(buf + at, patch, len);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, buf, n);
+}
+
+Test(plugin, malformed_plugin_files_have_no_manifest_and_break_nothing)
+{
+    char *dir = make_temp_dir();
+    const char *good = fixture("fixture");
+    uint64_t huge = UINT64_MAX / 2;
+    uint16_t many = 0xffff;
+    /* cut inside the section headers; section headers claimed past the end; a huge
+     * section count; an empty file; text */
+    write_variant(dir, "weft-cut.so", good, 4096, 0, NULL, 0);
+    write_variant(dir, "weft-far.so", good, 1 << 20, 0x28, &huge, sizeof huge);
+    write_variant(dir, "weft-many.so", good, 1 << 20, 0x3c, &many, sizeof many);
+    write_file(tu_tmp_path_in(dir, "weft-empty.so"), "", 0);
+    write_file(tu_tmp_path_in(dir, "weft-text.so"), "provides api:text\n", 18);
+    weft_plugin_path_add(dir);
+    char name[64];
+    cr_assert_not(weft_plugin_find_provider(WEFT_KIND_API, "text", name, sizeof name));
+    cr_assert_not(weft_plugin_find_provider(WEFT_KIND_API, "nothing", name, sizeof name));
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "nothing"));
+    tu_assert_error(WEFT_ERR_PLUGIN, "no plugin on the search path provides api:nothing");
+    static struct seen s;
+    weft_plugin_scan(record, &s);
+    tu_assert_no_error();
+    int cut = seen_index(&s, "cut");
+    cr_assert_geq(cut, 0);
+    cr_assert(strstr(s.why[cut], "a cut or damaged file") != NULL, "%s", s.why[cut]);
+    /* dlopen() of it would die of SIGBUS: the loader refuses it first */
+    cr_assert_lt(weft_plugin_load(tu_tmp_path_in(dir, "weft-cut.so")), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "a cut or damaged file");
+    remove_dir(dir, (const char *const[]){"weft-cut.so", "weft-far.so", "weft-many.so",
+                                          "weft-empty.so", "weft-text.so", NULL});
 }
