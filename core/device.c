@@ -76,7 +76,7 @@ char *weft_device_str(weft_device dev, char *buf, size_t size)
         return buf;
     /* PyTorch prints the cpu without an index. */
     if (dev.type == WEFT_DEVICE_CPU)
-        snprintf(buf, size, "cpu");
+        snprintf(buf, size, "%s", HOST_DEVICE_TYPE_NAME);
     else
         snprintf(buf, size, "%s:%d", weft_device_type_name(dev.type), dev.index);
     return buf;
