@@ -11,23 +11,6 @@
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
 
-const char *weft_nn_pyfloat(double v, char *buf, size_t size)
-{
-    if (isnan(v) || isinf(v)) {
-        snprintf(buf, size, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-        return buf;
-    }
-    /* Python's repr: the shortest text that reads back as v, with ".0" when whole. */
-    for (int precision = 1; precision <= 17; precision++) {
-        snprintf(buf, size, "%.*g", precision, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    if (!strpbrk(buf, ".e"))
-        strncat(buf, ".0", size - strlen(buf) - 1);
-    return buf;
-}
-
 weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out)
 {
     if (!node)
@@ -246,7 +229,7 @@ static weft_tensor *dropout_in_scope(weft_tensor *x, double p, bool training)
     if (!(p >= 0 && p <= 1)) {
         char buf[32];
         weft_error_set(WEFT_ERR_VALUE, "dropout probability has to be between 0 and 1, but got %s",
-                       weft_nn_pyfloat(p, buf, sizeof buf));
+                       weft_repr_float(p, buf, sizeof buf));
         return NULL;
     }
     if (!training || p == 0)

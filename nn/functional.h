@@ -16,9 +16,6 @@
 #include "weft/kernel.h"
 #include "weft/ops.h"
 
-/* v as Python's repr(float) writes it ("1.5", "2.0", "-0.1"), for PyTorch's messages. */
-NN_INTERNAL const char *weft_nn_pyfloat(double v, char *buf, size_t size);
-
 /* Makes node the grad_fn of out, consuming the node; returns out, or NULL when node or
  * out is NULL (a failed creation or forward: the error is already set) or attaching
  * failed. out must be recorded in an open scope, which releases it on failure. */

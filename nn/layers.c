@@ -13,46 +13,6 @@
 
 /* ---- text as Python prints it ----------------------------------------------------- */
 
-/* repr(float): the shortest digits that read back as v, in exponent form when the
- * decimal exponent is below -4 or at least 16 ("1e-05", "1e+16"), else fixed with a
- * ".0" on whole numbers ("0.1", "1.0"). */
-static const char *py_float(double v, char *buf, size_t size)
-{
-    if (isnan(v) || isinf(v)) {
-        snprintf(buf, size, "%s", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
-        return buf;
-    }
-    char sci[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
-        if (strtod(sci, NULL) == v)
-            break;
-    }
-    /* sci is "[-]d[.ddd]e[+-]xx": split into sign, digits and exponent. */
-    const char *p = sci;
-    bool negative = *p == '-';
-    p += negative;
-    char digits[24];
-    int nd = 0;
-    for (; *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    digits[nd] = '\0';
-    int exp = atoi(p + 1);
-    const char *sign = negative ? "-" : "";
-    if (exp < -4 || exp >= 16) {
-        snprintf(buf, size, "%s%c%s%se%c%02d", sign, digits[0], nd > 1 ? "." : "", digits + 1,
-                 exp < 0 ? '-' : '+', abs(exp));
-    } else if (exp < 0) {
-        snprintf(buf, size, "%s0.%.*s%s", sign, -exp - 1, "0000", digits);
-    } else if (exp + 1 >= nd) {
-        snprintf(buf, size, "%s%s%.*s.0", sign, digits, exp + 1 - nd, "0000000000000000");
-    } else {
-        snprintf(buf, size, "%s%.*s.%s", sign, exp + 1, digits, digits + exp + 1);
-    }
-    return buf;
-}
-
 static const char *py_bool(bool b)
 {
     return b ? "True" : "False";
@@ -388,8 +348,8 @@ static int batch_norm_repr(const weft_module *m, char *buf, size_t size)
     const struct batch_norm_state *s = weft_module_state(m);
     char eps[64], momentum[64];
     return snprintf(buf, size, "%lld, eps=%s, momentum=%s, affine=True, track_running_stats=True",
-                    (long long)s->num_features, py_float(s->eps, eps, sizeof eps),
-                    py_float(s->momentum, momentum, sizeof momentum));
+                    (long long)s->num_features, weft_repr_float(s->eps, eps, sizeof eps),
+                    weft_repr_float(s->momentum, momentum, sizeof momentum));
 }
 
 static const struct weft_module_type batch_norm1d_type =
@@ -460,7 +420,7 @@ static int layer_norm_repr(const weft_module *m, char *buf, size_t size)
     snprintf(shape + used, sizeof shape - used, "%s)", s->ndims == 1 ? "," : "");
     char eps[64];
     return snprintf(buf, size, "%s, eps=%s, elementwise_affine=%s", shape,
-                    py_float(s->eps, eps, sizeof eps), py_bool(s->elementwise_affine));
+                    weft_repr_float(s->eps, eps, sizeof eps), py_bool(s->elementwise_affine));
 }
 
 static const struct weft_module_type layer_norm_type =
@@ -532,7 +492,7 @@ static int dropout_repr(const weft_module *m, char *buf, size_t size)
 {
     char p[64];
     return snprintf(buf, size, "p=%s, inplace=False",
-                    py_float(*(const double *)weft_module_state(m), p, sizeof p));
+                    weft_repr_float(*(const double *)weft_module_state(m), p, sizeof p));
 }
 
 static const struct weft_module_type dropout_type =
@@ -543,7 +503,7 @@ weft_module *weft_nn_dropout(double p)
     if (!(p >= 0.0 && p <= 1.0)) {
         char text[64];
         weft_error_set(WEFT_ERR_VALUE, "dropout probability has to be between 0 and 1, but got %s",
-                       py_float(p, text, sizeof text));
+                       weft_repr_float(p, text, sizeof text));
         return NULL;
     }
     return module_with(&dropout_type, &p, sizeof p);
@@ -611,7 +571,7 @@ static int leaky_relu_repr(const weft_module *m, char *buf, size_t size)
 {
     char slope[64];
     return snprintf(buf, size, "negative_slope=%s",
-                    py_float(*(const double *)weft_module_state(m), slope, sizeof slope));
+                    weft_repr_float(*(const double *)weft_module_state(m), slope, sizeof slope));
 }
 
 static weft_tensor *softmax_forward(weft_module *m, weft_tensor *x)

@@ -7,32 +7,6 @@
 
 #include "optim_plugin.h"
 
-const char *opt_pyfloat(double v, char *buf, size_t size)
-{
-    if (isnan(v))
-        return "nan";
-    if (isinf(v))
-        return v > 0 ? "inf" : "-inf";
-    int prec = 1;
-    for (; prec < 17; prec++) {
-        snprintf(buf, size, "%.*e", prec - 1, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    const char *e = strchr(buf, 'e');
-    int exp10 = e && v != 0.0 ? atoi(e + 1) : 0;
-    /* Python switches to exponent notation outside [1e-4, 1e16). */
-    if (exp10 < -4 || exp10 >= 16) {
-        snprintf(buf, size, "%.*e", prec - 1, v);
-        return buf;
-    }
-    int decimals = prec - 1 - exp10;
-    snprintf(buf, size, "%.*f", decimals > 0 ? decimals : 0, v);
-    if (!strchr(buf, '.') && strlen(buf) + 3 <= size)
-        strcat(buf, ".0");
-    return buf;
-}
-
 /* "0.9, 0.999" (parentheses allowed) into b[0], b[1]. */
 static int parse_betas(const char *text, double *b)
 {
@@ -64,7 +38,7 @@ static int invalid(const weft_options *o, const char *what, double v)
     char buf[40], where[512];
     return weft_error_set(WEFT_ERR_VALUE, "%sInvalid %s: %s",
                           weft_options_where(o, where, sizeof where), what,
-                          opt_pyfloat(v, buf, sizeof buf));
+                          weft_repr_float(v, buf, sizeof buf));
 }
 
 static int validate(enum opt_kind kind, const struct opt_hparams *h, const weft_options *o)

@@ -29,8 +29,6 @@ struct opt_state {
 
 /* hparams.c: reads and validates the options; errors name their origin and section. */
 int opt_read_hparams(enum opt_kind kind, const weft_options *o, struct opt_hparams *h);
-/* Python's repr of a float ("0.1", "-1.0", "1e-05"). */
-const char *opt_pyfloat(double v, char *buf, size_t size);
 
 /* update.c: one update of param p with gradient g (both non-NULL, no grad mode). Uses
  * the fused op when the backend has it, weft ops otherwise. */

@@ -9,6 +9,7 @@
 #define WEFT_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,10 @@ void weft_error_clear(void);
 
 /* Name of a code, e.g. "RuntimeError" for WEFT_ERR_RUNTIME. Never NULL. */
 const char *weft_status_name(int code);
+
+/* Python's repr(float) of v into buf ("0.1", "1.0", "1e-05", "100000.0", "inf"), for
+ * messages that quote a value as PyTorch does. Returns buf. */
+const char *weft_repr_float(double v, char *buf, size_t size);
 
 #ifdef __cplusplus
 }
