@@ -139,6 +139,7 @@ static void print_plugin(const struct weft_plugin_info *info, void *ctx)
     }
     if (is_valid_plugin(info->path)) {
         printf("    not usable here: %s\n", info->why);
+        print_manifest(info->manifest);
         return;
     }
     printf("    invalid: %s\n", info->why);
@@ -208,7 +209,7 @@ static void print_registry(void)
 
 static int overview(void)
 {
-    printf("weft %s (plugin ABI %d)\n\n", weft_version(), WEFT_ABI_VERSION);
+    printf("weft %s (ABI %d)\n\n", weft_version(), WEFT_ABI_VERSION);
     printf("plugin search path:\n");
     for (const char *const *p = weft_plugin_search_path(); *p; p++)
         printf("  %s\n", *p);

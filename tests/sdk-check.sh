@@ -79,4 +79,15 @@ grep -q 'ref' "$tmp/ops.txt" || { cat "$tmp/ops.txt" >&2; fail "weft-info --ops 
 ${CC:-cc} -std=gnu11 -o "$tmp/use-ref" "$template/use-ref.c" $(pkg-config --cflags --libs weft) -lm ||
     fail "compiling use-ref.c"
 "$tmp/use-ref" || fail "use-ref"
+
+# 6. The README's first example links libweft alone (a tensors-only program needs no nn or
+# train library) and prints what the README says.
+awk '/^## A taste/ { taste = 1 } taste && /^```$/ && inside { exit }
+     taste && inside { print } taste && /^```c$/ { inside = 1 }' "$src/README.md" >"$tmp/taste.c"
+# shellcheck disable=SC2046
+${CC:-cc} -std=gnu11 -o "$tmp/taste" "$tmp/taste.c" $(pkg-config --cflags --libs weft) ||
+    fail "compiling the README's example"
+needed=$(readelf -d "$tmp/taste" | sed -n 's/.*Shared library: \[\(libweft[^]]*\)\].*/\1/p' | tr '\n' ' ')
+[ "$needed" = "libweft.so " ] || fail "the README's example links '$needed', not libweft.so alone"
+"$tmp/taste" | grep -qF 'tensor([[ 0.,  4.],' || fail "the README's example printed otherwise"
 echo "sdk: ok"
