@@ -66,6 +66,21 @@ WEFT_INTERNAL const char *weft_plugin_initialising(void);
  * the names live only during the call). */
 WEFT_INTERNAL void weft_plugin_each_provided(const char *kind,
                                              void (*fn)(void *ctx, const char *name), void *ctx);
+/* ---- the search path (plugin_path.c) ------------------------------------------------ */
+/* ".../weft-cuda.so" -> "cuda"; false when the file is not named like a plugin. */
+WEFT_INTERNAL bool weft_plugin_name_from_file(const char *path, char *name, size_t size);
+/* The first weft-<name>.so on the search path, malloc'd; NULL with an error listing the
+ * directories searched. */
+WEFT_INTERNAL char *weft_plugin_path_find(const char *name);
+/* Every plugin file on the search path, first of each name: a malloc'd array of n
+ * malloc'd paths into *files; returns n, or negative with an error. */
+WEFT_INTERNAL int weft_plugin_path_files(char ***files);
+/* The manifest of the plugin file at path (cached per file version), NULL when none. */
+WEFT_INTERNAL const char *weft_plugin_manifest_of(const char *path);
+/* The first plugin file on the search path whose manifest provides kind:name, malloc'd;
+ * NULL when none. */
+WEFT_INTERNAL char *weft_plugin_provider_file(const char *kind, const char *name);
+
 /* Loads the first plugin on the search path whose manifest provides kind:name: 0 when it
  * loaded, 1 when no plugin provides it, negative (error set) when it failed to load. */
 WEFT_INTERNAL int weft_plugin_autoload(const char *kind, const char *name);
