@@ -20,7 +20,6 @@
 #include "weft/error.h"
 #include "weft/options.h"
 #include "weft/plugin.h"
-#include "weft/runtime.h"
 
 struct entry {
     char *key;
@@ -49,6 +48,9 @@ struct weft_config {
     void **retired;       /* old secv/keyv arrays: callers may still hold them */
     size_t nretired, cap_retired;
 };
+
+/* The config plugins get their sections from, if any (weft_config_serve_plugins). */
+static struct weft_config *serving;
 
 static int oom(void)
 {
@@ -360,7 +362,8 @@ void weft_config_free(struct weft_config *cfg)
 {
     if (!cfg)
         return;
-    weft_runtime_forget_config(cfg);
+    if (cfg == serving)
+        weft_config_serve_plugins(NULL);
     for (size_t i = 0; i < cfg->n; i++)
         free_section(&cfg->secs[i]);
     for (size_t i = 0; i < cfg->nretired; i++)
@@ -507,6 +510,18 @@ const weft_options *weft_config_options(struct weft_config *cfg, const char *sec
     if (!s->options)
         s->options = weft_options_view(section, cfg->name, view_lookup, cfg);
     return s->options;
+}
+
+static const weft_options *section_for_plugin(void *ctx, const char *plugin)
+{
+    struct weft_config *cfg = ctx;
+    return weft_config_has_section(cfg, plugin) ? weft_config_options(cfg, plugin) : NULL;
+}
+
+void weft_config_serve_plugins(struct weft_config *cfg)
+{
+    serving = cfg;
+    weft_plugin_set_options_source(cfg ? section_for_plugin : NULL, cfg);
 }
 
 /* The typed getters are the options' own, on the section's view, so a value parses and

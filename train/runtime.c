@@ -25,8 +25,6 @@ struct runtime_opts {
     bool allow_tf32;
 };
 
-/* The config whose sections plugins get as options (options_for_plugin). */
-static struct weft_config *options_config;
 
 /* Replaces the error the failed call just set with "<prefix>: <it>", keeping its code.
  * Leaves an older error (pending before that call) alone: the first error wins. */
@@ -141,22 +139,6 @@ static int select_device(const char *name, int64_t index, weft_device *device)
     return 0;
 }
 
-/* The section named after a plugin, when the config has one. */
-static const weft_options *options_for_plugin(void *ctx, const char *plugin)
-{
-    (void)ctx;
-    struct weft_config *cfg = options_config;
-    return cfg && weft_config_has_section(cfg, plugin) ? weft_config_options(cfg, plugin) : NULL;
-}
-
-void weft_runtime_forget_config(const struct weft_config *cfg)
-{
-    if (cfg && cfg == options_config) {
-        weft_plugin_set_options_source(NULL, NULL);
-        options_config = NULL;
-    }
-}
-
 int weft_runtime_init(struct weft_config *cfg, weft_device *device)
 {
     struct runtime_opts o;
@@ -167,10 +149,8 @@ int weft_runtime_init(struct weft_config *cfg, weft_device *device)
         weft_plugin_path_add(o.plugin_path);
     /* Every plugin loaded from now on (this backend, a reader named later) gets the
      * section named after it, [cpu] for weft-cpu.so. */
-    if (cfg) {
-        options_config = cfg;
-        weft_plugin_set_options_source(options_for_plugin, NULL);
-    }
+    if (cfg)
+        weft_config_serve_plugins(cfg);
     rc = load_backend(cfg, o.backend);
     if (rc == 0)
         rc = load_plugin_list(cfg, o.plugins);

@@ -42,6 +42,11 @@ bool weft_config_has_section(const struct weft_config *cfg, const char *section)
  * cfg (valid while it lives); NULL only for a NULL cfg or section, or out of memory. */
 const weft_options *weft_config_options(struct weft_config *cfg, const char *section);
 
+/* Makes cfg the source of plugins' options (weft_plugin_set_options_source): a plugin
+ * loaded from now on gets the section named after it, [cpu] for weft-cpu.so, until cfg
+ * is freed or another config takes over. weft_runtime_init calls it. */
+void weft_config_serve_plugins(struct weft_config *cfg);
+
 /* Getters: the value, or `def` when absent. A present value that does not parse is an
  * error (returns negative; *out untouched). The string getter returns NULL only when
  * absent and def is NULL; the pointer lives as long as cfg. */

@@ -17,11 +17,9 @@ extern "C" {
  * threads, wait_policy for weft-cpu.so), loads the backend's plugin and the named
  * plugins, applies the seed and sets *device (unless NULL) to the selected device.
  * Errors name the key; an unusable backend fails with the plugin's probe reason
- * (WEFT_ERR_DEVICE). cfg must outlive the plugins' loading; weft_config_free() ends its
- * role as their source. */
+ * (WEFT_ERR_DEVICE). cfg stays the plugins' source until it is freed
+ * (weft_config_serve_plugins). */
 int weft_runtime_init(struct weft_config *cfg, weft_device *device);
-/* Stops handing cfg's sections to plugins (weft_config_free calls it). */
-void weft_runtime_forget_config(const struct weft_config *cfg);
 
 #ifdef __cplusplus
 }
