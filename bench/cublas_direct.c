@@ -46,6 +46,14 @@
 #include <weft.h>
 #include <weft/backend.h>
 #include <weft/plugin.h>
+
+/* cuda:0. Device types have no fixed numbers: "cuda" gets its id when it is first named. */
+static weft_device cuda0(void)
+{
+    weft_device d = WEFT_CPU;
+    weft_device_parse("cuda:0", &d);
+    return d;
+}
 #endif
 
 #define MAX_REPEATS 15
@@ -224,13 +232,13 @@ static void bench_matmul(cublasHandle_t handle, int n, int batch, bool a_transpo
 #ifdef WITH_WEFT
     enum weft_dtype dt = type == CUDA_R_32F ? WEFT_F32 : bf16 ? WEFT_BF16 : WEFT_F16;
     const int64_t shape[3] = {batch, n, n};
-    g.ta = weft_from_host(ha, 3, shape, dt, WEFT_CUDA(0));
-    g.tb = weft_from_host(hb, 3, shape, dt, WEFT_CUDA(0));
+    g.ta = weft_from_host(ha, 3, shape, dt, cuda0());
+    g.tb = weft_from_host(hb, 3, shape, dt, cuda0());
     CHECK_WEFT(g.ta && g.tb);
     report(name, flops / per_call(weft_gemm, &g, iters) / 1e12, "TFLOP/s", "weft");
     weft_tensor_release(g.ta);
     weft_tensor_release(g.tb);
-    weft_empty_cache(WEFT_CUDA(0));
+    weft_empty_cache(cuda0());
 #endif
     CHECK_CUDA(cudaFree(g.a));
     CHECK_CUDA(cudaFree(g.b));
@@ -313,14 +321,14 @@ static void bench_device_copies(void)
     report("copy_d2d", d2d, "GB/s", "direct");
 #ifdef WITH_WEFT
     const int64_t shape[2] = {8192, 8192};
-    c.tsrc = weft_zeros(2, shape, WEFT_F32, WEFT_CUDA(0));
+    c.tsrc = weft_zeros(2, shape, WEFT_F32, cuda0());
     CHECK_WEFT(c.tsrc);
     report("copy_d2d", gbps(2 * COPY_BYTES, per_call(weft_clone_once, &c, 50)), "GB/s", "weft");
     report("copy_transposed", d2d, "GB/s", "direct(d2d)");
     report("copy_transposed", gbps(2 * COPY_BYTES, per_call(weft_transpose_once, &c, 20)),
            "GB/s", "weft");
     weft_tensor_release(c.tsrc);
-    weft_empty_cache(WEFT_CUDA(0));
+    weft_empty_cache(cuda0());
 #endif
     CHECK_CUDA(cudaFree(src));
     CHECK_CUDA(cudaFree(dst));
@@ -349,12 +357,12 @@ static void bench_host_copies(void)
            "direct");
 #ifdef WITH_WEFT
     const int64_t n = (int64_t)(COPY_BYTES / 4);
-    const struct weft_backend *be = weft_backend_get(WEFT_DEVICE_CUDA);
+    const struct weft_backend *be = weft_backend_get(cuda0().type);
     CHECK_WEFT(be && be->host_alloc_pinned && be->host_free_pinned);
     void *wpinned = be->host_alloc_pinned(COPY_BYTES);
     CHECK_WEFT(wpinned);
     memset(wpinned, 0, COPY_BYTES);
-    c.tdst = weft_empty(1, &n, WEFT_F32, WEFT_CUDA(0));
+    c.tdst = weft_empty(1, &n, WEFT_F32, cuda0());
     c.tsrc = weft_zeros(1, &n, WEFT_F32, WEFT_CPU);
     CHECK_WEFT(c.tdst && c.tsrc);
     c.non_blocking = false;
@@ -370,7 +378,7 @@ static void bench_host_copies(void)
     weft_tensor_release(c.tsrc);
     weft_tensor_release(c.tdst);
     be->host_free_pinned(wpinned, COPY_BYTES);
-    weft_empty_cache(WEFT_CUDA(0));
+    weft_empty_cache(cuda0());
 #endif
     CHECK_CUDA(cudaFreeHost(pinned));
     CHECK_CUDA(cudaFree(dst));
@@ -406,7 +414,7 @@ static void bench_op(const char *name, int which, enum weft_dtype dt, int64_t ro
 {
     const int64_t cols = (int64_t)(COPY_BYTES / weft_dtype_size(dt)) / rows;
     const int64_t shape[2] = {rows, cols};
-    struct op_ctx c = {weft_rand(2, shape, dt, WEFT_CUDA(0)), which};
+    struct op_ctx c = {weft_rand(2, shape, dt, cuda0()), which};
     CHECK_WEFT(c.x);
     if (transposed) {
         weft_tensor *t = weft_t(c.x);
@@ -417,7 +425,7 @@ static void bench_op(const char *name, int which, enum weft_dtype dt, int64_t ro
     report(name, gbps((size_t)(passes * (double)COPY_BYTES), per_call(weft_op_once, &c, 20)),
            "GB/s", "weft");
     weft_tensor_release(c.x);
-    weft_empty_cache(WEFT_CUDA(0));
+    weft_empty_cache(cuda0());
 }
 
 static void bench_ops(void)
@@ -451,7 +459,7 @@ static void weft_alloc(void *p)
 {
     struct alloc_ctx *a = (struct alloc_ctx *)p;
     const int64_t n = (int64_t)a->bytes;
-    weft_tensor *t = weft_empty(1, &n, WEFT_U8, WEFT_CUDA(0));
+    weft_tensor *t = weft_empty(1, &n, WEFT_U8, cuda0());
     CHECK_WEFT(t);
     weft_tensor_release(t);
 }
@@ -472,7 +480,7 @@ static void bench_alloc(void)
     struct weft_memory_stats st;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
-    if (weft_memory_stats(WEFT_CUDA(0), &st) == 0 && st.num_allocs > 0)
+    if (weft_memory_stats(cuda0(), &st) == 0 && st.num_allocs > 0)
         report("alloc_cache_hit_rate", 100.0 * (double)st.num_cache_hits / (double)st.num_allocs,
                "%", "weft");
 #endif
@@ -516,7 +524,7 @@ int main(int argc, char **argv)
 #endif
     bench_alloc();
 #ifdef WITH_WEFT
-    char *summary = weft_memory_summary(WEFT_CUDA(0), true);
+    char *summary = weft_memory_summary(cuda0(), true);
     if (summary)
         printf("%s\n", summary);
     free(summary);

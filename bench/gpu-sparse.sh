@@ -40,7 +40,7 @@ if ! ninja -C "$build" $targets >"$out/build.log" 2>&1; then
 fi
 
 build_abs=$(cd "$build" && pwd)
-nvcc -O2 -DWITH_WEFT -Icore/include -I"$build_abs/core/include" bench/cusparse_direct.c \
+nvcc -O2 -DWITH_WEFT -Icore/include -Iplugins/sparse/include -I"$build_abs/core/include" bench/cusparse_direct.c \
     -o "$build_abs/cusparse_direct" -L"$build_abs/core" -lweft -lcusparse \
     -Xlinker -rpath="$build_abs/core"
 
