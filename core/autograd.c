@@ -603,15 +603,27 @@ static weft_tensor *grad_sum(weft_tensor *a, weft_tensor *b)
     return weft_layout_add(a, b);
 }
 
+/* The first gradient of `owner` as the tensor to keep: PyTorch's gradient layout
+ * contract, a copy with the owner's layout. A contiguous parameter gets a contiguous
+ * .grad even when backward made a transposed one (Linear's weight gradient is (x^T g)^T),
+ * which is what fused optimizer kernels and a later in-place accumulation want. */
+static weft_tensor *first_grad(const weft_tensor *owner, weft_tensor *g)
+{
+    if (g->layout != WEFT_LAYOUT_STRIDED)
+        return g;
+    if (weft_tensor_is_contiguous(owner) && !weft_tensor_is_contiguous(g))
+        return weft_contiguous(g);
+    return weft_clone(g);
+}
+
 /* Accumulates g into *slot (a .grad): in place for strided gradients; a strided first
  * gradient is copied, since g may alias a buffer another node still reads. Other layouts
  * are not modified in place by weft, so they are kept and summed out of place. */
-static int grad_store(weft_tensor **slot, weft_tensor *g)
+static int grad_store(const weft_tensor *owner, weft_tensor **slot, weft_tensor *g)
 {
     if (*slot && (*slot)->layout == WEFT_LAYOUT_STRIDED && g->layout == WEFT_LAYOUT_STRIDED)
         return weft_add_(*slot, g) ? 0 : weft_error_code();
-    weft_tensor *own = !*slot ? (g->layout == WEFT_LAYOUT_STRIDED ? weft_clone(g) : g)
-                              : grad_sum(*slot, g);
+    weft_tensor *own = !*slot ? first_grad(owner, g) : grad_sum(*slot, g);
     if (!own)
         return weft_error_code();
     weft_tensor_retain(own);
@@ -766,7 +778,7 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
     g = fit_to_input(g, &info);
     if (!g)
         return weft_error_code();
-    return grad_store(&m->grad, g);
+    return grad_store(leaf, &m->grad, g);
 }
 
 /* Stores the gradient flowing into a non-leaf that asked for retain_grad. */
@@ -778,7 +790,7 @@ static int store_retained(struct weft_node *n)
         weft_tensor *t = n->retained[j];
         if (!t || !n->buffer[j])
             continue;
-        int rc = grad_store(&t->autograd->grad, n->buffer[j]);
+        int rc = grad_store(t, &t->autograd->grad, n->buffer[j]);
         if (rc != 0)
             return rc;
     }

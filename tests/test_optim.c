@@ -771,3 +771,42 @@ Test(optim, state_names_follow_pytorch_state_dict)
     weft_tensor_release(ps[0]);
     weft_tensor_release(ps[1]);
 }
+
+/* ---- the fused path is the one taken ------------------------------------------------------ */
+
+static int sgd_step_calls;
+static weft_kernel_fn real_sgd_step;
+
+/* Counts, then runs the real kernel. */
+static int counting_sgd_step(const struct weft_op_call *c)
+{
+    sgd_step_calls++;
+    return real_sgd_step(c);
+}
+
+Test(optim, a_linear_layers_parameters_take_the_fused_step)
+{
+    /* The gradient of Linear's weight comes out of backward transposed, (x^T g)^T; the
+     * .grad must still be contiguous (PyTorch's layout contract), or the optimizer would
+     * fall back to its composite path for every weight matrix. */
+    weft_scope_push();
+    weft_module *m = weft_nn_linear(5, 3, true);
+    weft_tensor *x = weft_randn(2, (int64_t[]){4, 5}, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_backward(weft_sum(weft_module_forward(m, x), 0, NULL, false), NULL, false), 0);
+    weft_tensor *w = weft_module_parameter(m, "weight"), *b = weft_module_parameter(m, "bias");
+    cr_assert(weft_tensor_is_contiguous(weft_grad(w)), "the weight's .grad is not contiguous");
+    weft_tensor *ps[2] = {w, b};
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\n", 2, ps);
+    int op = weft_op_lookup(WEFT_OP_SGD_STEP_NAME);
+    real_sgd_step = weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32);
+    cr_assert_not_null(real_sgd_step);
+    cr_assert_eq(weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                      WEFT_DTYPE_BIT(WEFT_F32), counting_sgd_step),
+                 0);
+    cr_assert_eq(weft_optimizer_step(opt), 0, "%s", weft_error_message());
+    cr_assert_eq(sgd_step_calls, 2, "the fused kernel ran for %d of 2 parameters",
+                 sgd_step_calls);
+    weft_optimizer_free(opt);
+    weft_module_free(m);
+    weft_scope_pop();
+}
