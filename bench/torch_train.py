@@ -71,11 +71,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", choices=["mlp_b64", "mlp_b256", "cnn_b64"], action="append",
+                    help="only these (repeatable); default all three")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     x, y = mnist()
     tag = f"t{args.threads}" + ("_passive" if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else "")
     for name, make, batch in [("mlp_b64", mlp, 64), ("mlp_b256", mlp, 256), ("cnn_b64", cnn, 64)]:
+        if args.model and name not in args.model:
+            continue
         ips = train(make(), x, y, batch, args.epochs)
         print(f"torch_{name}_{tag} {ips:.0f} images/s", flush=True)
 

@@ -880,6 +880,12 @@ weft_tensor *weft_log_softmax(weft_tensor *t, int dim)
  * Saved: 0 a, 1 b. 1-D operands are handled as PyTorch's matmul promotes them; broadcast
  * batch dims are summed by the engine. */
 
+/* True for a 2-D matrix stored column by column (a transposed view of a contiguous one). */
+static bool column_major(const weft_tensor *t)
+{
+    return t->ndim == 2 && t->stride[0] == 1 && t->stride[1] == t->shape[0] && t->shape[0] > 1;
+}
+
 static int matmul_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                            weft_tensor **grad_inputs)
 {
@@ -904,7 +910,12 @@ static int matmul_backward(struct weft_node *node, weft_tensor *const *grad_outp
             grad_inputs[0] = a->ndim == 1 ? weft_squeeze_dim(ga, -2) : ga;
         }
         if (need_b) {
-            weft_tensor *gb = weft_matmul(weft_transpose(a2, -1, -2), g2);
+            /* A transposed b (Linear's W^T) gets its gradient in its own layout, as
+             * PyTorch's mm_mat2_backward: (g^T a)^T, whose transpose back to W is
+             * contiguous, where a^T g would be a transposed copy to make later. */
+            weft_tensor *gb = column_major(b2) && a2->ndim == 2
+                                  ? weft_t(weft_matmul(weft_t(g2), a2))
+                                  : weft_matmul(weft_transpose(a2, -1, -2), g2);
             grad_inputs[1] = b->ndim == 1 ? weft_squeeze_dim(gb, -1) : gb;
         }
     }

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""weft-train against PyTorch, side by side and interleaved, on the same models and data.
+
+    bench/train_compare.py [--rounds R] [--epochs E] [--model NAME ...] [--weft-set K=V ...]
+
+For each model (the MLP 784-256-128-10 at batch 64 and 256, the CNN of
+configs/mnist-cnn.ini at batch 64; SGD lr 0.05 momentum 0.9), each round runs weft-train
+once and then PyTorch in each of its settings here (1 and 2 threads, with and without
+OMP_WAIT_POLICY=PASSIVE), so a drift in the machine's speed lands on both. A run's figure
+is its best epoch's images/s. Prints, per model, the median, min and max over the rounds
+for weft and for every PyTorch setting, and the ratio of weft's median to the best
+PyTorch setting's median. Run from the repository root after `make`, with nothing else
+running; PyTorch is Debian's python3-torch (/usr/bin/python3)."""
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = {"mlp_b64": ("configs/mnist-mlp.ini", 64), "mlp_b256": ("configs/mnist-mlp.ini", 256),
+          "cnn_b64": ("configs/mnist-cnn.ini", 64)}
+TORCH_SETTINGS = [("t1", 1, None), ("t1_passive", 1, "PASSIVE"), ("t2", 2, None),
+                  ("t2_passive", 2, "PASSIVE")]
+
+
+def weft_run(model, epochs, extra, tmp):
+    config, batch = MODELS[model]
+    log = os.path.join(tmp, "log.csv")
+    cmd = [os.path.join(ROOT, "build/apps/weft-train"), config,
+           "--set", "train.epochs=%d" % epochs, "--set", "data.batch_size=%d" % batch,
+           "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
+           "--set", "train.log=" + log, "--set", "data.workers=1"]
+    for kv in extra:
+        cmd += ["--set", kv]
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    with open(log) as f:
+        return max(float(r["images_per_s"]) for r in csv.DictReader(f))
+
+
+def torch_run(model, epochs, threads, policy):
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
+    out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/torch_train.py"),
+                          "--epochs", str(epochs), "--threads", str(threads), "--model", model],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return float(out.split()[1])
+
+
+def summary(values):
+    return "median %8.0f  min %8.0f  max %8.0f" % (statistics.median(values), min(values),
+                                                   max(values))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--model", action="append", choices=list(MODELS))
+    ap.add_argument("--weft-set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+    models = args.model or list(MODELS)
+    have_torch = not args.no_torch and subprocess.run(
+        ["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+    if not have_torch and not args.no_torch:
+        print("# PyTorch not installed (apt-get install python3-torch): weft only")
+    print("# %d rounds of %d epochs, interleaved; images/s of each run's best epoch" %
+          (args.rounds, args.epochs))
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            weft, torch = [], {name: [] for name, _, _ in TORCH_SETTINGS}
+            for _ in range(args.rounds):
+                weft.append(weft_run(model, args.epochs, args.weft_set, tmp))
+                if have_torch:
+                    for name, threads, policy in TORCH_SETTINGS:
+                        torch[name].append(torch_run(model, args.epochs, threads, policy))
+            print("%s weft           %s" % (model, summary(weft)))
+            if not have_torch:
+                continue
+            for name, values in torch.items():
+                print("%s torch_%-10s %s" % (model, name, summary(values)))
+            best = max(torch, key=lambda n: statistics.median(torch[n]))
+            print("%s ratio %.2fx (weft median / torch_%s median)" %
+                  (model, statistics.median(weft) / statistics.median(torch[best]), best))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
