@@ -14,7 +14,7 @@ MESON      ?= meson
 NINJA      ?= ninja
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
-               libopenblas-openmp-dev zlib1g-dev python3
+               libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3
 
 CONFIG ?= configs/mnist-mlp.ini
 

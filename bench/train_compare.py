@@ -2,12 +2,14 @@
 """weft-train against PyTorch, side by side and interleaved, on the same models and data.
 
     bench/train_compare.py [--rounds R] [--epochs E] [--model NAME ...] [--weft-set K=V ...]
+                           [--variant NAME:K=V[,K=V...] ...]
 
 For each model (the MLP 784-256-128-10 at batch 64 and 256, the CNN of
 configs/mnist-cnn.ini at batch 64; SGD lr 0.05 momentum 0.9), each round runs weft-train
 once and then PyTorch in each of its settings here (1 and 2 threads, with and without
 OMP_WAIT_POLICY=PASSIVE), so a drift in the machine's speed lands on both. A run's figure
-is its best epoch's images/s. Prints, per model, the median, min and max over the rounds
+is its best epoch's images/s. --variant adds a weft-train run with those --set
+overrides to every round (e.g. active:cpu.wait_policy=active), beside the default one. Prints, per model, the median, min and max over the rounds
 for weft and for every PyTorch setting, and the ratio of weft's median to the best
 PyTorch setting's median. Run from the repository root after `make`, with nothing else
 running; PyTorch is Debian's python3-torch (/usr/bin/python3)."""
@@ -62,9 +64,16 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--model", action="append", choices=list(MODELS))
     ap.add_argument("--weft-set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:K=V[,K=V...]")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     models = args.model or list(MODELS)
+    variants = [("default", [])]
+    for v in args.variant:
+        name, _, sets = v.partition(":")
+        if not name or not sets:
+            ap.error("--variant %r: expected NAME:SECTION.KEY=VALUE[,...]" % v)
+        variants.append((name, sets.split(",")))
     have_torch = not args.no_torch and subprocess.run(
         ["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
     if not have_torch and not args.no_torch:
@@ -73,20 +82,25 @@ def main():
           (args.rounds, args.epochs))
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
-            weft, torch = [], {name: [] for name, _, _ in TORCH_SETTINGS}
+            weft = {name: [] for name, _ in variants}
+            torch = {name: [] for name, _, _ in TORCH_SETTINGS}
             for _ in range(args.rounds):
-                weft.append(weft_run(model, args.epochs, args.weft_set, tmp))
+                for name, sets in variants:
+                    weft[name].append(weft_run(model, args.epochs, args.weft_set + sets, tmp))
                 if have_torch:
                     for name, threads, policy in TORCH_SETTINGS:
                         torch[name].append(torch_run(model, args.epochs, threads, policy))
-            print("%s weft           %s" % (model, summary(weft)))
+            for name, values in weft.items():
+                print("%s weft_%-11s %s" % (model, name, summary(values)))
             if not have_torch:
                 continue
             for name, values in torch.items():
                 print("%s torch_%-10s %s" % (model, name, summary(values)))
             best = max(torch, key=lambda n: statistics.median(torch[n]))
-            print("%s ratio %.2fx (weft median / torch_%s median)" %
-                  (model, statistics.median(weft) / statistics.median(torch[best]), best))
+            for name, values in weft.items():
+                print("%s ratio weft_%s %.2fx (median / torch_%s median)" %
+                      (model, name, statistics.median(values) / statistics.median(torch[best]),
+                       best))
             sys.stdout.flush()
 
 

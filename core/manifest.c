@@ -127,7 +127,10 @@ void weft_manifest_apply_env(const char *text, const weft_options *options)
             !next_word(&q, end, var, sizeof var) || !next_word(&q, end, key, sizeof key) ||
             !next_word(&q, end, def, sizeof def))
             continue;
-        /* The plugin's init() reads the key again and rejects a bad value. */
-        setenv(var, weft_options_string(options, key, def), 0);
+        /* The plugin's init() reads the key again and rejects a bad value. "default"
+         * leaves the variable unset: the library's own default. */
+        const char *value = weft_options_string(options, key, def);
+        if (strcmp(value, "default") != 0)
+            setenv(var, value, 0);
     }
 }

@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/backend.h>
+#include <weft/options.h>
+#include <weft/plugin.h>
+
 #include "testutil.h"
 
 TestSuite(matmul, .init = tu_setup, .fini = tu_teardown);
@@ -291,4 +295,113 @@ Test(matmul, errors_use_pytorch_wording)
     cr_assert_null(weft_matmul(NULL, f23));
     tu_assert_no_error();
     weft_scope_pop();
+}
+
+/* ---- the float32 GEMM providers ([cpu] gemm) ------------------------------------------- */
+
+/* The suite loads the cpu plugin itself, with [cpu] gemm set, in each test's process. */
+static const weft_options *gemm_options(void *ctx, const char *plugin)
+{
+    return strcmp(plugin, "cpu") == 0 ? ctx : NULL;
+}
+
+static weft_options *load_cpu_with_gemm(const char *mode)
+{
+    weft_options *o = weft_options_new("cpu", "gemm.ini");
+    cr_assert_eq(weft_options_set(o, "gemm", mode), 0);
+    weft_plugin_set_options_source(gemm_options, o);
+    return o;
+}
+
+static bool have_onednn(void)
+{
+    const struct weft_backend *b = weft_backend_find(WEFT_DEVICE_CPU);
+    cr_assert_not_null(b);
+    return strstr(b->features(), "no oneDNN") == NULL;
+}
+
+/* All four transposes on odd sizes, each product REPEATS times (in mode auto the first
+ * ones are the timed trials that alternate providers, the later ones the chosen one),
+ * plus a batch of small products run inside a parallel region. */
+#define REPEATS 20
+static void check_gemm_provider(const char *mode)
+{
+    weft_options *o = load_cpu_with_gemm(mode);
+    if (!weft_backend_get(WEFT_DEVICE_CPU))
+        cr_assert_fail("[cpu] gemm = %s: %s", mode, weft_error_message());
+    uint64_t st = 11;
+    const int64_t M = 37, K = 129, N = 61;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            weft_scope_push();
+            weft_tensor *a = make_operand(2, (int64_t[]){M, K}, WEFT_F32,
+                                          ta ? TRANSPOSED : CONTIGUOUS, &st);
+            weft_tensor *b = make_operand(2, (int64_t[]){K, N}, WEFT_F32,
+                                          tb ? TRANSPOSED : CONTIGUOUS, &st);
+            double *x = read_all(a), *y = read_all(b);
+            double *e = malloc((size_t)(M * N) * sizeof *e);
+            int64_t oshape[2];
+            ref_matmul(x, 2, (int64_t[]){M, K}, y, 2, (int64_t[]){K, N}, e, oshape);
+            for (int r = 0; r < REPEATS; r++) {
+                weft_scope_push();
+                tu_assert_close(weft_matmul(a, b), e, M * N, 1e-5, 1e-4);
+                weft_scope_pop();
+            }
+            free(e);
+            free(x);
+            free(y);
+            weft_scope_pop();
+        }
+    weft_scope_push();
+    const int64_t sa[3] = {400, 9, 7}, sb[3] = {400, 7, 5};
+    weft_tensor *a = make_operand(3, sa, WEFT_F32, CONTIGUOUS, &st);
+    weft_tensor *b = make_operand(3, sb, WEFT_F32, TRANSPOSED, &st);
+    double *x = read_all(a), *y = read_all(b), *e = malloc(400 * 9 * 5 * sizeof *e);
+    int64_t oshape[3];
+    ref_matmul(x, 3, sa, y, 3, sb, e, oshape);
+    for (int r = 0; r < 3; r++)
+        tu_assert_close(weft_matmul(a, b), e, 400 * 9 * 5, 1e-5, 1e-5);
+    free(e);
+    free(x);
+    free(y);
+    weft_scope_pop();
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}
+
+TestSuite(gemm, .fini = tu_teardown);
+
+Test(gemm, openblas_matches_reference_on_every_transpose)
+{
+    check_gemm_provider("openblas");
+}
+
+Test(gemm, auto_matches_reference_while_timing_and_after_choosing)
+{
+    check_gemm_provider("auto");
+}
+
+Test(gemm, onednn_matches_reference_or_is_refused_by_a_build_without_it)
+{
+    weft_options *o = load_cpu_with_gemm("onednn");
+    const struct weft_backend *b = weft_backend_get(WEFT_DEVICE_CPU);
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+    if (!b) {
+        tu_assert_error(WEFT_ERR_PLUGIN, "gemm.ini: [cpu] gemm = 'onednn': this weft-cpu.so "
+                                         "was built without oneDNN");
+        cr_skip_test("this build has no oneDNN");
+    }
+    cr_assert(have_onednn());
+    check_gemm_provider("onednn");
+}
+
+Test(gemm, an_unknown_provider_is_refused_with_the_choices)
+{
+    weft_options *o = load_cpu_with_gemm("mkl");
+    cr_assert_null(weft_backend_get(WEFT_DEVICE_CPU));
+    tu_assert_error(WEFT_ERR_PLUGIN, "gemm.ini: [cpu] gemm = 'mkl': expected one of auto, "
+                                     "openblas, onednn");
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
 }

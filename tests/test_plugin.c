@@ -327,6 +327,14 @@ Test(plugin_host, a_manifest_env_line_sets_the_variable_before_the_plugin_loads)
     weft_options_free(o);
 }
 
+Test(plugin_host, a_manifest_env_value_of_default_leaves_the_variable_unset)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    cr_assert_not_null(weft_backend_get(WEFT_DEVICE_CPU), "%s", weft_error_message());
+    cr_assert_null(getenv("OMP_WAIT_POLICY"), "the cpu plugin's default wait_policy set "
+                                               "OMP_WAIT_POLICY=%s", getenv("OMP_WAIT_POLICY"));
+}
+
 Test(plugin_host, a_manifest_env_line_keeps_a_value_the_user_set)
 {
     setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
@@ -352,7 +360,7 @@ Test(plugin_host, a_bad_cpu_wait_policy_is_refused_with_the_choices)
     weft_plugin_set_options_source(cpu_options, o);
     cr_assert_null(weft_backend_get(WEFT_DEVICE_CPU));
     tu_assert_error(WEFT_ERR_PLUGIN, "host.ini: [cpu] wait_policy = 'spin': expected one of "
-                                     "passive, active");
+                                     "default, passive, active");
     weft_plugin_set_options_source(NULL, NULL);
     weft_options_free(o);
 }

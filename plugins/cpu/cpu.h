@@ -30,6 +30,24 @@ void cpu_free(int index, void *ptr, size_t nbytes);
 int cpu_memory_stats(int index, struct weft_memory_stats *out);
 void cpu_empty_cache(int index);
 
+/* ---- float32 GEMM (gemm.c) ----------------------------------------------------------- */
+enum cpu_gemm_mode { CPU_GEMM_AUTO, CPU_GEMM_OPENBLAS, CPU_GEMM_ONEDNN };
+/* C[M, N] = op(A)[M, K] op(B)[K, N], row-major, overwriting C (beta 0). */
+struct cpu_gemm {
+    bool trans_a, trans_b;
+    int M, N, K, lda, ldb, ldc;
+    const float *A, *B;
+    float *C;
+};
+/* Through the provider [cpu] gemm names, or in mode auto the one measured faster for
+ * this shape. */
+int cpu_sgemm(const struct cpu_gemm *g);
+/* report_choices: print each auto choice, with both timings, to stderr. */
+void cpu_gemm_configure(enum cpu_gemm_mode mode, bool report_choices);
+bool cpu_gemm_have_onednn(void);
+/* "sgemm auto: OpenBLAS 0.3.21 ... (COOPERLAKE), oneDNN 2.6.3 (AVX-512 BF16)" */
+void cpu_gemm_describe(char *buf, size_t size);
+
 /* ---- threads -------------------------------------------------------------------------- */
 int cpu_num_threads(void);
 /* Below this many elements a loop runs on the calling thread: waking the pool costs

@@ -1,6 +1,7 @@
 /* plugins/cpu/kernels_matmul.c: batched matrix products [B, M, K] x [B, K, N] -> [B, M, N].
  *
- * float32/float64 go to OpenBLAS. A transposed operand is passed as a transpose (no copy):
+ * float32 goes to the faster of OpenBLAS and oneDNN for its shape (gemm.c), float64 to
+ * OpenBLAS. A transposed operand is passed as a transpose (no copy):
  * with row-major storage, an operand whose inner stride is 1 is NoTrans with ld = its row
  * stride, one whose row stride is 1 is Trans with ld = its column stride; anything else is
  * copied to contiguous memory first. Small matrices in a batch run in parallel over the
@@ -104,17 +105,28 @@ struct gemm_job {
     enum weft_dtype dtype;
 };
 
+struct gemm_batches_job {
+    const struct gemm_job *job;
+    int failed; /* set by a thread whose product failed (error set on that thread) */
+};
+
 static void gemm_batches(void *ctx, int64_t begin, int64_t end)
 {
-    const struct gemm_job *j = ctx;
+    struct gemm_batches_job *bj = ctx;
+    const struct gemm_job *j = bj->job;
     int M = (int)j->s.M, N = (int)j->s.N, K = (int)j->s.K;
     for (int64_t b = begin; b < end; b++) {
         if (j->dtype == WEFT_F32) {
-            const float *A = (const float *)j->a.data + b * j->a.sbatch;
-            const float *Bm = (const float *)j->b.data + b * j->b.sbatch;
-            float *C = (float *)j->c + b * j->c_sbatch;
-            cblas_sgemm(CblasRowMajor, j->ta, j->tb, M, N, K, 1.0f, A, j->lda, Bm, j->ldb, 0.0f,
-                        C, j->ldc);
+            struct cpu_gemm g = {
+                .trans_a = j->ta == CblasTrans, .trans_b = j->tb == CblasTrans,
+                .M = M, .N = N, .K = K, .lda = j->lda, .ldb = j->ldb, .ldc = j->ldc,
+                .A = (const float *)j->a.data + b * j->a.sbatch,
+                .B = (const float *)j->b.data + b * j->b.sbatch,
+                .C = (float *)j->c + b * j->c_sbatch};
+            if (cpu_sgemm(&g) != 0) {
+                __atomic_store_n(&bj->failed, 1, __ATOMIC_RELAXED);
+                return;
+            }
         } else {
             const double *A = (const double *)j->a.data + b * j->a.sbatch;
             const double *Bm = (const double *)j->b.data + b * j->b.sbatch;
@@ -170,11 +182,19 @@ static int matmul_blas(const struct weft_op_call *call, struct mm_shape s)
         j.ldc = (int)(s.N > 1 ? s.N : 1);
     }
     int64_t per = s.M * s.N * s.K;
+    struct gemm_batches_job bj = {.job = &j};
     if (s.B > 1 && per < MM_SMALL) {
         int64_t grain = CPU_PARALLEL_GRAIN / (per > 0 ? per : 1);
-        cpu_parallel_for(s.B, grain > 0 ? grain : 1, gemm_batches, &j);
+        cpu_parallel_for(s.B, grain > 0 ? grain : 1, gemm_batches, &bj);
     } else {
-        gemm_batches(&j, 0, s.B);
+        gemm_batches(&bj, 0, s.B);
+    }
+    if (bj.failed) {
+        /* A worker thread's error message stays on that thread: name the product here. */
+        rc = weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's sgemm failed for %lld x %lld "
+                                              "x %lld", (long long)s.M, (long long)s.N,
+                            (long long)s.K);
+        goto done;
     }
     if (!direct) {
         const char *src = cbuf;

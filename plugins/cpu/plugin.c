@@ -13,7 +13,6 @@
 /* OpenBLAS's own controls (declared here: not every cblas.h carries them). */
 extern void openblas_set_num_threads(int n);
 extern int openblas_get_num_threads(void);
-extern char *openblas_get_config(void);
 extern char *openblas_get_corename(void);
 
 static int cpu_device_count(void)
@@ -62,25 +61,25 @@ static int cpu_set_num_threads(int n)
     return 0;
 }
 
+/* Rebuilt on each call: [cpu] gemm may change when the plugin is configured again. */
 static const char *cpu_features(void)
 {
-    static char text[256];
-    if (!text[0]) {
-        const char *simd = "baseline x86-64";
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f"))
-            simd = "AVX-512";
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            simd = "AVX2 FMA";
-        snprintf(text, sizeof text, "%s; %s (%s)%s", simd, openblas_get_config(),
-                 openblas_get_corename(),
+    static char text[384];
+    char gemm[256];
+    const char *simd = "baseline x86-64";
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        simd = "AVX-512";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        simd = "AVX2 FMA";
+    cpu_gemm_describe(gemm, sizeof gemm);
+    snprintf(text, sizeof text, "%s; %s%s", simd, gemm,
 #ifdef _OPENMP
-                 "; OpenMP"
+             "; OpenMP"
 #else
-                 ""
+             ""
 #endif
-        );
-    }
+    );
     return text;
 }
 
@@ -110,12 +109,22 @@ static int cpu_probe(char *why, size_t why_size)
  * its value. */
 static int read_options(const weft_options *o)
 {
-    static const char *const wait_policies[] = {"passive", "active", NULL};
-    int policy;
+    static const char *const wait_policies[] = {"default", "passive", "active", NULL};
+    /* In enum cpu_gemm_mode's order. */
+    static const char *const gemm_modes[] = {"auto", "openblas", "onednn", NULL};
+    int policy, gemm;
+    bool gemm_report;
     int64_t n;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
-        weft_options_int_range(o, "threads", 0, 0, 4096, &n) < 0)
+        weft_options_int_range(o, "threads", 0, 0, 4096, &n) < 0 ||
+        weft_options_choice(o, "gemm", gemm_modes, CPU_GEMM_AUTO, &gemm) < 0 ||
+        weft_options_bool(o, "gemm_report", false, &gemm_report) < 0)
         return WEFT_ERR_CONFIG;
+    if (gemm == CPU_GEMM_ONEDNN && !cpu_gemm_have_onednn())
+        return weft_options_bad_value(o, "gemm", "this weft-cpu.so was built without oneDNN "
+                                                 "(install libdnnl-dev and rebuild); expected "
+                                                 "auto or openblas");
+    cpu_gemm_configure((enum cpu_gemm_mode)gemm, gemm_report);
     return n > 0 ? cpu_set_num_threads((int)n) : 0;
 }
 
@@ -148,16 +157,21 @@ static void cpu_fini(void)
     cpu_empty_cache(0);
 }
 
-/* Idle OpenMP threads spin by default; between the many short kernels of a training step
- * they then steal the cores from the loader's workers and from each other (measured: +50%
- * images/s for the MNIST MLP on 2 cores when passive). A value the user set wins. */
+/* wait_policy: what an idle OpenMP thread does. libgomp's default (spin about 3 ms, then
+ * sleep), which PyTorch runs with too, measured best on a quiet machine: the MNIST MLP
+ * on 2 cores at 80-90k images/s against 21-47k passive (threads asleep between the many
+ * short parallel regions of a step, woken through the kernel each time). With another
+ * process busy on one of the cores the order turns: passive 41-59k, spinning 13-27k
+ * (a thread spins while the one it waits for is off the core). So: default here,
+ * passive where the machine is shared (the test suites run passive). A value the
+ * environment already has wins. */
 WEFT_PLUGIN_MANIFEST("provides backend:cpu\n"
-                     "env OMP_WAIT_POLICY wait_policy passive\n");
+                     "env OMP_WAIT_POLICY wait_policy default\n");
 
 static const struct weft_plugin cpu_plugin = {
     .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "cpu", struct weft_plugin),
     .version = WEFT_VERSION_STRING,
-    .description = "strided CPU kernels (OpenMP), GEMM through OpenBLAS",
+    .description = "strided CPU kernels (OpenMP), GEMM through OpenBLAS and oneDNN",
     .manifest = weft_plugin_manifest,
     .probe = cpu_probe,
     .init = cpu_init,

@@ -1,0 +1,245 @@
+/* plugins/cpu/gemm.c: float32 GEMM through the faster provider for each shape.
+ *
+ * Two libraries do single-precision GEMM here: OpenBLAS and, where the build found it,
+ * oneDNN (dnnl_sgemm). Neither wins everywhere: on a 2-core Zen 4 oneDNN was up to 2x
+ * faster on some of the MLP's shapes with spinning OpenMP threads and up to 2x slower
+ * with passive ones, and 30x slower on a 64x10x128 product (bench: weft-bench matmul).
+ * So in mode auto the first products of each shape (transposes, M, N, K, and whether it
+ * runs inside a parallel region) alternate between both, timed, and every later product
+ * of that shape uses the faster one, as cudnn.benchmark does.
+ * The choice is per process: two runs may pick differently and round differently in the
+ * last bits; [cpu] gemm = openblas (or onednn) fixes the provider. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+#ifdef WEFT_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu.h"
+
+extern char *openblas_get_config(void);
+extern char *openblas_get_corename(void);
+
+static enum cpu_gemm_mode mode = CPU_GEMM_AUTO;
+static bool report;
+
+/* ---- the providers ------------------------------------------------------------------- */
+
+/* C[M, N] = op(A)[M, K] op(B)[K, N], row-major, beta 0. */
+static void openblas_sgemm(const struct cpu_gemm *g)
+{
+    cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                g->trans_b ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, 1.0f, g->A, g->lda,
+                g->B, g->ldb, 0.0f, g->C, g->ldc);
+}
+
+#ifdef WEFT_HAVE_ONEDNN
+static int onednn_sgemm(const struct cpu_gemm *g)
+{
+    dnnl_status_t st = dnnl_sgemm(g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N', g->M, g->N,
+                                  g->K, 1.0f, g->A, g->lda, g->B, g->ldb, 0.0f, g->C, g->ldc);
+    if (st == dnnl_success)
+        return 0;
+    return weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's sgemm failed (status %d) for "
+                                            "%d x %d x %d",
+                          (int)st, g->M, g->N, g->K);
+}
+#endif
+
+static int run_provider(enum cpu_gemm_mode which, const struct cpu_gemm *g)
+{
+#ifdef WEFT_HAVE_ONEDNN
+    if (which == CPU_GEMM_ONEDNN)
+        return onednn_sgemm(g);
+#else
+    (void)which;
+#endif
+    openblas_sgemm(g);
+    return 0;
+}
+
+bool cpu_gemm_have_onednn(void)
+{
+#ifdef WEFT_HAVE_ONEDNN
+    return true;
+#else
+    return false;
+#endif
+}
+
+/* ---- the per-shape choice ------------------------------------------------------------- */
+
+/* The first TRIALS products of a shape alternate between the providers, timed; from then
+ * on the one with the lower best time runs. The trials are the program's own products,
+ * so choosing costs nothing but the slower provider's share of them; the first of each
+ * provider is not counted (oneDNN generates its kernels then, caches are cold). */
+#define TRIALS 16
+
+struct choice {
+    uint64_t key;      /* 0: empty slot */
+    int trials;        /* products timed so far */
+    double best[2];    /* seconds: OpenBLAS, oneDNN */
+    enum cpu_gemm_mode provider; /* CPU_GEMM_AUTO until chosen */
+};
+
+/* Open addressing; when the table is three-quarters full (a program with more shapes
+ * than that) new shapes go to OpenBLAS untimed. */
+#define CHOICES 1024
+static struct choice choices[CHOICES];
+static int choices_used;
+static pthread_mutex_t choices_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool in_parallel(void)
+{
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return false;
+#endif
+}
+
+/* Dimensions up to 2^20 make the key exact; beyond that two shapes may share a choice,
+ * which costs speed at worst, never correctness. */
+static uint64_t shape_key(const struct cpu_gemm *g)
+{
+    uint64_t m = (uint64_t)g->M & 0xfffff, n = (uint64_t)g->N & 0xfffff,
+             k = (uint64_t)g->K & 0xfffff;
+    return 1 | (uint64_t)g->trans_a << 1 | (uint64_t)g->trans_b << 2 |
+           (uint64_t)in_parallel() << 3 | m << 4 | n << 24 | k << 44;
+}
+
+/* The slot holding key, or the empty one where it goes; NULL when the table is full. */
+static struct choice *slot_of(uint64_t key)
+{
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    for (int probe = 0; probe < CHOICES; probe++) {
+        struct choice *c = &choices[((h >> 54) + (uint64_t)probe) & (CHOICES - 1)];
+        if (c->key == key || c->key == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Under choices_lock. The provider for this product: the chosen one, or the next trial's
+ * (*trial set), or OpenBLAS when the table has no room. */
+static enum cpu_gemm_mode lookup(uint64_t key, bool *trial)
+{
+    struct choice *c = slot_of(key);
+    *trial = false;
+    if (!c || (c->key == 0 && choices_used >= CHOICES * 3 / 4))
+        return CPU_GEMM_OPENBLAS;
+    if (c->key == 0) {
+        *c = (struct choice){.key = key, .best = {1e300, 1e300}};
+        choices_used++;
+    }
+    if (c->provider != CPU_GEMM_AUTO)
+        return c->provider;
+    *trial = true;
+    return c->trials % 2 ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS;
+}
+
+/* Under choices_lock: one trial's time; chooses after the last. */
+static void record(uint64_t key, const struct cpu_gemm *g, enum cpu_gemm_mode which, double t)
+{
+    struct choice *c = slot_of(key);
+    if (!c || c->key != key || c->provider != CPU_GEMM_AUTO)
+        return; /* another thread's trials decided meanwhile */
+    int p = which == CPU_GEMM_ONEDNN;
+    if (c->trials >= 2 && t < c->best[p])
+        c->best[p] = t;
+    if (++c->trials < TRIALS)
+        return;
+    c->provider = c->best[1] < c->best[0] ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS;
+    if (report)
+        fprintf(stderr,
+                "weft-cpu: sgemm %dx%dx%d %c%c%s: openblas %.1f us, onednn %.1f us (best of "
+                "%d each) -> %s\n",
+                g->M, g->N, g->K, g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N',
+                in_parallel() ? " in a parallel region" : "", c->best[0] * 1e6,
+                c->best[1] * 1e6, TRIALS / 2 - 1,
+                c->provider == CPU_GEMM_ONEDNN ? "onednn" : "openblas");
+}
+
+int cpu_sgemm(const struct cpu_gemm *g)
+{
+    if (mode != CPU_GEMM_AUTO || !cpu_gemm_have_onednn())
+        return run_provider(mode == CPU_GEMM_ONEDNN ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS, g);
+    uint64_t key = shape_key(g);
+    bool trial;
+    pthread_mutex_lock(&choices_lock);
+    enum cpu_gemm_mode which = lookup(key, &trial);
+    pthread_mutex_unlock(&choices_lock);
+    if (!trial)
+        return run_provider(which, g);
+    double t0 = now_seconds();
+    int rc = run_provider(which, g);
+    double t = now_seconds() - t0;
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&choices_lock);
+    record(key, g, which, t);
+    pthread_mutex_unlock(&choices_lock);
+    return 0;
+}
+
+/* ---- set-up and description ------------------------------------------------------------- */
+
+void cpu_gemm_configure(enum cpu_gemm_mode m, bool report_choices)
+{
+    mode = m;
+    report = report_choices;
+    pthread_mutex_lock(&choices_lock);
+    memset(choices, 0, sizeof choices);
+    choices_used = 0;
+    pthread_mutex_unlock(&choices_lock);
+}
+
+#ifdef WEFT_HAVE_ONEDNN
+static const char *onednn_isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "SSE4.1";
+    case dnnl_cpu_isa_avx: return "AVX";
+    case dnnl_cpu_isa_avx2: return "AVX2";
+    case dnnl_cpu_isa_avx512_mic: return "AVX-512 (MIC)";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (MIC 4ops)";
+    case dnnl_cpu_isa_avx512_core: return "AVX-512";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 BF16";
+    case dnnl_cpu_isa_avx512_core_amx: return "AVX-512 AMX";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2 VNNI";
+    default: return "generic";
+    }
+}
+#endif
+
+void cpu_gemm_describe(char *buf, size_t size)
+{
+    static const char *const names[] = {"auto", "openblas", "onednn"};
+    int n = snprintf(buf, size, "sgemm %s: %s (%s)", names[mode], openblas_get_config(),
+                     openblas_get_corename());
+#ifdef WEFT_HAVE_ONEDNN
+    const dnnl_version_t *v = dnnl_version();
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", oneDNN %d.%d.%d (%s)", v->major, v->minor,
+                 v->patch, onednn_isa_name(dnnl_get_effective_cpu_isa()));
+#else
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ", no oneDNN in this build");
+#endif
+}
