@@ -6,6 +6,9 @@
  * `--filter sparse_` runs the sparse group alone (apps/bench_sparse.c).
  */
 #include <cblas.h>
+#ifdef WEFT_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,9 +145,14 @@ static void bench_copies(void)
 
 /* ---- matmul ------------------------------------------------------------------------------ */
 
+/* weft_matmul of [M, K] x [K, N] beside the direct library calls it may make: OpenBLAS's
+ * cblas_sgemm and, where weft-bench was built with oneDNN, dnnl_sgemm. A transposed
+ * operand (trans_a / trans_b) is a transposed view, as Linear's W^T and its gradients. */
 struct matmul_ctx {
-    weft_tensor *a, *b;
-    int64_t n;
+    int M, N, K;
+    bool trans_a, trans_b;
+    weft_tensor *a, *b; /* the operands as weft sees them (views when transposed) */
+    const float *A, *B; /* their storage */
     float *out;
 };
 
@@ -157,41 +165,116 @@ static void run_weft_matmul(void *p)
 static void run_cblas(void *p)
 {
     struct matmul_ctx *c = p;
-    int n = (int)c->n;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
-                weft_tensor_data(c->a), n, weft_tensor_data(c->b), n, 0.0f, c->out, n);
+    cblas_sgemm(CblasRowMajor, c->trans_a ? CblasTrans : CblasNoTrans,
+                c->trans_b ? CblasTrans : CblasNoTrans, c->M, c->N, c->K, 1.0f, c->A,
+                c->trans_a ? c->M : c->K, c->B, c->trans_b ? c->K : c->N, 0.0f, c->out, c->N);
 }
 
-static void bench_matmul(int64_t n)
+#ifdef WEFT_HAVE_ONEDNN
+static void run_dnnl(void *p)
 {
-    char name_weft[64], name_blas[64];
-    snprintf(name_weft, sizeof name_weft, "matmul_%lld", (long long)n);
-    snprintf(name_blas, sizeof name_blas, "cblas_sgemm_%lld", (long long)n);
+    struct matmul_ctx *c = p;
+    dnnl_sgemm(c->trans_a ? 'T' : 'N', c->trans_b ? 'T' : 'N', c->M, c->N, c->K, 1.0f, c->A,
+               c->trans_a ? c->M : c->K, c->B, c->trans_b ? c->K : c->N, 0.0f, c->out, c->N);
+}
+#endif
+
+/* A [rows, cols] operand, stored transposed when asked. */
+static weft_tensor *matmul_operand(int rows, int cols, bool transposed, const float **data)
+{
+    const int64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
+    weft_tensor *t = weft_rand(2, shape, WEFT_F32, WEFT_CPU);
+    if (!t)
+        return NULL;
+    *data = weft_tensor_data(t);
+    if (!transposed)
+        return t;
+    weft_tensor *v = weft_t(t);
+    weft_tensor_release(t);
+    return v;
+}
+
+static void bench_matmul(int M, int N, int K, bool trans_a, bool trans_b)
+{
+    char shape[48], name_weft[64], name_blas[64], name_dnnl[64];
+    snprintf(shape, sizeof shape, "%dx%dx%d_%c%c", M, N, K, trans_a ? 'T' : 'N',
+             trans_b ? 'T' : 'N');
+    snprintf(name_weft, sizeof name_weft, "matmul_%s", shape);
+    snprintf(name_blas, sizeof name_blas, "openblas_sgemm_%s", shape);
+    snprintf(name_dnnl, sizeof name_dnnl, "onednn_sgemm_%s", shape);
     bool want_weft = selected(name_weft), want_blas = selected(name_blas);
-    if (!want_weft && !want_blas)
+#ifdef WEFT_HAVE_ONEDNN
+    bool want_dnnl = selected(name_dnnl);
+#else
+    bool want_dnnl = false;
+    (void)name_dnnl;
+#endif
+    if (!want_weft && !want_blas && !want_dnnl)
         return;
-    const int64_t shape[2] = {n, n};
-    struct matmul_ctx c = {.n = n};
-    c.a = weft_rand(2, shape, WEFT_F32, WEFT_CPU);
-    c.b = weft_rand(2, shape, WEFT_F32, WEFT_CPU);
+    struct matmul_ctx c = {.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b};
+    c.a = matmul_operand(M, K, trans_a, &c.A);
+    c.b = matmul_operand(K, N, trans_b, &c.B);
+    c.out = malloc((size_t)M * (size_t)N * sizeof(float));
     die_on_error("setting up matmul");
-    double flops = 2.0 * (double)n * (double)n * (double)n;
-    int repeats = n >= 2048 ? (opt.repeats < 5 ? opt.repeats : 5) : opt.repeats;
-    if (want_weft) {
-        double s = time_median(run_weft_matmul, &c, repeats);
-        die_on_error("matmul");
-        report(name_weft, flops / s / 1e9, "GFLOP/s");
+    if (!c.out)
+        exit(1);
+    double flops = 2.0 * M * N * K;
+    int repeats = flops > 1e10 ? (opt.repeats < 5 ? opt.repeats : 5) : opt.repeats;
+    /* Small products are timed as batches of calls so the clock's resolution is no part;
+     * the three take turns sample by sample, so a drift in the machine lands on all. */
+    int calls = flops < 1e8 ? (int)(1e8 / flops) : 1;
+    struct {
+        bool want;
+        const char *name;
+        void (*fn)(void *);
+        double samples[64];
+    } runs[3] = {{want_weft, name_weft, run_weft_matmul, {0}},
+                 {want_blas, name_blas, run_cblas, {0}},
+#ifdef WEFT_HAVE_ONEDNN
+                 {want_dnnl, name_dnnl, run_dnnl, {0}}};
+#else
+                 {false, name_dnnl, NULL, {0}}};
+#endif
+    if (repeats > 64)
+        repeats = 64;
+    for (int i = 0; i < 20; i++) /* past [cpu] gemm = auto's timed trials; warms the rest */
+        for (int k = 0; k < 3; k++)
+            if (runs[k].want)
+                runs[k].fn(&c);
+    die_on_error("matmul");
+    for (int r = 0; r < repeats; r++)
+        for (int k = 0; k < 3; k++) {
+            if (!runs[k].want)
+                continue;
+            double t0 = now_seconds();
+            for (int i = 0; i < calls; i++)
+                runs[k].fn(&c);
+            runs[k].samples[r] = (now_seconds() - t0) / calls;
+        }
+    for (int k = 0; k < 3; k++) {
+        if (!runs[k].want)
+            continue;
+        qsort(runs[k].samples, (size_t)repeats, sizeof(double), compare_double);
+        report(runs[k].name, flops / runs[k].samples[repeats / 2] / 1e9, "GFLOP/s");
     }
-    if (want_blas) {
-        c.out = malloc((size_t)(n * n) * sizeof(float));
-        if (!c.out)
-            exit(1);
-        double s = time_median(run_cblas, &c, repeats);
-        report(name_blas, flops / s / 1e9, "GFLOP/s");
-        free(c.out);
-    }
+    free(c.out);
     weft_tensor_release(c.a);
     weft_tensor_release(c.b);
+}
+
+/* The square products, then the MNIST MLP's (784-256-128-10; batch 64 and 256): forward
+ * x W^T (NT), input gradient g W (NN), weight gradient g^T x (TN). */
+static void bench_matmuls(void)
+{
+    bench_matmul(1024, 1024, 1024, false, false);
+    bench_matmul(2048, 2048, 2048, false, false);
+    static const int mlp[][5] = {
+        {64, 256, 784, 0, 1},  {64, 128, 256, 0, 1}, {64, 256, 128, 0, 0},
+        {256, 784, 64, 1, 0},  {128, 256, 64, 1, 0}, {256, 256, 784, 0, 1},
+        {256, 784, 256, 1, 0}, {256, 128, 256, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof mlp / sizeof *mlp; i++)
+        bench_matmul(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
 }
 
 /* ---- per-call overhead ------------------------------------------------------------------ */
@@ -480,8 +563,7 @@ int main(int argc, char **argv)
         printf("# weft %s, %d threads, median of %d\n", weft_version(), weft_get_num_threads(),
                opt.repeats);
     bench_copies();
-    bench_matmul(1024);
-    bench_matmul(2048);
+    bench_matmuls();
     bench_tiny();
     bench_nn();
     bench_dataloader();
