@@ -476,6 +476,43 @@ Test(nn_functional, max_pool2d_propagates_nan_and_takes_an_unbatched_image)
     tu_assert_close(y, (const double[]){NAN, 6, NAN, 9}, 4, 0, 0);
 }
 
+/* The 2x2 stride-2 window has its own straight-line loop: odd sizes (the last row and
+ * column are dropped), many ties (the first maximum wins) and the indices, read back
+ * through the backward pass (each window's gradient lands on its index). */
+Test(nn_functional, max_pool2d_2x2_picks_the_first_maximum_on_odd_sizes)
+{
+    const struct pool_case c = {2, 3, 7, 9, {{2, 2}, {0, 0}, {0, 0}, {0, 0}, false, true}};
+    const enum weft_dtype dts[] = {WEFT_F32, WEFT_F64, WEFT_BF16};
+    for (size_t k = 0; k < 3; k++) {
+        weft_scope_push();
+        const int64_t xs[4] = {2, 3, 7, 9};
+        double xv[2 * 3 * 7 * 9], expect[2 * 3 * 3 * 4], grad[2 * 3 * 7 * 9] = {0};
+        int64_t idx[2 * 3 * 3 * 4];
+        uint64_t seed = 77;
+        tu_random_values(xv, 2 * 3 * 7 * 9, 0, 3, &seed);
+        for (int i = 0; i < 2 * 3 * 7 * 9; i++)
+            xv[i] = floor(xv[i]); /* 0, 1 or 2: ties in most windows */
+        weft_tensor *x = tu_tensor(4, xs, xv, dts[k]);
+        cr_assert_eq(weft_requires_grad_(x, true), 0);
+        max_pool_reference(&c, xv, expect, idx);
+        weft_tensor *y = weft_max_pool2d(x, &c.p);
+        tu_assert_shape(y, 4, (const int64_t[]){2, 3, 3, 4});
+        tu_assert_close(y, expect, 2 * 3 * 3 * 4, 0, 0);
+        cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s",
+                     weft_error_message());
+        for (int pl = 0; pl < 6; pl++)
+            for (int o = 0; o < 12; o++)
+                grad[pl * 63 + idx[pl * 12 + o]] += 1;
+        tu_assert_close(weft_grad(x), grad, 2 * 3 * 7 * 9, 0, 0);
+        weft_scope_pop();
+    }
+    /* NaN wins its window, as in the general loop */
+    double v[16] = {1, 2, 3, 4, NAN, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, NAN};
+    weft_tensor *x = tu_tensor(4, (const int64_t[]){1, 1, 4, 4}, v, WEFT_F32);
+    struct weft_pool2d_params p = {.kernel = {2, 2}};
+    tu_assert_close(weft_max_pool2d(x, &p), (const double[]){NAN, 7, 13, NAN}, 4, 0, 0);
+}
+
 Test(nn_functional, pooling_errors_use_pytorch_words)
 {
     weft_tensor *x = weft_zeros(4, (const int64_t[]){1, 3, 5, 5}, WEFT_F32, WEFT_CPU);

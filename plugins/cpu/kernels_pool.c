@@ -66,9 +66,45 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
  * x/gx: image planes, y/gy/idx: pooled planes. Strides in elements (sy row, sx column);
  * planes the kernel writes are contiguous. */
 #define DEFINE_POOL(name, T, C)                                                               \
+    /* The common 2x2 window, stride 2, no padding or dilation, rows contiguous: the four  \
+     * taps straight-line and the choice by select, not branch (a branch on random data   \
+     * mispredicts every other tap). Same order and NaN rule as the general loop.          \
+     * x: [H, W] rows sy apart; y, idx: [OH, OW]. */                                      \
+    static void max_plane_2x2_##name(const T *x, int64_t sy, T *y, int64_t *idx,            \
+                                     const struct pool_geom *g)                               \
+    {                                                                                         \
+        for (int64_t oy = 0; oy < g->OH; oy++) {                                              \
+            const T *r0 = x + 2 * oy * sy, *r1 = r0 + sy;                                     \
+            int64_t base = 2 * oy * g->W;                                                     \
+            for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
+                C v0 = weft_load_##name(r0 + 2 * ox), v1 = weft_load_##name(r0 + 2 * ox + 1); \
+                C v2 = weft_load_##name(r1 + 2 * ox), v3 = weft_load_##name(r1 + 2 * ox + 1); \
+                int64_t at = base + 2 * ox;                                                   \
+                C best = v0;                                                                  \
+                int64_t pick = at;                                                            \
+                bool t1 = v1 > best || v1 != v1;                                              \
+                best = t1 ? v1 : best;                                                        \
+                pick = t1 ? at + 1 : pick;                                                    \
+                bool t2 = v2 > best || v2 != v2;                                              \
+                best = t2 ? v2 : best;                                                        \
+                pick = t2 ? at + g->W : pick;                                                 \
+                bool t3 = v3 > best || v3 != v3;                                              \
+                best = t3 ? v3 : best;                                                        \
+                pick = t3 ? at + g->W + 1 : pick;                                             \
+                weft_store_##name(y + oy * g->OW + ox, best);                                  \
+                idx[oy * g->OW + ox] = pick;                                                  \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
     static void max_plane_##name(const T *x, int64_t sy, int64_t sx, T *y, int64_t *idx,      \
                                  const struct pool_geom *g)                                   \
     {                                                                                         \
+        if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&             \
+            g->pw == 0 && g->dh == 1 && g->dw == 1 && sx == 1 && 2 * g->OH <= g->H &&         \
+            2 * g->OW <= g->W) { /* ceil_mode may add a window past the edge */              \
+            max_plane_2x2_##name(x, sy, y, idx, g);                                           \
+            return;                                                                           \
+        }                                                                                     \
         for (int64_t oy = 0; oy < g->OH; oy++) {                                              \
             int64_t y0, y1;                                                                   \
             max_span(oy, g->sh, g->ph, g->kh, g->dh, g->H, &y0, &y1);                         \
