@@ -73,26 +73,35 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
     static void max_plane_2x2_##name(const T *x, int64_t sy, T *y, int64_t *idx,            \
                                      const struct pool_geom *g)                               \
     {                                                                                         \
-        for (int64_t oy = 0; oy < g->OH; oy++) {                                              \
+        const int64_t OH = g->OH, OW = g->OW, W = g->W;                                       \
+        for (int64_t oy = 0; oy < OH; oy++) {                                                 \
             const T *r0 = x + 2 * oy * sy, *r1 = r0 + sy;                                     \
-            int64_t base = 2 * oy * g->W;                                                     \
-            for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
+            T *yrow = y + oy * OW;                                                            \
+            int64_t *irow = idx + oy * OW, base = 2 * oy * W;                                 \
+            for (int64_t ox = 0; ox < OW; ox++) {                                             \
                 C v0 = weft_load_##name(r0 + 2 * ox), v1 = weft_load_##name(r0 + 2 * ox + 1); \
                 C v2 = weft_load_##name(r1 + 2 * ox), v3 = weft_load_##name(r1 + 2 * ox + 1); \
-                int64_t at = base + 2 * ox;                                                   \
+                /* The running maximum as the general loop keeps it (maxss), then the    \
+                 * first tap equal to it: the general loop's index. Integer selects     \
+                 * become cmov; a window with a NaN (rare) takes the general rule.      \
+                 * Offsets within the window: 0, 1, W, W + 1. */                          \
                 C best = v0;                                                                  \
-                int64_t pick = at;                                                            \
-                bool t1 = v1 > best || v1 != v1;                                              \
-                best = t1 ? v1 : best;                                                        \
-                pick = t1 ? at + 1 : pick;                                                    \
-                bool t2 = v2 > best || v2 != v2;                                              \
-                best = t2 ? v2 : best;                                                        \
-                pick = t2 ? at + g->W : pick;                                                 \
-                bool t3 = v3 > best || v3 != v3;                                              \
-                best = t3 ? v3 : best;                                                        \
-                pick = t3 ? at + g->W + 1 : pick;                                             \
-                weft_store_##name(y + oy * g->OW + ox, best);                                  \
-                idx[oy * g->OW + ox] = pick;                                                  \
+                best = v1 > best ? v1 : best;                                                 \
+                best = v2 > best ? v2 : best;                                                 \
+                best = v3 > best ? v3 : best;                                                 \
+                int64_t p2 = v2 == best ? W : W + 1;                                          \
+                int64_t p1 = v1 == best ? 1 : p2;                                             \
+                int64_t pick = v0 == best ? 0 : p1;                                           \
+                if (__builtin_expect((v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3), 0)) { \
+                    const C v[4] = {v0, v1, v2, v3};                                          \
+                    const int64_t off[4] = {0, 1, W, W + 1};                                  \
+                    best = v0, pick = 0;                                                      \
+                    for (int t = 1; t < 4; t++)                                               \
+                        if (v[t] > best || isnan(v[t]))                                       \
+                            best = v[t], pick = off[t];                                       \
+                }                                                                             \
+                weft_store_##name(yrow + ox, best);                                           \
+                irow[ox] = base + 2 * ox + pick;                                              \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
