@@ -144,6 +144,28 @@ static const char *backward_name(int op)
     }
 }
 
+/* g where t > threshold, else 0: the backend's threshold_backward in one pass where it
+ * has one (weft/kernel.h), else gt and where. */
+static weft_tensor *threshold_backward(weft_tensor *g, weft_tensor *t, double threshold)
+{
+    static int op = -1;
+    if (op < 0)
+        op = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_NAME);
+    bool fused = op >= 0 && g && t && g->dtype == t->dtype && g->ndim == t->ndim &&
+                 memcmp(g->shape, t->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
+                 weft_device_equal(g->device, t->device) && g->layout == WEFT_LAYOUT_STRIDED &&
+                 t->layout == WEFT_LAYOUT_STRIDED &&
+                 weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype) != NULL;
+    if (!fused)
+        return weft_where_scalar(weft_gt_scalar(t, threshold), g, 0);
+    weft_tensor *out = weft_empty_like(g);
+    if (!out)
+        return NULL;
+    struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g, t}, .out = {out},
+                             .scalar = {threshold}};
+    return weft_dispatch(&c) == 0 ? out : NULL;
+}
+
 static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                           weft_tensor **grad_inputs)
 {
@@ -170,7 +192,7 @@ static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     case WEFT_OP_COS: r = weft_mul(g, weft_neg(weft_sin(x))); break;
     case WEFT_OP_TANH: r = weft_mul(g, weft_rsub_scalar(weft_mul(y, y), 1)); break;
     case WEFT_OP_SIGMOID: r = weft_mul(g, weft_mul(y, weft_rsub_scalar(y, 1))); break;
-    case WEFT_OP_RELU: r = weft_where_scalar(weft_gt_scalar(y, 0), g, 0); break;
+    case WEFT_OP_RELU: r = threshold_backward(g, y, 0); break;
     case WEFT_OP_GELU: {
         /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
         weft_tensor *cdf = weft_mul_scalar(weft_add_scalar(weft_erf(weft_mul_scalar(x, M_SQRT1_2)), 1), 0.5);

@@ -482,3 +482,31 @@ Test(autograd, gradcheck_index_ops_and_where)
         weft_error_clear();
     }
 }
+
+/* ReLU's backward runs the cpu backend's threshold_backward (one pass): it must be there,
+ * and give the composite's values (g where x > 0, else 0; NaN inputs pass no gradient)
+ * for every floating dtype, on a transposed view too. */
+Test(autograd, relu_backward_takes_the_fused_threshold_backward)
+{
+    int op = weft_op_lookup(WEFT_OP_THRESHOLD_BACKWARD_NAME);
+    cr_assert_geq(op, 0);
+    const enum weft_dtype dts[] = {WEFT_F64, WEFT_F32, WEFT_BF16, WEFT_F16};
+    for (size_t k = 0; k < 4; k++) {
+        cr_assert_not_null(weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, dts[k]));
+        weft_scope_push();
+        double v[12] = {-2, -0.5, 0, 0.25, 1, 3, -1, NAN, 2, -0.0, 0.5, -3};
+        double gv[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+        weft_tensor *base = tu_tensor(2, (const int64_t[]){3, 4}, v, dts[k]);
+        cr_assert_eq(weft_requires_grad_(base, true), 0);
+        weft_tensor *x = weft_transpose(base, 0, 1); /* [4, 3], strided */
+        weft_tensor *g = tu_tensor(2, (const int64_t[]){4, 3}, gv, dts[k]);
+        cr_assert_eq(weft_backward(weft_relu(x), g, false), 0, "%s", weft_error_message());
+        /* base[i][j] = v[i*4+j] gets g[j][i] = gv[j*3+i] where v > 0 */
+        double expect[12];
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++)
+                expect[i * 4 + j] = v[i * 4 + j] > 0 ? gv[j * 3 + i] : 0;
+        tu_assert_close(weft_grad(base), expect, 12, 0, 0);
+        weft_scope_pop();
+    }
+}

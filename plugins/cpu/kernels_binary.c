@@ -371,6 +371,40 @@ static int where_kernel(const struct weft_op_call *call)
 WEFT_FOR_INTEGRAL_DTYPES(CLAMP_KERNEL)
 WEFT_FOR_FLOATING_DTYPES(CLAMP_KERNEL)
 
+/* ---- threshold_backward (weft/kernel.h) ------------------------------------------------
+ * out = t > threshold ? g : 0 in one pass: ReLU's backward. ops: out, g, t (one dtype). */
+
+#define THRESHOLD_BACKWARD_LOOP(name, id, T, C)                                               \
+    static void threshold_backward_loop_##name(void *vctx, char **data, const int64_t *s,     \
+                                               int64_t n)                                     \
+    {                                                                                         \
+        const C threshold = *(const C *)vctx;                                                 \
+        const C zero = 0;                                                                     \
+        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T) &&                       \
+            s[2] == (int64_t)sizeof(T)) {                                                     \
+            T *o = (T *)data[0];                                                              \
+            const T *g = (const T *)data[1], *t = (const T *)data[2];                         \
+            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
+                weft_store_##name(o + i, weft_load_##name(t + i) > threshold                  \
+                                             ? weft_load_##name(g + i) : zero);               \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t i = 0; i < n; i++) {                                                     \
+            C t = weft_load_##name((const T *)(data[2] + i * s[2]));                          \
+            C g = weft_load_##name((const T *)(data[1] + i * s[1]));                          \
+            weft_store_##name((T *)(data[0] + i * s[0]), t > threshold ? g : zero);           \
+        }                                                                                     \
+    }                                                                                         \
+    static int threshold_backward_##name(const struct weft_op_call *call)                    \
+    {                                                                                         \
+        const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};                 \
+        const int64_t itemsize[3] = {sizeof(T), sizeof(T), sizeof(T)};                       \
+        C threshold = (C)call->scalar[0];                                                     \
+        return cpu_elementwise_run(3, ops, itemsize, threshold_backward_loop_##name,          \
+                                   &threshold);                                               \
+    }
+WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_LOOP)
+
 int cpu_register_binary_kernels(void)
 {
     int rc;
@@ -386,6 +420,15 @@ int cpu_register_binary_kernels(void)
         return rc;
     WEFT_FOR_INTEGRAL_DTYPES(CLAMP_REGISTER)
     WEFT_FOR_FLOATING_DTYPES(CLAMP_REGISTER)
+    int threshold_backward = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_NAME);
+    if (threshold_backward < 0)
+        return threshold_backward;
+#define THRESHOLD_BACKWARD_REGISTER(name, id, T, C)                                           \
+    rc = weft_kernel_register(threshold_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,        \
+                              WEFT_DTYPE_BIT(id), threshold_backward_##name);                 \
+    if (rc != 0)                                                                              \
+        return rc;
+    WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_REGISTER)
     return weft_kernel_register(WEFT_OP_WHERE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
                                 WEFT_DTYPE_BIT(WEFT_BOOL), where_kernel);
 }

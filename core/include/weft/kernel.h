@@ -166,6 +166,14 @@ uint32_t weft_kernel_dtypes(int op, int device_type, int layout);
  * and dtype, e.g. "\"add\" not implemented for 'Bool' on cpu". */
 int weft_dispatch(const struct weft_op_call *call);
 
+/* Named ops the core uses where a backend registers them, and composes from built-in
+ * ops where it does not (so a backend need not have them):
+ * THRESHOLD_BACKWARD (PyTorch's threshold_backward): out[0] = in[1] > scalar[0] ? in[0]
+ * : 0, in[0] the gradient, in[1] the forward input or result, out[0] and both inputs of
+ * one shape and floating dtype. ReLU's backward in one pass, where the composite is two
+ * (gt, where) and a bool mask between. */
+#define WEFT_OP_THRESHOLD_BACKWARD_NAME "threshold_backward"
+
 /* Registers a plugin-defined op by name (or finds it) and returns its id. */
 int weft_op_register(const char *name);
 int weft_op_lookup(const char *name); /* -1 when unknown */
