@@ -167,11 +167,15 @@ static weft_tensor *grouped_columns(weft_tensor *cols, const struct conv_args *a
 
 /* ---- forward and backward ------------------------------------------------------------------ */
 
+/* *cols_out: the im2col columns, kept for the weight gradient (as PyTorch's slow_conv2d
+ * keeps its finput) so the backward pass does not unfold the input a second time. */
 static weft_tensor *conv_forward(weft_tensor *x, weft_tensor *w, weft_tensor *b,
-                                 const struct conv_args *a)
+                                 const struct conv_args *a, weft_tensor **cols_out)
 {
     const int64_t out_shape[4] = {a->N, a->Cout, a->OH, a->OW};
-    weft_tensor *y = weft_matmul(grouped_weight(w, a), grouped_columns(columns(x, a), a));
+    weft_tensor *cols = columns(x, a);
+    *cols_out = cols;
+    weft_tensor *y = weft_matmul(grouped_weight(w, a), grouped_columns(cols, a));
     y = weft_reshape(y, 4, out_shape);
     if (y && b) {
         const int64_t bshape[4] = {1, a->Cout, 1, 1};
@@ -206,7 +210,8 @@ static int conv_backward(struct weft_node *node, weft_tensor *const *grad_output
             return weft_error_code();
     }
     if (weft_node_needs_input_grad(node, 1)) {
-        weft_tensor *cols = grouped_columns(columns(x, &a), &a);
+        weft_tensor *saved = weft_node_saved(node, 2);
+        weft_tensor *cols = grouped_columns(saved ? saved : columns(x, &a), &a);
         int batch = 0;
         weft_tensor *gw = weft_sum(weft_matmul(g4, weft_transpose(cols, 2, 3)), 1, &batch, false);
         if (!(grad_inputs[1] = weft_reshape(gw, 4, weft_node_input_shape(node, 1))))
@@ -228,16 +233,20 @@ static weft_tensor *conv2d_batched(weft_tensor *x, weft_tensor *w, weft_tensor *
     weft_tensor *in[3] = {x, w, b};
     bool rec = weft_autograd_needed(3, in);
     bool prev = weft_no_grad_begin();
-    weft_tensor *y = conv_forward(x, w, b, a);
+    weft_tensor *cols = NULL;
+    weft_tensor *y = conv_forward(x, w, b, a, &cols);
     weft_grad_mode_restore(prev);
     if (!y || !rec)
         return y;
-    struct weft_node *node = weft_node_create("ConvolutionBackward0", conv_backward, 3, in, 2);
+    struct weft_node *node = weft_node_create("ConvolutionBackward0", conv_backward, 3, in, 3);
     if (!node)
         return NULL;
     geometry_ints(a, weft_node_ints(node));
     weft_node_ints(node)[8] = a->G;
-    if (weft_node_save(node, 0, x) != 0 || weft_node_save(node, 1, w) != 0) {
+    /* The columns only when the weight needs a gradient. */
+    bool keep_cols = weft_requires_grad(w) && cols;
+    if (weft_node_save(node, 0, x) != 0 || weft_node_save(node, 1, w) != 0 ||
+        (keep_cols && weft_node_save(node, 2, cols) != 0)) {
         weft_node_abandon(node);
         return NULL;
     }
