@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <weft/backend.h>
+#include <weft/nn.h>
 #include <weft/optim.h>
 
 #include "testutil.h"
@@ -809,4 +811,58 @@ Test(optim, a_linear_layers_parameters_take_the_fused_step)
     weft_optimizer_free(opt);
     weft_module_free(m);
     weft_scope_pop();
+}
+
+/* ---- a training step's memory ----------------------------------------------------------- */
+
+static void mlp_step(weft_module *model, weft_optimizer *opt, weft_tensor *x, weft_tensor *y)
+{
+    weft_scope_push();
+    struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
+    weft_tensor *loss = weft_cross_entropy(weft_autorelease(weft_module_forward(model, x)), y, &ce);
+    cr_assert_not_null(loss, "%s", weft_error_message());
+    cr_assert_eq(weft_optimizer_zero_grad(opt, true), 0);
+    cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_optimizer_step(opt), 0, "%s", weft_error_message());
+    weft_scope_pop();
+}
+
+/* After the first steps, a step of the MNIST MLP (forward, loss, backward, SGD with
+ * momentum) takes every block from the cpu allocator's cache: nothing from the system,
+ * so no page faults and no zeroing by the kernel in steady state. */
+Test(optim, a_steady_state_training_step_allocates_nothing_from_the_system)
+{
+    weft_module *layers[] = {weft_nn_linear(784, 256, true), weft_nn_relu(),
+                             weft_nn_linear(256, 128, true), weft_nn_relu(),
+                             weft_nn_linear(128, 10, true)};
+    weft_module *model = weft_nn_sequential(5, layers);
+    cr_assert_not_null(model, "%s", weft_error_message());
+    struct weft_named_tensor *named;
+    int n = weft_module_named_parameters(model, &named);
+    cr_assert_eq(n, 6);
+    weft_tensor *params[6];
+    for (int i = 0; i < n; i++)
+        params[i] = named[i].tensor;
+    free(named);
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.05\nmomentum = 0.9\n", n, params);
+    weft_tensor *x = weft_randn(2, (const int64_t[]){64, 784}, WEFT_F32, WEFT_CPU);
+    weft_tensor *y = weft_randint(0, 10, 1, (const int64_t[]){64}, WEFT_I64, WEFT_CPU);
+    cr_assert(x && y, "%s", weft_error_message());
+    for (int s = 0; s < 3; s++)
+        mlp_step(model, opt, x, y);
+    struct weft_memory_stats before = {.struct_size = sizeof before}, after = before;
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &before), 0);
+    for (int s = 0; s < 10; s++)
+        mlp_step(model, opt, x, y);
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &after), 0);
+    uint64_t requests = after.num_allocs - before.num_allocs;
+    uint64_t from_system = requests - (after.num_cache_hits - before.num_cache_hits);
+    cr_assert_gt(requests, 100, "ten steps made only %llu requests", (unsigned long long)requests);
+    cr_expect_eq(from_system, 0, "%llu of %llu requests in ten steady steps went to the system",
+                 (unsigned long long)from_system, (unsigned long long)requests);
+    cr_expect_eq(after.reserved_bytes, before.reserved_bytes);
+    weft_tensor_release(x);
+    weft_tensor_release(y);
+    weft_optimizer_free(opt);
+    weft_module_free(model);
 }
