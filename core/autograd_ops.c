@@ -144,9 +144,9 @@ static const char *backward_name(int op)
     }
 }
 
-/* g where t > threshold, else 0: the backend's threshold_backward in one pass where it
- * has one (weft/kernel.h), else gt and where. */
-static weft_tensor *threshold_backward(weft_tensor *g, weft_tensor *t, double threshold)
+/* The backend's threshold_backward in one pass where it has one (weft/kernel.h), else
+ * gt and where. */
+weft_tensor *weft_threshold_backward(weft_tensor *g, weft_tensor *t, double threshold)
 {
     static int op = -1;
     if (op < 0)
@@ -192,7 +192,7 @@ static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     case WEFT_OP_COS: r = weft_mul(g, weft_neg(weft_sin(x))); break;
     case WEFT_OP_TANH: r = weft_mul(g, weft_rsub_scalar(weft_mul(y, y), 1)); break;
     case WEFT_OP_SIGMOID: r = weft_mul(g, weft_mul(y, weft_rsub_scalar(y, 1))); break;
-    case WEFT_OP_RELU: r = threshold_backward(g, y, 0); break;
+    case WEFT_OP_RELU: r = weft_threshold_backward(g, y, 0); break;
     case WEFT_OP_GELU: {
         /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
         weft_tensor *cdf = weft_mul_scalar(weft_add_scalar(weft_erf(weft_mul_scalar(x, M_SQRT1_2)), 1), 0.5);

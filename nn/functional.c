@@ -71,6 +71,100 @@ weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
     IN_SCOPE(linear_in_scope(x, weight, bias));
 }
 
+/* ---- linear + relu ------------------------------------------------------------------------ */
+
+/* Saved: 0 x as [M, in], 1 weight, 2 the output y [M, out]. ReLU's mask is y > 0, so
+ * the pre-activation need not be kept. */
+static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
+    weft_tensor *y = weft_node_saved(node, 2);
+    const int64_t flat[2] = {-1, y->shape[1]};
+    weft_tensor *gpre = weft_threshold_backward(weft_reshape(g, 2, flat), y, 0);
+    if (!gpre)
+        return weft_error_code();
+    if (weft_node_needs_input_grad(node, 0)) {
+        weft_tensor *gx = weft_matmul(gpre, w); /* [M, out] x [out, in] */
+        grad_inputs[0] = weft_reshape(gx, weft_node_input_ndim(node, 0),
+                                      weft_node_input_shape(node, 0));
+        if (!grad_inputs[0])
+            return weft_error_code();
+    }
+    /* g^T x: [out, in], laid out as the weight is, so its .grad needs no copy */
+    if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_matmul(weft_t(gpre), x)))
+        return weft_error_code();
+    int rows = 0;
+    if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = weft_sum(gpre, 1, &rows, false)))
+        return weft_error_code();
+    return 0;
+}
+
+/* The backend's add_bias_relu for this output, or -1 (weft/kernel.h). */
+static int add_bias_relu_op(const weft_tensor *y)
+{
+    static int op = -1;
+    if (op < 0)
+        op = weft_op_register(WEFT_OP_ADD_BIAS_RELU_NAME);
+    return op >= 0 && weft_kernel_lookup(op, y->device.type, WEFT_LAYOUT_STRIDED, y->dtype)
+               ? op
+               : -1;
+}
+
+static weft_tensor *linear_relu_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b)
+{
+    if (!b || b->ndim != 1 || w->ndim != 2 || x->ndim < 1 || b->dtype != w->dtype ||
+        x->dtype != w->dtype || !weft_tensor_is_contiguous(b) ||
+        b->layout != WEFT_LAYOUT_STRIDED || x->layout != WEFT_LAYOUT_STRIDED)
+        return weft_relu(linear_in_scope(x, w, b));
+    const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
+    weft_tensor *in[3] = {x, w, b};
+    bool rec = weft_autograd_needed(3, in);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *x2 = weft_reshape(x, 2, flat);
+    weft_tensor *y = x2 ? weft_matmul(x2, weft_t(w)) : NULL;
+    int op = y && weft_tensor_is_contiguous(y) && weft_device_equal(y->device, b->device)
+                 ? add_bias_relu_op(y)
+                 : -1;
+    if (y && op >= 0) {
+        struct weft_op_call c = {.op = op, .nin = 1, .nout = 1, .in = {b}, .out = {y}};
+        if (weft_dispatch(&c) != 0)
+            y = NULL;
+    } else if (y) {
+        y = weft_relu_(weft_add_(y, b)); /* no kernel here: the same values in two passes */
+    }
+    weft_grad_mode_restore(prev);
+    if (!y)
+        return NULL;
+    if (rec) {
+        struct weft_node *node = weft_node_create("LinearReluBackward0", linear_relu_backward, 3,
+                                                  in, 3);
+        if (!node)
+            return NULL;
+        if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0 ||
+            weft_node_save(node, 2, y) != 0) {
+            weft_node_abandon(node);
+            return NULL;
+        }
+        if (!(y = weft_nn_attach(node, y)))
+            return NULL;
+    }
+    int64_t shape[WEFT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = w->shape[0];
+    return x->ndim == 2 ? y : weft_reshape(y, x->ndim, shape);
+}
+
+weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
+{
+    if (!x || !weight)
+        return NULL;
+    IN_SCOPE(linear_relu_in_scope(x, weight, bias));
+}
+
 /* ---- batch norm ------------------------------------------------------------------------------ */
 
 static int check_channels(const char *name, const weft_tensor *t, int64_t C)

@@ -24,4 +24,8 @@ NN_INTERNAL extern const struct weft_kind weft_module_kind;
 NN_LAYER_CREATORS(NN_DECLARE_CREATE)
 #undef NN_DECLARE_CREATE
 
+/* Whether m is the built-in Linear / ReLU (layers.c): Sequential fuses the pair. */
+NN_INTERNAL bool nn_is_linear(const weft_module *m);
+NN_INTERNAL bool nn_is_relu(const weft_module *m);
+
 #endif

@@ -129,6 +129,11 @@ static int linear_repr(const weft_module *m, char *buf, size_t size)
 static const struct weft_module_type linear_type =
     MODULE_TYPE("linear", "Linear", linear_forward, linear_repr, nn_create_linear);
 
+bool nn_is_linear(const weft_module *m)
+{
+    return weft_module_type(m) == &linear_type;
+}
+
 weft_module *weft_nn_linear(int64_t in_features, int64_t out_features, bool bias)
 {
     struct linear_state s = {in_features, out_features};
@@ -590,6 +595,11 @@ static int softmax_repr(const weft_module *m, char *buf, size_t size)
 }
 
 static const struct weft_module_type relu_type = MODULE_TYPE("relu", "ReLU", relu_forward, NULL, nn_create_relu);
+
+bool nn_is_relu(const weft_module *m)
+{
+    return weft_module_type(m) == &relu_type;
+}
 static const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
 static const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
 static const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);

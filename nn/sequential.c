@@ -5,6 +5,14 @@
 #include "internal.h"
 #include "weft/nn.h"
 
+/* A Linear with a bias followed by a ReLU (the built-in types) run as one fused layer:
+ * the same values, one pass fewer over the activations each way. */
+static bool fuses_with_relu(const weft_module *linear, const weft_module *relu)
+{
+    return nn_is_linear(linear) && nn_is_relu(relu) &&
+           weft_module_parameter(linear, "bias") != NULL;
+}
+
 static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
 {
     int n = weft_module_num_children(m);
@@ -13,8 +21,16 @@ static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
     /* Intermediate results die in this scope; only the last one is handed back. */
     weft_scope_push();
     weft_tensor *x = input;
-    for (int i = 0; i < n && x; i++)
-        x = weft_module_forward(weft_module_child_at(m, i), x);
+    for (int i = 0; i < n && x; i++) {
+        weft_module *child = weft_module_child_at(m, i);
+        if (i + 1 < n && fuses_with_relu(child, weft_module_child_at(m, i + 1))) {
+            x = weft_linear_relu(x, weft_module_parameter(child, "weight"),
+                                 weft_module_parameter(child, "bias"));
+            i++;
+            continue;
+        }
+        x = weft_module_forward(child, x);
+    }
     weft_tensor_retain(x);
     weft_scope_pop();
     return weft_autorelease(x);

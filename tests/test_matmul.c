@@ -321,7 +321,7 @@ static bool have_onednn(void)
 }
 
 /* All four transposes on odd sizes, each product REPEATS times (in mode auto the first
- * ones are the timed trials that alternate providers, the later ones the chosen one),
+ * ones are the timed trials on both providers, the later ones the chosen one's),
  * plus a batch of small products run inside a parallel region. */
 #define REPEATS 20
 static void check_gemm_provider(const char *mode)

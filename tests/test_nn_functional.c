@@ -1240,3 +1240,70 @@ Test(nn_functional, loss_backward_passes_gradcheck)
     struct loss_ctx bce = {4, {WEFT_REDUCTION_MEAN, 0, 0, NULL}, NULL, false};
     expect_gradcheck(apply_loss, &bce, 2, pin, "bce without pos_weight");
 }
+
+/* ---- linear + relu (fused) ------------------------------------------------------------------ */
+
+static weft_tensor *apply_linear_relu(void *ctx, weft_tensor *const *in)
+{
+    (void)ctx;
+    return weft_linear_relu(in[0], in[1], in[2]);
+}
+
+Test(nn_functional, linear_relu_passes_gradcheck_on_2d_and_3d_inputs)
+{
+    uint64_t seed = 43;
+    const int64_t ws[2] = {5, 7}, bs[1] = {5};
+    const int64_t x2[2] = {6, 7}, x3[3] = {2, 3, 7};
+    weft_tensor *in2[3] = {leaf64(2, x2, -1, 1, &seed), leaf64(2, ws, -1, 1, &seed),
+                           leaf64(1, bs, -1, 1, &seed)};
+    expect_gradcheck(apply_linear_relu, NULL, 3, in2, "linear_relu 2-d");
+    weft_tensor *in3[3] = {leaf64(3, x3, -1, 1, &seed), in2[1], in2[2]};
+    expect_gradcheck(apply_linear_relu, NULL, 3, in3, "linear_relu 3-d");
+    weft_tensor *y = weft_linear_relu(in2[0], in2[1], in2[2]);
+    cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
+}
+
+/* The fused layer gives relu(linear(...))'s values exactly, and its gradients, on every
+ * floating dtype; without a bias it is the composite itself. */
+Test(nn_functional, linear_relu_matches_relu_of_linear)
+{
+    const enum weft_dtype dts[] = {WEFT_F32, WEFT_F64, WEFT_BF16, WEFT_F16};
+    for (size_t k = 0; k < 4; k++) {
+        weft_scope_push();
+        uint64_t seed = 44;
+        weft_tensor *x = random_tensor(2, (const int64_t[]){9, 13}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *w = random_tensor(2, (const int64_t[]){11, 13}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *b = random_tensor(1, (const int64_t[]){11}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *g = random_tensor(2, (const int64_t[]){9, 11}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *grads[2][3];
+        double yv[2][99];
+        for (int fused = 0; fused < 2; fused++) {
+            weft_tensor *leaves[3] = {weft_detach(x), weft_detach(w), weft_detach(b)};
+            for (int i = 0; i < 3; i++)
+                cr_assert_eq(weft_requires_grad_(leaves[i], true), 0);
+            weft_tensor *y = fused ? weft_linear_relu(leaves[0], leaves[1], leaves[2])
+                                   : weft_relu(weft_linear(leaves[0], leaves[1], leaves[2]));
+            cr_assert_not_null(y, "%s", weft_error_message());
+            cr_expect_str_eq(weft_grad_fn_name(y), fused ? "LinearReluBackward0" : "ReluBackward0");
+            tu_read(y, yv[fused]);
+            cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+            for (int i = 0; i < 3; i++)
+                grads[fused][i] = weft_grad(leaves[i]);
+        }
+        tu_assert_close(tu_tensor(2, (const int64_t[]){9, 11}, yv[1], WEFT_F64), yv[0], 99, 0,
+                        0); /* the fused values, bit for bit */
+        const double tol = dts[k] == WEFT_F64 ? 1e-12 : dts[k] == WEFT_F32 ? 1e-5 : 3e-2;
+        for (int i = 0; i < 3; i++) {
+            int64_t n = weft_tensor_numel(grads[0][i]);
+            double *e = malloc((size_t)n * sizeof *e);
+            tu_read(grads[0][i], e);
+            tu_assert_close(grads[1][i], e, n, tol, tol);
+            free(e);
+        }
+        weft_scope_pop();
+    }
+    weft_tensor *x = weft_ones(2, (const int64_t[]){2, 3}, WEFT_F32, WEFT_CPU);
+    weft_tensor *w = weft_ones(2, (const int64_t[]){4, 3}, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_requires_grad_(w, true), 0);
+    cr_expect_str_eq(weft_grad_fn_name(weft_linear_relu(x, w, NULL)), "ReluBackward0");
+}

@@ -1096,3 +1096,33 @@ Test(nn_module, to_moves_a_model_to_cuda_and_back_when_a_gpu_is_present)
     weft_scope_pop();
     weft_module_free(m);
 }
+
+/* Sequential runs a Linear with a bias and the ReLU after it as one fused layer (one
+ * node), with the values of the two run apart; other pairs run module by module. */
+Test(nn_module, sequential_fuses_a_linear_and_its_relu)
+{
+    weft_module *fused[] = {weft_nn_linear(6, 4, true), weft_nn_relu()};
+    weft_module *seq = weft_nn_sequential(2, fused);
+    cr_assert_not_null(seq, "%s", weft_error_message());
+    weft_tensor *x = weft_randn(2, (const int64_t[]){3, 6}, WEFT_F32, WEFT_CPU);
+    weft_tensor *y = weft_module_forward(seq, x);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
+    weft_module *lin = weft_module_child(seq, "0"), *relu = weft_module_child(seq, "1");
+    weft_tensor *h = weft_module_forward(lin, x);
+    weft_tensor *apart = weft_module_forward(relu, h);
+    double v[12];
+    tu_read(apart, v);
+    tu_assert_close(y, v, 12, 0, 0);
+    weft_tensor_release(h);
+    weft_tensor_release(apart);
+    weft_tensor_release(y);
+    weft_module_free(seq);
+    weft_module *plain[] = {weft_nn_linear(6, 4, false), weft_nn_relu()};
+    seq = weft_nn_sequential(2, plain);
+    y = weft_module_forward(seq, x);
+    cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+    weft_tensor_release(y);
+    weft_module_free(seq);
+    weft_tensor_release(x);
+}

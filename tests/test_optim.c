@@ -819,7 +819,7 @@ static void mlp_step(weft_module *model, weft_optimizer *opt, weft_tensor *x, we
 {
     weft_scope_push();
     struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
-    weft_tensor *loss = weft_cross_entropy(weft_autorelease(weft_module_forward(model, x)), y, &ce);
+    weft_tensor *loss = weft_cross_entropy(weft_module_forward(model, x), y, &ce);
     cr_assert_not_null(loss, "%s", weft_error_message());
     cr_assert_eq(weft_optimizer_zero_grad(opt, true), 0);
     cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());

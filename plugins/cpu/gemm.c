@@ -5,13 +5,14 @@
  * faster on some of the MLP's shapes with spinning OpenMP threads and up to 2x slower
  * with passive ones, and 30x slower on a 64x10x128 product (bench: weft-bench matmul).
  * So in mode auto the first products of each shape (transposes, M, N, K, and whether it
- * runs inside a parallel region) alternate between both, timed, and every later product
- * of that shape uses the faster one, as cudnn.benchmark does.
+ * runs inside a parallel region) run on both, timed, and every later product of that
+ * shape uses the faster one, as cudnn.benchmark does.
  * The choice is per process: two runs may pick differently and round differently in the
  * last bits; [cpu] gemm = openblas (or onednn) fixes the provider. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -77,15 +78,17 @@ bool cpu_gemm_have_onednn(void)
 
 /* ---- the per-shape choice ------------------------------------------------------------- */
 
-/* The first TRIALS products of a shape alternate between the providers, timed; from then
- * on the one with the lower best time runs. The trials are the program's own products,
- * so choosing costs nothing but the slower provider's share of them; the first of each
- * provider is not counted (oneDNN generates its kernels then, caches are cold). */
-#define TRIALS 16
+/* Each of the first TRIALS products of a shape runs on both providers, timed, in turns
+ * of which goes first: OpenBLAS writes the caller's C, oneDNN a scratch matrix, so the
+ * results of the trials are OpenBLAS's whatever the timings say (two products of one
+ * shape during the trials agree bit for bit). From then on the provider with the lower
+ * best time runs. The first trial is not counted (oneDNN generates its kernels then,
+ * caches are cold). */
+#define TRIALS 8
 
 struct choice {
     uint64_t key;      /* 0: empty slot */
-    int trials;        /* products timed so far */
+    int trials;        /* products timed so far (on both providers) */
     double best[2];    /* seconds: OpenBLAS, oneDNN */
     enum cpu_gemm_mode provider; /* CPU_GEMM_AUTO until chosen */
 };
@@ -135,9 +138,10 @@ static double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Under choices_lock. The provider for this product: the chosen one, or the next trial's
- * (*trial set), or OpenBLAS when the table has no room. */
-static enum cpu_gemm_mode lookup(uint64_t key, bool *trial)
+/* Under choices_lock. The provider for this product: the chosen one, or OpenBLAS with
+ * *trial set (a trial; *onednn_first says the order), or OpenBLAS when the table has no
+ * room. */
+static enum cpu_gemm_mode lookup(uint64_t key, bool *trial, bool *onednn_first)
 {
     struct choice *c = slot_of(key);
     *trial = false;
@@ -150,18 +154,20 @@ static enum cpu_gemm_mode lookup(uint64_t key, bool *trial)
     if (c->provider != CPU_GEMM_AUTO)
         return c->provider;
     *trial = true;
-    return c->trials % 2 ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS;
+    *onednn_first = c->trials % 2;
+    return CPU_GEMM_OPENBLAS;
 }
 
-/* Under choices_lock: one trial's time; chooses after the last. */
-static void record(uint64_t key, const struct cpu_gemm *g, enum cpu_gemm_mode which, double t)
+/* Under choices_lock: one trial's times (seconds: OpenBLAS, oneDNN); chooses after the
+ * last. */
+static void record(uint64_t key, const struct cpu_gemm *g, const double t[2])
 {
     struct choice *c = slot_of(key);
     if (!c || c->key != key || c->provider != CPU_GEMM_AUTO)
         return; /* another thread's trials decided meanwhile */
-    int p = which == CPU_GEMM_ONEDNN;
-    if (c->trials >= 2 && t < c->best[p])
-        c->best[p] = t;
+    for (int p = 0; p < 2 && c->trials > 0; p++)
+        if (t[p] < c->best[p])
+            c->best[p] = t[p];
     if (++c->trials < TRIALS)
         return;
     c->provider = c->best[1] < c->best[0] ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS;
@@ -171,7 +177,7 @@ static void record(uint64_t key, const struct cpu_gemm *g, enum cpu_gemm_mode wh
                 "%d each) -> %s\n",
                 g->M, g->N, g->K, g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N',
                 in_parallel() ? " in a parallel region" : "", c->best[0] * 1e6,
-                c->best[1] * 1e6, TRIALS / 2 - 1,
+                c->best[1] * 1e6, TRIALS - 1,
                 c->provider == CPU_GEMM_ONEDNN ? "onednn" : "openblas");
 }
 
@@ -180,21 +186,38 @@ int cpu_sgemm(const struct cpu_gemm *g)
     if (mode != CPU_GEMM_AUTO || !cpu_gemm_have_onednn())
         return run_provider(mode == CPU_GEMM_ONEDNN ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS, g);
     uint64_t key = shape_key(g);
-    bool trial;
+    bool trial, onednn_first = false;
     pthread_mutex_lock(&choices_lock);
-    enum cpu_gemm_mode which = lookup(key, &trial);
+    enum cpu_gemm_mode which = lookup(key, &trial, &onednn_first);
     pthread_mutex_unlock(&choices_lock);
     if (!trial)
         return run_provider(which, g);
-    double t0 = now_seconds();
-    int rc = run_provider(which, g);
-    double t = now_seconds() - t0;
-    if (rc != 0)
-        return rc;
+    /* oneDNN into scratch [M, N] (ldc N); without memory for it, no trial this time */
+    float *scratch = malloc((size_t)g->M * (size_t)g->N * sizeof(float) + 1);
+    if (!scratch)
+        return run_provider(CPU_GEMM_OPENBLAS, g);
+    struct cpu_gemm s = *g;
+    s.C = scratch;
+    s.ldc = g->N;
+    double t[2];
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        bool dnnl = (k == 0) == onednn_first;
+        double t0 = now_seconds();
+        rc = run_provider(dnnl ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS, dnnl ? &s : g);
+        t[dnnl] = now_seconds() - t0;
+    }
+    free(scratch);
+    if (rc != 0) { /* oneDNN failed: OpenBLAS for this shape from now on */
+        weft_error_clear();
+        t[0] = 0;
+        t[1] = 1e300;
+        rc = run_provider(CPU_GEMM_OPENBLAS, g);
+    }
     pthread_mutex_lock(&choices_lock);
-    record(key, g, which, t);
+    record(key, g, t);
     pthread_mutex_unlock(&choices_lock);
-    return 0;
+    return rc;
 }
 
 /* ---- set-up and description ------------------------------------------------------------- */

@@ -405,6 +405,61 @@ WEFT_FOR_FLOATING_DTYPES(CLAMP_KERNEL)
     }
 WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_LOOP)
 
+/* ---- add_bias_relu (weft/kernel.h) -----------------------------------------------------
+ * Linear's epilogue: y[M, N] = relu(y + bias[N]) in place, rows split across threads. */
+
+struct bias_relu_job {
+    char *y;
+    const char *bias;
+    int64_t N;
+};
+
+#define ADD_BIAS_RELU(name, id, T, C)                                                         \
+    static void add_bias_relu_rows_##name(void *ctx, int64_t begin, int64_t end)             \
+    {                                                                                         \
+        const struct bias_relu_job *j = ctx;                                                  \
+        const T *bias = (const T *)j->bias;                                                   \
+        const int64_t N = j->N;                                                               \
+        for (int64_t i = begin; i < end; i++) {                                               \
+            T *row = (T *)j->y + i * N;                                                       \
+            CPU_SIMD for (int64_t k = 0; k < N; k++) {                                        \
+                /* the sum rounded to T first, as add then relu would */                      \
+                weft_store_##name(row + k,                                                     \
+                                 weft_load_##name(row + k) + weft_load_##name(bias + k));      \
+                C a = weft_load_##name(row + k);                                               \
+                weft_store_##name(row + k, a < 0 ? (C)0 : a);                                  \
+            }                                                                                 \
+        }                                                                                     \
+    }
+WEFT_FOR_FLOATING_DTYPES(ADD_BIAS_RELU)
+
+static int add_bias_relu_kernel(const struct weft_op_call *call)
+{
+    weft_tensor *y = call->out[0];
+    const weft_tensor *b = call->in[0];
+    if (y->ndim != 2 || b->ndim != 1 || b->shape[0] != y->shape[1] || b->dtype != y->dtype ||
+        !weft_tensor_is_contiguous(y) || !weft_tensor_is_contiguous(b))
+        return weft_error_set(WEFT_ERR_RUNTIME, "add_bias_relu: expected a contiguous [M, N] "
+                                                "output and [N] bias of its dtype");
+    struct bias_relu_job j = {weft_tensor_data(y), weft_tensor_data(b), y->shape[1]};
+    void (*rows)(void *, int64_t, int64_t) = NULL;
+    switch (y->dtype) {
+#define ADD_BIAS_RELU_CASE(name, id, T, C)                                                    \
+    case id:                                                                                  \
+        rows = add_bias_relu_rows_##name;                                                     \
+        break;
+        WEFT_FOR_FLOATING_DTYPES(ADD_BIAS_RELU_CASE)
+#undef ADD_BIAS_RELU_CASE
+    default:
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "\"add_bias_relu\" not implemented for '%s' on cpu",
+                              weft_dtype_torch_name(y->dtype));
+    }
+    int64_t grain = CPU_PARALLEL_GRAIN / (j.N > 0 ? j.N : 1);
+    cpu_parallel_for(y->shape[0], grain > 0 ? grain : 1, rows, &j);
+    return 0;
+}
+
 int cpu_register_binary_kernels(void)
 {
     int rc;
@@ -429,6 +484,13 @@ int cpu_register_binary_kernels(void)
     if (rc != 0)                                                                              \
         return rc;
     WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_REGISTER)
+    int add_bias_relu = weft_op_register(WEFT_OP_ADD_BIAS_RELU_NAME);
+    if (add_bias_relu < 0)
+        return add_bias_relu;
+    rc = weft_kernel_register(add_bias_relu, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                              WEFT_DTYPES_FLOATING, add_bias_relu_kernel);
+    if (rc != 0)
+        return rc;
     return weft_kernel_register(WEFT_OP_WHERE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
                                 WEFT_DTYPE_BIT(WEFT_BOOL), where_kernel);
 }

@@ -173,6 +173,10 @@ int weft_dispatch(const struct weft_op_call *call);
  * one shape and floating dtype. ReLU's backward in one pass, where the composite is two
  * (gt, where) and a bool mask between. */
 #define WEFT_OP_THRESHOLD_BACKWARD_NAME "threshold_backward"
+/* ADD_BIAS_RELU, in place: out[0] [M, N] = relu(out[0] + in[0]), in[0] a bias [N], both
+ * contiguous, one floating dtype; relu as the RELU op (x < 0 ? 0 : x, NaN kept). Linear's
+ * epilogue in one pass over its GEMM's output, where add then relu are two (nn). */
+#define WEFT_OP_ADD_BIAS_RELU_NAME "add_bias_relu"
 
 /* Registers a plugin-defined op by name (or finds it) and returns its id. */
 int weft_op_register(const char *name);

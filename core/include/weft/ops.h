@@ -52,6 +52,10 @@ weft_tensor *weft_rdiv_scalar(weft_tensor *t, double s);
 /* cond ? a : b with broadcasting of all three; cond must be bool. */
 weft_tensor *weft_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b);
 weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b);
+/* PyTorch's threshold_backward: grad where t > threshold, else 0 (t and grad of one shape
+ * and dtype; other shapes broadcast through where). The backward formula of ReLU, for
+ * nodes outside the core (nn's fused Linear+ReLU); not itself recorded by autograd. */
+weft_tensor *weft_threshold_backward(weft_tensor *grad, weft_tensor *t, double threshold);
 /* Bounds given as NAN mean "no bound" (torch.clamp's None); at least one must be set. */
 weft_tensor *weft_clamp(weft_tensor *t, double min, double max);
 weft_tensor *weft_clamp_(weft_tensor *t, double min, double max);

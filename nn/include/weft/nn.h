@@ -30,6 +30,11 @@ extern "C" {
 
 /* x @ weight^T + bias; weight [out, in], bias [out] or NULL; x [..., in]. */
 weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
+/* relu(weft_linear(x, weight, bias)), the same values, with the bias and the ReLU applied
+ * in one pass over the GEMM's output where the backend has add_bias_relu, and one node
+ * (LinearReluBackward0) whose backward is one threshold_backward pass, two GEMMs and the
+ * bias sum. Sequential runs a Linear followed by a ReLU through it. */
+weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
 
 struct weft_conv2d_params {
     int64_t stride[2];   /* 0 means 1 */
