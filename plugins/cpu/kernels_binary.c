@@ -384,9 +384,11 @@ WEFT_FOR_FLOATING_DTYPES(CLAMP_KERNEL)
             s[2] == (int64_t)sizeof(T)) {                                                     \
             T *o = (T *)data[0];                                                              \
             const T *g = (const T *)data[1], *t = (const T *)data[2];                         \
-            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
-                weft_store_##name(o + i, weft_load_##name(t + i) > threshold                  \
-                                             ? weft_load_##name(g + i) : zero);               \
+            /* both loads unconditional: a select the compiler vectorizes, no branch */       \
+            CPU_SIMD for (int64_t i = 0; i < n; i++) {                                        \
+                C gv = weft_load_##name(g + i), tv = weft_load_##name(t + i);                 \
+                weft_store_##name(o + i, tv > threshold ? gv : zero);                         \
+            }                                                                                 \
             return;                                                                           \
         }                                                                                     \
         for (int64_t i = 0; i < n; i++) {                                                     \
