@@ -8,7 +8,8 @@
  * runs inside a parallel region) run on both, timed, and every later product of that
  * shape uses the faster one, as cudnn.benchmark does.
  * The choice is per process: two runs may pick differently and round differently in the
- * last bits; [cpu] gemm = openblas (or onednn) fixes the provider. */
+ * last bits, so a resumed training run would not match an uninterrupted one; that is why
+ * [cpu] gemm defaults to openblas and auto is asked for. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@
 extern char *openblas_get_config(void);
 extern char *openblas_get_corename(void);
 
-static enum cpu_gemm_mode mode = CPU_GEMM_AUTO;
+static enum cpu_gemm_mode mode = CPU_GEMM_OPENBLAS;
 static bool report;
 
 /* ---- the providers ------------------------------------------------------------------- */

@@ -117,7 +117,9 @@ static int read_options(const weft_options *o)
     int64_t n;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
         weft_options_int_range(o, "threads", 0, 0, 4096, &n) < 0 ||
-        weft_options_choice(o, "gemm", gemm_modes, CPU_GEMM_AUTO, &gemm) < 0 ||
+        /* openblas by default: auto's per-run choice would break exact resume (a resumed
+         * run times its shapes again and may pick another provider, other last bits) */
+        weft_options_choice(o, "gemm", gemm_modes, CPU_GEMM_OPENBLAS, &gemm) < 0 ||
         weft_options_bool(o, "gemm_report", false, &gemm_report) < 0)
         return WEFT_ERR_CONFIG;
     if (gemm == CPU_GEMM_ONEDNN && !cpu_gemm_have_onednn())
