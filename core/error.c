@@ -123,3 +123,29 @@ const char *weft_repr_float(double v, char *buf, size_t size)
     }
     return buf;
 }
+
+int weft_grow(void **array, size_t *capacity, size_t needed, size_t elem_size)
+{
+    if (needed <= *capacity)
+        return 0;
+    size_t n = *capacity ? *capacity : 8, bytes;
+    while (n < needed)
+        n *= 2;
+    if (__builtin_mul_overflow(n, elem_size, &bytes))
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %zu entries", n);
+    void *p = realloc(*array, bytes);
+    if (!p)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %zu entries", n);
+    *array = p;
+    *capacity = n;
+    return 0;
+}
+
+char *weft_strdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte string",
+                       strlen(s));
+    return d;
+}

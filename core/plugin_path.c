@@ -47,20 +47,6 @@ static const char *manifest_locked(const char *path);
 
 /* ---- small helpers -------------------------------------------------------------- */
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 8;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*v, n * elem);
-    if (!p)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "plugin path: out of memory");
-    *v = p;
-    *cap = n;
-    return 0;
-}
 
 static bool list_contains(const struct str_list *l, const char *s)
 {
@@ -82,7 +68,7 @@ static int list_add(struct str_list *l, const char *s, size_t len)
         free(copy);
         return 0;
     }
-    if (grow((void **)&l->v, &l->cap, l->n + 2, sizeof(char *)) < 0) {
+    if (weft_grow((void **)&l->v, &l->cap, l->n + 2, sizeof(char *)) < 0) {
         free(copy);
         return WEFT_ERR_OUT_OF_MEMORY;
     }
@@ -130,7 +116,7 @@ static bool is_regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The plugin's name from its file name: ".../weft-cuda.so" -> "cuda"; NULL if the file
+/* The plugin's name from its file name: ".../weft-foo.so" -> "foo"; NULL if the file
  * is not named like a plugin. */
 bool weft_plugin_name_from_file(const char *path, char *name, size_t size)
 {
@@ -314,7 +300,8 @@ static const char *manifest_locked(const char *path)
     }
     bool had_error = weft_error_code() != WEFT_OK;
     char *copy = strdup(path);
-    if (!copy || grow((void **)&manifests, &cap_manifests, nmanifests + 1, sizeof *manifests) < 0) {
+    if (!copy ||
+        weft_grow((void **)&manifests, &cap_manifests, nmanifests + 1, sizeof *manifests) < 0) {
         free(copy);
         if (!had_error)
             weft_error_clear(); /* a cache miss costs a read, nothing more */

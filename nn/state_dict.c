@@ -12,28 +12,6 @@
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
-/* Makes room for n + 1 elements of `size` bytes in *v. Returns 0 or an OOM error. */
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 8;
-    void *p = realloc(*v, c * size);
-    if (!p)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %zu entries", c);
-    *v = p;
-    *cap = c;
-    return 0;
-}
-
-static char *dup_string(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte string",
-                       strlen(s));
-    return d;
-}
 
 /* ---- name index: open addressing from a name to its entry number -------------------- */
 
@@ -143,9 +121,9 @@ int weft_tensor_dict_add(struct weft_tensor_dict *d, const char *name, weft_tens
         return weft_error_set(WEFT_ERR_VALUE, "weft_tensor_dict_add: the dict or the name is NULL");
     if (index_find(&d->index, name) >= 0)
         return weft_error_set(WEFT_ERR_VALUE, "duplicate key '%s'", name);
-    if (grow((void **)&d->v, &d->cap, d->n, sizeof *d->v) != 0)
+    if (weft_grow((void **)&d->v, &d->cap, d->n + 1, sizeof *d->v) != 0)
         return WEFT_ERR_OUT_OF_MEMORY;
-    char *copy = dup_string(name);
+    char *copy = weft_strdup(name);
     if (!copy)
         return WEFT_ERR_OUT_OF_MEMORY;
     if (index_add(&d->index, copy, d->n) != 0) {
@@ -228,7 +206,7 @@ int weft_metadata_set(struct weft_metadata *m, const char *key, const char *valu
 {
     if (!m || !key || !value)
         return weft_error_set(WEFT_ERR_VALUE, "weft_metadata_set: the map, key or value is NULL");
-    char *v = dup_string(value);
+    char *v = weft_strdup(value);
     if (!v)
         return WEFT_ERR_OUT_OF_MEMORY;
     long i = index_find(&m->index, key);
@@ -238,7 +216,8 @@ int weft_metadata_set(struct weft_metadata *m, const char *key, const char *valu
         return 0;
     }
     char *k = NULL;
-    if (grow((void **)&m->v, &m->cap, m->n, sizeof *m->v) != 0 || !(k = dup_string(key)) ||
+    if (weft_grow((void **)&m->v, &m->cap, m->n + 1, sizeof *m->v) != 0 ||
+        !(k = weft_strdup(key)) ||
         index_add(&m->index, k, m->n) != 0) {
         free(k);
         free(v);

@@ -57,20 +57,6 @@ static int oom(void)
     return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "config: out of memory");
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 8;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*v, n * elem);
-    if (!p)
-        return oom();
-    *v = p;
-    *cap = n;
-    return 0;
-}
 
 /* Keeps memory a caller may still be using until the config is freed. */
 static void retire(struct weft_config *cfg, void *array)
@@ -78,7 +64,8 @@ static void retire(struct weft_config *cfg, void *array)
     if (!array)
         return;
     bool had_error = weft_error_code() != WEFT_OK;
-    if (grow((void **)&cfg->retired, &cfg->cap_retired, cfg->nretired + 1, sizeof(void *)) < 0) {
+    if (weft_grow((void **)&cfg->retired, &cfg->cap_retired, cfg->nretired + 1,
+                  sizeof(void *)) < 0) {
         /* Leaking the array beats freeing it under a caller, or failing the change. */
         if (!had_error)
             weft_error_clear();
@@ -110,7 +97,7 @@ static struct section *get_section(struct weft_config *cfg, const char *name)
     struct section *s = find_section(cfg, name);
     if (s)
         return s;
-    if (grow((void **)&cfg->secs, &cfg->cap, cfg->n + 1, sizeof *cfg->secs) < 0)
+    if (weft_grow((void **)&cfg->secs, &cfg->cap, cfg->n + 1, sizeof *cfg->secs) < 0)
         return NULL;
     s = &cfg->secs[cfg->n];
     *s = (struct section){.name = strdup(name)};
@@ -134,7 +121,7 @@ static void mark_present(struct weft_config *cfg, struct section *s)
 static int add_entry(struct weft_config *cfg, struct section *s, const char *key,
                      const char *value, int line)
 {
-    if (grow((void **)&s->entries, &s->cap, s->n + 1, sizeof *s->entries) < 0)
+    if (weft_grow((void **)&s->entries, &s->cap, s->n + 1, sizeof *s->entries) < 0)
         return WEFT_ERR_OUT_OF_MEMORY;
     struct entry *e = &s->entries[s->n];
     *e = (struct entry){.key = strdup(key), .value = strdup(value), .line = line};
@@ -309,7 +296,7 @@ static char *read_file(const char *path)
     size_t len = 0, cap = 0;
     int rc = 0;
     for (;;) {
-        rc = grow((void **)&text, &cap, len + 4096 + 1, 1);
+        rc = weft_grow((void **)&text, &cap, len + 4096 + 1, 1);
         if (rc < 0)
             break;
         size_t got = fread(text + len, 1, cap - len - 1, f);
@@ -456,7 +443,7 @@ static void remember_asked(struct section *s, const char *key)
             return;
     bool had_error = weft_error_code() != WEFT_OK;
     char *copy = strdup(key);
-    if (!copy || grow((void **)&s->asked, &s->cap_asked, s->nasked + 1, sizeof(char *)) < 0) {
+    if (!copy || weft_grow((void **)&s->asked, &s->cap_asked, s->nasked + 1, sizeof(char *)) < 0) {
         /* Only suggestions would suffer; do not turn a read into a failure. */
         free(copy);
         if (!had_error)

@@ -29,28 +29,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
-/* Makes room for n + 1 elements of `size` bytes in *v. Returns 0 or an OOM error. */
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 8;
-    void *p = realloc(*v, c * size);
-    if (!p)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %zu entries", c);
-    *v = p;
-    *cap = c;
-    return 0;
-}
-
-static char *dup_string(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte string",
-                       strlen(s));
-    return d;
-}
 
 static bool valid_utf8(const char *s)
 {
@@ -260,7 +238,7 @@ static int write_file(const char *path, const char *tmp, FILE *f,
  * that cannot sync a directory (EINVAL) are not an error. */
 static int sync_directory(const char *path)
 {
-    char *dir = dup_string(path);
+    char *dir = weft_strdup(path);
     if (!dir)
         return WEFT_ERR_OUT_OF_MEMORY;
     char *slash = strrchr(dir, '/');
@@ -633,7 +611,7 @@ static int add_entry(struct loader *L, char *name, size_t at)
         free(name);
         return rc;
     }
-    if (grow((void **)&L->v, &L->cap, L->n, sizeof *L->v) != 0 ||
+    if (weft_grow((void **)&L->v, &L->cap, L->n + 1, sizeof *L->v) != 0 ||
         weft_metadata_set(L->names, name, "") != 0) {
         free(name);
         return weft_error_code();

@@ -51,6 +51,13 @@ void weft_error_clear(void);
 /* Name of a code, e.g. "RuntimeError" for WEFT_ERR_RUNTIME. Never NULL. */
 const char *weft_status_name(int code);
 
+/* Host allocations that record an OUT_OF_MEMORY error when they fail, for the growing
+ * arrays and copied strings of parsers and registries. weft_grow makes *array hold at
+ * least `needed` elements of elem_size bytes (doubling *capacity, from 8); returns 0 or
+ * the error. weft_strdup returns a malloc'd copy or NULL with the error set. */
+int weft_grow(void **array, size_t *capacity, size_t needed, size_t elem_size);
+char *weft_strdup(const char *s);
+
 /* Python's repr(float) of v into buf ("0.1", "1.0", "1e-05", "100000.0", "inf"), for
  * messages that quote a value as PyTorch does. Returns buf. */
 const char *weft_repr_float(double v, char *buf, size_t size);
