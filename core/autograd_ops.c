@@ -148,9 +148,13 @@ static const char *backward_name(int op)
  * gt and where. */
 weft_tensor *weft_threshold_backward(weft_tensor *g, weft_tensor *t, double threshold)
 {
-    static int op = -1;
-    if (op < 0)
+    /* Threads may race to set it; weft_op_register gives them all the same id. */
+    static int cached = -1;
+    int op = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (op < 0) {
         op = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_NAME);
+        __atomic_store_n(&cached, op, __ATOMIC_RELAXED);
+    }
     bool fused = op >= 0 && g && t && g->dtype == t->dtype && g->ndim == t->ndim &&
                  memcmp(g->shape, t->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
                  weft_device_equal(g->device, t->device) && g->layout == WEFT_LAYOUT_STRIDED &&

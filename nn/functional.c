@@ -106,9 +106,13 @@ static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad
 /* The backend's add_bias_relu for this output, or -1 (weft/kernel.h). */
 static int add_bias_relu_op(const weft_tensor *y)
 {
-    static int op = -1;
-    if (op < 0)
+    /* Threads may race to set it; weft_op_register gives them all the same id. */
+    static int cached = -1;
+    int op = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (op < 0) {
         op = weft_op_register(WEFT_OP_ADD_BIAS_RELU_NAME);
+        __atomic_store_n(&cached, op, __ATOMIC_RELAXED);
+    }
     return op >= 0 && weft_kernel_lookup(op, y->device.type, WEFT_LAYOUT_STRIDED, y->dtype)
                ? op
                : -1;

@@ -10,7 +10,6 @@
  * The choice is per process: two runs may pick differently and round differently in the
  * last bits, so a resumed training run would not match an uninterrupted one; that is why
  * [cpu] gemm defaults to openblas and auto is asked for. */
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

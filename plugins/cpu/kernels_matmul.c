@@ -1,7 +1,7 @@
 /* plugins/cpu/kernels_matmul.c: batched matrix products [B, M, K] x [B, K, N] -> [B, M, N].
  *
- * float32 goes to the faster of OpenBLAS and oneDNN for its shape (gemm.c), float64 to
- * OpenBLAS. A transposed operand is passed as a transpose (no copy):
+ * float32 goes to the provider [cpu] gemm names (gemm.c: OpenBLAS, oneDNN, or per shape
+ * the faster), float64 to OpenBLAS. A transposed operand is passed as a transpose (no copy):
  * with row-major storage, an operand whose inner stride is 1 is NoTrans with ld = its row
  * stride, one whose row stride is 1 is Trans with ld = its column stride; anything else is
  * copied to contiguous memory first. Small matrices in a batch run in parallel over the
@@ -103,17 +103,12 @@ struct gemm_job {
     enum CBLAS_TRANSPOSE ta, tb;
     int lda, ldb;
     enum weft_dtype dtype;
-};
-
-struct gemm_batches_job {
-    const struct gemm_job *job;
     int failed; /* set by a thread whose product failed (error set on that thread) */
 };
 
 static void gemm_batches(void *ctx, int64_t begin, int64_t end)
 {
-    struct gemm_batches_job *bj = ctx;
-    const struct gemm_job *j = bj->job;
+    struct gemm_job *j = ctx;
     int M = (int)j->s.M, N = (int)j->s.N, K = (int)j->s.K;
     for (int64_t b = begin; b < end; b++) {
         if (j->dtype == WEFT_F32) {
@@ -124,7 +119,7 @@ static void gemm_batches(void *ctx, int64_t begin, int64_t end)
                 .B = (const float *)j->b.data + b * j->b.sbatch,
                 .C = (float *)j->c + b * j->c_sbatch};
             if (cpu_sgemm(&g) != 0) {
-                __atomic_store_n(&bj->failed, 1, __ATOMIC_RELAXED);
+                __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
                 return;
             }
         } else {
@@ -182,14 +177,13 @@ static int matmul_blas(const struct weft_op_call *call, struct mm_shape s)
         j.ldc = (int)(s.N > 1 ? s.N : 1);
     }
     int64_t per = s.M * s.N * s.K;
-    struct gemm_batches_job bj = {.job = &j};
     if (s.B > 1 && per < MM_SMALL) {
         int64_t grain = CPU_PARALLEL_GRAIN / (per > 0 ? per : 1);
-        cpu_parallel_for(s.B, grain > 0 ? grain : 1, gemm_batches, &bj);
+        cpu_parallel_for(s.B, grain > 0 ? grain : 1, gemm_batches, &j);
     } else {
-        gemm_batches(&bj, 0, s.B);
+        gemm_batches(&j, 0, s.B);
     }
-    if (bj.failed) {
+    if (j.failed) {
         /* A worker thread's error message stays on that thread: name the product here. */
         rc = weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's sgemm failed for %lld x %lld "
                                               "x %lld", (long long)s.M, (long long)s.N,
