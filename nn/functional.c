@@ -432,3 +432,26 @@ weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope)
         return NULL;
     IN_SCOPE(leaky_relu_in_scope(x, negative_slope));
 }
+
+/* ---- gelu ----------------------------------------------------------------------------------- */
+
+static weft_tensor *gelu_tanh_in_scope(weft_tensor *x)
+{
+    /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's approximate='tanh' */
+    const double k = sqrt(2.0 / M_PI);
+    weft_tensor *inner = weft_mul_scalar(weft_add(x, weft_mul_scalar(weft_pow_scalar(x, 3), 0.044715)), k);
+    return weft_mul(weft_mul_scalar(x, 0.5), weft_add_scalar(weft_tanh(inner), 1));
+}
+
+weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate approximate)
+{
+    if (!x)
+        return NULL;
+    if (approximate == WEFT_GELU_NONE)
+        return weft_gelu(x);
+    if (approximate != WEFT_GELU_TANH) {
+        weft_error_set(WEFT_ERR_VALUE, "approximate argument must be either none or tanh.");
+        return NULL;
+    }
+    IN_SCOPE(gelu_tanh_in_scope(x));
+}

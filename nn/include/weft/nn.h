@@ -76,6 +76,30 @@ weft_tensor *weft_dropout(weft_tensor *x, double p, bool training);
 weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight);
 weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope);
 
+/* torch.nn.functional.gelu's `approximate`: "none" is x * Phi(x) (the GELU op of
+ * weft/ops.h), "tanh" is 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))). */
+enum weft_gelu_approximate { WEFT_GELU_NONE = 0, WEFT_GELU_TANH = 1 };
+/* F.gelu(x, approximate=...); one node (GeluBackward0) either way. */
+weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate approximate);
+
+/* ---- attention ------------------------------------------------------------------- */
+
+/* torch.nn.functional.scaled_dot_product_attention's keyword arguments. */
+struct weft_sdpa_params {
+    /* NULL; or bool [..., L, S] broadcastable to the scores (true takes part, as
+     * PyTorch's bool masks); or floating, added to the scores. */
+    weft_tensor *attn_mask;
+    double dropout_p; /* on the attention weights (Philox), as PyTorch: pass 0 in eval */
+    bool is_causal;   /* query i sees keys j <= i (PyTorch's tril(ones(L, S))); not with a mask */
+    double scale;     /* 0 means 1 / sqrt(E) */
+};
+/* softmax(q k^T * scale + mask) v: q [..., L, E], k [..., S, E], v [..., S, Ev] with the
+ * batch dims broadcast -> [..., L, Ev]. params NULL means no mask, no dropout, not causal,
+ * the default scale. Computed without materialising [L, S] where the backend has the
+ * fused kernel (online softmax; the backward recomputes), else by matmul and softmax. */
+weft_tensor *weft_scaled_dot_product_attention(weft_tensor *q, weft_tensor *k, weft_tensor *v,
+                                               const struct weft_sdpa_params *params);
+
 /* ---- losses ------------------------------------------------------------------------ */
 
 enum weft_reduction { WEFT_REDUCTION_MEAN = 0, WEFT_REDUCTION_SUM, WEFT_REDUCTION_NONE };
