@@ -1005,10 +1005,10 @@ Test(io, open_names_an_unknown_reader_and_suggests_the_closest)
 {
     tu_open_fails("[data]\nreader = idz\n", WEFT_ERR_CONFIG,
                   "test.ini: [data] reader = 'idz': no reader 'idz' (known: idx, csv, npy, "
-                  "synthetic, mtx, libsvm; did you mean 'idx'?)");
+                  "synthetic, mtx, libsvm, text, tokens; did you mean 'idx'?)");
     tu_open_fails("[data]\nimages = x\n", WEFT_ERR_CONFIG,
                   "test.ini: [data] missing key 'reader': expected the name of a dataset reader "
-                  "(known: idx, csv, npy, synthetic, mtx, libsvm)");
+                  "(known: idx, csv, npy, synthetic, mtx, libsvm, text, tokens)");
 }
 
 Test(io, read_checks_indices_counts_and_buffers)

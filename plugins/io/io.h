@@ -20,6 +20,8 @@ extern const struct weft_dataset_reader io_npy_reader;
 extern const struct weft_dataset_reader io_synthetic_reader;
 extern const struct weft_dataset_reader io_mtx_reader;
 extern const struct weft_dataset_reader io_libsvm_reader;
+extern const struct weft_dataset_reader io_text_reader;
+extern const struct weft_dataset_reader io_tokens_reader;
 
 /* ---- options ---------------------------------------------------------------------- */
 
@@ -112,6 +114,31 @@ static inline void io_ell_row(const int64_t *cols, const float *vals, int64_t nn
         out_vals[k] = 0.0f;
     }
 }
+
+/* ---- token streams (text, tokens) ------------------------------------------------ */
+
+/* The tokens of one mapped file: count tokens of width bytes each from data (width 1:
+ * bytes; width 2: uint16 little-endian, whatever the host's byte order). */
+struct io_tokens {
+    struct io_map map;
+    const unsigned char *data;
+    int width;
+    int64_t count;
+};
+
+/* A reader's file format: maps path into *out and validates it whole (every token
+ * < vocab). Returns 0, or negative with an error naming the file and the byte offset and
+ * nothing left mapped. */
+typedef int (*io_tokens_load_fn)(const char *path, int64_t vocab, struct io_tokens *out);
+
+/* The open() of a language-model reader (token_stream.c): reads the keys path, val,
+ * split, val_fraction and block_size, loads the file the split needs with load and
+ * describes the samples: "x" and "y", int64 [block_size], y = x shifted by one token, y
+ * with num_classes = vocab. The ctx it makes goes to io_token_stream_read/close. */
+int io_token_stream_open(const weft_options *o, int64_t vocab, io_tokens_load_fn load,
+                         struct weft_dataset_info *info, void **ctx);
+int io_token_stream_read(void *ctx, int64_t n, const int64_t *indices, void *const *buffers);
+void io_token_stream_close(void *ctx);
 
 /* ---- byte order and sizes -------------------------------------------------------- */
 
