@@ -7,6 +7,7 @@
 #   make bench   build and print the benchmark figures
 #   make sparse-data   generate data/sparse/{train,test}.svm (scripts/make-sparse-libsvm.py)
 #   make train-sparse  deps + build + sparse data + train configs/sparse-logreg.ini
+#   make train-gpt     deps + build + train configs/gpt-char.ini (a byte-level baby GPT) + a sample
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -21,7 +22,7 @@ CONFIG ?= configs/mnist-mlp.ini
 PYTHON ?= python3
 
 .PHONY: all deps build train info test test-release test-asan bench install clean \
-        sparse-data train-sparse
+        sparse-data train-sparse train-gpt
 
 all: build
 
@@ -60,6 +61,22 @@ sparse-data: data/sparse/train.svm data/sparse/test.svm
 
 train-sparse: deps build sparse-data
 	$(BUILD)/apps/weft-train configs/sparse-logreg.ini
+
+# The baby GPT on the shipped text: prints the validation loss against the text's unigram
+# (byte) entropy, then a 200-byte sample from the checkpoint when weft-generate is built.
+# GPT_ARGS passes overrides: make train-gpt GPT_ARGS="--set train.max_iters=500".
+GPT_TEXT   = data/text/kjv-genesis-2kings.txt
+GPT_PROMPT ?= And God said
+GPT_ARGS   ?=
+train-gpt: deps build
+	$(BUILD)/apps/weft-train configs/gpt-char.ini $(GPT_ARGS)
+	@$(PYTHON) -c 'import collections, math, sys; d = open(sys.argv[1], "rb").read(); n = len(d); \
+	  print("unigram entropy of %s: %.4f nats/byte (the loss of a model without context)" % \
+	  (sys.argv[1], -sum(c / n * math.log(c / n) for c in collections.Counter(d).values())))' $(GPT_TEXT)
+	@if [ -x $(BUILD)/apps/weft-generate ]; then \
+	  $(BUILD)/apps/weft-generate runs/gpt-char/model.safetensors --prompt "$(GPT_PROMPT)" \
+	    --max-new-tokens 200 --temperature 0.8; \
+	else echo "train-gpt: $(BUILD)/apps/weft-generate is not built: no sample"; fi
 
 info: deps build
 	$(BUILD)/apps/weft-info

@@ -9,6 +9,7 @@
 #ifdef WEFT_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #endif
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,19 +263,69 @@ static void bench_matmul(int M, int N, int K, bool trans_a, bool trans_b)
     weft_tensor_release(c.b);
 }
 
+/* A [rows, cols] bfloat16 operand, stored transposed when asked. */
+static weft_tensor *bf16_operand(int rows, int cols, bool transposed)
+{
+    const int64_t shape[2] = {transposed ? cols : rows, transposed ? rows : cols};
+    weft_tensor *t32 = weft_rand(2, shape, WEFT_F32, WEFT_CPU);
+    weft_tensor *t = weft_to_dtype(t32, WEFT_BF16);
+    weft_tensor_release(t32);
+    if (!t || !transposed)
+        return t;
+    weft_tensor *v = weft_t(t);
+    weft_tensor_release(t);
+    return v;
+}
+
+/* weft_matmul on bfloat16 operands (autocast's GEMM: oneDNN's bf16 matmul with a float32
+ * accumulator), to set beside matmul_<shape> in float32. */
+static void bench_matmul_bf16(int M, int N, int K, bool trans_a, bool trans_b)
+{
+    char name[64];
+    snprintf(name, sizeof name, "matmul_bf16_%dx%dx%d_%c%c", M, N, K, trans_a ? 'T' : 'N',
+             trans_b ? 'T' : 'N');
+    if (!selected(name))
+        return;
+    struct matmul_ctx c = {.M = M, .N = N, .K = K};
+    c.a = bf16_operand(M, K, trans_a);
+    c.b = bf16_operand(K, N, trans_b);
+    die_on_error("setting up a bfloat16 matmul");
+    double flops = 2.0 * M * N * K;
+    int calls = flops < 1e8 ? (int)(1e8 / flops) : 1;
+    double samples[64];
+    int repeats = opt.repeats > 64 ? 64 : opt.repeats;
+    for (int i = 0; i < 20; i++)
+        run_weft_matmul(&c);
+    die_on_error("bfloat16 matmul");
+    for (int r = 0; r < repeats; r++) {
+        double t0 = now_seconds();
+        for (int i = 0; i < calls; i++)
+            run_weft_matmul(&c);
+        samples[r] = (now_seconds() - t0) / calls;
+    }
+    qsort(samples, (size_t)repeats, sizeof(double), compare_double);
+    report(name, flops / samples[repeats / 2] / 1e9, "GFLOP/s");
+    weft_tensor_release(c.a);
+    weft_tensor_release(c.b);
+}
+
 /* The square products, then the MNIST MLP's (784-256-128-10; batch 64 and 256): forward
- * x W^T (NT), input gradient g W (NN), weight gradient g^T x (TN). */
+ * x W^T (NT), input gradient g W (NN), weight gradient g^T x (TN); each in float32 and in
+ * bfloat16. */
 static void bench_matmuls(void)
 {
     bench_matmul(1024, 1024, 1024, false, false);
+    bench_matmul_bf16(1024, 1024, 1024, false, false);
     bench_matmul(2048, 2048, 2048, false, false);
     static const int mlp[][5] = {
         {64, 256, 784, 0, 1},  {64, 128, 256, 0, 1}, {64, 256, 128, 0, 0},
         {256, 784, 64, 1, 0},  {128, 256, 64, 1, 0}, {256, 256, 784, 0, 1},
         {256, 784, 256, 1, 0}, {256, 128, 256, 0, 1},
     };
-    for (size_t i = 0; i < sizeof mlp / sizeof *mlp; i++)
+    for (size_t i = 0; i < sizeof mlp / sizeof *mlp; i++) {
         bench_matmul(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
+        bench_matmul_bf16(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
+    }
 }
 
 /* ---- per-call overhead ------------------------------------------------------------------ */
@@ -425,11 +476,175 @@ static void bench_autograd(void)
     weft_tensor_release(c.c);
 }
 
+/* ---- scaled dot-product attention: fused (sdpa_flash) against the composite ---------------- */
+
+struct sdpa_ctx {
+    weft_tensor *q, *k, *v, *causal; /* causal: the composite's [T, T] bool mask */
+    bool composite, backward;
+};
+
+/* The composite path nn/attention.c falls back to: matmul, masked_fill, softmax, matmul. */
+static weft_tensor *sdpa_composite(struct sdpa_ctx *c)
+{
+    double scale = 1 / sqrt((double)c->q->shape[3]);
+    weft_tensor *s = weft_mul_scalar(weft_matmul(c->q, weft_transpose(c->k, -2, -1)), scale);
+    s = weft_masked_fill(s, weft_logical_not(c->causal), -INFINITY);
+    return weft_matmul(weft_softmax(s, -1), c->v);
+}
+
+static void run_sdpa(void *p)
+{
+    struct sdpa_ctx *c = p;
+    weft_scope_push();
+    struct weft_sdpa_params sp = {.is_causal = true};
+    weft_tensor *y = c->composite ? sdpa_composite(c)
+                                  : weft_scaled_dot_product_attention(c->q, c->k, c->v, &sp);
+    if (c->backward) {
+        weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+        weft_zero_grad(c->q, true);
+        weft_zero_grad(c->k, true);
+        weft_zero_grad(c->v, true);
+    }
+    weft_scope_pop();
+}
+
+/* nanoGPT's CPU baby GPT: batch 12, 4 heads, block 64, head dim 32, float32, causal;
+ * q, k, v are the [B, nh, T, hd] views of [B, T, nh, hd] its attention makes. */
+static void bench_sdpa(void)
+{
+    static const char *const names[4] = {"sdpa_fused_fwd_12x4x64x32", "sdpa_composite_fwd_12x4x64x32",
+                                         "sdpa_fused_fwd_bwd_12x4x64x32",
+                                         "sdpa_composite_fwd_bwd_12x4x64x32"};
+    bool any = false;
+    for (int i = 0; i < 4; i++)
+        any |= selected(names[i]);
+    if (!any)
+        return;
+    const int64_t B = 12, nh = 4, T = 64, hd = 32, shape[4] = {B, T, nh, hd};
+    struct sdpa_ctx c;
+    weft_tensor **qkv[3] = {&c.q, &c.k, &c.v};
+    for (int i = 0; i < 3; i++) {
+        weft_tensor *x = weft_rand(4, shape, WEFT_F32, WEFT_CPU);
+        *qkv[i] = weft_tensor_retain(weft_transpose(x, 1, 2));
+        weft_tensor_release(x);
+        weft_requires_grad_(*qkv[i], true);
+    }
+    weft_tensor *i = weft_reshape(weft_arange(0, T, 1, WEFT_I64, WEFT_CPU), 2, (int64_t[]){T, 1});
+    weft_tensor *j = weft_reshape(weft_arange(0, T, 1, WEFT_I64, WEFT_CPU), 2, (int64_t[]){1, T});
+    c.causal = weft_tensor_retain(weft_le(j, i));
+    die_on_error("setting up attention");
+    /* q k^T and w v: 2 * 2*B*nh*T*T*hd flops forward (the causal half counted whole);
+     * the backward does twice the forward's products and recomputes q k^T. */
+    double fwd = 4.0 * (double)(B * nh * T * T * hd);
+    for (int m = 0; m < 4; m++) {
+        if (!selected(names[m]))
+            continue;
+        c.composite = m % 2 == 1;
+        c.backward = m >= 2;
+        double s = time_median(run_sdpa, &c, opt.repeats);
+        die_on_error(names[m]);
+        report(names[m], s * 1e3, "ms");
+        report("  (as GFLOP/s)", (c.backward ? 3.5 : 1.0) * fwd / s / 1e9, "GFLOP/s");
+    }
+    weft_tensor_release(c.q);
+    weft_tensor_release(c.k);
+    weft_tensor_release(c.v);
+    weft_tensor_release(c.causal);
+}
+
+/* ---- layer_norm and gelu: the fused kernels against the composite of ops ------------------- */
+
+enum fused_kind { FUSED_LAYER_NORM, FUSED_GELU_TANH, FUSED_GELU_ERF };
+
+struct fused_ctx {
+    weft_tensor *x, *w, *b;
+    enum fused_kind kind;
+    bool composite;
+};
+
+/* What nn/functional.c falls back to where a backend lacks the fused kernels. */
+static weft_tensor *fused_composite(struct fused_ctx *c)
+{
+    if (c->kind == FUSED_LAYER_NORM) {
+        int last = -1;
+        weft_tensor *mean = weft_mean(c->x, 1, &last, true);
+        weft_tensor *var = weft_var(c->x, 1, &last, 0, true);
+        weft_tensor *y = weft_mul(weft_sub(c->x, mean), weft_rsqrt(weft_add_scalar(var, 1e-5)));
+        return weft_add(weft_mul(y, c->w), c->b);
+    }
+    /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    weft_tensor *inner = weft_mul_scalar(
+        weft_add(c->x, weft_mul_scalar(weft_pow_scalar(c->x, 3), 0.044715)), 0.7978845608028654);
+    return weft_mul(weft_mul_scalar(c->x, 0.5), weft_add_scalar(weft_tanh(inner), 1));
+}
+
+/* One forward and backward, as in a training step. */
+static void run_fused(void *p)
+{
+    struct fused_ctx *c = p;
+    weft_scope_push();
+    weft_tensor *y;
+    if (c->composite)
+        y = fused_composite(c);
+    else if (c->kind == FUSED_LAYER_NORM)
+        y = weft_layer_norm(c->x, 1, &c->x->shape[1], c->w, c->b, 1e-5);
+    else
+        y = weft_gelu_approximate(c->x, c->kind == FUSED_GELU_TANH ? WEFT_GELU_TANH : WEFT_GELU_NONE);
+    weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+    weft_scope_pop();
+    weft_zero_grad(c->x, true);
+    if (c->w) {
+        weft_zero_grad(c->w, true);
+        weft_zero_grad(c->b, true);
+    }
+}
+
+/* LayerNorm over [768, 128] (the baby GPT's batch 12 x block 64 rows, 128 wide) and GELU
+ * over [768, 512] (its MLP's hidden layer), float32, forward + backward. */
+static void bench_fused_layers(void)
+{
+    static const struct {
+        const char *name;
+        enum fused_kind kind;
+        bool composite;
+    } cases[] = {
+        {"layer_norm_fused_fwd_bwd_768x128", FUSED_LAYER_NORM, false},
+        {"layer_norm_composite_fwd_bwd_768x128", FUSED_LAYER_NORM, true},
+        {"gelu_tanh_fused_fwd_bwd_768x512", FUSED_GELU_TANH, false},
+        {"gelu_tanh_composite_fwd_bwd_768x512", FUSED_GELU_TANH, true},
+        {"gelu_erf_fwd_bwd_768x512", FUSED_GELU_ERF, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (!selected(cases[i].name))
+            continue;
+        bool ln = cases[i].kind == FUSED_LAYER_NORM;
+        const int64_t xs[2] = {768, ln ? 128 : 512}, ws[1] = {128};
+        struct fused_ctx c = {.kind = cases[i].kind, .composite = cases[i].composite};
+        c.x = weft_rand(2, xs, WEFT_F32, WEFT_CPU);
+        weft_requires_grad_(c.x, true);
+        if (ln) {
+            c.w = weft_rand(1, ws, WEFT_F32, WEFT_CPU);
+            c.b = weft_rand(1, ws, WEFT_F32, WEFT_CPU);
+            weft_requires_grad_(c.w, true);
+            weft_requires_grad_(c.b, true);
+        }
+        die_on_error("setting up layer_norm and gelu");
+        double s = time_median(run_fused, &c, opt.repeats);
+        die_on_error(cases[i].name);
+        report(cases[i].name, s * 1e6, "us");
+        weft_tensor_release(c.x);
+        weft_tensor_release(c.w);
+        weft_tensor_release(c.b);
+    }
+}
+
 /* The nn layer: a convolution's training step and the autograd overhead per op. */
 static void bench_nn(void)
 {
     bench_conv2d();
     bench_autograd();
+    bench_sdpa();
+    bench_fused_layers();
 }
 
 /* ------------------------------------------------------------------------------------------ */

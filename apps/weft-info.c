@@ -3,8 +3,10 @@
  *   weft-info                 version, search path, every plugin, devices per backend
  *   weft-info --plugin FILE   step-by-step diagnosis of one plugin file
  *   weft-info --ops           the op x backend support matrix (dtypes per cell)
- *   weft-info --conformance [DEVICE]  every op on DEVICE (default cpu) checked against
- *                             the cpu; exit status 1 when any op/dtype pair fails
+ *   weft-info --conformance [DEVICE] [--size small|large]  every op on DEVICE (default
+ *                             cpu) checked against the cpu; exit status 1 when any
+ *                             op/dtype pair fails; large adds the shapes that take a
+ *                             GPU's other paths (weft/conformance.h)
  *   weft-info --memory [DEVICE]  the device allocator's memory_summary table
  *
  * Exit status: 0 when all is well, 1 when conformance fails, 2 on a usage error or a plugin that cannot be used.
@@ -27,7 +29,8 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE] | --memory [DEVICE]]\n"
+            "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE] [--size SIZE] |\n"
+            "                  --memory [DEVICE]]\n"
             "\n"
             "Prints the weft version, the plugin search path, every plugin found (with its\n"
             "version, ABI, manifest and whether it can run here), what the registry holds by\n"
@@ -36,9 +39,11 @@ static void usage(FILE *out)
             "  --plugin FILE  diagnose one plugin file: loading, entry point, ABI, probe,\n"
             "                 and what it registers\n"
             "  --ops          the op x backend matrix: the dtypes each backend registers\n"
-            "  --conformance [DEVICE]\n"
+            "  --conformance [DEVICE] [--size small|large]\n"
             "                 run every op on DEVICE (default cpu) against the cpu (on the\n"
-            "                 cpu: against a double reference); exit status 1 on a failure\n"
+            "                 cpu: against a double reference); exit status 1 on a failure;\n"
+            "                 --size large (default small) adds shapes up to 1e6 elements\n"
+            "                 that take a GPU's warp, block and split-reduction paths\n"
             "  --memory [DEVICE]\n"
             "                 the allocator statistics of DEVICE (default cpu) as\n"
             "                 torch.cuda.memory_summary() prints them\n"
@@ -422,15 +427,19 @@ static int print_ops(void)
     return 0;
 }
 
-static int conformance(const char *device)
+static int conformance(const char *device, const char *size)
 {
     weft_device dev = WEFT_CPU;
+    struct weft_conformance_options o = {.verbose = stdout};
+    if (size && weft_conformance_size_parse(size, &o.size) < 0) {
+        fprintf(stderr, "weft-info: --size: %s\n", weft_error_message());
+        return EXIT_PROBLEM;
+    }
     /* "ref:0" names a device type a plugin on the search path provides (its manifest). */
     if (device && weft_device_parse(device, &dev) < 0) {
         fprintf(stderr, "weft-info: %s\n", weft_error_message());
         return EXIT_PROBLEM;
     }
-    struct weft_conformance_options o = {.verbose = stdout};
     struct weft_conformance_report rep;
     int rc = weft_conformance_run(dev.type, &o, &rep);
     if (rc < 0) {
@@ -465,8 +474,19 @@ int main(int argc, char **argv)
         return memory(argc == 3 ? argv[2] : NULL);
     if (argc == 2 && strcmp(argv[1], "--ops") == 0)
         return print_ops();
-    if ((argc == 2 || argc == 3) && strcmp(argv[1], "--conformance") == 0)
-        return conformance(argc == 3 ? argv[2] : NULL);
+    if (argc >= 2 && argc <= 5 && strcmp(argv[1], "--conformance") == 0) {
+        /* --conformance [DEVICE] [--size SIZE], the device first when both are given */
+        const char *device = NULL, *size = NULL;
+        int i = 2;
+        if (i < argc && strcmp(argv[i], "--size") != 0)
+            device = argv[i++];
+        if (i + 1 < argc && strcmp(argv[i], "--size") == 0) {
+            size = argv[i + 1];
+            i += 2;
+        }
+        if (i == argc)
+            return conformance(device, size);
+    }
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;

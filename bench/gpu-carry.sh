@@ -19,6 +19,7 @@ packages="libcriterion-dev libcriterion3 libboxfort-dev libffi-dev libgit2-1.5 l
   zlib1g-dev pkgconf pkgconf-bin libpkgconf3 pkg-config"
 rm -rf .carry
 mkdir -p .carry/debs .carry/root
+# shellcheck disable=SC2086 # one word per package
 (cd .carry/debs && apt-get download $packages >/dev/null)
 for deb in .carry/debs/*.deb; do
     dpkg-deb -x "$deb" .carry/root

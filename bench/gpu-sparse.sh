@@ -8,7 +8,9 @@
 #
 # BUILD_DIR defaults to build-gpu (gpu-check.sh's); it is configured with -Dcuda=enabled
 # when new, and only the targets needed here are built. The program is built there with
-# nvcc against that libweft. Output is also written to $OUT/gpu-sparse.txt when OUT is
+# nvcc against that libweft, with the shared CUDA runtime (-cudart shared: nvcc's default,
+# the static one, would be a second runtime next to the libcudart.so of weft-cuda.so).
+# Output is also written to $OUT/gpu-sparse.txt when OUT is
 # set (the device machine's return folder), else to BUILD_DIR/gpu-sparse/.
 # Exit status: 0 when every check passes and weft reaches 90% of the direct call's speed;
 # 1 on a build error, an error or a failed check; 2 when only the speed target is missed.
@@ -40,7 +42,7 @@ if ! ninja -C "$build" $targets >"$out/build.log" 2>&1; then
 fi
 
 build_abs=$(cd "$build" && pwd)
-nvcc -O2 -DWITH_WEFT -Icore/include -Iplugins/sparse/include -I"$build_abs/core/include" bench/cusparse_direct.c \
+nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -Iplugins/sparse/include -I"$build_abs/core/include" bench/cusparse_direct.c \
     -o "$build_abs/cusparse_direct" -L"$build_abs/core" -lweft -lcusparse \
     -Xlinker -rpath="$build_abs/core"
 

@@ -4,7 +4,10 @@ with PyTorch for comparison with weft-train. Reads the shipped IDX files with th
 Prints `name value unit` lines: images/s of the training loop (data already in memory,
 as weft's loader also holds the decoded set in memory).
 
-  python3 bench/torch_train.py [--epochs N] [--threads N]
+  python3 bench/torch_train.py [--epochs N] [--threads N] [--bf16]
+
+--bf16 runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16), the
+recipe weft-train's [train] precision = bf16 follows.
 """
 import argparse
 import gzip
@@ -47,7 +50,7 @@ def cnn():
                          nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
-def train(model, x, y, batch, epochs):
+def train(model, x, y, batch, epochs, bf16=False):
     torch.manual_seed(0)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -59,7 +62,8 @@ def train(model, x, y, batch, epochs):
         for i in range(0, n - batch + 1, batch):
             idx = perm[i:i + batch]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[idx]), y[idx])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
         dt = time.perf_counter() - t0
@@ -73,14 +77,16 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", choices=["mlp_b64", "mlp_b256", "cnn_b64"], action="append",
                     help="only these (repeatable); default all three")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast around forward and loss")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     x, y = mnist()
     tag = f"t{args.threads}" + ("_passive" if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else "")
+    tag += "_bf16" if args.bf16 else ""
     for name, make, batch in [("mlp_b64", mlp, 64), ("mlp_b256", mlp, 256), ("cnn_b64", cnn, 64)]:
         if args.model and name not in args.model:
             continue
-        ips = train(make(), x, y, batch, args.epochs)
+        ips = train(make(), x, y, batch, args.epochs, args.bf16)
         print(f"torch_{name}_{tag} {ips:.0f} images/s", flush=True)
 
 

@@ -2,7 +2,7 @@
 """weft-train against PyTorch, side by side and interleaved, on the same models and data.
 
     bench/train_compare.py [--rounds R] [--epochs E] [--model NAME ...] [--weft-set K=V ...]
-                           [--variant NAME:K=V[,K=V...] ...]
+                           [--variant NAME:K=V[,K=V...] ...] [--bf16] [--weft PATH]
 
 For each model (the MLP 784-256-128-10 at batch 64 and 256, the CNN of
 configs/mnist-cnn.ini at batch 64; SGD lr 0.05 momentum 0.9), each round runs weft-train
@@ -11,7 +11,9 @@ OMP_WAIT_POLICY=PASSIVE), so a drift in the machine's speed lands on both. A run
 is its best epoch's images/s. --variant adds a weft-train run with those --set
 overrides to every round (e.g. active:cpu.wait_policy=active), beside the default one. Prints, per model, the median, min and max over the rounds
 for weft and for every PyTorch setting, and the ratio of weft's median to the best
-PyTorch setting's median. Run from the repository root after `make`, with nothing else
+PyTorch setting's median. --bf16 adds weft with [train] precision = bf16 and PyTorch
+under bf16 autocast (1 and 2 threads), and sets the bf16 runs against each other.
+--weft names another weft-train binary (default build/apps/weft-train). Run from the repository root after `make`, with nothing else
 running; PyTorch is Debian's python3-torch (/usr/bin/python3)."""
 import argparse
 import csv
@@ -28,10 +30,13 @@ TORCH_SETTINGS = [("t1", 1, None), ("t1_passive", 1, "PASSIVE"), ("t2", 2, None)
                   ("t2_passive", 2, "PASSIVE")]
 
 
+WEFT_TRAIN = os.path.join(ROOT, "build/apps/weft-train")
+
+
 def weft_run(model, epochs, extra, tmp):
     config, batch = MODELS[model]
     log = os.path.join(tmp, "log.csv")
-    cmd = [os.path.join(ROOT, "build/apps/weft-train"), config,
+    cmd = [WEFT_TRAIN, config,
            "--set", "train.epochs=%d" % epochs, "--set", "data.batch_size=%d" % batch,
            "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
            "--set", "train.log=" + log, "--set", "data.workers=1"]
@@ -42,13 +47,14 @@ def weft_run(model, epochs, extra, tmp):
         return max(float(r["images_per_s"]) for r in csv.DictReader(f))
 
 
-def torch_run(model, epochs, threads, policy):
+def torch_run(model, epochs, threads, policy, bf16=False):
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
     if policy:
         env["OMP_WAIT_POLICY"] = policy
     out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/torch_train.py"),
-                          "--epochs", str(epochs), "--threads", str(threads), "--model", model],
+                          "--epochs", str(epochs), "--threads", str(threads), "--model", model]
+                         + (["--bf16"] if bf16 else []),
                          env=env, check=True, capture_output=True, text=True).stdout
     return float(out.split()[1])
 
@@ -66,7 +72,14 @@ def main():
     ap.add_argument("--weft-set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:K=V[,K=V...]")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--weft", default=None, metavar="PATH")
     args = ap.parse_args()
+    global WEFT_TRAIN
+    WEFT_TRAIN = os.path.abspath(args.weft) if args.weft else WEFT_TRAIN
+    settings = [(n, t, p, False) for n, t, p in TORCH_SETTINGS]
+    if args.bf16:
+        settings += [("t1_bf16", 1, None, True), ("t2_bf16", 2, None, True)]
     models = args.model or list(MODELS)
     variants = [("default", [])]
     for v in args.variant:
@@ -74,6 +87,8 @@ def main():
         if not name or not sets:
             ap.error("--variant %r: expected NAME:SECTION.KEY=VALUE[,...]" % v)
         variants.append((name, sets.split(",")))
+    if args.bf16:
+        variants.append(("bf16", ["train.precision=bf16"]))
     have_torch = not args.no_torch and subprocess.run(
         ["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
     if not have_torch and not args.no_torch:
@@ -83,21 +98,23 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             weft = {name: [] for name, _ in variants}
-            torch = {name: [] for name, _, _ in TORCH_SETTINGS}
+            torch = {name: [] for name, _, _, _ in settings}
             for _ in range(args.rounds):
                 for name, sets in variants:
                     weft[name].append(weft_run(model, args.epochs, args.weft_set + sets, tmp))
                 if have_torch:
-                    for name, threads, policy in TORCH_SETTINGS:
-                        torch[name].append(torch_run(model, args.epochs, threads, policy))
+                    for name, threads, policy, bf16 in settings:
+                        torch[name].append(torch_run(model, args.epochs, threads, policy, bf16))
             for name, values in weft.items():
                 print("%s weft_%-11s %s" % (model, name, summary(values)))
             if not have_torch:
                 continue
             for name, values in torch.items():
                 print("%s torch_%-10s %s" % (model, name, summary(values)))
-            best = max(torch, key=lambda n: statistics.median(torch[n]))
             for name, values in weft.items():
+                # bf16 against PyTorch's bf16 settings, everything else against fp32's
+                pool = [n for n in torch if n.endswith("_bf16") == (name == "bf16")] or list(torch)
+                best = max(pool, key=lambda n: statistics.median(torch[n]))
                 print("%s ratio weft_%s %.2fx (median / torch_%s median)" %
                       (model, name, statistics.median(values) / statistics.median(torch[best]),
                        best))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "weft/autocast.h"
 #include "weft/layout.h"
 #include "weft/autograd.h"
 #include "weft/ops.h"
@@ -880,6 +881,8 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
                               "element 0 of tensors does not require grad and does not have a "
                               "grad_fn");
     bool prev = weft_no_grad_begin();
+    /* Backward runs outside autocast: each gradient keeps its forward's dtype. */
+    weft_autocast_state prev_autocast = weft_autocast_suspend();
     weft_scope_push();
     int rc = 0;
     if (!grad) {
@@ -921,6 +924,7 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
     node_release(root_edge.node);
 out:
     weft_scope_pop();
+    weft_autocast_end(prev_autocast);
     weft_grad_mode_restore(prev);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "weft/autocast.h"
 
 /* ---- recording helpers -------------------------------------------------------------- */
 
@@ -19,6 +20,12 @@
             weft_grad_mode_restore(prev_mode__);                                              \
         result__;                                                                             \
     })
+
+/* Under autocast, returns the op run on its inputs cast by the policy (autocast.c). */
+#define AUTOCAST(op, n, inputs, call)                                                         \
+    if (__builtin_expect(weft_autocast_current.enabled, 0) &&                                 \
+        weft_autocast_policy(op) != WEFT_AUTOCAST_PROMOTE)                                    \
+    WEFT_AUTOCAST_RETURN(op, n, inputs, call)
 
 /* Drops the caller's reference to out when a recording step failed. */
 static weft_tensor *fail_output(weft_tensor *out)
@@ -170,6 +177,58 @@ weft_tensor *weft_threshold_backward(weft_tensor *g, weft_tensor *t, double thre
     return weft_dispatch(&c) == 0 ? out : NULL;
 }
 
+/* d/dx of x Phi(x) (approximate 0) or of 0.5 x (1 + tanh(k (x + c x^3))) (1), composed
+ * of ops: PyTorch's gelu_backward formulas. */
+static weft_tensor *gelu_backward_composite(weft_tensor *g, weft_tensor *x, int approximate)
+{
+    if (approximate == 0) {
+        /* Phi(x) + x phi(x) */
+        weft_tensor *cdf = weft_mul_scalar(weft_add_scalar(weft_erf(weft_mul_scalar(x, M_SQRT1_2)), 1), 0.5);
+        weft_tensor *pdf = weft_mul_scalar(weft_exp(weft_mul_scalar(weft_mul(x, x), -0.5)),
+                                           0.3989422804014327);
+        return weft_mul(g, weft_add(cdf, weft_mul(x, pdf)));
+    }
+    /* 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)) */
+    const double k = 0.7978845608028654, c = 0.044715;
+    weft_tensor *x2 = weft_mul(x, x);
+    weft_tensor *t = weft_tanh(weft_mul_scalar(weft_add(x, weft_mul_scalar(weft_mul(x2, x), c)), k));
+    weft_tensor *left = weft_mul_scalar(weft_add_scalar(t, 1), 0.5);
+    weft_tensor *inner = weft_mul_scalar(weft_add_scalar(weft_mul_scalar(x2, 3 * c), 1), k);
+    weft_tensor *right = weft_mul(weft_mul(weft_mul_scalar(x, 0.5), weft_rsub_scalar(weft_mul(t, t), 1)),
+                                  inner);
+    return weft_mul(g, weft_add(left, right));
+}
+
+/* The backend's gelu_backward in one pass where it has one (weft/kernel.h), else the
+ * composite. */
+weft_tensor *weft_gelu_backward(weft_tensor *g, weft_tensor *x, int approximate)
+{
+    if (approximate != 0 && approximate != 1) {
+        weft_error_set(WEFT_ERR_VALUE, "approximate argument must be either none or tanh.");
+        return NULL;
+    }
+    /* Threads may race to set it; weft_op_register gives them all the same id. */
+    static int cached = -1;
+    int op = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (op < 0) {
+        op = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
+        __atomic_store_n(&cached, op, __ATOMIC_RELAXED);
+    }
+    bool fused = op >= 0 && g && x && g->dtype == x->dtype && g->ndim == x->ndim &&
+                 memcmp(g->shape, x->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
+                 weft_device_equal(g->device, x->device) && g->layout == WEFT_LAYOUT_STRIDED &&
+                 x->layout == WEFT_LAYOUT_STRIDED &&
+                 weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype) != NULL;
+    if (!fused)
+        return gelu_backward_composite(g, x, approximate);
+    weft_tensor *out = weft_empty_like(g);
+    if (!out)
+        return NULL;
+    struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g, x}, .out = {out},
+                             .ints = {approximate}};
+    return weft_dispatch(&c) == 0 ? out : fail_output(out);
+}
+
 static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                           weft_tensor **grad_inputs)
 {
@@ -197,14 +256,7 @@ static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     case WEFT_OP_TANH: r = weft_mul(g, weft_rsub_scalar(weft_mul(y, y), 1)); break;
     case WEFT_OP_SIGMOID: r = weft_mul(g, weft_mul(y, weft_rsub_scalar(y, 1))); break;
     case WEFT_OP_RELU: r = weft_threshold_backward(g, y, 0); break;
-    case WEFT_OP_GELU: {
-        /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
-        weft_tensor *cdf = weft_mul_scalar(weft_add_scalar(weft_erf(weft_mul_scalar(x, M_SQRT1_2)), 1), 0.5);
-        weft_tensor *pdf = weft_mul_scalar(weft_exp(weft_mul_scalar(weft_mul(x, x), -0.5)),
-                                           0.3989422804014327);
-        r = weft_mul(g, weft_add(cdf, weft_mul(x, pdf)));
-        break;
-    }
+    case WEFT_OP_GELU: r = weft_gelu_backward(g, x, 0); break;
     case WEFT_OP_SILU: {
         weft_tensor *s = weft_sigmoid(x);
         r = weft_mul(g, weft_mul(s, weft_add_scalar(weft_mul(x, weft_rsub_scalar(s, 1)), 1)));
@@ -266,6 +318,7 @@ static weft_tensor *record_unary(int op, const char *name, weft_tensor *x_saved,
 #define UNARY_WRAPPER(name, ID)                                                               \
     weft_tensor *weft_##name(weft_tensor *t)                                                  \
     {                                                                                         \
+        AUTOCAST(#name, 1, &t, weft_##name(t));                                               \
         bool rec = weft_autograd_needed(1, &t);                                               \
         weft_tensor *out = FORWARD(rec, weft_fwd_##name(t));                                  \
         return rec ? record_unary(WEFT_OP_##ID, backward_name(WEFT_OP_##ID), t, t, out) : out;            \
@@ -488,12 +541,14 @@ static weft_tensor *record_binary_inplace(int64_t op, bool scalar, double s, wef
     weft_tensor *weft_##name(weft_tensor *a, weft_tensor *b)                                  \
     {                                                                                         \
         weft_tensor *in[2] = {a, b};                                                          \
+        AUTOCAST(#name, 2, in, weft_##name(in[0], in[1]));                                    \
         bool rec = weft_autograd_needed(2, in);                                               \
         weft_tensor *out = FORWARD(rec, weft_fwd_##name(a, b));                               \
         return rec ? record_binary(WEFT_OP_##ID, false, 0, a, a, b, out) : out;               \
     }                                                                                         \
     weft_tensor *weft_##name##_scalar(weft_tensor *a, double s)                               \
     {                                                                                         \
+        AUTOCAST(#name, 1, &a, weft_##name##_scalar(a, s));                                   \
         bool rec = weft_autograd_needed(1, &a);                                               \
         weft_tensor *out = FORWARD(rec, weft_fwd_##name##_scalar(a, s));                      \
         return rec ? record_binary(WEFT_OP_##ID, true, s, a, a, NULL, out) : out;             \
@@ -750,6 +805,7 @@ static weft_tensor *record_reduce(enum reduce_kind kind, weft_tensor *in, int nd
 #define REDUCE_WRAPPER(name, KIND)                                                            \
     weft_tensor *weft_##name(weft_tensor *t, int ndims, const int *dims, bool keepdim)        \
     {                                                                                         \
+        AUTOCAST(#name, 1, &t, weft_##name(t, ndims, dims, keepdim));                         \
         bool rec = weft_autograd_needed(1, &t);                                               \
         weft_tensor *out = FORWARD(rec, weft_fwd_##name(t, ndims, dims, keepdim));            \
         return rec ? record_reduce(KIND, t, ndims, dims, 0, out) : out;                       \
@@ -890,6 +946,7 @@ static weft_tensor *record_softmax(bool log, weft_tensor *in, int dim, weft_tens
 
 weft_tensor *weft_softmax(weft_tensor *t, int dim)
 {
+    AUTOCAST("softmax", 1, &t, weft_softmax(t, dim));
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = FORWARD(rec, weft_fwd_softmax(t, dim));
     return rec ? record_softmax(false, t, dim, out) : out;
@@ -897,6 +954,7 @@ weft_tensor *weft_softmax(weft_tensor *t, int dim)
 
 weft_tensor *weft_log_softmax(weft_tensor *t, int dim)
 {
+    AUTOCAST("log_softmax", 1, &t, weft_log_softmax(t, dim));
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = FORWARD(rec, weft_fwd_log_softmax(t, dim));
     return rec ? record_softmax(true, t, dim, out) : out;
@@ -953,6 +1011,7 @@ static int matmul_backward(struct weft_node *node, weft_tensor *const *grad_outp
 weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b)
 {
     weft_tensor *in[2] = {a, b};
+    AUTOCAST("matmul", 2, in, weft_matmul(in[0], in[1]));
     bool rec = weft_autograd_needed(2, in);
     weft_tensor *out = FORWARD(rec, weft_fwd_matmul(a, b));
     if (!rec)

@@ -21,6 +21,11 @@
  * offset when the block sits in static TLS, as it does for a linked libweft. */
 #define WEFT_FAST_TLS __thread
 
+/* The thread's autocast state (autocast.c); front ends test .enabled before asking the
+ * policy, so an op outside autocast pays one thread-local load. */
+struct weft_autocast_state;
+WEFT_INTERNAL extern WEFT_FAST_TLS struct weft_autocast_state weft_autocast_current;
+
 /* Atomic refcount helpers. */
 #define WEFT_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
 #define WEFT_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)

@@ -277,6 +277,8 @@ weft_tensor *weft_conv2d(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
 {
     if (!x || !weight)
         return NULL;
+    weft_tensor *in[3] = {x, weight, bias};
+    WEFT_AUTOCAST_RETURN("conv2d", 3, in, weft_conv2d(in[0], in[1], in[2], params));
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(conv2d_in_scope(x, weight, bias, params));
     weft_scope_pop();

@@ -1,7 +1,8 @@
 /* nn/functional.c: the functional layers made of recorded ops (linear, batch_norm,
- * layer_norm, dropout, embedding) and leaky_relu with its own node; helpers shared by
- * nn_conv.c, nn_pool.c and nn_loss.c. Convolution, pooling and losses have their own
- * files. */
+ * dropout), those with a node of their own over the fused kernels of weft/kernel.h where
+ * the backend has them (linear + relu, layer_norm, embedding, gelu's tanh form; else the
+ * same values from built-in ops) and leaky_relu; helpers shared by nn_conv.c, nn_pool.c
+ * and nn_loss.c. Convolution, pooling and losses have their own files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,24 @@ static weft_tensor *channel_view(weft_tensor *v, int ndim)
     return weft_reshape(v, ndim, shape);
 }
 
+/* The id of a named op of weft/kernel.h, registered on first use. Threads may race to
+ * set *cached; weft_op_register gives them all the same id. */
+static int named_op(int *cached, const char *name)
+{
+    int op = __atomic_load_n(cached, __ATOMIC_RELAXED);
+    if (op < 0) {
+        op = weft_op_register(name);
+        __atomic_store_n(cached, op, __ATOMIC_RELAXED);
+    }
+    return op;
+}
+
+/* Whether t's backend has a kernel for op and t's dtype. */
+static bool have_kernel(int op, const weft_tensor *t)
+{
+    return op >= 0 && weft_kernel_lookup(op, t->device.type, WEFT_LAYOUT_STRIDED, t->dtype);
+}
+
 /* ---- linear ------------------------------------------------------------------------------- */
 
 static weft_tensor *linear_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b)
@@ -68,6 +87,8 @@ weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
 {
     if (!x || !weight)
         return NULL;
+    weft_tensor *in[3] = {x, weight, bias};
+    WEFT_AUTOCAST_RETURN("linear", 3, in, weft_linear(in[0], in[1], in[2]));
     IN_SCOPE(linear_in_scope(x, weight, bias));
 }
 
@@ -166,7 +187,112 @@ weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *
 {
     if (!x || !weight)
         return NULL;
+    weft_tensor *in[3] = {x, weight, bias};
+    WEFT_AUTOCAST_RETURN("linear", 3, in, weft_linear_relu(in[0], in[1], in[2]));
     IN_SCOPE(linear_relu_in_scope(x, weight, bias));
+}
+
+/* ---- linear + gelu ------------------------------------------------------------------------
+ * As linear + relu, but GELU's derivative needs its input: the node keeps the
+ * pre-activation h = x w^T + b [M, out] (the GEMM's output, biased in place). */
+
+/* Saved: 0 x as [M, in], 1 weight, 2 h [M, out]; ints[0] approximate. */
+static int linear_gelu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
+    weft_tensor *h = weft_node_saved(node, 2);
+    const int64_t flat[2] = {-1, h->shape[1]};
+    weft_tensor *gpre = weft_gelu_backward(weft_reshape(g, 2, flat), h, (int)weft_node_ints(node)[0]);
+    if (!gpre)
+        return weft_error_code();
+    if (weft_node_needs_input_grad(node, 0)) {
+        weft_tensor *gx = weft_matmul(gpre, w); /* [M, out] x [out, in] */
+        grad_inputs[0] = weft_reshape(gx, weft_node_input_ndim(node, 0),
+                                      weft_node_input_shape(node, 0));
+        if (!grad_inputs[0])
+            return weft_error_code();
+    }
+    if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_matmul(weft_t(gpre), x)))
+        return weft_error_code();
+    int rows = 0;
+    if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = weft_sum(gpre, 1, &rows, false)))
+        return weft_error_code();
+    return 0;
+}
+
+static int add_bias_gelu_op(void)
+{
+    static int cached = -1;
+    return named_op(&cached, WEFT_OP_ADD_BIAS_GELU_NAME);
+}
+
+static weft_tensor *linear_gelu_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b,
+                                         enum weft_gelu_approximate approximate)
+{
+    if (!b || b->ndim != 1 || w->ndim != 2 || x->ndim < 1 || b->dtype != w->dtype ||
+        x->dtype != w->dtype || !weft_dtype_is_floating(x->dtype) ||
+        !weft_tensor_is_contiguous(b) || b->layout != WEFT_LAYOUT_STRIDED ||
+        x->layout != WEFT_LAYOUT_STRIDED)
+        return weft_gelu_approximate(linear_in_scope(x, w, b), approximate);
+    const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
+    weft_tensor *in[3] = {x, w, b};
+    bool rec = weft_autograd_needed(3, in);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *x2 = weft_reshape(x, 2, flat);
+    weft_tensor *h = x2 ? weft_matmul(x2, weft_t(w)) : NULL;
+    weft_tensor *y = NULL;
+    int op = add_bias_gelu_op();
+    if (h && weft_tensor_is_contiguous(h) && weft_device_equal(h->device, b->device) &&
+        have_kernel(op, h)) {
+        y = weft_empty(2, h->shape, h->dtype, h->device);
+        struct weft_op_call c = {.op = op, .nin = 1, .nout = 2, .in = {b}, .out = {h, y},
+                                 .ints = {approximate}};
+        if (y && weft_dispatch(&c) != 0)
+            y = NULL;
+    } else if (h) {
+        /* no kernel here: the same values in two passes */
+        h = weft_add_(h, b);
+        y = weft_gelu_approximate(h, approximate);
+    }
+    weft_grad_mode_restore(prev);
+    if (!y)
+        return NULL;
+    if (rec) {
+        struct weft_node *node = weft_node_create("LinearGeluBackward0", linear_gelu_backward, 3,
+                                                  in, 3);
+        if (!node)
+            return NULL;
+        weft_node_ints(node)[0] = approximate;
+        if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0 ||
+            weft_node_save(node, 2, h) != 0) {
+            weft_node_abandon(node);
+            return NULL;
+        }
+        if (!(y = weft_nn_attach(node, y)))
+            return NULL;
+    }
+    int64_t shape[WEFT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = w->shape[0];
+    return x->ndim == 2 ? y : weft_reshape(y, x->ndim, shape);
+}
+
+weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
+                              enum weft_gelu_approximate approximate)
+{
+    if (!x || !weight)
+        return NULL;
+    if (approximate != WEFT_GELU_NONE && approximate != WEFT_GELU_TANH) {
+        weft_error_set(WEFT_ERR_VALUE, "approximate argument must be either none or tanh.");
+        return NULL;
+    }
+    weft_tensor *in[3] = {x, weight, bias};
+    WEFT_AUTOCAST_RETURN("linear", 3, in, weft_linear_gelu(in[0], in[1], in[2], approximate));
+    IN_SCOPE(linear_gelu_in_scope(x, weight, bias, approximate));
 }
 
 /* ---- batch norm ------------------------------------------------------------------------------ */
@@ -248,6 +374,11 @@ weft_tensor *weft_batch_norm(weft_tensor *x, weft_tensor *running_mean, weft_ten
 {
     if (!x)
         return NULL;
+    /* The running statistics are updated in place: they are not cast. */
+    weft_tensor *in[3] = {x, weight, bias};
+    WEFT_AUTOCAST_RETURN("batch_norm", 3, in,
+                         weft_batch_norm(in[0], running_mean, running_var, in[1], in[2], training,
+                                         momentum, eps));
     IN_SCOPE(batch_norm_in_scope(x, running_mean, running_var, weight, bias, training, momentum,
                                  eps));
 }
@@ -277,6 +408,107 @@ static int check_affine(const char *name, const weft_tensor *t, int ndims, const
                           weft_shape_str(ndims, shape, b, sizeof b));
 }
 
+static int native_layer_norm_op(void)
+{
+    static int cached = -1;
+    return named_op(&cached, WEFT_OP_NATIVE_LAYER_NORM_NAME);
+}
+
+static int native_layer_norm_backward_op(void)
+{
+    static int cached = -1;
+    return named_op(&cached, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
+}
+
+/* The fused kernels take strided tensors of one floating dtype on one device, and need
+ * both directions on the backend. */
+static bool layer_norm_fusable(const weft_tensor *x, const weft_tensor *w, const weft_tensor *b)
+{
+    const weft_tensor *affine[2] = {w, b};
+    for (int i = 0; i < 2; i++)
+        if (affine[i] && (affine[i]->dtype != x->dtype || affine[i]->layout != WEFT_LAYOUT_STRIDED ||
+                          !weft_device_equal(affine[i]->device, x->device)))
+            return false;
+    return weft_dtype_is_floating(x->dtype) && x->layout == WEFT_LAYOUT_STRIDED &&
+           have_kernel(native_layer_norm_op(), x) && have_kernel(native_layer_norm_backward_op(), x);
+}
+
+/* Saved: 0 x as a contiguous [R, D], 1 the weight as a contiguous [D] (empty without
+ * one), 2 the forward's stats [2, R] (mean, rstd). One native_layer_norm_backward pass
+ * gives all three gradients. */
+static int layer_norm_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                               weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *x2 = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
+    weft_tensor *stats = weft_node_saved(node, 2);
+    const int64_t R = x2->shape[0], D = x2->shape[1];
+    weft_tensor *g2 = weft_contiguous(weft_reshape(g, 2, (const int64_t[]){R, D}));
+    weft_tensor *dx = weft_empty(2, x2->shape, x2->dtype, x2->device);
+    bool affine = weft_node_needs_input_grad(node, 1) || weft_node_needs_input_grad(node, 2);
+    weft_tensor *dwb = affine ? weft_empty(2, (const int64_t[]){2, D}, x2->dtype, x2->device) : NULL;
+    if (!g2 || !dx || (affine && !dwb))
+        return weft_error_code();
+    struct weft_op_call c = {.op = native_layer_norm_backward_op(), .nin = 4,
+                             .nout = affine ? 2 : 1, .in = {g2, x2, stats, w},
+                             .out = {dx, dwb}};
+    if (weft_dispatch(&c) != 0)
+        return weft_error_code();
+    for (int i = 0; i < 3; i++) {
+        if (!weft_node_needs_input_grad(node, i))
+            continue;
+        weft_tensor *r = i == 0 ? dx : weft_select(dwb, 0, i - 1);
+        grad_inputs[i] = weft_reshape(r, weft_node_input_ndim(node, i), weft_node_input_shape(node, i));
+        if (!grad_inputs[i])
+            return weft_error_code();
+    }
+    return 0;
+}
+
+/* y, mean and rstd in one native_layer_norm call over x seen as [R, D], D the product of
+ * the normalised dims; one node NativeLayerNormBackward0, as PyTorch's. */
+static weft_tensor *layer_norm_fused(weft_tensor *x, int ndims, weft_tensor *w, weft_tensor *b,
+                                     double eps)
+{
+    int64_t D = 1;
+    for (int i = x->ndim - ndims; i < x->ndim; i++)
+        D *= x->shape[i];
+    const int64_t R = D > 0 ? weft_tensor_numel(x) / D : 0;
+    weft_tensor *in[3] = {x, w, b};
+    bool rec = weft_autograd_needed(3, in);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *x2 = weft_contiguous(weft_reshape(x, 2, (const int64_t[]){R, D}));
+    weft_tensor *wc = w ? weft_contiguous(weft_reshape(w, 1, &D)) : NULL;
+    weft_tensor *bc = b ? weft_contiguous(weft_reshape(b, 1, &D)) : NULL;
+    enum weft_dtype sdt = x->dtype == WEFT_F64 ? WEFT_F64 : WEFT_F32;
+    /* y has x's shape (not a view, so in-place ops may follow); the kernel sees [R, D] */
+    weft_tensor *y = weft_empty(x->ndim, x->shape, x->dtype, x->device);
+    weft_tensor *y2 = weft_reshape(y, 2, (const int64_t[]){R, D});
+    weft_tensor *stats = weft_empty(2, (const int64_t[]){2, R}, sdt, x->device);
+    bool ok = x2 && (!w || wc) && (!b || bc) && y2 && stats;
+    if (ok) {
+        struct weft_op_call c = {.op = native_layer_norm_op(), .nin = 3, .nout = 2,
+                                 .in = {x2, wc, bc}, .out = {y2, stats}, .scalar = {eps}};
+        ok = weft_dispatch(&c) == 0;
+    }
+    y = ok ? y : NULL;
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    struct weft_node *node =
+        weft_node_create("NativeLayerNormBackward0", layer_norm_backward, 3, in, 3);
+    if (!node)
+        return NULL;
+    if (weft_node_save(node, 0, x2) != 0 || (wc && weft_node_save(node, 1, wc) != 0) ||
+        weft_node_save(node, 2, stats) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, y);
+}
+
 static weft_tensor *layer_norm_in_scope(weft_tensor *x, int ndims, const int64_t *shape,
                                         weft_tensor *w, weft_tensor *b, double eps)
 {
@@ -299,6 +531,9 @@ static weft_tensor *layer_norm_in_scope(weft_tensor *x, int ndims, const int64_t
     }
     if (check_affine("weight", w, ndims, shape) || check_affine("bias", b, ndims, shape))
         return NULL;
+    if (layer_norm_fusable(x, w, b))
+        return layer_norm_fused(x, ndims, w, b, eps);
+    /* no kernel on this backend: six recorded ops, the same values */
     int dims[WEFT_MAX_DIMS];
     for (int i = 0; i < ndims; i++)
         dims[i] = x->ndim - ndims + i;
@@ -317,6 +552,9 @@ weft_tensor *weft_layer_norm(weft_tensor *x, int ndims, const int64_t *normalize
 {
     if (!x)
         return NULL;
+    weft_tensor *in[3] = {x, weight, bias};
+    WEFT_AUTOCAST_RETURN("layer_norm", 3, in,
+                         weft_layer_norm(in[0], ndims, normalized_shape, in[1], in[2], eps));
     IN_SCOPE(layer_norm_in_scope(x, ndims, normalized_shape, weight, bias, eps));
 }
 
@@ -355,6 +593,45 @@ weft_tensor *weft_dropout(weft_tensor *x, double p, bool training)
 
 /* ---- embedding ------------------------------------------------------------------------------ */
 
+static int embedding_dense_backward_op(void)
+{
+    static int cached = -1;
+    return named_op(&cached, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
+}
+
+/* Saved: 0 the indices as a contiguous int64 [N]. The weight's gradient is the output's
+ * gradient [N, D] index-added into zeros [num_weights, D]: one embedding_dense_backward
+ * pass where the backend has it, else scatter_add along dim 0 (PyTorch's
+ * embedding_dense_backward without padding_idx or scale_grad_by_freq). */
+static int embedding_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                              weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *idx = weft_node_saved(node, 0);
+    if (!g)
+        return 0;
+    const int64_t *wshape = weft_node_input_shape(node, 0);
+    const int64_t N = idx->shape[0], D = wshape[1];
+    weft_tensor *g2 = weft_contiguous(weft_reshape(g, 2, (const int64_t[]){N, D}));
+    if (!g2)
+        return weft_error_code();
+    int op = embedding_dense_backward_op();
+    if (have_kernel(op, g2)) {
+        weft_tensor *out = weft_empty(2, wshape, g2->dtype, g2->device);
+        if (!out)
+            return weft_error_code();
+        struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g2, idx}, .out = {out}};
+        if (weft_dispatch(&c) != 0)
+            return weft_error_code();
+        grad_inputs[0] = out;
+        return 0;
+    }
+    weft_tensor *ix = weft_expand(weft_reshape(idx, 2, (const int64_t[]){N, 1}), 2,
+                                  (const int64_t[]){N, D});
+    weft_tensor *zeros = weft_zeros(2, wshape, g2->dtype, g2->device);
+    grad_inputs[0] = weft_scatter_add(zeros, 0, ix, g2);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
 static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight)
 {
     if (weight->ndim != 2) {
@@ -374,11 +651,27 @@ static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight
         return NULL;
     }
     const int64_t flat = -1;
-    weft_tensor *rows = weft_index_select(weight, 0, weft_reshape(indices, 1, &flat));
+    weft_tensor *idx = weft_reshape(indices, 1, &flat);
+    bool rec = weft_autograd_needed(1, &weight);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *rows = weft_index_select(weight, 0, idx);
     int64_t shape[WEFT_MAX_DIMS];
     memcpy(shape, indices->shape, (size_t)indices->ndim * sizeof *shape);
     shape[indices->ndim] = weight->shape[1];
-    return weft_reshape(rows, indices->ndim + 1, shape);
+    weft_tensor *y = weft_reshape(rows, indices->ndim + 1, shape);
+    /* the backward's index-add wants int64 [N] in one block */
+    weft_tensor *idx64 = rec ? weft_contiguous(weft_to_dtype(idx, WEFT_I64)) : NULL;
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    struct weft_node *node = weft_node_create("EmbeddingBackward0", embedding_backward, 1, &weight, 1);
+    if (!node)
+        return NULL;
+    if (!idx64 || weft_node_save(node, 0, idx64) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, y);
 }
 
 weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight)
@@ -435,12 +728,64 @@ weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope)
 
 /* ---- gelu ----------------------------------------------------------------------------------- */
 
-static weft_tensor *gelu_tanh_in_scope(weft_tensor *x)
+static int gelu_tanh_op(void)
 {
-    /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's approximate='tanh' */
+    static int cached = -1;
+    return named_op(&cached, WEFT_OP_GELU_TANH_NAME);
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of ops, where the backend lacks
+ * gelu_tanh (run unrecorded: the node below is the only one). */
+static weft_tensor *gelu_tanh_composite(weft_tensor *x)
+{
     const double k = sqrt(2.0 / M_PI);
     weft_tensor *inner = weft_mul_scalar(weft_add(x, weft_mul_scalar(weft_pow_scalar(x, 3), 0.044715)), k);
     return weft_mul(weft_mul_scalar(x, 0.5), weft_add_scalar(weft_tanh(inner), 1));
+}
+
+/* Saved: 0 x. PyTorch's gelu_backward with approximate='tanh' (core: one pass where the
+ * backend has it). */
+static int gelu_tanh_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                              weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    grad_inputs[0] = weft_gelu_backward(g, weft_node_saved(node, 0), 1);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+static weft_tensor *gelu_tanh_in_scope(weft_tensor *x)
+{
+    if (!weft_dtype_is_floating(x->dtype)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"GeluKernelImpl\" not implemented for '%s'",
+                       weft_dtype_torch_name(x->dtype));
+        return NULL;
+    }
+    bool rec = weft_autograd_needed(1, &x);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *y;
+    int op = gelu_tanh_op();
+    if (x->layout == WEFT_LAYOUT_STRIDED && have_kernel(op, x)) {
+        y = weft_empty(x->ndim, x->shape, x->dtype, x->device);
+        struct weft_op_call c = {.op = op, .nin = 1, .nout = 1, .in = {x}, .out = {y}};
+        if (y && weft_dispatch(&c) != 0)
+            y = NULL;
+    } else {
+        y = gelu_tanh_composite(x);
+    }
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    /* GeluBackward0 for both forms, as PyTorch names it */
+    struct weft_node *node = weft_node_create("GeluBackward0", gelu_tanh_backward, 1, &x, 1);
+    if (!node)
+        return NULL;
+    if (weft_node_save(node, 0, x) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, y);
 }
 
 weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate approximate)

@@ -27,5 +27,8 @@ NN_LAYER_CREATORS(NN_DECLARE_CREATE)
 /* Whether m is the built-in Linear / ReLU (layers.c): Sequential fuses the pair. */
 NN_INTERNAL bool nn_is_linear(const weft_module *m);
 NN_INTERNAL bool nn_is_relu(const weft_module *m);
+/* The built-in GELU's approximate (enum weft_gelu_approximate), or -1 when m is not one:
+ * Sequential fuses a Linear and a GELU too. */
+NN_INTERNAL int nn_gelu_form(const weft_module *m);
 
 #endif

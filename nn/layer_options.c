@@ -158,8 +158,12 @@ NN_INTERNAL weft_module *nn_create_relu(const weft_options *o)
 
 NN_INTERNAL weft_module *nn_create_gelu(const weft_options *o)
 {
-    (void)o;
-    return weft_nn_gelu();
+    /* nn.GELU(approximate='none'): none | tanh */
+    static const char *const forms[] = {"none", "tanh", NULL};
+    int approximate;
+    if (weft_options_choice(o, "approximate", forms, WEFT_GELU_NONE, &approximate) < 0)
+        return NULL;
+    return weft_nn_gelu_approximate((enum weft_gelu_approximate)approximate);
 }
 
 NN_INTERNAL weft_module *nn_create_tanh(const weft_options *o)

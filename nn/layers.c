@@ -543,16 +543,16 @@ static weft_tensor *relu_forward(weft_module *m, weft_tensor *x)
     return weft_relu(x);
 }
 
+/* State: the int approximate (enum weft_gelu_approximate). */
 static weft_tensor *gelu_forward(weft_module *m, weft_tensor *x)
 {
-    (void)m;
-    return weft_gelu(x);
+    return weft_gelu_approximate(x, *(const int *)weft_module_state(m));
 }
 
 static int gelu_repr(const weft_module *m, char *buf, size_t size)
 {
-    (void)m;
-    return snprintf(buf, size, "approximate='none'");
+    bool tanh_form = *(const int *)weft_module_state(m) == WEFT_GELU_TANH;
+    return snprintf(buf, size, "approximate='%s'", tanh_form ? "tanh" : "none");
 }
 
 static weft_tensor *tanh_forward(weft_module *m, weft_tensor *x)
@@ -601,6 +601,10 @@ bool nn_is_relu(const weft_module *m)
     return weft_module_type(m) == &relu_type;
 }
 static const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
+int nn_gelu_form(const weft_module *m)
+{
+    return weft_module_type(m) == &gelu_type ? *(const int *)weft_module_state(m) : -1;
+}
 static const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
 static const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);
 static const struct weft_module_type leaky_relu_type =
@@ -619,7 +623,17 @@ weft_module *weft_nn_relu(void)
 
 weft_module *weft_nn_gelu(void)
 {
-    return module_with(&gelu_type, NULL, 0);
+    return weft_nn_gelu_approximate(WEFT_GELU_NONE);
+}
+
+weft_module *weft_nn_gelu_approximate(enum weft_gelu_approximate approximate)
+{
+    if (approximate != WEFT_GELU_NONE && approximate != WEFT_GELU_TANH) {
+        weft_error_set(WEFT_ERR_VALUE, "approximate argument must be either none or tanh.");
+        return NULL;
+    }
+    int state = approximate;
+    return module_with(&gelu_type, &state, sizeof state);
 }
 
 weft_module *weft_nn_tanh(void)

@@ -293,6 +293,8 @@ weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
 {
     if (!logits || !target)
         return NULL;
+    weft_tensor *in[2] = {logits, target};
+    WEFT_AUTOCAST_RETURN("cross_entropy", 2, in, weft_cross_entropy(in[0], in[1], params));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(logits, target, params, true));
     weft_scope_pop();
@@ -304,6 +306,8 @@ weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
 {
     if (!log_probs || !target)
         return NULL;
+    weft_tensor *in[2] = {log_probs, target};
+    WEFT_AUTOCAST_RETURN("nll_loss", 2, in, weft_nll_loss(in[0], in[1], params));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(log_probs, target, params, false));
     weft_scope_pop();
@@ -456,11 +460,15 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
 
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction)
 {
+    weft_tensor *in[2] = {input, target};
+    WEFT_AUTOCAST_RETURN("mse_loss", 2, in, weft_mse_loss(in[0], in[1], reduction));
     POINTWISE_ENTRY(PW_MSE, input, target, NULL, reduction);
 }
 
 weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction)
 {
+    weft_tensor *in[2] = {input, target};
+    WEFT_AUTOCAST_RETURN("l1_loss", 2, in, weft_l1_loss(in[0], in[1], reduction));
     POINTWISE_ENTRY(PW_L1, input, target, NULL, reduction);
 }
 
@@ -468,5 +476,8 @@ weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tens
                                                    weft_tensor *pos_weight,
                                                    enum weft_reduction reduction)
 {
+    weft_tensor *in[3] = {input, target, pos_weight};
+    WEFT_AUTOCAST_RETURN("binary_cross_entropy_with_logits", 3, in,
+                         weft_binary_cross_entropy_with_logits(in[0], in[1], in[2], reduction));
     POINTWISE_ENTRY(PW_BCE_LOGITS, input, target, pos_weight, reduction);
 }

@@ -161,7 +161,9 @@ static int check_module_type(const struct weft_vtable *v)
 const struct weft_kind weft_module_kind = {
     .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_MODULE, struct weft_kind),
     .description = "module types (the layers an INI file names)",
-    .min_size = sizeof(struct weft_module_type),
+    /* The first ABI's struct ends at create(): plugins built before config_export was
+     * appended still register. */
+    .min_size = offsetof(struct weft_module_type, config_export),
     .check = check_module_type,
 };
 
@@ -261,6 +263,44 @@ weft_module *weft_module_create(const char *name, const weft_options *options)
     if (!m && weft_error_code() == WEFT_OK)
         weft_error_set(WEFT_ERR_RUNTIME, "module type '%s' failed to build without saying why",
                        name);
+    return m;
+}
+
+int weft_module_config_export(const weft_module *m, struct weft_metadata *meta)
+{
+    if (!m || !meta)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_module_config_export: %s is NULL",
+                              m ? "the metadata" : "the module");
+    int rc = weft_metadata_set(meta, "model.type", m->type->base.name);
+    if (rc == 0 && WEFT_VTABLE_HAS(m->type, config_export))
+        rc = m->type->config_export(m, meta);
+    if (rc < 0 && weft_error_code() == WEFT_OK)
+        rc = weft_error_set(WEFT_ERR_RUNTIME, "%s.config_export failed without saying why",
+                            m->type->class_name);
+    return rc < 0 ? rc : 0;
+}
+
+weft_module *weft_module_create_from_metadata(const struct weft_metadata *meta,
+                                              const char *origin)
+{
+    const char *type = meta ? weft_metadata_get(meta, "model.type") : NULL;
+    if (!type) {
+        weft_error_set(WEFT_ERR_VALUE,
+                       "%s%shas no model config (no key 'model.type' in its metadata): it was "
+                       "not saved with weft_module_config_export",
+                       origin ? origin : "", origin ? ": the checkpoint " : "the checkpoint ");
+        return NULL;
+    }
+    weft_options *o = weft_options_new("model", origin);
+    int rc = o ? 0 : WEFT_ERR_OUT_OF_MEMORY;
+    size_t n = weft_metadata_len(meta);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const char *key = weft_metadata_key(meta, i);
+        if (strncmp(key, "model.", 6) == 0 && strcmp(key, "model.type") != 0)
+            rc = weft_options_set(o, key + 6, weft_metadata_value(meta, i));
+    }
+    weft_module *m = rc == 0 ? weft_module_create(type, o) : NULL;
+    weft_options_free(o);
     return m;
 }
 

@@ -13,6 +13,14 @@ static bool fuses_with_relu(const weft_module *linear, const weft_module *relu)
            weft_module_parameter(linear, "bias") != NULL;
 }
 
+/* The same for a Linear with a bias and a GELU: the GELU's approximate, or -1. */
+static int fuses_with_gelu(const weft_module *linear, const weft_module *gelu)
+{
+    return nn_is_linear(linear) && weft_module_parameter(linear, "bias") != NULL
+               ? nn_gelu_form(gelu)
+               : -1;
+}
+
 static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
 {
     int n = weft_module_num_children(m);
@@ -26,6 +34,14 @@ static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
         if (i + 1 < n && fuses_with_relu(child, weft_module_child_at(m, i + 1))) {
             x = weft_linear_relu(x, weft_module_parameter(child, "weight"),
                                  weft_module_parameter(child, "bias"));
+            i++;
+            continue;
+        }
+        int gelu = i + 1 < n ? fuses_with_gelu(child, weft_module_child_at(m, i + 1)) : -1;
+        if (gelu >= 0) {
+            x = weft_linear_gelu(x, weft_module_parameter(child, "weight"),
+                                 weft_module_parameter(child, "bias"),
+                                 (enum weft_gelu_approximate)gelu);
             i++;
             continue;
         }

@@ -464,3 +464,45 @@ Test(copy, from_host_to_another_device)
     tu_assert_close(t, (double[]){1, 2, 3, 4}, 4, 0, 0);
     weft_scope_pop();
 }
+
+/* PyTorch 1.13 on x86 (torch.tensor(v, dtype=float64).to(dt)), element by element: uint8
+ * through int64, int8/int16/int32 through int32, what does not fit becoming the minimum
+ * (NaN and +-inf too). The cuda plugin follows PyTorch on CUDA instead (test_cuda.c). */
+Test(copy, float_to_integer_of_nan_inf_and_out_of_range_values_gives_pytorchs_cpu_results)
+{
+    weft_scope_push();
+    const double m32 = -2147483648.0, m64 = -9223372036854775808.0;
+    const double in[] = {NAN, INFINITY, -INFINITY, 300, -300, -3, 3e9, -3e9, 1e20, 2147483648.0,
+                         3000000007.0, -3000000007.0, 70000, 255.9};
+    const double u8[] = {0, 0, 0, 44, 212, 253, 0, 0, 0, 0, 7, 249, 112, 255};
+    const double i8[] = {0, 0, 0, 44, -44, -3, 0, 0, 0, 0, 0, 0, 112, -1};
+    const double i16[] = {0, 0, 0, 300, -300, -3, 0, 0, 0, 0, 0, 0, 4464, 255};
+    const double i32[] = {m32, m32, m32, 300, -300, -3, m32, m32, m32, m32, m32, m32, 70000, 255};
+    const double i64[] = {m64, m64, m64, 300, -300, -3, 3e9, -3e9, m64, 2147483648.0,
+                          3000000007.0, -3000000007.0, 70000, 255};
+    int64_t n = sizeof in / sizeof *in;
+    weft_tensor *x = tu_tensor(1, &n, in, WEFT_F64);
+    /* contiguous and strided (the iterator's other loop), from double */
+    weft_tensor *pairs = weft_contiguous(weft_expand(weft_unsqueeze(x, 1), 2, SHAPE(n, 2)));
+    weft_tensor *srcs[2] = {x, weft_squeeze_dim(weft_narrow(pairs, 1, 0, 1), 1)}; /* stride 2 */
+    cr_assert_eq(srcs[1]->stride[0], 2);
+    for (int s = 0; s < 2; s++) {
+        weft_tensor *src = srcs[s];
+        tu_assert_close(weft_to_dtype(src, WEFT_U8), u8, n, 0, 0);
+        tu_assert_close(weft_to_dtype(src, WEFT_I8), i8, n, 0, 0);
+        tu_assert_close(weft_to_dtype(src, WEFT_I16), i16, n, 0, 0);
+        tu_assert_close(weft_to_dtype(src, WEFT_I32), i32, n, 0, 0);
+        tu_assert_close(weft_to_dtype(src, WEFT_I64), i64, n, 0, 0);
+    }
+    /* from float32 (3000000007 rounds to 3000000000 there: uint8 0, not 7) */
+    weft_tensor *f = weft_to_dtype(weft_narrow(x, 0, 0, 10), WEFT_F32);
+    tu_assert_close(weft_to_dtype(f, WEFT_U8), u8, 10, 0, 0);
+    tu_assert_close(weft_to_dtype(f, WEFT_I16), i16, 10, 0, 0);
+    tu_assert_close(weft_to_dtype(f, WEFT_I32), i32, 10, 0, 0);
+    /* from float16: 70000 is +inf there */
+    weft_tensor *h = weft_to_dtype(tu_tensor(1, SHAPE(3), (double[]){70000, NAN, -300}, WEFT_F64),
+                                   WEFT_F16);
+    tu_assert_close(weft_to_dtype(h, WEFT_U8), (double[]){0, 0, 212}, 3, 0, 0);
+    tu_assert_close(weft_to_dtype(h, WEFT_I32), (double[]){m32, m32, -300}, 3, 0, 0);
+    weft_scope_pop();
+}

@@ -866,3 +866,317 @@ Test(optim, a_steady_state_training_step_allocates_nothing_from_the_system)
     weft_optimizer_free(opt);
     weft_module_free(model);
 }
+
+/* ---- parameter groups ---------------------------------------------------------------------- */
+
+/* A parameter of the given shape with values from *seed. */
+static weft_tensor *shaped_param(int ndim, const int64_t *shape, uint64_t *seed)
+{
+    double v[64];
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    cr_assert_leq(n, 64);
+    tu_random_values(v, n, -1, 1, seed);
+    weft_tensor *p = tu_tensor(ndim, shape, v, WEFT_F32);
+    cr_assert_eq(weft_requires_grad_(p, true), 0);
+    return p;
+}
+
+/* p.grad = values, in p's shape. */
+static void give_grad_shaped(weft_tensor *p, const double *values)
+{
+    weft_tensor *g = tu_tensor(p->ndim, p->shape, values, p->dtype);
+    cr_assert_eq(weft_set_grad(p, g), 0, "%s", weft_error_message());
+    weft_tensor_release(g);
+}
+
+static void random_grad(weft_tensor *p, uint64_t *seed)
+{
+    double g[64];
+    tu_random_values(g, weft_tensor_numel(p), -1, 1, seed);
+    give_grad_shaped(p, g);
+}
+
+static void assert_same(weft_tensor *a, weft_tensor *b)
+{
+    double v[64];
+    tu_read(b, v);
+    tu_assert_close(a, v, weft_tensor_numel(a), 0, 0);
+}
+
+/* Optimizer options of their own (weft_options_new), as a C program would make them. */
+static weft_options *opts(const char *lr, const char *wd)
+{
+    weft_options *o = weft_options_new("optim", NULL);
+    cr_assert_not_null(o);
+    cr_assert_eq(weft_options_set(o, "lr", lr), 0);
+    cr_assert_eq(weft_options_set(o, "weight_decay", wd), 0);
+    cr_assert_eq(weft_options_set(o, "betas", "0.9, 0.99"), 0);
+    return o;
+}
+
+Test(optim, two_groups_step_bit_for_bit_as_two_separate_optimizers)
+{
+    uint64_t seed = 11;
+    const int64_t sw[2] = {3, 5}, sb[1] = {7};
+    weft_tensor *w = shaped_param(2, sw, &seed), *b = shaped_param(1, sb, &seed);
+    weft_tensor *w2 = weft_clone(w), *b2 = weft_clone(b);
+    weft_requires_grad_(w2, true);
+    weft_requires_grad_(b2, true);
+    weft_options *o1 = opts("0.01", "0.1"), *o2 = opts("0.02", "0");
+    struct weft_param_group groups[2] = {{1, &w, o1}, {1, &b, o2}};
+    weft_optimizer *grouped = weft_optimizer_create_groups("adamw", 2, groups);
+    cr_assert_not_null(grouped, "%s", weft_error_message());
+    weft_optimizer *alone1 = weft_optimizer_create("adamw", 1, &w2, o1);
+    weft_optimizer *alone2 = weft_optimizer_create("adamw", 1, &b2, o2);
+    cr_assert(alone1 && alone2, "%s", weft_error_message());
+    cr_assert_eq(weft_optimizer_num_groups(grouped), 2);
+    cr_assert_eq(weft_optimizer_num_params(grouped), 2);
+    cr_assert_eq(weft_optimizer_group_lr(grouped, 1), 0.02);
+    for (int s = 0; s < 5; s++) {
+        uint64_t gs = seed + (uint64_t)s;
+        random_grad(w, &gs);
+        random_grad(b, &gs);
+        gs = seed + (uint64_t)s;
+        random_grad(w2, &gs);
+        random_grad(b2, &gs);
+        cr_assert_eq(weft_optimizer_step(grouped), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_optimizer_step(alone1), 0);
+        cr_assert_eq(weft_optimizer_step(alone2), 0);
+        assert_same(w, w2);
+        assert_same(b, b2);
+    }
+    /* set_lr reaches every group; zero_grad clears every group. */
+    cr_assert_eq(weft_optimizer_set_lr(grouped, 0.5), 0);
+    cr_assert_eq(weft_optimizer_group_lr(grouped, 0), 0.5);
+    cr_assert_eq(weft_optimizer_group_lr(grouped, 1), 0.5);
+    cr_assert_eq(weft_optimizer_zero_grad(grouped, true), 0);
+    cr_assert_null(weft_grad(w));
+    cr_assert_null(weft_grad(b));
+    weft_optimizer_free(grouped);
+    weft_optimizer_free(alone1);
+    weft_optimizer_free(alone2);
+    weft_options_free(o1);
+    weft_options_free(o2);
+    weft_tensor_release(w);
+    weft_tensor_release(b);
+    weft_tensor_release(w2);
+    weft_tensor_release(b2);
+}
+
+Test(optim, decay_matrices_puts_dim_2_and_up_in_a_decayed_group_first)
+{
+    uint64_t seed = 5;
+    const int64_t s1[1] = {4}, s2[2] = {4, 3}, s3[3] = {2, 2, 2};
+    /* model order: bias, weight, ln gain, conv-like 3-d weight */
+    weft_tensor *ps[4] = {shaped_param(1, s1, &seed), shaped_param(2, s2, &seed),
+                          shaped_param(1, s1, &seed), shaped_param(3, s3, &seed)};
+    cr_assert(!weft_param_decays(ps[0]) && weft_param_decays(ps[1]) && weft_param_decays(ps[3]));
+    weft_optimizer *opt = make("adamw", "[optim]\nlr = 0.01\nweight_decay = 0.1\ndecay = matrices\n",
+                               4, ps);
+    cr_assert_eq(weft_optimizer_num_groups(opt), 2);
+    cr_assert_eq(weft_optimizer_group_size(opt, 0), 2);
+    cr_assert_eq(weft_optimizer_group_size(opt, 1), 2);
+    cr_assert_eq(weft_optimizer_group_offset(opt, 1), 2);
+    cr_assert_eq(weft_optimizer_param(opt, 0), ps[1]);
+    cr_assert_eq(weft_optimizer_param(opt, 1), ps[3]);
+    cr_assert_eq(weft_optimizer_param(opt, 2), ps[0]);
+    cr_assert_eq(weft_optimizer_param(opt, 3), ps[2]);
+    struct weft_tensor_dict *d = weft_tensor_dict_new();
+    struct weft_metadata *m = weft_metadata_new();
+    for (int i = 0; i < 4; i++)
+        random_grad(ps[i], &seed);
+    cr_assert_eq(weft_optimizer_step(opt), 0);
+    cr_assert_eq(weft_optimizer_state_export(opt, d, m), 0, "%s", weft_error_message());
+    cr_assert_str_eq(weft_metadata_get(m, "param_groups.0.weight_decay"), "0.10000000000000001");
+    cr_assert_str_eq(weft_metadata_get(m, "param_groups.1.weight_decay"), "0");
+    cr_assert_str_eq(weft_metadata_get(m, "param_groups.1.lr"), "0.01");
+    cr_assert_str_eq(weft_metadata_get(m, "param_groups.0.params"), "0, 1");
+    cr_assert_str_eq(weft_metadata_get(m, "param_groups.1.params"), "2, 3");
+    /* Global indices, as PyTorch: the 3-d weight is state 1, the second bias state 3. */
+    weft_tensor *e1 = weft_tensor_dict_get(d, "state.1.exp_avg");
+    weft_tensor *e3 = weft_tensor_dict_get(d, "state.3.exp_avg");
+    cr_assert(e1 && e3);
+    cr_assert_eq(e1->ndim, 3);
+    cr_assert_eq(e3->ndim, 1);
+    weft_tensor_release(e1);
+    weft_tensor_release(e3);
+    weft_tensor_dict_free(d);
+    weft_metadata_free(m);
+    weft_optimizer_free(opt);
+    /* Only vectors: one group, without decay; default decay = all: one group. */
+    opt = make("adamw", "[optim]\ndecay = matrices\n", 1, ps);
+    cr_assert_eq(weft_optimizer_num_groups(opt), 1);
+    cr_assert_eq(weft_optimizer_group_size(opt, 0), 1);
+    weft_optimizer_free(opt);
+    opt = make("adamw", "[optim]\n", 4, ps);
+    cr_assert_eq(weft_optimizer_num_groups(opt), 1);
+    cr_assert_eq(weft_optimizer_param(opt, 0), ps[0]);
+    weft_optimizer_free(opt);
+    for (int i = 0; i < 4; i++)
+        weft_tensor_release(ps[i]);
+}
+
+Test(optim, the_no_decay_group_does_not_decay)
+{
+    /* A zero gradient: AdamW moves a parameter only by its decay. */
+    uint64_t seed = 9;
+    const int64_t s1[1] = {3}, s2[2] = {2, 2};
+    weft_tensor *ps[2] = {shaped_param(1, s1, &seed), shaped_param(2, s2, &seed)};
+    double b0[3], w0[4], zero[4] = {0};
+    tu_read(ps[0], b0);
+    tu_read(ps[1], w0);
+    weft_optimizer *opt = make("adamw", "[optim]\nlr = 0.5\nweight_decay = 0.1\ndecay = matrices\n",
+                               2, ps);
+    give_grad_shaped(ps[0], zero);
+    give_grad_shaped(ps[1], zero);
+    cr_assert_eq(weft_optimizer_step(opt), 0);
+    tu_assert_close(ps[0], b0, 3, 0, 0);
+    for (int i = 0; i < 4; i++)
+        w0[i] *= 1 - 0.5 * 0.1;
+    tu_assert_close(ps[1], w0, 4, 1e-7, 0);
+    weft_optimizer_free(opt);
+    weft_tensor_release(ps[0]);
+    weft_tensor_release(ps[1]);
+}
+
+Test(optim, grouped_state_round_trip_resumes_identically)
+{
+    uint64_t seed = 21;
+    const int64_t s1[1] = {5}, s2[2] = {3, 4};
+    weft_tensor *ps[3] = {shaped_param(1, s1, &seed), shaped_param(2, s2, &seed),
+                          shaped_param(1, s1, &seed)};
+    const char *ini = "[optim]\nlr = 0.01\nweight_decay = 0.1\ndecay = matrices\n";
+    weft_optimizer *opt = make("adamw", ini, 3, ps);
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < 3; i++)
+            random_grad(ps[i], &seed);
+        cr_assert_eq(weft_optimizer_step(opt), 0);
+    }
+    weft_optimizer_set_lr(opt, 0.004);
+    struct weft_tensor_dict *d = weft_tensor_dict_new();
+    struct weft_metadata *m = weft_metadata_new();
+    cr_assert_eq(weft_optimizer_state_export(opt, d, m), 0, "%s", weft_error_message());
+    tu_tmpdir_create("optim");
+    const char *path = tu_tmp_path("grouped.safetensors");
+    cr_assert_eq(weft_safetensors_save(path, d, m), 0, "%s", weft_error_message());
+    struct weft_tensor_dict *d2;
+    struct weft_metadata *m2;
+    cr_assert_eq(weft_safetensors_load(path, WEFT_CPU, &d2, &m2), 0, "%s", weft_error_message());
+    tu_tmpdir_remove();
+
+    weft_tensor *qs[3];
+    for (int i = 0; i < 3; i++) {
+        qs[i] = weft_clone(ps[i]);
+        weft_requires_grad_(qs[i], true);
+    }
+    weft_optimizer *resumed = make("adamw", "[optim]\nweight_decay = 0.1\ndecay = matrices\n", 3, qs);
+    cr_assert_eq(weft_optimizer_state_import(resumed, d2, m2), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_optimizer_group_lr(resumed, 0), 0.004);
+    cr_assert_eq(weft_optimizer_group_lr(resumed, 1), 0.004);
+    for (int s = 0; s < 3; s++) {
+        uint64_t gs = seed + (uint64_t)s;
+        for (int i = 0; i < 3; i++)
+            random_grad(ps[i], &gs);
+        gs = seed + (uint64_t)s;
+        for (int i = 0; i < 3; i++)
+            random_grad(qs[i], &gs);
+        cr_assert_eq(weft_optimizer_step(opt), 0);
+        cr_assert_eq(weft_optimizer_step(resumed), 0);
+        for (int i = 0; i < 3; i++)
+            assert_same(qs[i], ps[i]);
+    }
+    /* One group cannot take the state of two, as PyTorch's load_state_dict. */
+    weft_optimizer *single = make("adamw", "[optim]\n", 3, qs);
+    cr_assert_lt(weft_optimizer_state_import(single, d2, m2), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "loaded state dict has a different number of parameter groups");
+    weft_optimizer_free(single);
+    weft_tensor_dict_free(d);
+    weft_tensor_dict_free(d2);
+    weft_metadata_free(m);
+    weft_metadata_free(m2);
+    weft_optimizer_free(opt);
+    weft_optimizer_free(resumed);
+    for (int i = 0; i < 3; i++) {
+        weft_tensor_release(ps[i]);
+        weft_tensor_release(qs[i]);
+    }
+}
+
+Test(optim, group_errors_follow_pytorch)
+{
+    uint64_t seed = 2;
+    const int64_t s1[1] = {3};
+    weft_tensor *p = shaped_param(1, s1, &seed);
+    struct weft_param_group twice[2] = {{1, &p, NULL}, {1, &p, NULL}};
+    cr_assert_null(weft_optimizer_create_groups("sgd", 2, twice));
+    tu_assert_error(WEFT_ERR_VALUE, "some parameters appear in more than one parameter group");
+    cr_assert_null(weft_optimizer_create_groups("sgd", 0, twice));
+    tu_assert_error(WEFT_ERR_VALUE, "parameter groups");
+    struct weft_param_group empty[1] = {{0, &p, NULL}};
+    cr_assert_null(weft_optimizer_create_groups("sgd", 1, empty));
+    tu_assert_error(WEFT_ERR_VALUE, "empty parameter list");
+    struct weft_config *cfg = weft_config_parse("[optim]\ndecay = odd\n", "test.ini");
+    cr_assert_null(weft_optimizer_create("adamw", 1, &p, weft_config_options(cfg, "optim")));
+    tu_assert_error(WEFT_ERR_CONFIG, "decay");
+    weft_config_free(cfg);
+    weft_tensor_release(p);
+}
+
+/* ---- nanoGPT's schedule -------------------------------------------------------------------- */
+
+/* nanoGPT's get_lr(it), written as in train.py. */
+static double nanogpt_lr(int it, double lr, int warmup, int decay, double min_lr)
+{
+    if (it < warmup)
+        return lr * (it + 1) / (warmup + 1);
+    if (it > decay)
+        return min_lr;
+    double ratio = (double)(it - warmup) / (decay - warmup);
+    double coeff = 0.5 * (1.0 + cos(PI * ratio));
+    return min_lr + coeff * (lr - min_lr);
+}
+
+Test(optim, warmup_cosine_is_nanogpts_get_lr)
+{
+    double e[40];
+    for (int it = 0; it < 40; it++)
+        e[it] = nanogpt_lr(it, 1e-3, 5, 30, 1e-4);
+    check_schedule("[scheduler]\ntype = warmup_cosine\nwarmup_iters = 5\nlr_decay_iters = 30\n"
+                   "min_lr = 1e-4\n", 1e-3, e, 40);
+    /* spot checks of the formula itself */
+    cr_assert_float_eq(e[0], 1e-3 / 6, 1e-18);
+    cr_assert_float_eq(e[5], 1e-3, 1e-18);
+    cr_assert_float_eq(e[30], 1e-4, 1e-18);
+    cr_assert_float_eq(e[31], 1e-4, 1e-18);
+    for (int it = 0; it < 12; it++)
+        e[it] = nanogpt_lr(it, 0.5, 0, 10, 0);
+    check_schedule("[scheduler]\ntype = warmup_cosine\nlr_decay_iters = 10\n", 0.5, e, 12);
+}
+
+Test(optim, warmup_cosine_config_errors)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optim]\n", 1, &w);
+    static const char *const bad[][2] = {
+        {"[scheduler]\ntype = warmup_cosine\n", "missing key 'lr_decay_iters'"},
+        {"[scheduler]\ntype = warmup_cosine\nwarmup_iters = 10\nlr_decay_iters = 10\n",
+         "expected more than warmup_iters (10)"},
+        {"[scheduler]\ntype = warmup_cosine\nwarmup_iters = -1\nlr_decay_iters = 10\n", ">= 0"},
+        {"[scheduler]\ntype = warmup_cosine\nlr_decay_iters = 10\nwarmup_steps = 3\n",
+         "set warmup_iters instead"},
+        {"[scheduler]\ntype = warmup_cosine\nlr_decay_iters = 10\nmin_lr = -1\n", "min_lr"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct weft_config *cfg = weft_config_parse(bad[i][0], "sched.ini");
+        cr_assert_null(weft_scheduler_create(opt, weft_config_options(cfg, "scheduler")),
+                       "accepted %s", bad[i][0]);
+        cr_assert(strstr(weft_error_message(), bad[i][1]), "%s", weft_error_message());
+        weft_error_clear();
+        weft_config_free(cfg);
+    }
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}

@@ -1,5 +1,5 @@
 /* train/scheduler.c: learning-rate schedulers (weft/optim.h): PyTorch's closed forms,
- * with an optional linear warmup in front. */
+ * with an optional linear warmup in front, and nanoGPT's get_lr(it). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,15 +10,16 @@
 
 #define PI 3.14159265358979323846
 
-enum sched_kind { SCHED_NONE, SCHED_STEP, SCHED_MULTISTEP, SCHED_COSINE };
+enum sched_kind { SCHED_NONE, SCHED_STEP, SCHED_MULTISTEP, SCHED_COSINE, SCHED_WARMUP_COSINE };
 
 #define MAX_MILESTONES 64
 
 struct weft_scheduler {
     weft_optimizer *opt;
     enum sched_kind kind;
-    double base_lr, gamma, eta_min, warmup_start;
+    double base_lr, gamma, eta_min, warmup_start, min_lr;
     int64_t step_size, t_max, warmup;
+    int64_t warmup_iters, lr_decay_iters; /* warmup_cosine */
     int nmilestones;
     int64_t milestones[MAX_MILESTONES];
     int64_t last_epoch;
@@ -40,7 +41,8 @@ static int parse_milestones(struct weft_scheduler *s, const weft_options *o)
 
 static int read_schedule(struct weft_scheduler *s, const weft_options *o)
 {
-    static const char *const kinds[] = {"none", "step", "multistep", "cosine", NULL};
+    static const char *const kinds[] = {"none", "step", "multistep", "cosine", "warmup_cosine",
+                                        NULL};
     int kind = 0;
     int64_t warmup = 0;
     if (weft_options_choice(o, "type", kinds, SCHED_NONE, &kind) < 0 ||
@@ -49,7 +51,10 @@ static int read_schedule(struct weft_scheduler *s, const weft_options *o)
         weft_options_int(o, "T_max", 0, &s->t_max) < 0 ||
         weft_options_double(o, "eta_min", 0.0, &s->eta_min) < 0 ||
         weft_options_int(o, "warmup_steps", 0, &warmup) < 0 ||
-        weft_options_double(o, "warmup_start_factor", 1.0 / 3.0, &s->warmup_start) < 0)
+        weft_options_double(o, "warmup_start_factor", 1.0 / 3.0, &s->warmup_start) < 0 ||
+        weft_options_int(o, "warmup_iters", 0, &s->warmup_iters) < 0 ||
+        weft_options_int(o, "lr_decay_iters", 0, &s->lr_decay_iters) < 0 ||
+        weft_options_double(o, "min_lr", 0.0, &s->min_lr) < 0)
         return WEFT_ERR_CONFIG;
     s->kind = (enum sched_kind)kind;
     s->warmup = warmup;
@@ -58,6 +63,22 @@ static int read_schedule(struct weft_scheduler *s, const weft_options *o)
                                                       "step_size");
     if (s->kind == SCHED_COSINE && s->t_max < 1)
         return weft_options_bad_value(o, "T_max", "the cosine scheduler needs a positive T_max");
+    if (s->kind == SCHED_WARMUP_COSINE) {
+        if (warmup != 0)
+            return weft_options_bad_value(o, "warmup_steps", "warmup_cosine has its own warmup: "
+                                                             "set warmup_iters instead");
+        if (s->warmup_iters < 0)
+            return weft_options_bad_value(o, "warmup_iters", "expected >= 0");
+        if (!weft_options_has(o, "lr_decay_iters"))
+            return weft_options_error(o, "missing key 'lr_decay_iters' for the warmup_cosine "
+                                         "scheduler");
+        if (s->lr_decay_iters <= s->warmup_iters)
+            return weft_options_bad_value(o, "lr_decay_iters", "expected more than warmup_iters "
+                                                               "(%lld)",
+                                          (long long)s->warmup_iters);
+        if (s->min_lr < 0)
+            return weft_options_bad_value(o, "min_lr", "expected >= 0");
+    }
     if (s->kind == SCHED_MULTISTEP) {
         if (!weft_options_has(o, "milestones"))
             return weft_options_error(o, "missing key 'milestones' for the multistep scheduler");
@@ -86,6 +107,16 @@ static double main_lr_at(const weft_scheduler *s, int64_t e)
     case SCHED_COSINE:
         return s->eta_min +
                (s->base_lr - s->eta_min) * (1.0 + cos(PI * (double)e / (double)s->t_max)) / 2.0;
+    case SCHED_WARMUP_COSINE: {
+        /* nanoGPT's get_lr(it), term for term. */
+        if (e < s->warmup_iters)
+            return s->base_lr * (double)(e + 1) / (double)(s->warmup_iters + 1);
+        if (e > s->lr_decay_iters)
+            return s->min_lr;
+        double ratio = (double)(e - s->warmup_iters) / (double)(s->lr_decay_iters - s->warmup_iters);
+        double coeff = 0.5 * (1.0 + cos(PI * ratio));
+        return s->min_lr + coeff * (s->base_lr - s->min_lr);
+    }
     case SCHED_NONE:
     default:
         return s->base_lr;

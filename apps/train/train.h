@@ -2,6 +2,7 @@
 #ifndef WEFT_APP_TRAIN_H
 #define WEFT_APP_TRAIN_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -9,8 +10,10 @@
 #include <weft/sparse.h>
 #include <weft/train.h>
 #include <weft/checkpoint.h>
+#include <weft/dataloader.h>
 #include <weft/dataset.h>
 #include <weft/nn.h>
+#include <weft/optim.h>
 
 /* Exit codes (docs/config.md). */
 enum { EXIT_OK = 0, EXIT_TRAINING_ERROR = 1, EXIT_BAD_CONFIG = 2, EXIT_INTERRUPTED = 130 };
@@ -53,27 +56,107 @@ struct train_loss {
     bool classification; /* accuracy is meaningful */
 };
 int train_loss_from_config(struct weft_config *cfg, struct train_loss *loss);
+/* A language model's output [B, T, V] with an int64 target [B, T] under cross_entropy or
+ * nll: the loss is over all B*T positions (nanoGPT's
+ * F.cross_entropy(logits.view(-1, V), y.view(-1))). */
+bool train_loss_is_sequence(const struct train_loss *loss, const weft_tensor *output,
+                            const weft_tensor *target);
 weft_tensor *train_loss_compute(const struct train_loss *loss, weft_tensor *output,
                                 weft_tensor *target);
 
-/* Per-epoch metrics, written to the CSV log and the SVG plot. */
+/* Metrics per epoch (epoch mode) or per evaluation (iteration mode), written to the CSV
+ * log and the SVG plot. */
 struct train_epoch_metrics {
     int epoch;
+    int64_t step;              /* optimizer steps so far */
     double train_loss, train_acc;
-    double val_loss, val_acc; /* NAN when there is no validation set */
+    double val_loss, val_acc;  /* NAN when there is no validation set */
     double lr;
-    double images_per_s;
+    double images_per_s;       /* samples/s, or tokens/s for a language model */
     double seconds;
 };
 
 struct train_log;
-/* Opens the CSV log at path (NULL: no log); the plot goes next to it (.svg). */
-struct train_log *train_log_open(const char *path, bool append);
+/* Opens the CSV log at path (NULL: no log); the plot goes next to it (.svg). by_step:
+ * rows per evaluation against the step (iteration mode), else per epoch; tokens: the
+ * throughput column is tokens_per_s, else images_per_s. */
+struct train_log *train_log_open(const char *path, bool append, bool by_step, bool tokens);
 int train_log_epoch(struct train_log *log, const struct train_epoch_metrics *m);
 void train_log_close(struct train_log *log);
 
 /* A one-line progress bar on a TTY, plain lines otherwise. */
 void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss,
-                    double images_per_s, bool tty);
+                    double per_s, const char *unit, double lr, double eta_s, bool tty);
+/* "1h02m", "3m05s", "12s" into buf. */
+const char *train_format_duration(double seconds, char *buf, size_t size);
+
+/* ---- the run ------------------------------------------------------------------------- */
+
+struct train_settings {
+    int64_t epochs;
+    int64_t max_iters;     /* > 0: iteration mode (optimizer steps) */
+    int64_t eval_interval; /* steps between evaluations (0: only at the end) */
+    int64_t eval_iters;    /* validation batches per evaluation (0: all) */
+    int64_t log_interval;  /* steps between progress lines */
+    int64_t accumulate;
+    double grad_clip;
+    int64_t patience;
+    const char *checkpoint;
+    int64_t checkpoint_interval;
+    const char *log_path;
+    double validation_split;
+    uint64_t seed;
+};
+
+struct trainer {
+    struct weft_config *cfg;
+    struct train_settings s;
+    weft_device device;
+    weft_dataset *train_all, *train_set, *val_set, *test_set;
+    bool own_val;          /* val_set came from [data.val] (not a subset of train_all) */
+    weft_dataloader *train_loader;
+    weft_module *model;
+    struct train_inputs inputs, val_inputs, test_inputs;
+    struct weft_named_tensor *params;
+    int nparams;
+    weft_tensor **param_tensors;
+    weft_optimizer *opt;
+    weft_scheduler *sched;
+    bool sched_per_step;   /* stepped after every optimizer step, else per epoch */
+    struct train_loss loss;
+    bool sequence;         /* the model is a language model (seen on the first batch) */
+    struct train_log *log;
+    bool tty;
+    int64_t start_epoch, skip_batches, start_step;
+    int64_t step;          /* optimizer steps taken */
+};
+
+/* What one micro-batch gave. */
+struct train_batch_stats {
+    double loss;       /* the batch's mean loss (unscaled) */
+    int64_t samples;   /* B */
+    int64_t tokens;    /* B*T for a language model, else B */
+    int64_t correct;   /* classification hits (0 for a language model) */
+};
+
+/* Forward and backward of one batch; the loss is divided by [train] accumulate, as
+ * nanoGPT's loss / gradient_accumulation_steps. Call inside a scope. */
+int train_micro_batch(struct trainer *t, weft_tensor *const *fields, struct train_batch_stats *b);
+/* Clip, step, zero; steps the scheduler when it is per step; t->step += 1. */
+int train_optimizer_step(struct trainer *t);
+
+struct eval_result {
+    double loss, acc;
+    int64_t samples;
+};
+/* Mean loss (and accuracy) over ds, or its first max_batches batches (0: all). */
+int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
+                   int64_t max_batches, struct eval_result *r);
+/* Model file + training state: resume starts at (epoch, after batches_done batches). */
+int train_save_checkpoint(struct trainer *t, int64_t epoch, int64_t batches_done);
+/* Iteration mode (train_iters.c): max_iters optimizer steps over epochs of the loader. */
+int train_run_iters(struct trainer *t);
+double train_now(void);
+extern volatile sig_atomic_t train_interrupted;
 
 #endif

@@ -344,9 +344,26 @@ int train_loss_from_config(struct weft_config *cfg, struct train_loss *loss)
     return 0;
 }
 
+bool train_loss_is_sequence(const struct train_loss *loss, const weft_tensor *output,
+                            const weft_tensor *target)
+{
+    return (loss->kind == LOSS_CROSS_ENTROPY || loss->kind == LOSS_NLL) && output &&
+           target && output->ndim == 3 && target->ndim == 2 && target->dtype == WEFT_I64 &&
+           output->shape[0] == target->shape[0] && output->shape[1] == target->shape[1];
+}
+
 weft_tensor *train_loss_compute(const struct train_loss *loss, weft_tensor *output,
                                 weft_tensor *target)
 {
+    if (train_loss_is_sequence(loss, output, target)) {
+        /* [B, T, V] and [B, T] -> [B*T, V] and [B*T]: torch would read dim 1 as the
+         * classes; a language model's classes are its last dim. */
+        int64_t bt = output->shape[0] * output->shape[1];
+        output = weft_reshape(output, 2, (int64_t[]){bt, output->shape[2]});
+        target = weft_reshape(target, 1, (int64_t[]){bt});
+        if (!output || !target)
+            return NULL;
+    }
     switch (loss->kind) {
     case LOSS_CROSS_ENTROPY: return weft_cross_entropy(output, target, &loss->ce);
     case LOSS_NLL: return weft_nll_loss(output, target, &loss->ce);

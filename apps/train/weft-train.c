@@ -3,8 +3,10 @@
  *   weft-train CONFIG.ini [--set section.key=value ...] [--resume CHECKPOINT]
  *
  * Reads the config, loads the plugins it names, builds the data loaders, the model, the
- * loss, the optimizer and the scheduler, trains, evaluates, and writes checkpoints
- * (safetensors, loadable by PyTorch) and a CSV log with an SVG plot next to it.
+ * loss, the optimizer and the scheduler, trains for [train] epochs here or for
+ * [train] max_iters optimizer steps (train_iters.c), evaluates, and writes checkpoints
+ * (safetensors, loadable by PyTorch) and a CSV log with an SVG plot next to it. What both
+ * loops share is in train_step.c.
  * Exit codes: 0 ok, 1 training error, 2 bad config, 130 interrupted (checkpoint saved).
  */
 #include <errno.h>
@@ -21,50 +23,10 @@
 
 #include "train.h"
 
-struct train_settings {
-    int64_t epochs;
-    int64_t accumulate;
-    double grad_clip;
-    int64_t patience;
-    const char *checkpoint;
-    int64_t checkpoint_interval;
-    const char *log_path;
-    double validation_split;
-    uint64_t seed;
-};
-
-struct trainer {
-    struct weft_config *cfg;
-    struct train_settings s;
-    weft_device device;
-    weft_dataset *train_all, *train_set, *val_set, *test_set;
-    weft_dataloader *train_loader;
-    weft_module *model;
-    struct train_inputs inputs, test_inputs; /* for the training and the test data */
-    struct weft_named_tensor *params;
-    int nparams;
-    weft_tensor **param_tensors;
-    weft_optimizer *opt;
-    weft_scheduler *sched;
-    struct train_loss loss;
-    struct train_log *log;
-    bool tty;
-    int64_t start_epoch, skip_batches;
-};
-
-static volatile sig_atomic_t interrupted;
-
 static void on_sigint(int sig)
 {
     (void)sig;
-    interrupted = 1;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    train_interrupted = 1;
 }
 
 /* mkdir -p of the directory part of path. */
@@ -102,6 +64,10 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
     s->checkpoint = weft_config_string(cfg, "train", "checkpoint", "runs/model.safetensors");
     s->log_path = weft_config_string(cfg, "train", "log", "runs/log.csv");
     if (weft_config_int(cfg, "train", "epochs", 1, &s->epochs) ||
+        weft_config_int(cfg, "train", "max_iters", 0, &s->max_iters) ||
+        weft_config_int(cfg, "train", "eval_interval", 0, &s->eval_interval) ||
+        weft_config_int(cfg, "train", "eval_iters", 0, &s->eval_iters) ||
+        weft_config_int(cfg, "train", "log_interval", 10, &s->log_interval) ||
         weft_config_int(cfg, "train", "accumulate", 1, &s->accumulate) ||
         weft_config_double(cfg, "train", "grad_clip", 0, &s->grad_clip) ||
         weft_config_int(cfg, "train", "patience", 0, &s->patience) ||
@@ -117,6 +83,13 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
     if (s->accumulate < 1)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] accumulate = %lld: expected at least 1",
                               name, (long long)s->accumulate);
+    if (s->max_iters < 0 || s->eval_interval < 0 || s->eval_iters < 0 || s->log_interval < 1)
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: [train] max_iters, eval_interval and eval_iters must not be "
+                              "negative, log_interval must be at least 1", name);
+    /* Iteration mode: checkpoints go with the evaluations unless told otherwise. */
+    if (s->max_iters > 0 && !weft_config_has(cfg, "train", "checkpoint_interval"))
+        s->checkpoint_interval = s->eval_interval > 0 ? s->eval_interval : s->max_iters;
     if (s->grad_clip < 0 || s->patience < 0 || s->checkpoint_interval < 0)
         return weft_error_set(WEFT_ERR_CONFIG,
                               "%s: [train] grad_clip, patience and checkpoint_interval must not be "
@@ -134,7 +107,7 @@ static int split_validation(struct trainer *t)
 {
     int64_t n = weft_dataset_length(t->train_all);
     int64_t nval = (int64_t)floor((double)n * t->s.validation_split);
-    if (nval == 0) {
+    if (nval == 0 || t->val_set) {
         t->train_set = t->train_all;
         return 0;
     }
@@ -170,19 +143,36 @@ static int setup(struct trainer *t)
     if (weft_config_has_section(cfg, "data.test") &&
         !(t->test_set = weft_dataset_open(weft_config_options(cfg, "data.test"))))
         return weft_error_code();
+    if (weft_config_has_section(cfg, "data.val")) {
+        if (t->s.validation_split > 0)
+            return weft_error_set(WEFT_ERR_CONFIG, "%s: [data] validation_split and a [data.val] "
+                                                   "section both give a validation set: keep one",
+                                  weft_config_name(cfg));
+        if (!(t->val_set = weft_dataset_open(weft_config_options(cfg, "data.val"))))
+            return weft_error_code();
+        t->own_val = true;
+    }
     if ((rc = split_validation(t)) != 0)
         return rc;
     if (!(t->model = train_build_model(cfg, &t->inputs)))
         return weft_error_code();
     t->test_inputs = t->inputs;
+    t->val_inputs = t->inputs;
     if ((rc = train_inputs_resolve(&t->inputs, t->train_all, cfg)) != 0 ||
-        (t->test_set && (rc = train_inputs_resolve(&t->test_inputs, t->test_set, cfg)) != 0))
+        (t->test_set && (rc = train_inputs_resolve(&t->test_inputs, t->test_set, cfg)) != 0) ||
+        (t->val_set && (rc = train_inputs_resolve(&t->val_inputs, t->val_set, cfg)) != 0))
         return rc;
     if (!(t->train_loader = weft_dataloader_from_config(
               t->train_set, cfg, "data", train_inputs_loader_device(&t->inputs, t->device))))
         return weft_error_code();
     if ((rc = train_loss_from_config(cfg, &t->loss)) != 0)
         return rc;
+    /* A target of a sequence of token ids per sample under cross-entropy: a language
+     * model, whose throughput is in tokens and whose accuracy is not printed. */
+    if (!t->inputs.sparse && (t->loss.kind == LOSS_CROSS_ENTROPY || t->loss.kind == LOSS_NLL)) {
+        const struct weft_dataset_field *f = weft_dataset_field(t->train_all, t->inputs.target);
+        t->sequence = f && f->ndim == 1 && (f->dtype == WEFT_I64 || f->num_classes > 0);
+    }
     const char *opt_type = weft_config_string(cfg, "optimizer", "type", "sgd");
     if ((rc = weft_module_to(t->model, t->device, WEFT_F32)) != 0)
         return rc;
@@ -200,20 +190,31 @@ static int setup(struct trainer *t)
     if (weft_config_has_section(cfg, "scheduler") &&
         !(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
         return weft_error_code();
+    /* Schedules count optimizer steps in iteration mode; warmup_cosine always does (its
+     * keys are in iterations, as nanoGPT's). */
+    const char *sched_type = weft_config_string(cfg, "scheduler", "type", "none");
+    t->sched_per_step = t->s.max_iters > 0 || strcmp(sched_type, "warmup_cosine") == 0;
     /* Everything has read its keys: anything left over is a typo. */
     return weft_config_check_unknown(cfg);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
-static int save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches_done)
+int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches_done)
 {
     char state_path[4096];
     train_state_path(t->s.checkpoint, state_path, sizeof state_path);
     struct weft_tensor_dict *model = weft_module_state_dict(t->model);
     struct weft_tensor_dict *state = weft_tensor_dict_new();
     struct weft_metadata *meta = weft_metadata_new();
-    int rc = model && state && meta ? 0 : weft_error_code();
+    struct weft_metadata *model_meta = weft_metadata_new();
+    int rc = model && state && meta && model_meta ? 0 : weft_error_code();
+    /* The model's own config (weft_module_config_export: "model.type" = "gpt", ...), so
+     * weft-generate and a PyTorch script rebuild the architecture from the file alone. */
+    if (rc == 0)
+        rc = weft_module_config_export(t->model, model_meta);
+    if (rc == 0)
+        rc = weft_metadata_set_int(model_meta, "weft.step", t->step);
     if (rc == 0)
         rc = make_parent_dirs(t->s.checkpoint);
     if (rc == 0)
@@ -223,6 +224,7 @@ static int save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batche
     if (rc == 0)
         rc = weft_metadata_set_int(meta, "weft.epoch", next_epoch) ||
              weft_metadata_set_int(meta, "weft.batch", batches_done) ||
+             weft_metadata_set_int(meta, "weft.step", t->step) ||
              weft_metadata_set_uint(meta, "weft.rng_seed", weft_random_seed()) ||
              weft_metadata_set_uint(meta, "weft.rng_offset", weft_random_offset()) ||
              weft_metadata_set(meta, "weft.config", weft_config_name(t->cfg));
@@ -230,10 +232,11 @@ static int save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batche
     if (rc == 0)
         rc = weft_safetensors_save(state_path, state, meta);
     if (rc == 0)
-        rc = weft_safetensors_save(t->s.checkpoint, model, NULL);
+        rc = weft_safetensors_save(t->s.checkpoint, model, model_meta);
     weft_tensor_dict_free(model);
     weft_tensor_dict_free(state);
     weft_metadata_free(meta);
+    weft_metadata_free(model_meta);
     return rc;
 }
 
@@ -256,11 +259,14 @@ static int resume(struct trainer *t, const char *path)
     if (rc == 0)
         rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
              weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||
+             (weft_metadata_get(meta, "weft.step") &&
+              weft_metadata_get_int(meta, "weft.step", &t->start_step)) ||
              weft_metadata_get_uint(meta, "weft.rng_seed", &seed) ||
              weft_metadata_get_uint(meta, "weft.rng_offset", &offset);
     if (rc == 0) {
         weft_manual_seed(seed);
         weft_random_set_offset(offset);
+        t->step = t->start_step;
     }
     weft_tensor_dict_free(model);
     weft_tensor_dict_free(state);
@@ -270,94 +276,14 @@ static int resume(struct trainer *t, const char *path)
 
 /* ---- training and evaluation ------------------------------------------------------------ */
 
-/* Number of rows whose argmax equals the target. */
-static int64_t count_correct(weft_tensor *output, weft_tensor *target)
-{
-    if (output->ndim != 2)
-        return 0;
-    double v = 0;
-    weft_tensor *hits = weft_sum(weft_eq(weft_argmax(output, 1, false), target), 0, NULL, false);
-    if (!hits || weft_tensor_item(hits, &v) != 0)
-        return -1;
-    return (int64_t)v;
-}
-
-struct eval_result {
-    double loss, acc;
-    int64_t samples;
-};
-
-static int evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
-                    struct eval_result *r)
-{
-    *r = (struct eval_result){NAN, NAN, 0};
-    if (!ds)
-        return 0;
-    struct weft_dataloader_options o = *weft_dataloader_options(t->train_loader);
-    o.shuffle = false;
-    o.drop_last = false;
-    weft_dataloader *dl = weft_dataloader_new(ds, &o);
-    if (!dl)
-        return weft_error_code();
-    weft_module_train(t->model, false);
-    bool prev = weft_no_grad_begin();
-    double loss_sum = 0;
-    int64_t correct = 0, n = 0;
-    int rc = weft_dataloader_epoch(dl, 0);
-    weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
-    while (rc == 0) {
-        int got = weft_dataloader_next(dl, fields);
-        if (got <= 0) {
-            rc = got < 0 ? got : 0;
-            break;
-        }
-        weft_scope_push();
-        for (int f = 0; f < weft_dataloader_num_fields(dl); f++)
-            weft_autorelease(fields[f]);
-        int64_t batch = fields[0]->shape[0];
-        weft_tensor *x = train_batch_input(in, fields, t->device);
-        weft_tensor *target = train_batch_target(in, fields, t->device);
-        weft_tensor *out = x ? weft_module_forward(t->model, x) : NULL;
-        weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
-        double lv;
-        if (!loss || weft_tensor_item(loss, &lv) != 0) {
-            rc = weft_error_code();
-        } else {
-            loss_sum += lv * (t->loss.ce.reduction == WEFT_REDUCTION_MEAN ? (double)batch : 1.0);
-            if (t->loss.classification)
-                correct += count_correct(out, target);
-            n += batch;
-        }
-        weft_scope_pop();
-    }
-    weft_grad_mode_restore(prev);
-    weft_dataloader_free(dl);
-    if (rc == 0 && n > 0) {
-        r->loss = loss_sum / (double)n;
-        r->acc = t->loss.classification ? (double)correct / (double)n : NAN;
-        r->samples = n;
-    }
-    return rc;
-}
-
-/* One optimizer step: clip, step, zero. */
-static int optimizer_step(struct trainer *t)
-{
-    if (t->s.grad_clip > 0 &&
-        weft_clip_grad_norm_(t->nparams, t->param_tensors, t->s.grad_clip, 2.0, NULL) != 0)
-        return weft_error_code();
-    if (weft_optimizer_step(t->opt) != 0)
-        return weft_error_code();
-    return weft_optimizer_zero_grad(t->opt, true);
-}
-
 /* Trains one epoch; *stopped is set when Ctrl-C arrived (a checkpoint was saved). */
 static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metrics *m,
                        bool *stopped)
 {
     int rc = weft_dataloader_epoch(t->train_loader, epoch);
     int64_t batches = weft_dataloader_len(t->train_loader), b = 0, samples = 0, correct = 0;
-    double loss_sum = 0, t0 = now();
+    int64_t tokens = 0;
+    double loss_sum = 0, t0 = train_now();
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
     weft_module_train(t->model, true);
     while (rc == 0) {
@@ -374,35 +300,27 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             weft_scope_pop();
             continue;
         }
-        int64_t batch = fields[0]->shape[0];
-        weft_tensor *x = train_batch_input(&t->inputs, fields, t->device);
-        weft_tensor *target = train_batch_target(&t->inputs, fields, t->device);
-        weft_tensor *out = x ? weft_module_forward(t->model, x) : NULL;
-        weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
-        weft_tensor *scaled = t->s.accumulate > 1 ? weft_div_scalar(loss, (double)t->s.accumulate) : loss;
-        double lv = 0;
-        if (!scaled || weft_backward(scaled, NULL, false) != 0 || weft_tensor_item(loss, &lv) != 0)
-            rc = weft_error_code();
-        if (rc == 0 && !isfinite(lv))
-            rc = weft_error_set(WEFT_ERR_RUNTIME,
-                                "the loss became %g at epoch %lld, batch %lld: lower [optimizer] lr "
-                                "or set [train] grad_clip", lv, (long long)epoch + 1, (long long)b);
+        struct train_batch_stats st;
+        rc = train_micro_batch(t, fields, &st);
         if (rc == 0 && b % t->s.accumulate == 0)
-            rc = optimizer_step(t);
+            rc = train_optimizer_step(t);
         if (rc == 0) {
-            loss_sum += lv * (double)batch;
-            samples += batch;
-            if (t->loss.classification)
-                correct += count_correct(out, target);
+            loss_sum += st.loss * (double)st.samples;
+            samples += st.samples;
+            tokens += st.tokens;
+            correct += st.correct;
+            /* ETA: the batches left in the run at this epoch's pace (evaluations aside). */
+            double per_batch = (train_now() - t0) / (double)(b - t->skip_batches);
+            int64_t left = batches - b + batches * (t->s.epochs - epoch - 1);
             train_progress((int)epoch + 1, (int)t->s.epochs, b, batches, loss_sum / (double)samples,
-                           (double)samples / (now() - t0), t->tty);
+                           (double)tokens / (train_now() - t0), t->sequence ? "tok/s" : "img/s",
+                           weft_optimizer_get_lr(t->opt), per_batch * (double)left, t->tty);
         }
         weft_scope_pop();
-        if (rc == 0 && interrupted && b % t->s.accumulate == 0) {
+        if (rc == 0 && train_interrupted && b % t->s.accumulate == 0) {
             if (t->tty)
                 fputc('\n', stdout);
-            /* Drain the loader's workers before saving: free() joins them. */
-            rc = save_checkpoint(t, epoch, b);
+            rc = train_save_checkpoint(t, epoch, b);
             if (rc == 0)
                 printf("interrupted at epoch %lld, batch %lld: checkpoint saved to %s\n",
                        (long long)epoch + 1, (long long)b, t->s.checkpoint);
@@ -411,63 +329,26 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
         }
     }
     if (rc == 0 && b % t->s.accumulate != 0)
-        rc = optimizer_step(t); /* the remainder of an accumulation */
+        rc = train_optimizer_step(t); /* the remainder of an accumulation */
     t->skip_batches = 0;
     if (t->tty)
         fputc('\n', stdout);
     m->epoch = (int)epoch + 1;
+    m->step = t->step;
     m->train_loss = samples ? loss_sum / (double)samples : NAN;
-    m->train_acc = samples && t->loss.classification ? (double)correct / (double)samples : NAN;
-    m->seconds = now() - t0;
-    m->images_per_s = (double)samples / m->seconds;
+    m->train_acc = samples && t->loss.classification && !t->sequence
+                       ? (double)correct / (double)samples : NAN;
+    m->seconds = train_now() - t0;
+    m->images_per_s = (double)tokens / m->seconds;
     m->lr = weft_optimizer_get_lr(t->opt);
     return rc;
 }
 
-static int run(struct trainer *t)
+/* The test set's figures, the checkpoint's and the log's paths. */
+static int finish(struct trainer *t)
 {
-    double best_val = INFINITY;
-    int64_t since_best = 0;
-    bool stopped = false;
-    for (int64_t epoch = t->start_epoch; epoch < t->s.epochs; epoch++) {
-        struct train_epoch_metrics m = {0};
-        struct eval_result val;
-        int rc = train_epoch(t, epoch, &m, &stopped);
-        if (rc != 0 || stopped)
-            return rc;
-        if ((rc = evaluate(t, t->val_set, &t->inputs, &val)) != 0)
-            return rc;
-        m.val_loss = val.loss;
-        m.val_acc = val.acc;
-        if (t->sched && (rc = weft_scheduler_step(t->sched)) != 0)
-            return rc;
-        printf("epoch %lld/%lld  loss %.4f", (long long)epoch + 1, (long long)t->s.epochs, m.train_loss);
-        if (!isnan(m.train_acc))
-            printf("  acc %.2f%%", 100 * m.train_acc);
-        if (!isnan(val.loss))
-            printf("  val_loss %.4f", val.loss);
-        if (!isnan(val.acc))
-            printf("  val_acc %.2f%%", 100 * val.acc);
-        printf("  lr %.4g  %.0f img/s  %.1f s\n", m.lr, m.images_per_s, m.seconds);
-        fflush(stdout);
-        if ((rc = train_log_epoch(t->log, &m)) != 0)
-            return rc;
-        bool last = epoch + 1 == t->s.epochs;
-        if (t->s.checkpoint_interval > 0 && ((epoch + 1) % t->s.checkpoint_interval == 0 || last) &&
-            (rc = save_checkpoint(t, epoch + 1, 0)) != 0)
-            return rc;
-        if (t->s.patience > 0 && !isnan(val.loss)) {
-            since_best = val.loss < best_val ? 0 : since_best + 1;
-            best_val = fmin(best_val, val.loss);
-            if (since_best >= t->s.patience) {
-                printf("early stopping: validation loss has not improved for %lld epochs\n",
-                       (long long)since_best);
-                break;
-            }
-        }
-    }
     struct eval_result test;
-    int rc = evaluate(t, t->test_set, &t->test_inputs, &test);
+    int rc = train_evaluate(t, t->test_set, &t->test_inputs, 0, &test);
     if (rc != 0)
         return rc;
     if (test.samples > 0) {
@@ -482,6 +363,60 @@ static int run(struct trainer *t)
     return 0;
 }
 
+static int run_epochs(struct trainer *t)
+{
+    double best_val = INFINITY;
+    int64_t since_best = 0;
+    bool stopped = false;
+    for (int64_t epoch = t->start_epoch; epoch < t->s.epochs; epoch++) {
+        struct train_epoch_metrics m = {0};
+        struct eval_result val;
+        int rc = train_epoch(t, epoch, &m, &stopped);
+        if (rc != 0 || stopped)
+            return rc;
+        if ((rc = train_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters, &val)) != 0)
+            return rc;
+        m.val_loss = val.loss;
+        m.val_acc = val.acc;
+        if (t->sched && !t->sched_per_step && (rc = weft_scheduler_step(t->sched)) != 0)
+            return rc;
+        printf("epoch %lld/%lld  loss %.4f", (long long)epoch + 1, (long long)t->s.epochs, m.train_loss);
+        if (!isnan(m.train_acc))
+            printf("  acc %.2f%%", 100 * m.train_acc);
+        if (!isnan(val.loss))
+            printf("  val_loss %.4f", val.loss);
+        if (!isnan(val.acc))
+            printf("  val_acc %.2f%%", 100 * val.acc);
+        printf("  lr %.4g  %.0f %s  %.1f s\n", m.lr, m.images_per_s,
+               t->sequence ? "tok/s" : "img/s", m.seconds);
+        fflush(stdout);
+        if ((rc = train_log_epoch(t->log, &m)) != 0)
+            return rc;
+        bool last = epoch + 1 == t->s.epochs;
+        if (t->s.checkpoint_interval > 0 && ((epoch + 1) % t->s.checkpoint_interval == 0 || last) &&
+            (rc = train_save_checkpoint(t, epoch + 1, 0)) != 0)
+            return rc;
+        if (t->s.patience > 0 && !isnan(val.loss)) {
+            since_best = val.loss < best_val ? 0 : since_best + 1;
+            best_val = fmin(best_val, val.loss);
+            if (since_best >= t->s.patience) {
+                printf("early stopping: validation loss has not improved for %lld epochs\n",
+                       (long long)since_best);
+                break;
+            }
+        }
+    }
+    return finish(t);
+}
+
+static int run(struct trainer *t)
+{
+    int rc = t->s.max_iters > 0 ? train_run_iters(t) : run_epochs(t);
+    if (rc != 0 || train_interrupted)
+        return rc;
+    return t->s.max_iters > 0 ? finish(t) : 0;
+}
+
 static void cleanup(struct trainer *t)
 {
     weft_scheduler_free(t->sched);
@@ -492,7 +427,8 @@ static void cleanup(struct trainer *t)
     weft_dataloader_free(t->train_loader);
     if (t->train_set != t->train_all)
         weft_dataset_close(t->train_set);
-    weft_dataset_close(t->val_set);
+    if (t->val_set != t->train_all)
+        weft_dataset_close(t->val_set);
     weft_dataset_close(t->test_set);
     weft_dataset_close(t->train_all);
     train_log_close(t->log);
@@ -558,7 +494,8 @@ int main(int argc, char **argv)
         return EXIT_TRAINING_ERROR;
     }
     if (t.s.log_path && *t.s.log_path &&
-        (make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL)))) {
+        (make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
+                                   t.sequence)))) {
         fprintf(stderr, "weft-train: %s\n", weft_error_message());
         cleanup(&t);
         return EXIT_TRAINING_ERROR;
@@ -573,7 +510,7 @@ int main(int argc, char **argv)
     rc = run(&t);
     if (rc != 0)
         fprintf(stderr, "weft-train: %s\n", weft_error_message());
-    bool was_interrupted = interrupted;
+    bool was_interrupted = train_interrupted;
     cleanup(&t);
     if (rc != 0)
         return EXIT_TRAINING_ERROR;

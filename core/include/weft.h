@@ -14,5 +14,6 @@
 #include "weft/tensor.h"
 #include "weft/ops.h"
 #include "weft/autograd.h"
+#include "weft/autocast.h"
 
 #endif

@@ -23,6 +23,10 @@ int cpu_register_matmul_kernels(void);
 int cpu_register_index_kernels(void);
 int cpu_register_conv_kernels(void); /* im2col, col2im */
 int cpu_register_pool_kernels(void); /* max/avg pool2d and their backward */
+int cpu_register_norm_kernels(void); /* native_layer_norm and its backward */
+int cpu_register_activation_kernels(void); /* gelu_tanh, gelu_backward, add_bias_gelu */
+int cpu_register_embedding_kernels(void);  /* embedding_dense_backward */
+int cpu_register_attention_kernels(void);  /* sdpa_flash and its backward */
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);
@@ -47,6 +51,20 @@ void cpu_gemm_configure(enum cpu_gemm_mode mode, bool report_choices);
 bool cpu_gemm_have_onednn(void);
 /* "sgemm auto: OpenBLAS 0.3.21 ... (COOPERLAKE), oneDNN 2.6.3 (AVX-512 BF16)" */
 void cpu_gemm_describe(char *buf, size_t size);
+
+/* ---- bfloat16 GEMM (gemm_bf16.c) --------------------------------------------------------- */
+/* C[M, N] = op(A)[M, K] op(B)[K, N], row-major bfloat16, accumulated in float32 and
+ * rounded once into C (beta 0). */
+struct cpu_gemm_bf16 {
+    bool trans_a, trans_b;
+    int M, N, K, lda, ldb, ldc;
+    const uint16_t *A, *B;
+    uint16_t *C;
+};
+/* Through oneDNN's matmul primitive; 0 or an error code with the error set. */
+int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g);
+/* False when this build has no oneDNN: bfloat16 products then take the plain loop. */
+bool cpu_gemm_bf16_available(void);
 
 /* ---- threads -------------------------------------------------------------------------- */
 int cpu_num_threads(void);

@@ -259,10 +259,10 @@ void cpu_gemm_describe(char *buf, size_t size)
 #ifdef WEFT_HAVE_ONEDNN
     const dnnl_version_t *v = dnnl_version();
     if (n >= 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, ", oneDNN %d.%d.%d (%s)", v->major, v->minor,
-                 v->patch, onednn_isa_name(dnnl_get_effective_cpu_isa()));
+        snprintf(buf + n, size - (size_t)n, ", oneDNN %d.%d.%d (%s); bf16 matmul: oneDNN",
+                 v->major, v->minor, v->patch, onednn_isa_name(dnnl_get_effective_cpu_isa()));
 #else
     if (n >= 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, ", no oneDNN in this build");
+        snprintf(buf + n, size - (size_t)n, ", no oneDNN in this build; bf16 matmul: plain loop");
 #endif
 }

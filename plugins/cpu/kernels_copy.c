@@ -17,14 +17,28 @@
 
 /* ---- dtype conversion: one loop per (source, destination) pair ------------------------- */
 
-/* Floating values reach narrow integers through int64, as PyTorch does on x86: -3.0 ->
- * uint8 gives 253 rather than undefined behaviour. bool is "!= 0" (NaN is true). */
+/* Floating to integer, as PyTorch on an x86 cpu (weft/tensor.h, weft_to_dtype): uint8
+ * through int64 (-3.0 -> 253), int8/int16/int32 through int32 (300.0 -> int8 44), then
+ * wrapped; a value that int64 (or int32) cannot hold, NaN and +-inf included, becomes its
+ * minimum (x86's "integer indefinite"), so +inf -> uint8 is 0 and 3e9 -> int16 is 0.
+ * Spelled out rather than left to the C cast, which is undefined for those values.
+ * Integer sources convert with the plain cast (wrapping). bool is "!= 0" (NaN is true). */
+static inline int64_t f_to_i64(double x)
+{
+    return x >= -9223372036854775808.0 && x < 9223372036854775808.0 ? (int64_t)x : INT64_MIN;
+}
+static inline int32_t f_to_i32(double x)
+{
+    return x > -2147483649.0 && x < 2147483648.0 ? (int32_t)x : INT32_MIN;
+}
+#define VIA_I64(x) _Generic((x), float: f_to_i64(x), double: f_to_i64(x), default: (int64_t)(x))
+#define VIA_I32(x) _Generic((x), float: f_to_i32(x), double: f_to_i32(x), default: (int32_t)(x))
 #define CONV_TO_bool(x) ((x) != 0)
-#define CONV_TO_u8(x) ((uint8_t)(int64_t)(x))
-#define CONV_TO_i8(x) ((int8_t)(int64_t)(x))
-#define CONV_TO_i16(x) ((int16_t)(int64_t)(x))
-#define CONV_TO_i32(x) ((int32_t)(int64_t)(x))
-#define CONV_TO_i64(x) ((int64_t)(x))
+#define CONV_TO_u8(x) ((uint8_t)VIA_I64(x))
+#define CONV_TO_i8(x) ((int8_t)VIA_I32(x))
+#define CONV_TO_i16(x) ((int16_t)VIA_I32(x))
+#define CONV_TO_i32(x) (VIA_I32(x))
+#define CONV_TO_i64(x) (VIA_I64(x))
 #define CONV_TO_f16(x) ((float)(x))
 #define CONV_TO_bf16(x) ((float)(x))
 #define CONV_TO_f32(x) ((float)(x))

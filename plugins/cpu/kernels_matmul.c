@@ -1,13 +1,15 @@
 /* plugins/cpu/kernels_matmul.c: batched matrix products [B, M, K] x [B, K, N] -> [B, M, N].
  *
  * float32 goes to the provider [cpu] gemm names (gemm.c: OpenBLAS, oneDNN, or per shape
- * the faster), float64 to OpenBLAS. A transposed operand is passed as a transpose (no copy):
+ * the faster), float64 to OpenBLAS, bfloat16 to oneDNN's matmul (gemm_bf16.c: float32
+ * accumulator, one rounding) where the build has oneDNN. A transposed operand is passed as a transpose (no copy):
  * with row-major storage, an operand whose inner stride is 1 is NoTrans with ld = its row
  * stride, one whose row stride is 1 is Trans with ld = its column stride; anything else is
  * copied to contiguous memory first. Small matrices in a batch run in parallel over the
  * batch, one single-threaded GEMM per thread (OpenBLAS's OpenMP build runs single-threaded
  * inside a parallel region); large ones run one after another, each using every thread.
- * 16-bit floats and integers use a plain loop that accumulates in float / 64 bits. */
+ * float16 is widened to float32 for the float32 provider and rounded once; bfloat16 without
+ * oneDNN and integers use a plain loop that accumulates in float / 64 bits. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -122,6 +124,17 @@ static void gemm_batches(void *ctx, int64_t begin, int64_t end)
                 __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
                 return;
             }
+        } else if (j->dtype == WEFT_BF16) {
+            struct cpu_gemm_bf16 g = {
+                .trans_a = j->ta == CblasTrans, .trans_b = j->tb == CblasTrans,
+                .M = M, .N = N, .K = K, .lda = j->lda, .ldb = j->ldb, .ldc = j->ldc,
+                .A = (const uint16_t *)j->a.data + b * j->a.sbatch,
+                .B = (const uint16_t *)j->b.data + b * j->b.sbatch,
+                .C = (uint16_t *)j->c + b * j->c_sbatch};
+            if (cpu_gemm_bf16(&g) != 0) {
+                __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+                return;
+            }
         } else {
             const double *A = (const double *)j->a.data + b * j->a.sbatch;
             const double *Bm = (const double *)j->b.data + b * j->b.sbatch;
@@ -185,9 +198,10 @@ static int matmul_blas(const struct weft_op_call *call, struct mm_shape s)
     }
     if (j.failed) {
         /* A worker thread's error message stays on that thread: name the product here. */
-        rc = weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's sgemm failed for %lld x %lld "
-                                              "x %lld", (long long)s.M, (long long)s.N,
-                            (long long)s.K);
+        rc = weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's %s failed for %lld x %lld "
+                                              "x %lld",
+                            j.dtype == WEFT_BF16 ? "bfloat16 matmul" : "sgemm", (long long)s.M,
+                            (long long)s.N, (long long)s.K);
         goto done;
     }
     if (!direct) {
@@ -277,7 +291,6 @@ struct loop_job {
     }
 #define INST(name, id, T, C) DEFINE_MM_LOOP(name, T, C)
 WEFT_FOR_INTEGRAL_DTYPES(INST)
-INST(f16, WEFT_F16, uint16_t, float)
 INST(bf16, WEFT_BF16, uint16_t, float)
 #undef INST
 
@@ -292,7 +305,6 @@ static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
         rows = rows_##name;                                                                   \
         break;
         WEFT_FOR_INTEGRAL_DTYPES(CASE)
-        CASE(f16, WEFT_F16, uint16_t, float)
         CASE(bf16, WEFT_BF16, uint16_t, float)
 #undef CASE
     default:
@@ -315,6 +327,59 @@ static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
     return 0;
 }
 
+/* ---- float16 through float32 ------------------------------------------------------------ */
+
+/* n matrices of o widened to float32, each [rows, cols] contiguous, into dst. */
+static void widen_f16(const struct mm_operand *o, int64_t n, float *dst)
+{
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t r = 0; r < o->rows; r++)
+            for (int64_t c = 0; c < o->cols; c++)
+                *dst++ = weft_f16_to_float(
+                    *((const uint16_t *)o->data + b * o->sbatch + r * o->srow + c * o->scol));
+}
+
+/* float16 has no GEMM here (AVX512_FP16 is not on this generation): the operands are
+ * widened to float32, multiplied by the float32 provider and the result rounded once,
+ * which is what PyTorch's CPU float16 matmul computes too. */
+static int matmul_f16(const struct weft_op_call *call, struct mm_shape s)
+{
+    if (s.M > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
+        return weft_error_set(WEFT_ERR_VALUE, "matmul: dimensions above %d are not supported",
+                              INT_MAX);
+    struct mm_operand a = operand_of(call->in[0]), b = operand_of(call->in[1]);
+    weft_tensor *out = call->out[0];
+    int64_t na = a.sbatch == 0 ? 1 : s.B, nb = b.sbatch == 0 ? 1 : s.B;
+    float *A = malloc((size_t)(na * s.M * s.K) * sizeof(float) + 1);
+    float *Bm = malloc((size_t)(nb * s.K * s.N) * sizeof(float) + 1);
+    float *C = malloc((size_t)(s.M * s.N) * sizeof(float) + 1);
+    int rc = 0;
+    if (!A || !Bm || !C) {
+        rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a float16 matmul");
+        goto done;
+    }
+    widen_f16(&a, na, A);
+    widen_f16(&b, nb, Bm);
+    uint16_t *o = weft_tensor_data(out);
+    for (int64_t bi = 0; bi < s.B && rc == 0; bi++) {
+        /* C [M, N] = A [M, K] B [K, N], all row-major contiguous */
+        struct cpu_gemm g = {.M = (int)s.M, .N = (int)s.N, .K = (int)s.K,
+                             .lda = (int)s.K, .ldb = (int)s.N, .ldc = (int)s.N,
+                             .A = A + (na > 1 ? bi : 0) * s.M * s.K,
+                             .B = Bm + (nb > 1 ? bi : 0) * s.K * s.N, .C = C};
+        rc = cpu_sgemm(&g);
+        for (int64_t i = 0; rc == 0 && i < s.M; i++)
+            for (int64_t j = 0; j < s.N; j++)
+                o[bi * out->stride[0] + i * out->stride[1] + j * out->stride[2]] =
+                    weft_float_to_f16(C[i * s.N + j]);
+    }
+done:
+    free(A);
+    free(Bm);
+    free(C);
+    return rc;
+}
+
 static int matmul_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *a = call->in[0], *b = call->in[1];
@@ -331,8 +396,11 @@ static int matmul_kernel(const struct weft_op_call *call)
         zero_output(out);
         return 0;
     }
-    if (out->dtype == WEFT_F32 || out->dtype == WEFT_F64)
+    if (out->dtype == WEFT_F32 || out->dtype == WEFT_F64 ||
+        (out->dtype == WEFT_BF16 && cpu_gemm_bf16_available()))
         return matmul_blas(call, s);
+    if (out->dtype == WEFT_F16)
+        return matmul_f16(call, s);
     return matmul_loop(call, s);
 }
 

@@ -137,6 +137,8 @@ static int cpu_init(const weft_options *options)
         cpu_register_binary_kernels, cpu_register_reduce_kernels,  cpu_register_softmax_kernels,
         cpu_register_matmul_kernels, cpu_register_index_kernels,  cpu_register_random_kernels,
         cpu_register_conv_kernels,   cpu_register_pool_kernels,
+        cpu_register_norm_kernels,   cpu_register_activation_kernels,
+        cpu_register_embedding_kernels, cpu_register_attention_kernels,
     };
     /* Options first: a refused value must leave nothing registered. */
     if (read_options(options) < 0)

@@ -315,14 +315,53 @@ static bool is_pinned(const void *host)
 }
 
 /* Device to device: queued on the stream, never waited for (stream order protects both
- * blocks, as in PyTorch). */
+ * blocks, as in PyTorch). Between two devices the copy runs on the destination's current
+ * stream, so that stream first waits for the work already queued on the source's (which
+ * may still be writing src), and the source's block is recorded on the destination's
+ * stream, so that it is not reused before the copy has read it; the source's stream
+ * then waits for the copy. `src_block` is the base pointer of the source's storage.
+ * Caller made dst_dev current; it is current again on return. */
 static int copy_device_to_device(void *dst, int dst_dev, const void *src, int src_dev,
-                                 size_t nbytes)
+                                 void *src_block, size_t nbytes)
 {
     cudaStream_t stream = cuda_current_stream(dst_dev);
     if (dst_dev == src_dev)
         return CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, stream));
-    return CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, nbytes, stream));
+    cudaEvent_t src_ready = NULL;
+    int rc = cuda_set_device(src_dev);
+    if (rc == 0)
+        rc = CUDA_CHECK(cudaEventCreateWithFlags(&src_ready, cudaEventDisableTiming));
+    if (rc == 0)
+        rc = CUDA_CHECK(cudaEventRecord(src_ready, cuda_current_stream(src_dev)));
+    if (rc == 0)
+        rc = cuda_set_device(dst_dev);
+    if (rc == 0)
+        rc = CUDA_CHECK(cudaStreamWaitEvent(stream, src_ready, 0));
+    if (rc == 0)
+        rc = CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, nbytes, stream));
+    if (rc == 0) { /* a block of our allocator: kept until the copy is done */
+        struct caching_allocator *ca = __atomic_load_n(&devices[src_dev].allocator,
+                                                       __ATOMIC_ACQUIRE);
+        if (ca && src_block)
+            (void)caching_allocator_record_stream(ca, src_block, (ca_stream)stream);
+    }
+    /* And the other way (PyTorch's two-way barrier): later work on the source's stream,
+     * an in-place write to src say, waits until the copy has read it. */
+    cudaEvent_t copied = NULL;
+    if (rc == 0)
+        rc = CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    if (rc == 0)
+        rc = CUDA_CHECK(cudaEventRecord(copied, stream));
+    if (rc == 0 && (rc = cuda_set_device(src_dev)) == 0)
+        rc = CUDA_CHECK(cudaStreamWaitEvent(cuda_current_stream(src_dev), copied, 0));
+    if (rc == 0)
+        rc = cuda_set_device(dst_dev);
+    /* destroying a recorded event is fine: the waits already queued hold */
+    if (src_ready)
+        (void)cudaEventDestroy(src_ready);
+    if (copied)
+        (void)cudaEventDestroy(copied);
+    return rc;
 }
 
 /* Host <-> device on the current stream. Returns before the copy ends only when asked
@@ -358,7 +397,8 @@ static int cuda_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking
     if (cuda_set_device(index) != 0)
         return WEFT_ERR_DEVICE;
     if (dst_on_device && src_on_device)
-        return copy_device_to_device(d, dst->device.index, s, src->device.index, nbytes);
+        return copy_device_to_device(d, dst->device.index, s, src->device.index,
+                                     src->storage ? src->storage->data : NULL, nbytes);
     enum cudaMemcpyKind kind = dst_on_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     return copy_host_device(d, s, nbytes, kind, index, non_blocking);
 }

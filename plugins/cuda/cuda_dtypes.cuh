@@ -45,8 +45,29 @@ struct BFloat16 {
 template <typename D> struct is_floating
     : std::integral_constant<bool, std::is_floating_point<typename D::C>::value> {};
 
-/* A value of compute type From as dtype To's compute type, as the cpu COPY kernel does:
- * to bool "!= 0" (NaN is true), to integers through int64 (so -3.0 -> uint8 is 253),
+/* Floating to integer as PyTorch on CUDA (weft/tensor.h, weft_to_dtype): the hardware's
+ * saturating conversion, NaN -> 0; uint8 through int64 (c10's static_cast_with_inter_type:
+ * -3.0 -> 253, +inf -> 255), int8/int16/int32 through int32 (300.0 -> int8 44, +inf ->
+ * int8 -1), then wrapped. Written out, so that no compiler choice decides it. The cpu
+ * differs only where the value does not fit int64/int32 (its rule gives the minimum). */
+__device__ __forceinline__ int64_t saturate_i64(double v) /* float widens exactly */
+{
+    return v != v ? 0
+           : v <= -9223372036854775808.0 ? INT64_MIN
+           : v >= 9223372036854775808.0 ? INT64_MAX
+                                        : (int64_t)v;
+}
+
+__device__ __forceinline__ int32_t saturate_i32(double v)
+{
+    return v != v ? 0
+           : v <= -2147483648.0 ? INT32_MIN
+           : v >= 2147483648.0 ? INT32_MAX
+                               : (int32_t)v;
+}
+
+/* A value of compute type From as dtype To's compute type: to bool "!= 0" (NaN is true),
+ * to integers from floating types by the rule above, between integers a wrapping cast,
  * to floating types a plain cast. */
 template <typename To, typename From>
 __device__ __forceinline__ typename To::C convert(From v)
@@ -56,8 +77,12 @@ __device__ __forceinline__ typename To::C convert(From v)
         return v != From(0);
     else if constexpr (std::is_floating_point<C>::value)
         return (C)v;
-    else
+    else if constexpr (!std::is_floating_point<From>::value)
         return (C)(int64_t)v;
+    else if constexpr (std::is_same<C, uint8_t>::value || std::is_same<C, int64_t>::value)
+        return (C)saturate_i64((double)v);
+    else
+        return (C)saturate_i32((double)v);
 }
 
 /* The X-macro lists: X(enum, type). */

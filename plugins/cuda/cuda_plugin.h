@@ -52,6 +52,10 @@ int cuda_register_softmax_kernels(void);     /* softmax, log_softmax */
 int cuda_register_index_kernels(void);       /* index_select, gather, scatter_add */
 int cuda_register_conv_kernels(void);        /* im2col, col2im, max/avg pool2d (+ backward) */
 int cuda_register_optim_kernels(void);       /* sgd_step, adam_step, rmsprop_step */
+int cuda_register_norm_kernels(void);        /* native_layer_norm and its backward */
+int cuda_register_activation_kernels(void);  /* gelu_tanh, gelu_backward, add_bias_gelu */
+int cuda_register_embedding_kernels(void);   /* embedding_dense_backward */
+int cuda_register_attention_kernels(void);   /* sdpa_flash and its backward */
 /* "cuBLAS 13.0.2" into buf (for features). */
 void cuda_blas_version(char *buf, size_t size);
 /* Destroys the cuBLAS handles (plugin fini). */

@@ -21,6 +21,10 @@ static int cuda_init(const weft_options *options)
         cuda_register_index_kernels,
         cuda_register_conv_kernels,
         cuda_register_optim_kernels,
+        cuda_register_norm_kernels,
+        cuda_register_activation_kernels,
+        cuda_register_embedding_kernels,
+        cuda_register_attention_kernels,
     };
     for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
         int rc = steps[i]();

@@ -177,6 +177,75 @@ int weft_dispatch(const struct weft_op_call *call);
  * contiguous, one floating dtype; relu as the RELU op (x < 0 ? 0 : x, NaN kept). Linear's
  * epilogue in one pass over its GEMM's output, where add then relu are two (nn). */
 #define WEFT_OP_ADD_BIAS_RELU_NAME "add_bias_relu"
+/* NATIVE_LAYER_NORM (PyTorch's native_layer_norm over rows): in[0] x [R, D], in[1]
+ * weight [D] or NULL, in[2] bias [D] or NULL, all contiguous and of one floating dtype;
+ * scalar[0] eps. out[0] y [R, D] contiguous (x's dtype) = (x - mean) * rstd * w + b per
+ * row; out[1] stats [2, R] contiguous: row 0 the mean, row 1 rstd = 1 / sqrt(var + eps)
+ * (the biased variance), float64 for float64 x, else float32. LayerNorm in one pass over
+ * each row for its moments, where the composite is six ops (nn). */
+#define WEFT_OP_NATIVE_LAYER_NORM_NAME "native_layer_norm"
+/* NATIVE_LAYER_NORM_BACKWARD: in[0] grad_out [R, D], in[1] x [R, D], in[2] stats [2, R]
+ * as NATIVE_LAYER_NORM wrote it, in[3] weight [D] or NULL, all contiguous. out[0]
+ * grad_input [R, D] contiguous = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)) per row,
+ * xhat = (x - mean) * rstd; out[1] NULL or [2, D] contiguous: row 0 grad_weight = the sum
+ * over rows of g * xhat, row 1 grad_bias = the sum of g, summed in a fixed order (the
+ * same bits for any number of threads). Dispatch dtype: in[0]'s. */
+#define WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME "native_layer_norm_backward"
+/* GELU_TANH (F.gelu(x, approximate='tanh')): out[0] = 0.5 x (1 + tanh(sqrt(2/pi) (x +
+ * 0.044715 x^3))), same shape, one floating dtype, any strides. */
+#define WEFT_OP_GELU_TANH_NAME "gelu_tanh"
+/* GELU_BACKWARD (PyTorch's gelu_backward): out[0] = in[0] * gelu'(in[1]), in[0] the
+ * gradient and in[1] GELU's input, same shape, one floating dtype, any strides; ints[0]
+ * 0 for the erf form (Phi(x) + x phi(x)), 1 for the tanh form. One pass where the
+ * composite is about ten. */
+#define WEFT_OP_GELU_BACKWARD_NAME "gelu_backward"
+/* EMBEDDING_DENSE_BACKWARD (PyTorch's embedding_dense_backward): in[0] grad [N, D]
+ * contiguous floating, in[1] indices int64 [N] contiguous; out[0] [num_weights, D]
+ * contiguous of grad's dtype, overwritten: zeros, then row i of grad added to row
+ * indices[i], in the order of i for every destination (deterministic, no atomics). An
+ * index outside [0, num_weights) is IndexError "index out of range in self". */
+#define WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME "embedding_dense_backward"
+/* ADD_BIAS_GELU, in place: out[0] [M, N] += in[0], a bias [N], rounded to the dtype; then
+ * out[1] [M, N] = gelu(out[0]) (ints[0] 0 the erf form, 1 the tanh form, as GELU_BACKWARD);
+ * all contiguous, one floating dtype. Linear's epilogue with GELU in one pass; out[0] keeps
+ * the pre-activation the backward's GELU_BACKWARD reads. */
+#define WEFT_OP_ADD_BIAS_GELU_NAME "add_bias_gelu"
+/* SDPA_FLASH (PyTorch's _scaled_dot_product_flash_attention): softmax(q k^T * scale +
+ * mask) v without the [L, S] matrix (FlashAttention's online softmax over key blocks).
+ * in[0] q [..., L, E], in[1] k [..., S, E], in[2] v [..., S, Ev]: one floating dtype, the
+ * same batch dims (expanded: stride 0 where broadcast), the last dim of stride 1, other
+ * strides free. out[0] [..., L, Ev] contiguous, q's dtype; out[1] logsumexp [..., L]
+ * contiguous, float64 for float64 q, else float32: per row the log of the softmax's
+ * denominator in the scaled scores, NaN for a row that sees no key (its output is NaN,
+ * as PyTorch's math path gives). params: struct weft_sdpa_kernel_params. Causal masking
+ * is top-left (key j visible from query i when j <= i), and key blocks it hides wholly
+ * are skipped. Dropout keeps weight (b, i, j), b the flattened batch index, when Philox's
+ * uniform (weft/philox.h: 24 bits, 32 for float64) of element (b * L + i) * S + j with
+ * (seed, offset) is < 1 - dropout_p, and scales it by 1 / (1 - dropout_p): the mask
+ * weft_dropout would draw on the [..., L, S] weights. The caller advances the generator
+ * by ceil(numel / 4) blocks, as weft_rand does. */
+#define WEFT_OP_SDPA_FLASH_NAME "sdpa_flash"
+/* SDPA_FLASH_BACKWARD: in[0..2] q, k, v as SDPA_FLASH took them, in[3] grad_out [...,
+ * L, Ev] (same rules); params: the forward's, with out and logsumexp as it wrote them
+ * and grad_value. out[0] grad_q [..., L, E], out[1] grad_k [..., S, E], grad_value [...,
+ * S, Ev], all contiguous, q's dtype, overwritten (broadcast batch dims are not summed).
+ * The probabilities are recomputed from q, k and the logsumexp: D = rowsum(dO * O),
+ * dV = W^T dO (W the dropped weights), dP = dO V^T (dropped likewise), dS = P * (dP - D),
+ * dQ = scale dS K, dK = scale dS^T Q. Dispatch dtype: in[0]'s. */
+#define WEFT_OP_SDPA_FLASH_BACKWARD_NAME "sdpa_flash_backward"
+struct weft_sdpa_kernel_params {
+    double scale;     /* multiplies q k^T */
+    double dropout_p; /* 0 <= p < 1; 0: no dropout */
+    bool is_causal;
+    uint64_t seed, offset; /* the dropout mask's Philox key and first block */
+    /* NULL, or [..., L, S] with q's batch dims (any strides, stride 0 where broadcast):
+     * bool (true takes part) or q's dtype (added to the scaled scores). */
+    const weft_tensor *mask;
+    /* Backward only (NULL in the forward): the forward's out[0] and out[1], and where
+     * grad_v goes. */
+    const weft_tensor *out, *logsumexp;
+    weft_tensor *grad_value;
+};
 
 /* Registers a plugin-defined op by name (or finds it) and returns its id. */
 int weft_op_register(const char *name);

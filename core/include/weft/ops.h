@@ -56,6 +56,11 @@ weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b);
  * and dtype; other shapes broadcast through where). The backward formula of ReLU, for
  * nodes outside the core (nn's fused Linear+ReLU); not itself recorded by autograd. */
 weft_tensor *weft_threshold_backward(weft_tensor *grad, weft_tensor *t, double threshold);
+/* PyTorch's gelu_backward: grad * gelu'(x), approximate 0 for the erf form (the GELU op),
+ * 1 for the tanh form (F.gelu(x, approximate='tanh')); grad and x of one shape and
+ * floating dtype. One pass where the backend has the gelu_backward kernel (weft/kernel.h),
+ * else composed of ops; not itself recorded by autograd. */
+weft_tensor *weft_gelu_backward(weft_tensor *grad, weft_tensor *x, int approximate);
 /* Bounds given as NAN mean "no bound" (torch.clamp's None); at least one must be set. */
 weft_tensor *weft_clamp(weft_tensor *t, double min, double max);
 weft_tensor *weft_clamp_(weft_tensor *t, double min, double max);

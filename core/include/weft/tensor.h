@@ -185,7 +185,13 @@ weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
 weft_tensor *weft_contiguous(weft_tensor *t);
 weft_tensor *weft_clone(weft_tensor *t);
 /* Copies src into dst: src broadcast to dst's shape, converted to dst's dtype, any pair
- * of devices. Bumps dst's version. Returns 0 or negative. */
+ * of devices. Bumps dst's version. Returns 0 or negative.
+ * Floating to integer conversions truncate toward zero and give, for values the
+ * destination cannot hold, what PyTorch gives on the same device: uint8 goes through
+ * int64, int8/int16/int32 through int32, then wrap (-3.0 -> uint8 253, 300.0 -> int8 44).
+ * On the cpu a value outside int64 (int32), NaN and +-inf included, becomes its minimum
+ * (x86's rule: +inf -> uint8 0, int32 -2147483648); on cuda it saturates, NaN -> 0
+ * (+inf -> uint8 255, int32 2147483647). Integers convert among themselves by wrapping. */
 int weft_copy_(weft_tensor *dst, const weft_tensor *src);
 int weft_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking);
 /* t itself (one more reference) when already of that dtype/device, else a copy. */

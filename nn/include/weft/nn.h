@@ -81,6 +81,13 @@ weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope);
 enum weft_gelu_approximate { WEFT_GELU_NONE = 0, WEFT_GELU_TANH = 1 };
 /* F.gelu(x, approximate=...); one node (GeluBackward0) either way. */
 weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate approximate);
+/* gelu(weft_linear(x, weight, bias), approximate), the same values within float rounding:
+ * the bias and GELU in one pass over the GEMM's output where the backend has
+ * add_bias_gelu, and one node (LinearGeluBackward0) whose backward is one gelu_backward
+ * pass over the kept pre-activation, two GEMMs and the bias sum (a GPT block's c_fc and
+ * GELU). Without a bias it is gelu(linear(...)). */
+weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
+                              enum weft_gelu_approximate approximate);
 
 /* ---- attention ------------------------------------------------------------------- */
 
@@ -154,6 +161,10 @@ struct weft_module_type {
     /* Optional: a new module built from options (the keys of torch.nn's constructor:
      * in_features, out_features, bias), or NULL with an error that names the key. */
     weft_module *(*create)(const weft_options *options);
+    /* Added in ABI 2 (after create). Optional: writes the options create() would rebuild
+     * this module from into meta as "model.<key>" = "<value>" ("model.n_layer" = "4");
+     * "model.type" is written by weft_module_config_export. 0 or negative. */
+    int (*config_export)(const weft_module *m, struct weft_metadata *meta);
 };
 
 /* A new module of the registered type `name` built from options (loading the plugin
@@ -193,18 +204,32 @@ int weft_module_to(weft_module *m, weft_device dev, enum weft_dtype dtype);
 
 /* Full dotted names and tensors (borrowed), in registration order, depth first:
  * parameters "0.weight", "0.bias", ...; buffers "1.running_mean", ... Returns the count
- * and a malloc'd array the caller frees with free(); names live in the array. */
+ * and a malloc'd array the caller frees with free(); names live in the array. A tensor
+ * registered under several names (a tied weight) is listed once, under the first name
+ * (PyTorch's remove_duplicate=True); state_dict keeps every name. */
 struct weft_named_tensor {
     char name[128];
     weft_tensor *tensor;
 };
 int weft_module_named_parameters(const weft_module *m, struct weft_named_tensor **out);
 int weft_module_named_buffers(const weft_module *m, struct weft_named_tensor **out);
-/* Total number of parameter elements. */
+/* Total number of parameter elements (a tied weight counted once). */
 int64_t weft_module_num_parameters(const weft_module *m);
 /* PyTorch's repr of a module tree, malloc'd. */
 char *weft_module_repr(const weft_module *m);
 
+
+/* The model's constructor config as checkpoint metadata: "model.type" = the type's
+ * registered name ("gpt"), then what the type's config_export writes ("model.n_layer" =
+ * "4", ...; nothing more when it has none). weft_module_create(type, options made from
+ * the "model.*" keys without the prefix) rebuilds the same architecture. 0 or negative. */
+int weft_module_config_export(const weft_module *m, struct weft_metadata *meta);
+/* The reverse: a new module of type "model.type" built from the other "model.*" keys of
+ * meta (a checkpoint's __metadata__) as options of section [model]; origin (the file, or
+ * NULL) prefixes messages. NULL with WEFT_ERR_VALUE when meta has no "model.type", or
+ * what weft_module_create said. */
+weft_module *weft_module_create_from_metadata(const struct weft_metadata *meta,
+                                              const char *origin);
 
 /* PyTorch's state_dict(): for each module depth first, its parameters, then its buffers,
  * then its children's entries, under dotted names; each value a detached reference to
@@ -242,6 +267,9 @@ weft_module *weft_nn_flatten(int start_dim, int end_dim); /* PyTorch: 1, -1 */
 weft_module *weft_nn_relu(void);
 weft_module *weft_nn_leaky_relu(double negative_slope); /* PyTorch: 0.01 */
 weft_module *weft_nn_gelu(void);
+/* nn.GELU(approximate='tanh'): F.gelu with that form; weft_nn_gelu() is approximate
+ * 'none'. ValueError for any other value. */
+weft_module *weft_nn_gelu_approximate(enum weft_gelu_approximate approximate);
 weft_module *weft_nn_tanh(void);
 weft_module *weft_nn_sigmoid(void);
 weft_module *weft_nn_softmax(int dim);

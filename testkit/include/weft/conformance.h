@@ -22,10 +22,25 @@ enum weft_conformance_status {
     WEFT_CONFORMANCE_SKIPPED = 2, /* no kernel or no driver: not a failure */
 };
 
+/* How large the inputs are. SMALL reaches every op and dtype quickly but only a
+ * device's simplest paths (one thread per output). LARGE also draws the generic shapes up
+ * to 40 x 300 and adds the shapes a GPU handles differently: reductions (sum, mean, var,
+ * max with indices, argmax, all) over (outputs, length) = (1, 1e6), (3, 5000),
+ * (7, 70000), (300, 100), (1e5, 17), contiguous and transposed; softmax and log_softmax
+ * over rows of 33, 300 and 5000 on dim 0 and -1; scatter_add with many duplicate
+ * indices; im2col, col2im and the pools forward and backward with stride, padding and
+ * dilation (through weft_dispatch). Each (op, dtype) of these gets an entry of its own,
+ * after the generic ones; a failure's message names the case. Seconds on a cpu. */
+enum weft_conformance_size {
+    WEFT_CONFORMANCE_SMALL = 0,
+    WEFT_CONFORMANCE_LARGE = 1,
+};
+
 struct weft_conformance_options {
     uint64_t seed;  /* 0: a fixed default */
     int rounds;     /* random shapes per layout variant; 0: 2 */
     FILE *verbose;  /* a line per failure as it happens; NULL: quiet */
+    enum weft_conformance_size size; /* appended; 0: SMALL */
 };
 
 struct weft_conformance_result {
@@ -55,6 +70,8 @@ struct weft_conformance_report {
 int weft_conformance_run(int device_type, const struct weft_conformance_options *o,
                          struct weft_conformance_report *r);
 void weft_conformance_report_free(struct weft_conformance_report *r);
+/* "small" or "large" as a size; else -1 with a ValueError naming the text. */
+int weft_conformance_size_parse(const char *text, enum weft_conformance_size *out);
 /* The result for (op, dtype), or NULL when the suite did not list it. */
 const struct weft_conformance_result *
 weft_conformance_find(const struct weft_conformance_report *r, int op, enum weft_dtype dtype);

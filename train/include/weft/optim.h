@@ -2,15 +2,25 @@
  *
  * Optimizers. An optimizer type (SGD, Adam, ...) is a vtable of kind WEFT_KIND_OPTIMIZER
  * (weft/registry.h) a plugin registers; weft-optim.so provides "sgd", "adam", "adamw" and
- * "rmsprop" and is loaded when one is named. An optimizer holds one parameter group: the
- * parameters it was created with (it keeps a reference to each) and the hyperparameters
- * read from options (a config section):
+ * "rmsprop" and is loaded when one is named. An optimizer holds one or more parameter
+ * groups, as torch.optim: each group is some parameters (it keeps a reference to each)
+ * and the hyperparameters read from its options (a config section):
  *
  *     [optim]
  *     type = adam            ; read by weft_optimizer_create when name is NULL
  *     lr = 0.001
  *     betas = 0.9, 0.999
  *     weight_decay = 0
+ *     decay = all            ; all | matrices (nanoGPT's two groups, below)
+ *
+ * Groups. The type's methods run once per group, each group with its own ctx, so a type
+ * written for one group serves any number. weft_optimizer_create makes one group, or
+ * with `decay = matrices` nanoGPT's configure_optimizers: group 0 the parameters of dim
+ * >= 2 (weight matrices, embeddings) with the section's weight_decay, group 1 the others
+ * (biases, LayerNorm gains) with weight_decay 0; an empty group is left out.
+ * weft_optimizer_create_groups takes any groups. Parameters are numbered globally, group
+ * after group, as in PyTorch's state_dict: weft_optimizer_param(opt, i) and "state.<i>"
+ * use that number.
  *
  * Keys per type (defaults as PyTorch): sgd: lr (1e-3), momentum (0), dampening (0),
  * nesterov (false), weight_decay (0); adam/adamw: lr (1e-3), betas (0.9, 0.999), eps
@@ -27,11 +37,13 @@
  * the loss by 1/k for a mean).
  *
  * State dicts. weft_optimizer_state_export() flattens PyTorch's optimizer.state_dict():
- * tensors "state.<i>.<name>" (i = parameter index; "step" is a 0-dim float32 tensor as
- * in PyTorch, then "exp_avg", "momentum_buffer", ...) and metadata
- * "param_groups.0.<hyper>" as text ("param_groups.0.lr" = "0.001") plus "optimizer" =
- * the type name. Importing restores the state and the learning rate, so a resumed run
- * takes exactly the steps the original would have.
+ * tensors "state.<i>.<name>" (i = global parameter index; "step" is a 0-dim float32
+ * tensor as in PyTorch, then "exp_avg", "momentum_buffer", ...) and metadata
+ * "param_groups.<g>.<hyper>" as text ("param_groups.0.lr" = "0.001"),
+ * "param_groups.<g>.params" (the group's global indices, "0, 1, 2") plus "optimizer" =
+ * the type name. The type's methods see one group as group 0 with local indices; the
+ * library renumbers. Importing restores the state and every group's learning rate, so a
+ * resumed run takes exactly the steps the original would have.
  *
  * Versioning: the type vtable is checked like every vtable; fields are only appended and
  * NULL optional methods mean "not provided".
@@ -56,7 +68,7 @@ extern const char weft_kind_optimizer[];
 #define WEFT_KIND_OPTIMIZER weft_kind_optimizer
 
 /* An optimizer type: what a plugin registers. Methods get back the ctx create() made and
- * the optimizer's parameters (params[0..n), in creation order). */
+ * that group's parameters (params[0..n), in creation order); each group has its own ctx. */
 struct weft_optimizer_type {
     struct weft_vtable base; /* kind WEFT_KIND_OPTIMIZER; name: "adam" */
     const char *description; /* one line; optional */
@@ -91,24 +103,50 @@ typedef struct weft_optimizer weft_optimizer;
  * the registered types. Free with weft_optimizer_free(). */
 weft_optimizer *weft_optimizer_create(const char *name, int n, weft_tensor *const *params,
                                       const weft_options *options);
+
+/* One parameter group for weft_optimizer_create_groups. */
+struct weft_param_group {
+    int n;                      /* >= 1 */
+    weft_tensor *const *params; /* params[0..n) */
+    const weft_options *options; /* this group's hyperparameters; NULL: all defaults */
+};
+
+/* An optimizer of type `name` (NULL: group 0's options' `type` key) over groups[0..ngroups),
+ * each created by the type from its own options (torch.optim.AdamW([{...}, {...}])). A
+ * tensor may belong to one group only ("some parameters appear in more than one parameter
+ * group", PyTorch's words). Free with weft_optimizer_free(). */
+weft_optimizer *weft_optimizer_create_groups(const char *name, int ngroups,
+                                             const struct weft_param_group *groups);
+/* nanoGPT's weight-decay rule: a parameter is decayed when its dim is >= 2. */
+bool weft_param_decays(const weft_tensor *p);
+
 void weft_optimizer_free(weft_optimizer *opt); /* NULL is ignored */
 const char *weft_optimizer_name(const weft_optimizer *opt);
+/* All groups' parameters together. */
 int weft_optimizer_num_params(const weft_optimizer *opt);
-/* Parameter i (borrowed), NULL when out of range. */
+/* Parameter i (global index, group after group; borrowed), NULL when out of range. */
 weft_tensor *weft_optimizer_param(const weft_optimizer *opt, int i);
+int weft_optimizer_num_groups(const weft_optimizer *opt); /* 0 for NULL */
+/* Group g's size and first global index; -1 when g is out of range. */
+int weft_optimizer_group_size(const weft_optimizer *opt, int g);
+int weft_optimizer_group_offset(const weft_optimizer *opt, int g);
+/* Group g's learning rate; NAN when g is out of range. */
+double weft_optimizer_group_lr(const weft_optimizer *opt, int g);
 
 /* One update. Returns 0 or negative. */
 int weft_optimizer_step(weft_optimizer *opt);
 /* Clears (set_to_none, PyTorch's default) or zeroes every parameter's .grad. */
 int weft_optimizer_zero_grad(weft_optimizer *opt, bool set_to_none);
-double weft_optimizer_get_lr(const weft_optimizer *opt); /* NAN for NULL */
+/* Group 0's lr (NAN for NULL); setting sets every group's (a scheduler's step). */
+double weft_optimizer_get_lr(const weft_optimizer *opt);
 int weft_optimizer_set_lr(weft_optimizer *opt, double lr);
 
 /* Adds the state to d (tensors) and m (metadata; may be NULL) as described above. */
 int weft_optimizer_state_export(const weft_optimizer *opt, struct weft_tensor_dict *d,
                                 struct weft_metadata *m);
-/* Restores it; "optimizer" in m, when present, must name this type. Entries of d that
- * do not start with "state." are ignored (one dict may hold the model too). */
+/* Restores it; "optimizer" in m, when present, must name this type, and the groups
+ * saved must be as many and as large as this optimizer's (PyTorch's errors). Entries of
+ * d that do not start with "state." are ignored (one dict may hold the model too). */
 int weft_optimizer_state_import(weft_optimizer *opt, const struct weft_tensor_dict *d,
                                 const struct weft_metadata *m);
 
@@ -159,8 +197,9 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * Read from a config section:
  *
  *     [scheduler]
- *     type = cosine          ; none | step | multistep | cosine
+ *     type = cosine          ; none | step | multistep | cosine | warmup_cosine
  *     T_max = 100            ; cosine; eta_min (0)
+ *     lr_decay_iters = 5000  ; warmup_cosine; warmup_iters (0), min_lr (0)
  *     step_size = 30         ; step; gamma (0.1)
  *     milestones = 30, 80    ; multistep; gamma (0.1)
  *     warmup_steps = 5       ; optional linear warmup (0: none)
@@ -169,10 +208,14 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * With base = the optimizer's lr at creation and e = the step count (0 at creation, +1
  * per weft_scheduler_step), the lr is PyTorch's closed form: step base·γ^⌊e/step_size⌋;
  * multistep base·γ^(milestones ≤ e); cosine η_min + (base − η_min)(1 + cos(π·e/T_max))/2;
- * none base. A warmup of w steps runs first as LinearLR(start_factor, 1.0, w) and the
+ * none base; warmup_cosine nanoGPT's get_lr(e): base·(e+1)/(warmup_iters+1) while
+ * e < warmup_iters, min_lr once e > lr_decay_iters, else min_lr + (base − min_lr)·
+ * (1 + cos(π·(e − warmup_iters)/(lr_decay_iters − warmup_iters)))/2. A warmup of w steps
+ * (warmup_steps; not with warmup_cosine, which has its own) runs first as LinearLR(start_factor, 1.0, w) and the
  * main schedule then starts from e = 0 (SequentialLR(milestones=[w])). Creating sets the
- * optimizer's lr to the schedule at e = 0. Call weft_scheduler_step() after each
- * optimizer step (or epoch), as PyTorch. */
+ * optimizer's lr to the schedule at e = 0; the lr is every parameter group's (base is
+ * group 0's). Call weft_scheduler_step() after each optimizer step (or epoch), as
+ * PyTorch; weft-train steps warmup_cosine per optimizer step. */
 typedef struct weft_scheduler weft_scheduler;
 
 /* options NULL: type none. */

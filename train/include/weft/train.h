@@ -12,6 +12,7 @@
 #include "weft/dataloader.h"
 #include "weft/checkpoint.h"
 #include "weft/optim.h"
+#include "weft/grad_scaler.h"
 #include "weft/model.h"
 
 #endif

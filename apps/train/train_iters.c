@@ -1,0 +1,185 @@
+/* apps/train/train_iters.c: training counted in optimizer steps ([train] max_iters), as
+ * nanoGPT's loop: each step takes `accumulate` micro-batches, rolling over epochs of the
+ * loader (a new shuffle each epoch); a progress line every log_interval steps; an
+ * evaluation every eval_interval steps and at the end; checkpoints every
+ * checkpoint_interval steps. A checkpoint records (epoch, batches read in it, step), so
+ * --resume reads the same batches the uninterrupted run would have. */
+#include <math.h>
+#include <stdio.h>
+
+#include "train.h"
+
+/* Losses and throughput since the last progress line or evaluation. */
+struct window {
+    double loss_sum;
+    int64_t micro, tokens, step0;
+    double t0;
+};
+
+static void window_reset(struct window *w, int64_t step)
+{
+    *w = (struct window){0, 0, 0, step, train_now()};
+}
+
+static void window_add(struct window *w, const struct train_batch_stats *b)
+{
+    w->loss_sum += b->loss;
+    w->micro++;
+    w->tokens += b->tokens;
+}
+
+/* "step 100/3000  loss 2.4312  lr 9.98e-04  24512 tok/s  31.3 ms/step  ETA 1m31s" */
+static void progress_line(const struct trainer *t, const struct window *w, double run_seconds,
+                          int64_t run_steps)
+{
+    double dt = train_now() - w->t0;
+    int64_t steps = t->step - w->step0;
+    char eta[32];
+    double per_step = run_steps > 0 ? run_seconds / (double)run_steps : NAN;
+    printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  ETA %s\n",
+           (long long)t->step, (long long)t->s.max_iters,
+           w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
+           (double)w->tokens / dt, t->sequence ? "tok/s" : "img/s",
+           steps > 0 ? 1e3 * dt / (double)steps : NAN,
+           train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta, sizeof eta));
+    fflush(stdout);
+}
+
+/* Evaluates, prints and logs; *stop when patience ran out. */
+static int evaluation(struct trainer *t, int64_t epoch, const struct window *w, double run_seconds,
+                      double *best_val, int64_t *since_best, bool *stop)
+{
+    double t0 = train_now();
+    struct eval_result val;
+    int rc = train_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters, &val);
+    if (rc != 0)
+        return rc;
+    struct train_epoch_metrics m = {
+        .epoch = (int)epoch + 1,
+        .step = t->step,
+        .train_loss = w->micro ? w->loss_sum / (double)w->micro : NAN,
+        .train_acc = NAN,
+        .val_loss = val.loss,
+        .val_acc = val.acc,
+        .lr = weft_optimizer_get_lr(t->opt),
+        .images_per_s = (double)w->tokens / (t0 - w->t0),
+        .seconds = run_seconds,
+    };
+    printf("step %lld: train loss %.4f", (long long)t->step, m.train_loss);
+    if (!isnan(val.loss))
+        printf(", val loss %.4f", val.loss);
+    if (!isnan(val.acc))
+        printf(", val acc %.2f%%", 100 * val.acc);
+    if (val.samples > 0)
+        printf(" (%lld samples, %.1f s)", (long long)val.samples, train_now() - t0);
+    printf("\n");
+    fflush(stdout);
+    if ((rc = train_log_epoch(t->log, &m)) != 0)
+        return rc;
+    if (t->s.patience > 0 && !isnan(val.loss)) {
+        *since_best = val.loss < *best_val ? 0 : *since_best + 1;
+        *best_val = fmin(*best_val, val.loss);
+        if (*since_best >= t->s.patience) {
+            printf("early stopping: validation loss has not improved for %lld evaluations\n",
+                   (long long)*since_best);
+            *stop = true;
+        }
+    }
+    return 0;
+}
+
+static bool every(int64_t step, int64_t interval)
+{
+    return interval > 0 && step % interval == 0;
+}
+
+int train_run_iters(struct trainer *t)
+{
+    const struct train_settings *s = &t->s;
+    int64_t epoch = t->start_epoch, skip = t->skip_batches, b = 0, micro = 0;
+    int64_t since_best = 0, run_step0 = t->step;
+    double best_val = INFINITY, outside = 0; /* seconds spent evaluating and saving */
+    double run_t0 = train_now();
+    bool open = false, stop = false;
+    struct window logw, evalw;
+    window_reset(&logw, t->step);
+    window_reset(&evalw, t->step);
+    weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
+    weft_module_train(t->model, true);
+    int rc = 0;
+    while (rc == 0 && !stop && t->step < s->max_iters) {
+        if (!open) {
+            if ((rc = weft_dataloader_epoch(t->train_loader, epoch)) != 0)
+                break;
+            open = true;
+            b = 0;
+        }
+        int got = weft_dataloader_next(t->train_loader, fields);
+        if (got < 0) {
+            rc = got;
+            break;
+        }
+        if (got == 0) { /* the epoch is over: the next one, shuffled anew */
+            if (b == 0)
+                return weft_error_set(WEFT_ERR_CONFIG, "%s: the training data gives no batch "
+                                                       "(drop_last with fewer samples than "
+                                                       "batch_size?)",
+                                      weft_config_name(t->cfg));
+            epoch++;
+            skip = 0;
+            open = false;
+            continue;
+        }
+        weft_scope_push();
+        for (int f = 0; f < weft_dataloader_num_fields(t->train_loader); f++)
+            weft_autorelease(fields[f]);
+        b++;
+        if (b <= skip) { /* resuming: these batches were trained on before */
+            weft_scope_pop();
+            continue;
+        }
+        struct train_batch_stats st;
+        bool stepped = false;
+        rc = train_micro_batch(t, fields, &st);
+        if (rc == 0 && ++micro == s->accumulate) {
+            micro = 0;
+            rc = train_optimizer_step(t);
+            stepped = rc == 0;
+        }
+        weft_scope_pop();
+        if (rc != 0)
+            break;
+        window_add(&logw, &st);
+        window_add(&evalw, &st);
+        if (!stepped)
+            continue;
+        bool last = t->step == s->max_iters;
+        double run_seconds = train_now() - run_t0 - outside;
+        if (every(t->step, s->log_interval) || last) {
+            progress_line(t, &logw, run_seconds, t->step - run_step0);
+            window_reset(&logw, t->step);
+        }
+        double t_out = train_now();
+        bool evaluated = every(t->step, s->eval_interval) || last;
+        if (evaluated) {
+            rc = evaluation(t, epoch, &evalw, train_now() - run_t0, &best_val, &since_best, &stop);
+            weft_module_train(t->model, true);
+            window_reset(&evalw, t->step);
+        }
+        bool save = every(t->step, s->checkpoint_interval) || (last && s->checkpoint_interval > 0);
+        if (rc == 0 && (save || train_interrupted))
+            rc = train_save_checkpoint(t, epoch, b);
+        if (rc == 0 && train_interrupted) {
+            printf("interrupted at step %lld: checkpoint saved to %s\n", (long long)t->step,
+                   s->checkpoint);
+            return 0;
+        }
+        /* Evaluations and checkpoints do not count in the pace of training. */
+        double spent = train_now() - t_out;
+        outside += spent;
+        logw.t0 += spent;
+        if (!evaluated)
+            evalw.t0 += spent;
+    }
+    return rc;
+}

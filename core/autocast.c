@@ -1,0 +1,146 @@
+/* core/autocast.c: the autocast scope and its one policy table (weft/autocast.h).
+ *
+ * The table follows PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
+ * (lower_precision_fp, fp32 and fp32_set_opt_dtype) are used for every device type, so
+ * that a bf16 run on the CPU keeps softmax, reductions, norms and losses in float32 as
+ * a CUDA run does (PyTorch's own CPU list keeps only some losses in float32). */
+#include <string.h>
+
+#include "internal.h"
+#include "weft/autocast.h"
+
+WEFT_FAST_TLS struct weft_autocast_state weft_autocast_current = {.dtype = WEFT_BF16};
+
+static const struct {
+    const char *op;
+    enum weft_autocast_policy policy;
+} policy_table[] = {
+    /* lower_precision_fp */
+    {"matmul", WEFT_AUTOCAST_LOWER},
+    {"mm", WEFT_AUTOCAST_LOWER},
+    {"bmm", WEFT_AUTOCAST_LOWER},
+    {"linear", WEFT_AUTOCAST_LOWER},
+    {"conv2d", WEFT_AUTOCAST_LOWER},
+    {"scaled_dot_product_attention", WEFT_AUTOCAST_LOWER},
+    /* fp32, and fp32_set_opt_dtype (sum, prod, softmax, log_softmax, cumsum) */
+    {"softmax", WEFT_AUTOCAST_FP32},
+    {"log_softmax", WEFT_AUTOCAST_FP32},
+    {"sum", WEFT_AUTOCAST_FP32},
+    {"prod", WEFT_AUTOCAST_FP32},
+    {"cumsum", WEFT_AUTOCAST_FP32},
+    {"exp", WEFT_AUTOCAST_FP32},
+    {"expm1", WEFT_AUTOCAST_FP32},
+    {"log", WEFT_AUTOCAST_FP32},
+    {"log1p", WEFT_AUTOCAST_FP32},
+    {"reciprocal", WEFT_AUTOCAST_FP32},
+    {"rsqrt", WEFT_AUTOCAST_FP32},
+    {"pow", WEFT_AUTOCAST_FP32},
+    {"layer_norm", WEFT_AUTOCAST_FP32},
+    {"group_norm", WEFT_AUTOCAST_FP32},
+    {"batch_norm", WEFT_AUTOCAST_FP32},
+    {"norm", WEFT_AUTOCAST_FP32},
+    {"logsumexp", WEFT_AUTOCAST_FP32},
+    {"cross_entropy", WEFT_AUTOCAST_FP32},
+    {"nll_loss", WEFT_AUTOCAST_FP32},
+    {"mse_loss", WEFT_AUTOCAST_FP32},
+    {"l1_loss", WEFT_AUTOCAST_FP32},
+    {"smooth_l1_loss", WEFT_AUTOCAST_FP32},
+    {"huber_loss", WEFT_AUTOCAST_FP32},
+    {"kl_div", WEFT_AUTOCAST_FP32},
+    {"binary_cross_entropy", WEFT_AUTOCAST_FP32},
+    {"binary_cross_entropy_with_logits", WEFT_AUTOCAST_FP32},
+};
+
+enum weft_autocast_policy weft_autocast_policy(const char *op)
+{
+    if (!op)
+        return WEFT_AUTOCAST_PROMOTE;
+    for (size_t i = 0; i < sizeof policy_table / sizeof *policy_table; i++)
+        if (strcmp(policy_table[i].op, op) == 0)
+            return policy_table[i].policy;
+    return WEFT_AUTOCAST_PROMOTE;
+}
+
+weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype)
+{
+    weft_autocast_state prev = weft_autocast_current;
+    if (dtype != WEFT_BF16 && dtype != WEFT_F16) {
+        weft_error_set(WEFT_ERR_VALUE,
+                       "In autocast, but the target dtype is not supported: expected "
+                       "torch.bfloat16 or torch.float16, got torch.%s",
+                       weft_dtype_valid(dtype) ? weft_dtype_name(dtype) : "(invalid)");
+        return prev;
+    }
+    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES) {
+        weft_error_set(WEFT_ERR_VALUE,
+                       "User specified an unsupported autocast device_type '%d': expected a "
+                       "device type id below %d",
+                       device_type, WEFT_MAX_DEVICE_TYPES);
+        return prev;
+    }
+    weft_autocast_current = (weft_autocast_state){true, (int16_t)device_type, dtype};
+    return prev;
+}
+
+weft_autocast_state weft_autocast_suspend(void)
+{
+    weft_autocast_state prev = weft_autocast_current;
+    weft_autocast_current.enabled = false;
+    return prev;
+}
+
+void weft_autocast_end(weft_autocast_state previous)
+{
+    weft_autocast_current = previous;
+}
+
+weft_autocast_state weft_autocast_get(void)
+{
+    return weft_autocast_current;
+}
+
+bool weft_autocast_enabled(void)
+{
+    return weft_autocast_current.enabled;
+}
+
+enum weft_dtype weft_autocast_dtype(void)
+{
+    return weft_autocast_current.dtype;
+}
+
+/* The dtype t runs in under policy, or t's own dtype when it is not cast. */
+static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_policy policy)
+{
+    /* PyTorch's is_eligible: floating, not double, on the autocast device type. */
+    if (t->device.type != weft_autocast_current.device_type || !weft_dtype_is_floating(t->dtype) ||
+        t->dtype == WEFT_F64)
+        return t->dtype;
+    if (policy == WEFT_AUTOCAST_LOWER)
+        return weft_autocast_current.dtype;
+    if (policy == WEFT_AUTOCAST_FP32)
+        return WEFT_F32;
+    return t->dtype;
+}
+
+int weft_autocast_cast_inputs(const char *op, int n, weft_tensor **inputs)
+{
+    if (!weft_autocast_current.enabled)
+        return 0;
+    enum weft_autocast_policy policy = weft_autocast_policy(op);
+    if (policy == WEFT_AUTOCAST_PROMOTE)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        weft_tensor *t = inputs[i];
+        if (!t)
+            continue;
+        enum weft_dtype dt = target_dtype(t, policy);
+        if (dt == t->dtype)
+            continue;
+        weft_tensor *cast = weft_to_dtype(t, dt);
+        if (!cast)
+            return weft_error_code();
+        inputs[i] = cast;
+    }
+    return 0;
+}

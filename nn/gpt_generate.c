@@ -1,0 +1,122 @@
+/* nn/gpt_generate.c: nanoGPT's generate(): crop, last position's logits / temperature,
+ * top-k, softmax, one multinomial draw per token, over weft_gpt_forward_cached. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "weft/gpt.h"
+
+static int desc_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* One draw from softmax(top_k(logits / temperature)) with the uniform u in [0, 1): the
+ * first token whose cumulative probability passes u (torch.multinomial's inversion).
+ * The top-k threshold is the kth largest value; values equal to it stay, as nanoGPT's
+ * logits[logits < v[:, [-1]]] = -inf keeps them. scratch holds V doubles. */
+static int64_t sample(const float *logits, int64_t V, const struct weft_gpt_sampling *s, double u,
+                      double *scratch)
+{
+    double cut = -INFINITY, max = -INFINITY, sum = 0;
+    if (s->top_k > 0 && s->top_k < V) {
+        for (int64_t i = 0; i < V; i++)
+            scratch[i] = logits[i] / s->temperature;
+        qsort(scratch, (size_t)V, sizeof *scratch, desc_double);
+        cut = scratch[s->top_k - 1];
+    }
+    for (int64_t i = 0; i < V; i++) {
+        double l = logits[i] / s->temperature;
+        scratch[i] = l < cut ? -INFINITY : l;
+        max = scratch[i] > max ? scratch[i] : max;
+    }
+    for (int64_t i = 0; i < V; i++) {
+        scratch[i] = exp(scratch[i] - max);
+        sum += scratch[i];
+    }
+    double target = u * sum, acc = 0;
+    int64_t last = 0;
+    for (int64_t i = 0; i < V; i++) {
+        if (scratch[i] == 0)
+            continue;
+        acc += scratch[i];
+        last = i;
+        if (target < acc)
+            return i;
+    }
+    return last; /* u * sum rounded past the total */
+}
+
+static int check_args(const struct weft_gpt_config *c, const int64_t *tokens, int64_t n,
+                      int64_t max_new_tokens, const struct weft_gpt_sampling *s)
+{
+    if (!c)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_gpt_generate: the module is not a GPT");
+    if (!tokens || n < 1 || max_new_tokens < 0)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_gpt_generate: expected a prompt of at least one token and "
+                              "max_new_tokens >= 0, got %lld tokens and %lld",
+                              (long long)n, (long long)max_new_tokens);
+    if (!s || !(s->temperature > 0) || s->top_k < 0)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_gpt_generate: expected temperature > 0 and top_k >= 0");
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return weft_error_set(WEFT_ERR_INDEX,
+                                  "weft_gpt_generate: prompt token %lld is %lld, out of range "
+                                  "for a vocabulary of %lld",
+                                  (long long)i, (long long)tokens[i], (long long)c->vocab_size);
+    return 0;
+}
+
+int weft_gpt_generate(weft_module *gpt, int64_t *tokens, int64_t n, int64_t max_new_tokens,
+                      const struct weft_gpt_sampling *sampling, weft_gpt_token_fn on_token,
+                      void *ctx)
+{
+    const struct weft_gpt_config *c = weft_gpt_config_of(gpt);
+    int rc = check_args(c, tokens, n, max_new_tokens, sampling);
+    if (rc != 0)
+        return rc;
+    const int64_t V = c->vocab_size, bs = c->block_size;
+    weft_device dev = weft_module_parameter(weft_module_child(gpt, "lm_head"), "weight")->device;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *scratch = malloc((size_t)V * sizeof *scratch);
+    weft_gpt_cache *cache = weft_gpt_cache_new(gpt, 1, bs);
+    if (!logits || !scratch || !cache) {
+        rc = cache ? weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for sampling")
+                   : weft_error_code();
+        goto out;
+    }
+    int64_t window = 0; /* the cache's position 0 holds tokens[window] */
+    for (int64_t step = 0; step < max_new_tokens; step++) {
+        /* nanoGPT's idx[:, -block_size:]: when the crop moves, every position changes. */
+        int64_t start = n > bs ? n - bs : 0;
+        if (start != window) {
+            weft_gpt_cache_reset(cache);
+            window = start;
+        }
+        int64_t from = window + weft_gpt_cache_len(cache), T = n - from;
+        weft_scope_push();
+        weft_tensor *idx = weft_from_host(tokens + from, 2, (int64_t[]){1, T}, WEFT_I64, dev);
+        weft_tensor *out = weft_gpt_forward_cached(gpt, cache, idx); /* [1, T, V] */
+        weft_tensor *last = weft_to_dtype(weft_select(weft_select(out, 0, 0), 0, T - 1), WEFT_F32);
+        weft_tensor *u = weft_rand(1, (int64_t[]){1}, WEFT_F64, WEFT_CPU);
+        double uv = 0;
+        if (!last || !u || weft_tensor_read(last, logits, (size_t)V * sizeof *logits) != 0 ||
+            weft_tensor_item(u, &uv) != 0)
+            rc = weft_error_code();
+        weft_scope_pop();
+        if (rc != 0)
+            break;
+        int64_t token = sample(logits, V, sampling, uv, scratch);
+        tokens[n++] = token;
+        if (on_token && on_token(ctx, token) != 0)
+            break;
+    }
+out:
+    weft_gpt_cache_free(cache);
+    free(logits);
+    free(scratch);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* plugins/cpu/fast_math.h: float32 tanh, erf and exp that loops can vectorise (not ABI).
+ *
+ * libm's tanhf and erff are scalar calls of 10-40 ns here (glibc declares its vector
+ * versions only under -ffast-math), which made GELU the slowest layer of a GPT step.
+ * These are straight-line: Eigen's rational approximations of tanh (clamped to [-9, 9])
+ * and erf ([-4, 4]), within 4.3e-7 of the exact values over the whole float range, and
+ * Cephes's expf (range reduction by ln 2, degree-5 polynomial, 2^n built in the exponent
+ * bits). Use them for float compute types; float64 keeps libm.
+ *
+ * gcc turns their clamps and selects into vector selects only without trapping math: a
+ * file using them in a vectorised loop starts with
+ *     #pragma GCC optimize("no-trapping-math")
+ * before any include (weft never enables floating-point traps). */
+#ifndef WEFT_CPU_FAST_MATH_H
+#define WEFT_CPU_FAST_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline __attribute__((always_inline)) float tanh_f32(float a)
+{
+    float x = a < -9.f ? -9.f : a > 9.f ? 9.f : a, x2 = x * x;
+    float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+    p = x2 * p + -8.60467152213735e-11f;
+    p = x2 * p + 5.12229709037114e-08f;
+    p = x2 * p + 1.48572235717979e-05f;
+    p = x2 * p + 6.37261928875436e-04f;
+    p = x2 * p + 4.89352455891786e-03f;
+    float q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+    q = x2 * q + 2.26843463243900e-03f;
+    q = x2 * q + 4.89352518554385e-03f;
+    float t = x * p / q; /* computed either way: a select, not a branch */
+    return fabsf(a) < 0.0004f ? a : t;
+}
+
+static inline __attribute__((always_inline)) float erf_f32(float a)
+{
+    float x = a < -4.f ? -4.f : a > 4.f ? 4.f : a, x2 = x * x;
+    float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+    p = x2 * p + -2.10102402082508e-06f;
+    p = x2 * p + -5.69250639462346e-05f;
+    p = x2 * p + -7.34990630326855e-04f;
+    p = x2 * p + -2.95459980854025e-03f;
+    p = x2 * p + -1.60960333262415e-02f;
+    float q = x2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+    q = x2 * q + -1.68282697438203e-03f;
+    q = x2 * q + -7.37332916720468e-03f;
+    q = x2 * q + -1.42647390514189e-02f;
+    return x * p / q;
+}
+
+static inline __attribute__((always_inline)) float exp_f32(float a)
+{
+    float x = a < -87.3f ? -87.3f : a > 88.3f ? 88.3f : a;
+    float fn = x * 1.44269504088896341f;
+    int n = (int)(fn + (fn >= 0 ? 0.5f : -0.5f)); /* nearest, |n| <= 127 */
+    float r = x - (float)n * 0.693359375f;
+    r = r - (float)n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.f;
+    int32_t bits = (n + 127) << 23; /* 2^n */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return y * scale;
+}
+
+#endif

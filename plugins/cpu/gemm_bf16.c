@@ -1,0 +1,159 @@
+/* plugins/cpu/gemm_bf16.c: bfloat16 GEMM through oneDNN's matmul primitive.
+ *
+ * oneDNN 2.6 has no C sgemm-style entry for bfloat16 (dnnl_gemm_bf16bf16f32 is C++ only),
+ * so each product shape gets a matmul primitive: bf16 x bf16 accumulated in float32,
+ * written once as bf16 (AVX512_BF16's vdpbf16ps where the processor has it, oneDNN's
+ * emulation on older AVX-512, a reference loop elsewhere). Creating a primitive costs tens
+ * of microseconds, so primitives are kept per shape (transposes, M, N, K, leading dims),
+ * as gemm.c keeps its per-shape choice. Without oneDNN in the build the caller uses its
+ * plain loop (float accumulator). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef WEFT_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#include "cpu.h"
+
+#ifdef WEFT_HAVE_ONEDNN
+
+struct bf16_key {
+    int trans_a, trans_b, M, N, K, lda, ldb, ldc;
+};
+
+struct bf16_prim {
+    struct bf16_key key;
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_primitive_t prim; /* NULL: empty slot */
+};
+
+/* Shapes beyond this many get a primitive made and destroyed per call: a training run has
+ * a handful of shapes; a program with more pays the creation cost, nothing else. */
+#define BF16_PRIMS 64
+static struct bf16_prim prims[BF16_PRIMS];
+static int prims_used;
+static dnnl_engine_t engine;
+static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Logical [rows, cols] bf16 or f32 matrix stored row-major with leading dim ld, read
+ * transposed when trans. */
+static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int ld,
+                               bool trans, dnnl_data_type_t dt)
+{
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+}
+
+/* Fills p (descriptors and primitive) for key; dnnl status. Needs prims_lock (engine). */
+static dnnl_status_t make_prim(struct bf16_prim *p, const struct bf16_key *k)
+{
+    dnnl_status_t st = dnnl_success;
+    if (!engine && (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) != dnnl_success)
+        return st;
+    p->key = *k;
+    p->prim = NULL;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    if ((st = matrix_md(&p->a_md, k->M, k->K, k->lda, k->trans_a, dnnl_bf16)) != dnnl_success ||
+        (st = matrix_md(&p->b_md, k->K, k->N, k->ldb, k->trans_b, dnnl_bf16)) != dnnl_success ||
+        (st = matrix_md(&p->c_md, k->M, k->N, k->ldc, false, dnnl_bf16)) != dnnl_success ||
+        (st = dnnl_matmul_desc_init(&desc, &p->a_md, &p->b_md, NULL, &p->c_md)) != dnnl_success ||
+        (st = dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL)) != dnnl_success)
+        return st;
+    st = dnnl_primitive_create(&p->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* The cached primitive for k, or one made into *tmp (the caller destroys tmp->prim). */
+static const struct bf16_prim *find_prim(const struct bf16_key *k, struct bf16_prim *tmp,
+                                         dnnl_status_t *st)
+{
+    *st = dnnl_success;
+    pthread_mutex_lock(&prims_lock);
+    for (int i = 0; i < prims_used; i++)
+        if (memcmp(&prims[i].key, k, sizeof *k) == 0) {
+            pthread_mutex_unlock(&prims_lock);
+            return &prims[i];
+        }
+    const struct bf16_prim *p = NULL;
+    if (prims_used < BF16_PRIMS) {
+        *st = make_prim(&prims[prims_used], k);
+        if (*st == dnnl_success)
+            p = &prims[prims_used++];
+    } else {
+        *st = make_prim(tmp, k);
+        if (*st == dnnl_success)
+            p = tmp;
+    }
+    pthread_mutex_unlock(&prims_lock);
+    return p;
+}
+
+static int bf16_failed(const struct cpu_gemm_bf16 *g, dnnl_status_t st)
+{
+    return weft_error_set(WEFT_ERR_RUNTIME,
+                          "matmul: oneDNN's bfloat16 matmul failed (status %d) for %d x %d x %d",
+                          (int)st, g->M, g->N, g->K);
+}
+
+int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
+{
+    /* all ints, no padding: keys compare with memcmp */
+    struct bf16_key k = {g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc};
+    struct bf16_prim tmp = {0};
+    dnnl_status_t st;
+    const struct bf16_prim *p = find_prim(&k, &tmp, &st);
+    if (!p)
+        return bf16_failed(g, st);
+    /* Memory objects and a stream per call: both are cheap on the CPU, and a stream must
+     * not be shared between threads (batched products run on several). */
+    dnnl_memory_t a = NULL, b = NULL, c = NULL;
+    dnnl_stream_t stream = NULL;
+    if ((st = dnnl_memory_create(&a, &p->a_md, engine, (void *)g->A)) == dnnl_success &&
+        (st = dnnl_memory_create(&b, &p->b_md, engine, (void *)g->B)) == dnnl_success &&
+        (st = dnnl_memory_create(&c, &p->c_md, engine, g->C)) == dnnl_success &&
+        (st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags)) == dnnl_success) {
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+        st = dnnl_primitive_execute(p->prim, stream, 3, args);
+        if (st == dnnl_success)
+            st = dnnl_stream_wait(stream);
+    }
+    if (stream)
+        dnnl_stream_destroy(stream);
+    if (a)
+        dnnl_memory_destroy(a);
+    if (b)
+        dnnl_memory_destroy(b);
+    if (c)
+        dnnl_memory_destroy(c);
+    if (tmp.prim)
+        dnnl_primitive_destroy(tmp.prim);
+    return st == dnnl_success ? 0 : bf16_failed(g, st);
+}
+
+bool cpu_gemm_bf16_available(void)
+{
+    return true;
+}
+
+#else
+
+int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
+{
+    (void)g;
+    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                          "matmul: this weft-cpu was built without oneDNN, which its bfloat16 "
+                          "GEMM needs");
+}
+
+bool cpu_gemm_bf16_available(void)
+{
+    return false;
+}
+
+#endif

@@ -1,0 +1,202 @@
+/* plugins/cuda/kernels_activation.cu: gelu_tanh, gelu_backward and add_bias_gelu
+ * (weft/kernel.h), one pass each; the first two over operands of any strides (the core's
+ * weft_iter, dims coalesced, so contiguous tensors walk as one line). The cpu plugin's
+ * formulas (kernels_activation.c) in the compute type, with CUDA's tanh and erf. */
+#include <math.h>
+
+#include "cuda_dtypes.cuh"
+
+namespace {
+
+using namespace wc;
+
+constexpr double kBeta = 0.7978845608028654;       /* sqrt(2 / pi) */
+constexpr double kKappa = 0.044715;
+constexpr double kInvSqrt2Pi = 0.3989422804014327; /* 1 / sqrt(2 pi) */
+
+__device__ __forceinline__ float tanh_c(float v) { return tanhf(v); }
+__device__ __forceinline__ double tanh_c(double v) { return tanh(v); }
+__device__ __forceinline__ float erf_c(float v) { return erff(v); }
+__device__ __forceinline__ double erf_c(double v) { return erf(v); }
+__device__ __forceinline__ float exp_c(float v) { return expf(v); }
+__device__ __forceinline__ double exp_c(double v) { return exp(v); }
+
+template <typename C> __device__ __forceinline__ C gelu_tanh(C a)
+{
+    return (C)0.5 * a * ((C)1 + tanh_c((C)kBeta * (a + (C)kKappa * a * a * a)));
+}
+
+/* d/dx of GELU: Phi(x) + x phi(x), or the tanh form's derivative */
+template <typename C> __device__ __forceinline__ C gelu_grad(C a, bool tanh_form)
+{
+    if (tanh_form) {
+        C t = tanh_c((C)kBeta * (a + (C)kKappa * a * a * a));
+        return (C)0.5 * ((C)1 + t) +
+               (C)0.5 * a * ((C)1 - t * t) * (C)kBeta * ((C)1 + (C)(3 * kKappa) * a * a);
+    }
+    return (C)0.5 * ((C)1 + erf_c(a * (C)M_SQRT1_2)) + a * exp_c((C)-0.5 * a * a) * (C)kInvSqrt2Pi;
+}
+
+/* operands: 0 out, 1 x */
+template <typename D> __global__ void gelu_tanh_kernel(weft_iter it)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < it.numel; i += step) {
+        int64_t off[2];
+        iter_offsets<2>(it, i, off);
+        auto *o = reinterpret_cast<typename D::S *>(it.data[0] + off[0]);
+        auto *x = reinterpret_cast<const typename D::S *>(it.data[1] + off[1]);
+        D::store(o, gelu_tanh(D::load(x)));
+    }
+}
+
+/* operands: 0 out, 1 grad, 2 x */
+template <typename D> __global__ void gelu_backward_kernel(weft_iter it, bool tanh_form)
+{
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < it.numel; i += step) {
+        int64_t off[3];
+        iter_offsets<3>(it, i, off);
+        auto *o = reinterpret_cast<typename D::S *>(it.data[0] + off[0]);
+        auto *g = reinterpret_cast<const typename D::S *>(it.data[1] + off[1]);
+        auto *x = reinterpret_cast<const typename D::S *>(it.data[2] + off[2]);
+        D::store(o, D::load(g) * gelu_grad(D::load(x), tanh_form));
+    }
+}
+
+/* h, y: [M, N] contiguous; bias [N]. h += bias in place (rounded to the dtype), y = gelu(h). */
+template <typename D>
+__global__ void add_bias_gelu_kernel(typename D::S *h, typename D::S *y, const typename D::S *bias,
+                                     int64_t n, int64_t N, bool tanh_form)
+{
+    typedef typename D::C C;
+    int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        D::store(h + i, D::load(h + i) + D::load(bias + i % N));
+        C a = D::load(h + i);
+        D::store(y + i, tanh_form ? gelu_tanh(a)
+                                  : (C)0.5 * a * ((C)1 + erf_c(a * (C)M_SQRT1_2)));
+    }
+}
+
+/* Sets up the walk over ops and the stream of out's device; 1 when there is nothing to
+ * do, 0 to launch, negative with an error. */
+static int begin(int nops, const weft_tensor *const *ops, weft_iter *it, cudaStream_t *stream)
+{
+    if (weft_iter_init(it, nops, ops) != 0)
+        return weft_error_code();
+    if (it->numel == 0)
+        return 1;
+    int dev = ops[0]->device.index;
+    if (cuda_set_device(dev) != 0)
+        return weft_error_code();
+    *stream = cuda_current_stream(dev);
+    return 0;
+}
+
+static int gelu_tanh_op(const struct weft_op_call *call)
+{
+    const weft_tensor *ops[2] = {call->out[0], call->in[0]};
+    weft_iter it;
+    cudaStream_t stream = nullptr;
+    int rc = begin(2, ops, &it, &stream);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    switch (call->in[0]->dtype) {
+#define WC_GELU_CASE(E, D)                                                                    \
+    case E:                                                                                   \
+        gelu_tanh_kernel<D><<<grid_for(it.numel), kThreads, 0, stream>>>(it);                 \
+        return CUDA_CHECK_LAUNCH("gelu_tanh");
+        WC_FLOATING_DTYPES(WC_GELU_CASE)
+#undef WC_GELU_CASE
+    default:
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"gelu_tanh\" not implemented for '%s' on cuda",
+                              weft_dtype_torch_name(call->in[0]->dtype));
+    }
+}
+
+static int gelu_backward_op(const struct weft_op_call *call)
+{
+    int approximate = (int)call->ints[0];
+    if (approximate != 0 && approximate != 1)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "gelu_backward: approximate must be 0 (none) or 1 (tanh), got %d",
+                              approximate);
+    const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};
+    weft_iter it;
+    cudaStream_t stream = nullptr;
+    int rc = begin(3, ops, &it, &stream);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    switch (call->in[0]->dtype) {
+#define WC_GELU_CASE(E, D)                                                                    \
+    case E:                                                                                   \
+        gelu_backward_kernel<D><<<grid_for(it.numel), kThreads, 0, stream>>>(it, approximate == 1); \
+        return CUDA_CHECK_LAUNCH("gelu_backward");
+        WC_FLOATING_DTYPES(WC_GELU_CASE)
+#undef WC_GELU_CASE
+    default:
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "\"gelu_backward\" not implemented for '%s' on cuda",
+                              weft_dtype_torch_name(call->in[0]->dtype));
+    }
+}
+
+static int add_bias_gelu_op(const struct weft_op_call *call)
+{
+    weft_tensor *h = call->out[0], *y = call->nout > 1 ? call->out[1] : nullptr;
+    const weft_tensor *b = call->in[0];
+    int approximate = (int)call->ints[0];
+    if (!y || h->ndim != 2 || b->ndim != 1 || b->shape[0] != h->shape[1] || b->dtype != h->dtype ||
+        y->ndim != 2 || y->shape[0] != h->shape[0] || y->shape[1] != h->shape[1] ||
+        y->dtype != h->dtype || !weft_tensor_is_contiguous(h) || !weft_tensor_is_contiguous(y) ||
+        !weft_tensor_is_contiguous(b) || (approximate != 0 && approximate != 1))
+        return weft_error_set(WEFT_ERR_RUNTIME, "add_bias_gelu: expected contiguous [M, N] "
+                                                "pre-activation and output, a [N] bias of their "
+                                                "dtype and approximate 0 or 1");
+    int64_t n = weft_tensor_numel(h), N = h->shape[1];
+    if (n == 0)
+        return 0;
+    int dev = h->device.index;
+    if (cuda_set_device(dev) != 0)
+        return weft_error_code();
+    cudaStream_t stream = cuda_current_stream(dev);
+    switch (h->dtype) {
+#define WC_GELU_CASE(E, D)                                                                    \
+    case E:                                                                                   \
+        add_bias_gelu_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(                       \
+            static_cast<D::S *>(weft_tensor_data(h)), static_cast<D::S *>(weft_tensor_data(y)), \
+            static_cast<const D::S *>(weft_tensor_data(b)), n, N, approximate == 1);          \
+        return CUDA_CHECK_LAUNCH("add_bias_gelu");
+        WC_FLOATING_DTYPES(WC_GELU_CASE)
+#undef WC_GELU_CASE
+    default:
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "\"add_bias_gelu\" not implemented for '%s' on cuda",
+                              weft_dtype_torch_name(h->dtype));
+    }
+}
+
+} // namespace
+
+extern "C" int cuda_register_activation_kernels(void)
+{
+    int add_bias_gelu = weft_op_register(WEFT_OP_ADD_BIAS_GELU_NAME);
+    if (add_bias_gelu < 0)
+        return add_bias_gelu;
+    if (weft_kernel_register(add_bias_gelu, cuda_device_type, WEFT_LAYOUT_STRIDED,
+                             WEFT_DTYPES_FLOATING, add_bias_gelu_op) != 0)
+        return weft_error_code();
+    int gelu_tanh = weft_op_register(WEFT_OP_GELU_TANH_NAME);
+    if (gelu_tanh < 0)
+        return gelu_tanh;
+    int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
+    if (gelu_backward < 0)
+        return gelu_backward;
+    int rc = weft_kernel_register(gelu_tanh, cuda_device_type, WEFT_LAYOUT_STRIDED,
+                                  WEFT_DTYPES_FLOATING, gelu_tanh_op);
+    if (rc != 0)
+        return rc;
+    return weft_kernel_register(gelu_backward, cuda_device_type, WEFT_LAYOUT_STRIDED,
+                                WEFT_DTYPES_FLOATING, gelu_backward_op);
+}
