@@ -7,7 +7,7 @@
 The model, batch and data are configs/gpt-char.ini's (4 layers, 4 heads, 128 wide, block
 64, batch 12, byte-level text, AdamW lr 1e-3 betas 0.9/0.99 weight decay 0.1 on the
 matrices only, clip_grad_norm_ 1.0, dropout 0). PyTorch runs nanoGPT's training loop on
-a plain-PyTorch GPT written here from nanoGPT's model.py (PyTorch 1.13 has no
+scripts/nanogpt_torch.py, nanoGPT's model.py in plain PyTorch (PyTorch 1.13 has no
 scaled_dot_product_attention, so the math attention path, as nanoGPT takes there).
 
 Each round runs weft-train with 1 and 2 threads, then PyTorch with 1 and 2 threads, each
@@ -45,114 +45,11 @@ TEXT = os.path.join(ROOT, "data/text/kjv-genesis-2kings.txt")
 def torch_worker(iters, warmup, threads):
     import numpy as np
     import torch
-    import torch.nn as nn
-    from torch.nn import functional as F
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import nanogpt_torch  # scripts/nanogpt_torch.py: the model, shared with the fixtures
 
     torch.set_num_threads(threads)
     torch.manual_seed(1337)
-
-    class LayerNorm(nn.Module):
-        def __init__(self, ndim, bias):
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(ndim))
-            self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-        def forward(self, x):
-            return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-    class CausalSelfAttention(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"], bias=c["bias"])
-            self.c_proj = nn.Linear(c["n_embd"], c["n_embd"], bias=c["bias"])
-            self.attn_dropout = nn.Dropout(c["dropout"])
-            self.resid_dropout = nn.Dropout(c["dropout"])
-            self.n_head, self.n_embd = c["n_head"], c["n_embd"]
-            t = c["block_size"]
-            self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
-
-        def forward(self, x):
-            B, T, C = x.size()
-            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            # the math path (no flash attention in PyTorch 1.13)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-            att = F.softmax(att, dim=-1)
-            att = self.attn_dropout(att)
-            y = att @ v
-            y = y.transpose(1, 2).contiguous().view(B, T, C)
-            return self.resid_dropout(self.c_proj(y))
-
-    class MLP(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.c_fc = nn.Linear(c["n_embd"], 4 * c["n_embd"], bias=c["bias"])
-            self.gelu = nn.GELU()
-            self.c_proj = nn.Linear(4 * c["n_embd"], c["n_embd"], bias=c["bias"])
-            self.dropout = nn.Dropout(c["dropout"])
-
-        def forward(self, x):
-            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
-
-    class Block(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.ln_1 = LayerNorm(c["n_embd"], bias=c["bias"])
-            self.attn = CausalSelfAttention(c)
-            self.ln_2 = LayerNorm(c["n_embd"], bias=c["bias"])
-            self.mlp = MLP(c)
-
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
-
-    class GPTModel(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.c = c
-            self.transformer = nn.ModuleDict(dict(
-                wte=nn.Embedding(c["vocab_size"], c["n_embd"]),
-                wpe=nn.Embedding(c["block_size"], c["n_embd"]),
-                drop=nn.Dropout(c["dropout"]),
-                h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
-                ln_f=LayerNorm(c["n_embd"], bias=c["bias"])))
-            self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
-            self.transformer.wte.weight = self.lm_head.weight  # weight tying
-            self.apply(self._init_weights)
-            for pn, p in self.named_parameters():
-                if pn.endswith("c_proj.weight"):
-                    torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c["n_layer"]))
-
-        def _init_weights(self, module):
-            if isinstance(module, nn.Linear):
-                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                if module.bias is not None:
-                    torch.nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-
-        def forward(self, idx, targets):
-            b, t = idx.size()
-            pos = torch.arange(0, t, dtype=torch.long)
-            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
-            for block in self.transformer.h:
-                x = block(x)
-            x = self.transformer.ln_f(x)
-            logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
-                                   ignore_index=-1)
-            return logits, loss
-
-        def configure_optimizers(self, weight_decay, learning_rate, betas):
-            params = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
-            decay = [p for p in params.values() if p.dim() >= 2]
-            nodecay = [p for p in params.values() if p.dim() < 2]
-            groups = [{"params": decay, "weight_decay": weight_decay},
-                      {"params": nodecay, "weight_decay": 0.0}]
-            return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
 
     data = np.memmap(TEXT, dtype=np.uint8, mode="r")
     train_data = data[:int(len(data) * 0.9)]
@@ -175,9 +72,10 @@ def torch_worker(iters, warmup, threads):
         ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
         return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
-    model = GPTModel(GPT)
+    model = nanogpt_torch.GPT(nanogpt_torch.Config(**GPT))
     model.train()
-    optimizer = model.configure_optimizers(0.1, lr, (0.9, 0.99))
+    optimizer = torch.optim.AdamW(nanogpt_torch.adamw_groups(model, 0.1), lr=lr,
+                                  betas=(0.9, 0.99))
     X, Y = get_batch()
     start = None
     for it in range(warmup + iters):
