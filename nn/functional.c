@@ -92,22 +92,35 @@ weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
     IN_SCOPE(linear_in_scope(x, weight, bias));
 }
 
-/* ---- linear + relu ------------------------------------------------------------------------ */
+/* ---- linear + relu, linear + gelu -----------------------------------------------------------
+ * act(x w^T + b) under one node: x flattened to [M, in], one GEMM, then the bias and the
+ * activation in one pass by the backend's named op over the GEMM's output h (where the
+ * backend has none, the same values from built-in ops in two). The node saves 0 x as
+ * [M, in], 1 the weight, 2 the tensor the activation's derivative reads (ReLU: the output,
+ * its mask is y > 0; GELU: the pre-activation h); ints[0] the activation's argument (GELU's
+ * approximate, 0 for ReLU). Arguments the fused path does not take go to the composite of
+ * recorded ops. */
 
-/* Saved: 0 x as [M, in], 1 weight, 2 the output y [M, out]. ReLU's mask is y > 0, so
- * the pre-activation need not be kept. */
-static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
-                                weft_tensor **grad_inputs)
+struct linear_act {
+    const char *op_name;   /* the named op of weft/kernel.h: in[0] the bias, out[0] h */
+    int op;                /* its id, -1 until registered (named_op) */
+    bool floating_only;    /* the fused path for floating dtypes only */
+    const char *node_name;
+    weft_backward_fn backward;
+    /* act(linear(x, w, b)) of recorded ops */
+    weft_tensor *(*composite)(weft_tensor *pre, int arg);
+    /* With grad mode off: biases and activates h = x w^T [M, out] by op (-1: no kernel
+     * here, built-in ops); returns the output and sets *saved to slot 2's tensor. */
+    weft_tensor *(*epilogue)(int op, weft_tensor *h, weft_tensor *b, int arg,
+                             weft_tensor **saved);
+};
+
+/* The backward's common part, from gpre = d loss / d (x w^T + b) [M, out]. */
+static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tensor **grad_inputs)
 {
-    weft_tensor *g = grad_outputs[0];
-    if (!g)
-        return 0;
-    weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
-    weft_tensor *y = weft_node_saved(node, 2);
-    const int64_t flat[2] = {-1, y->shape[1]};
-    weft_tensor *gpre = weft_threshold_backward(weft_reshape(g, 2, flat), y, 0);
     if (!gpre)
         return weft_error_code();
+    weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
     if (weft_node_needs_input_grad(node, 0)) {
         weft_tensor *gx = weft_matmul(gpre, w); /* [M, out] x [out, in] */
         grad_inputs[0] = weft_reshape(gx, weft_node_input_ndim(node, 0),
@@ -124,53 +137,38 @@ static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad
     return 0;
 }
 
-/* The backend's add_bias_relu for this output, or -1 (weft/kernel.h). */
-static int add_bias_relu_op(const weft_tensor *y)
-{
-    /* Threads may race to set it; weft_op_register gives them all the same id. */
-    static int cached = -1;
-    int op = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (op < 0) {
-        op = weft_op_register(WEFT_OP_ADD_BIAS_RELU_NAME);
-        __atomic_store_n(&cached, op, __ATOMIC_RELAXED);
-    }
-    return op >= 0 && weft_kernel_lookup(op, y->device.type, WEFT_LAYOUT_STRIDED, y->dtype)
-               ? op
-               : -1;
-}
-
-static weft_tensor *linear_relu_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b)
+static weft_tensor *linear_act_in_scope(struct linear_act *a, weft_tensor *x, weft_tensor *w,
+                                        weft_tensor *b, int arg)
 {
     if (!b || b->ndim != 1 || w->ndim != 2 || x->ndim < 1 || b->dtype != w->dtype ||
-        x->dtype != w->dtype || !weft_tensor_is_contiguous(b) ||
-        b->layout != WEFT_LAYOUT_STRIDED || x->layout != WEFT_LAYOUT_STRIDED)
-        return weft_relu(linear_in_scope(x, w, b));
+        x->dtype != w->dtype || (a->floating_only && !weft_dtype_is_floating(x->dtype)) ||
+        !weft_tensor_is_contiguous(b) || b->layout != WEFT_LAYOUT_STRIDED ||
+        x->layout != WEFT_LAYOUT_STRIDED)
+        return a->composite(linear_in_scope(x, w, b), arg);
     const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
     weft_tensor *in[3] = {x, w, b};
     bool rec = weft_autograd_needed(3, in);
     bool prev = weft_no_grad_begin();
     weft_tensor *x2 = weft_reshape(x, 2, flat);
-    weft_tensor *y = x2 ? weft_matmul(x2, weft_t(w)) : NULL;
-    int op = y && weft_tensor_is_contiguous(y) && weft_device_equal(y->device, b->device)
-                 ? add_bias_relu_op(y)
-                 : -1;
-    if (y && op >= 0) {
-        struct weft_op_call c = {.op = op, .nin = 1, .nout = 1, .in = {b}, .out = {y}};
-        if (weft_dispatch(&c) != 0)
-            y = NULL;
-    } else if (y) {
-        y = weft_relu_(weft_add_(y, b)); /* no kernel here: the same values in two passes */
+    weft_tensor *h = x2 ? weft_matmul(x2, weft_t(w)) : NULL;
+    weft_tensor *y = NULL, *saved = NULL;
+    if (h) {
+        int op = named_op(&a->op, a->op_name);
+        if (!weft_tensor_is_contiguous(h) || !weft_device_equal(h->device, b->device) ||
+            !have_kernel(op, h))
+            op = -1;
+        y = a->epilogue(op, h, b, arg, &saved);
     }
     weft_grad_mode_restore(prev);
     if (!y)
         return NULL;
     if (rec) {
-        struct weft_node *node = weft_node_create("LinearReluBackward0", linear_relu_backward, 3,
-                                                  in, 3);
+        struct weft_node *node = weft_node_create(a->node_name, a->backward, 3, in, 3);
         if (!node)
             return NULL;
+        weft_node_ints(node)[0] = arg;
         if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0 ||
-            weft_node_save(node, 2, y) != 0) {
+            weft_node_save(node, 2, saved) != 0) {
             weft_node_abandon(node);
             return NULL;
         }
@@ -182,6 +180,44 @@ static weft_tensor *linear_relu_in_scope(weft_tensor *x, weft_tensor *w, weft_te
     shape[x->ndim - 1] = w->shape[0];
     return x->ndim == 2 ? y : weft_reshape(y, x->ndim, shape);
 }
+
+/* ReLU: in place over h, which is then the output, saved (ADD_BIAS_RELU). */
+static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *y = weft_node_saved(node, 2);
+    const int64_t flat[2] = {-1, y->shape[1]};
+    return linear_act_grads(node, weft_threshold_backward(weft_reshape(g, 2, flat), y, 0),
+                            grad_inputs);
+}
+
+static weft_tensor *relu_composite(weft_tensor *pre, int arg)
+{
+    (void)arg;
+    return weft_relu(pre);
+}
+
+static weft_tensor *relu_epilogue(int op, weft_tensor *h, weft_tensor *b, int arg,
+                                  weft_tensor **saved)
+{
+    (void)arg;
+    if (op >= 0) {
+        struct weft_op_call c = {.op = op, .nin = 1, .nout = 1, .in = {b}, .out = {h}};
+        if (weft_dispatch(&c) != 0)
+            return NULL;
+    } else {
+        h = weft_relu_(weft_add_(h, b));
+    }
+    return *saved = h;
+}
+
+static struct linear_act linear_relu_act = {
+    .op_name = WEFT_OP_ADD_BIAS_RELU_NAME, .op = -1, .floating_only = false,
+    .node_name = "LinearReluBackward0", .backward = linear_relu_backward,
+    .composite = relu_composite, .epilogue = relu_epilogue};
 
 weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
 {
@@ -189,97 +225,51 @@ weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *
         return NULL;
     weft_tensor *in[3] = {x, weight, bias};
     WEFT_AUTOCAST_RETURN("linear", 3, in, weft_linear_relu(in[0], in[1], in[2]));
-    IN_SCOPE(linear_relu_in_scope(x, weight, bias));
+    IN_SCOPE(linear_act_in_scope(&linear_relu_act, x, weight, bias, 0));
 }
 
-/* ---- linear + gelu ------------------------------------------------------------------------
- * As linear + relu, but GELU's derivative needs its input: the node keeps the
- * pre-activation h = x w^T + b [M, out] (the GEMM's output, biased in place). */
-
-/* Saved: 0 x as [M, in], 1 weight, 2 h [M, out]; ints[0] approximate. */
+/* GELU: its derivative needs its input, so h (biased in place) keeps the pre-activation
+ * and is saved; the output is a new tensor (ADD_BIAS_GELU). */
 static int linear_gelu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                 weft_tensor **grad_inputs)
 {
     weft_tensor *g = grad_outputs[0];
     if (!g)
         return 0;
-    weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
     weft_tensor *h = weft_node_saved(node, 2);
     const int64_t flat[2] = {-1, h->shape[1]};
-    weft_tensor *gpre = weft_gelu_backward(weft_reshape(g, 2, flat), h, (int)weft_node_ints(node)[0]);
-    if (!gpre)
-        return weft_error_code();
-    if (weft_node_needs_input_grad(node, 0)) {
-        weft_tensor *gx = weft_matmul(gpre, w); /* [M, out] x [out, in] */
-        grad_inputs[0] = weft_reshape(gx, weft_node_input_ndim(node, 0),
-                                      weft_node_input_shape(node, 0));
-        if (!grad_inputs[0])
-            return weft_error_code();
-    }
-    if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_matmul(weft_t(gpre), x)))
-        return weft_error_code();
-    int rows = 0;
-    if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = weft_sum(gpre, 1, &rows, false)))
-        return weft_error_code();
-    return 0;
+    return linear_act_grads(node, weft_gelu_backward(weft_reshape(g, 2, flat), h,
+                                                     (int)weft_node_ints(node)[0]),
+                            grad_inputs);
 }
 
-static int add_bias_gelu_op(void)
+static weft_tensor *gelu_composite(weft_tensor *pre, int approximate)
 {
-    static int cached = -1;
-    return named_op(&cached, WEFT_OP_ADD_BIAS_GELU_NAME);
+    return weft_gelu_approximate(pre, (enum weft_gelu_approximate)approximate);
 }
 
-static weft_tensor *linear_gelu_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b,
-                                         enum weft_gelu_approximate approximate)
+static weft_tensor *gelu_epilogue(int op, weft_tensor *h, weft_tensor *b, int approximate,
+                                  weft_tensor **saved)
 {
-    if (!b || b->ndim != 1 || w->ndim != 2 || x->ndim < 1 || b->dtype != w->dtype ||
-        x->dtype != w->dtype || !weft_dtype_is_floating(x->dtype) ||
-        !weft_tensor_is_contiguous(b) || b->layout != WEFT_LAYOUT_STRIDED ||
-        x->layout != WEFT_LAYOUT_STRIDED)
-        return weft_gelu_approximate(linear_in_scope(x, w, b), approximate);
-    const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
-    weft_tensor *in[3] = {x, w, b};
-    bool rec = weft_autograd_needed(3, in);
-    bool prev = weft_no_grad_begin();
-    weft_tensor *x2 = weft_reshape(x, 2, flat);
-    weft_tensor *h = x2 ? weft_matmul(x2, weft_t(w)) : NULL;
-    weft_tensor *y = NULL;
-    int op = add_bias_gelu_op();
-    if (h && weft_tensor_is_contiguous(h) && weft_device_equal(h->device, b->device) &&
-        have_kernel(op, h)) {
+    weft_tensor *y;
+    if (op >= 0) {
         y = weft_empty(2, h->shape, h->dtype, h->device);
         struct weft_op_call c = {.op = op, .nin = 1, .nout = 2, .in = {b}, .out = {h, y},
                                  .ints = {approximate}};
         if (y && weft_dispatch(&c) != 0)
             y = NULL;
-    } else if (h) {
-        /* no kernel here: the same values in two passes */
+    } else {
         h = weft_add_(h, b);
-        y = weft_gelu_approximate(h, approximate);
+        y = weft_gelu_approximate(h, (enum weft_gelu_approximate)approximate);
     }
-    weft_grad_mode_restore(prev);
-    if (!y)
-        return NULL;
-    if (rec) {
-        struct weft_node *node = weft_node_create("LinearGeluBackward0", linear_gelu_backward, 3,
-                                                  in, 3);
-        if (!node)
-            return NULL;
-        weft_node_ints(node)[0] = approximate;
-        if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0 ||
-            weft_node_save(node, 2, h) != 0) {
-            weft_node_abandon(node);
-            return NULL;
-        }
-        if (!(y = weft_nn_attach(node, y)))
-            return NULL;
-    }
-    int64_t shape[WEFT_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = w->shape[0];
-    return x->ndim == 2 ? y : weft_reshape(y, x->ndim, shape);
+    *saved = h;
+    return y;
 }
+
+static struct linear_act linear_gelu_act = {
+    .op_name = WEFT_OP_ADD_BIAS_GELU_NAME, .op = -1, .floating_only = true,
+    .node_name = "LinearGeluBackward0", .backward = linear_gelu_backward,
+    .composite = gelu_composite, .epilogue = gelu_epilogue};
 
 weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
                               enum weft_gelu_approximate approximate)
@@ -292,7 +282,7 @@ weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *
     }
     weft_tensor *in[3] = {x, weight, bias};
     WEFT_AUTOCAST_RETURN("linear", 3, in, weft_linear_gelu(in[0], in[1], in[2], approximate));
-    IN_SCOPE(linear_gelu_in_scope(x, weight, bias, approximate));
+    IN_SCOPE(linear_act_in_scope(&linear_gelu_act, x, weight, bias, approximate));
 }
 
 /* ---- batch norm ------------------------------------------------------------------------------ */
