@@ -27,6 +27,7 @@
 #include <weft/philox.h>
 
 #include "cpu.h"
+#include "fast_math.h"
 
 #define ATT_BQ 32 /* queries per tile: the vector lanes of the softmax steps */
 #define ATT_BK 32 /* keys per tile */
@@ -48,41 +49,8 @@
 /* Helpers of a hot function are compiled into each of its versions. */
 #define ATT_INLINE static inline __attribute__((always_inline))
 
-/* exp(x) for x <= 0 or NaN (only x - max reaches it): kernels_softmax.c's sm_expf, within
- * 1 ulp of exp on [-87, 0], 0 below, NaN kept; branch-free so the tile loops vectorise. */
-ATT_INLINE float att_expf(float x)
-{
-    uint32_t ux, ur, bits;
-    memcpy(&ux, &x, sizeof ux);
-    uint32_t mag = ux & 0x7fffffffu;
-    uint32_t tiny = 0u - (uint32_t)(mag > 0x42aeac4fu); /* below -87.3365, or NaN */
-    uint32_t nan = 0u - (uint32_t)(mag > 0x7f800000u);
-    uint32_t uc = (ux & ~tiny) | (0xc2aeac4fu & tiny);
-    float xc;
-    memcpy(&xc, &uc, sizeof xc);
-    float t = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to nearest */
-    float n = t - 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4b400000u + 127u) << 23; /* n sits in t's low mantissa bits */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float res = y * scale;
-    memcpy(&ur, &res, sizeof ur);
-    ur = (ur & ~tiny) | (ux & nan);
-    memcpy(&res, &ur, sizeof res);
-    return res;
-}
-
-#define ATT_EXP(x) _Generic((x), float: att_expf, default: exp)(x)
+/* fast_math.h's exp for x <= 0 (only x - max reaches it), libm's for double */
+#define ATT_EXP(x) _Generic((x), float: exp_nonpos_f32, default: exp)(x)
 
 /* One operand as the kernels read it: element (b, r, c) of the flattened batch b is at
  * base + itemsize * (boff(b) + r * rs + c * cs). */

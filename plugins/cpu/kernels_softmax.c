@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "fast_math.h"
 
 #ifdef _OPENMP
 #define OMP_PRAGMA(text) _Pragma(#text)
@@ -28,43 +29,7 @@
 #define SM_BLOCK 1024 /* exponentials summed in the compute type before going to double */
 #define SM_COLS 512   /* neighbouring lines handled together on the column path */
 
-/* exp(x) for x <= 0 or NaN (softmax only feeds x - max), within 1 ulp of exp on
- * [-87, 0] and 0 below the float range. Written without branches or calls so loops
- * calling it vectorise: 2^n * p(r) with n = round(x / ln 2), r = x - n ln 2 in two parts
- * and Cephes' polynomial; the clamping is done on the bits, as integer selects. */
-static inline float sm_expf(float x)
-{
-    uint32_t ux, ur, bits;
-    memcpy(&ux, &x, sizeof ux);
-    uint32_t mag = ux & 0x7fffffffu;
-    uint32_t tiny = 0u - (uint32_t)(mag > 0x42aeac4fu); /* below -87.3365, or NaN */
-    uint32_t nan = 0u - (uint32_t)(mag > 0x7f800000u);
-    uint32_t uc = (ux & ~tiny) | (0xc2aeac4fu & tiny);
-    float xc;
-    memcpy(&xc, &uc, sizeof xc);
-    float t = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to nearest */
-    float n = t - 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
-    memcpy(&bits, &t, sizeof bits);
-    bits = (bits - 0x4b400000u + 127u) << 23; /* n sits in t's low mantissa bits */
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float res = y * scale;
-    memcpy(&ur, &res, sizeof ur);
-    ur = (ur & ~tiny) | (ux & nan);
-    memcpy(&res, &ur, sizeof res);
-    return res;
-}
-
-#define SM_EXP(x) _Generic((x), float: sm_expf, default: exp)(x)
+#define SM_EXP(x) _Generic((x), float: exp_nonpos_f32, default: exp)(x)
 
 #define SM_LANES 16 /* independent running maxima: the max pass vectorises */
 
