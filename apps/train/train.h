@@ -106,6 +106,7 @@ struct train_settings {
     const char *log_path;
     double validation_split;
     uint64_t seed;
+    enum weft_dtype precision; /* [train] precision: F32, or autocast's BF16 / F16 */
 };
 
 struct trainer {
@@ -121,6 +122,7 @@ struct trainer {
     int nparams;
     weft_tensor **param_tensors;
     weft_optimizer *opt;
+    weft_grad_scaler *scaler; /* precision = f16 (loss scaling), else NULL */
     weft_scheduler *sched;
     bool sched_per_step;   /* stepped after every optimizer step, else per epoch */
     struct train_loss loss;

@@ -32,8 +32,13 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
 {
     weft_tensor *x = train_batch_input(in, fields, t->device);
     weft_tensor *target = train_batch_target(in, fields, t->device);
+    /* [train] precision: forward and loss under autocast, backward outside it */
+    bool autocast = t->s.precision != WEFT_F32;
+    weft_autocast_state prev = autocast ? weft_autocast_begin(t->device.type, t->s.precision)
+                                        : weft_autocast_get();
     weft_tensor *out = x ? weft_module_forward(t->model, x) : NULL;
     weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
+    weft_autocast_end(prev);
     if (!loss)
         return weft_error_code();
     bool seq = train_loss_is_sequence(&t->loss, out, target);
@@ -43,6 +48,8 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
     weft_tensor *scaled = backward && t->s.accumulate > 1
                               ? weft_div_scalar(loss, (double)t->s.accumulate)
                               : loss;
+    if (backward && t->scaler)
+        scaled = weft_grad_scaler_scale(t->scaler, scaled);
     if (backward && (!scaled || weft_backward(scaled, NULL, false) != 0))
         return weft_error_code();
     if (weft_tensor_item(loss, &b->loss) != 0)
@@ -56,7 +63,8 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
 int train_micro_batch(struct trainer *t, weft_tensor *const *fields, struct train_batch_stats *b)
 {
     int rc = batch_loss(t, &t->inputs, fields, true, b);
-    if (rc == 0 && !isfinite(b->loss))
+    /* Under loss scaling an inf/NaN loss skips its step (GradScaler), not the run. */
+    if (rc == 0 && !isfinite(b->loss) && !t->scaler)
         rc = weft_error_set(WEFT_ERR_RUNTIME,
                             "the loss became %g at step %lld: lower [optimizer] lr or set [train] "
                             "grad_clip", b->loss, (long long)t->step + 1);
@@ -65,10 +73,16 @@ int train_micro_batch(struct trainer *t, weft_tensor *const *fields, struct trai
 
 int train_optimizer_step(struct trainer *t)
 {
+    /* With loss scaling the gradients are unscaled before clipping, as PyTorch's recipe. */
+    if (t->scaler && weft_grad_scaler_unscale_(t->scaler, t->opt) != 0)
+        return weft_error_code();
     if (t->s.grad_clip > 0 &&
         weft_clip_grad_norm_(t->nparams, t->param_tensors, t->s.grad_clip, 2.0, NULL) != 0)
         return weft_error_code();
-    if (weft_optimizer_step(t->opt) != 0 || weft_optimizer_zero_grad(t->opt, true) != 0)
+    int rc = t->scaler ? weft_grad_scaler_step(t->scaler, t->opt) : weft_optimizer_step(t->opt);
+    if (rc == 0 && t->scaler)
+        rc = weft_grad_scaler_update(t->scaler);
+    if (rc != 0 || weft_optimizer_zero_grad(t->opt, true) != 0)
         return weft_error_code();
     t->step++;
     /* nanoGPT sets lr = get_lr(it) before step it: after step k the lr is the schedule's

@@ -76,6 +76,13 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
         weft_config_int(cfg, "runtime", "seed", 0, &seed))
         return weft_error_code();
     s->seed = (uint64_t)seed;
+    /* torch.autocast around forward and loss; master weights stay float32 */
+    static const char *const precisions[] = {"fp32", "bf16", "f16", NULL};
+    static const enum weft_dtype precision_dtypes[] = {WEFT_F32, WEFT_BF16, WEFT_F16};
+    int precision;
+    if (weft_config_choice(cfg, "train", "precision", precisions, 0, &precision))
+        return weft_error_code();
+    s->precision = precision_dtypes[precision];
     const char *name = weft_config_name(cfg);
     if (s->epochs < 1)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] epochs = %lld: expected at least 1",
@@ -187,6 +194,10 @@ static int setup(struct trainer *t)
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
                                          weft_config_options(cfg, "optimizer"))))
         return weft_error_code();
+    /* float16 needs loss scaling (torch.cuda.amp.GradScaler's defaults); bfloat16 has
+     * float32's range and does not. */
+    if (t->s.precision == WEFT_F16 && !(t->scaler = weft_grad_scaler_create(NULL)))
+        return weft_error_code();
     if (weft_config_has_section(cfg, "scheduler") &&
         !(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
         return weft_error_code();
@@ -221,6 +232,8 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
         rc = weft_optimizer_state_export(t->opt, state, meta);
     if (rc == 0 && t->sched)
         rc = weft_scheduler_state_export(t->sched, meta);
+    if (rc == 0 && t->scaler)
+        rc = weft_grad_scaler_state_export(t->scaler, meta);
     if (rc == 0)
         rc = weft_metadata_set_int(meta, "weft.epoch", next_epoch) ||
              weft_metadata_set_int(meta, "weft.batch", batches_done) ||
@@ -256,6 +269,9 @@ static int resume(struct trainer *t, const char *path)
         rc = weft_optimizer_state_import(t->opt, state, meta);
     if (rc == 0 && t->sched)
         rc = weft_scheduler_state_import(t->sched, meta);
+    /* a checkpoint of an fp32 or bf16 run has no scaler: start from the defaults */
+    if (rc == 0 && t->scaler && weft_metadata_get(meta, "scaler.scale"))
+        rc = weft_grad_scaler_state_import(t->scaler, meta);
     if (rc == 0)
         rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
              weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||
@@ -420,6 +436,7 @@ static int run(struct trainer *t)
 static void cleanup(struct trainer *t)
 {
     weft_scheduler_free(t->sched);
+    weft_grad_scaler_free(t->scaler);
     weft_optimizer_free(t->opt);
     free(t->param_tensors);
     free(t->params);
