@@ -344,6 +344,19 @@ Test(autocast, bfloat16_matmul_matches_a_float64_reference)
                       random_tensor(2, sa, WEFT_BF16, &seed));
 }
 
+Test(autocast, batched_bfloat16_matmuls_on_two_threads_do_not_share_scratch_space)
+{
+    /* The batch's products run on both threads at once through one oneDNN primitive:
+     * with oneDNN's global scratchpad, 1 first execution in 6 of a new shape came out
+     * wrong (max error 27-48 against 0.03), so every K below makes a new primitive. */
+    uint64_t seed = 12;
+    for (int64_t K = 8; K < 48; K++) {
+        const int64_t sq[3] = {2, 70, K}, sk[3] = {2, 130, K};
+        check_half_matmul(random_tensor(3, sq, WEFT_BF16, &seed),
+                          weft_transpose(random_tensor(3, sk, WEFT_BF16, &seed), -2, -1));
+    }
+}
+
 Test(autocast, float16_matmul_runs_through_float32_and_matches_a_float64_reference)
 {
     uint64_t seed = 9;

@@ -6,7 +6,13 @@
  * emulation on older AVX-512, a reference loop elsewhere). Creating a primitive costs tens
  * of microseconds, so primitives are kept per shape (transposes, M, N, K, leading dims),
  * as gemm.c keeps its per-shape choice. Without oneDNN in the build the caller uses its
- * plain loop (float accumulator). */
+ * plain loop (float accumulator).
+ *
+ * Threads: batched products run one primitive from several threads at once. oneDNN's
+ * default, library-managed scratchpad is one global buffer in Debian's build (not built
+ * for concurrent execution), so two executions overwrote each other's partial sums (1 run
+ * in 6 of a [2, 70, 8] x [2, 8, 130] product came out wrong); every primitive asks for a
+ * user scratchpad and every call brings its own. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +31,8 @@ struct bf16_key {
 
 struct bf16_prim {
     struct bf16_key key;
-    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_memory_desc_t a_md, b_md, c_md, scratch_md;
+    size_t scratch_bytes;
     dnnl_primitive_t prim; /* NULL: empty slot */
 };
 
@@ -60,9 +67,21 @@ static dnnl_status_t make_prim(struct bf16_prim *p, const struct bf16_key *k)
     if ((st = matrix_md(&p->a_md, k->M, k->K, k->lda, k->trans_a, dnnl_bf16)) != dnnl_success ||
         (st = matrix_md(&p->b_md, k->K, k->N, k->ldb, k->trans_b, dnnl_bf16)) != dnnl_success ||
         (st = matrix_md(&p->c_md, k->M, k->N, k->ldc, false, dnnl_bf16)) != dnnl_success ||
-        (st = dnnl_matmul_desc_init(&desc, &p->a_md, &p->b_md, NULL, &p->c_md)) != dnnl_success ||
-        (st = dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL)) != dnnl_success)
+        (st = dnnl_matmul_desc_init(&desc, &p->a_md, &p->b_md, NULL, &p->c_md)) != dnnl_success)
         return st;
+    dnnl_primitive_attr_t attr = NULL;
+    if ((st = dnnl_primitive_attr_create(&attr)) != dnnl_success)
+        return st;
+    st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return st;
+    const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p->scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
+    if (scratch)
+        p->scratch_md = *scratch;
     st = dnnl_primitive_create(&p->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     return st;
@@ -111,20 +130,32 @@ int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
         return bf16_failed(g, st);
     /* Memory objects and a stream per call: both are cheap on the CPU, and a stream must
      * not be shared between threads (batched products run on several). */
-    dnnl_memory_t a = NULL, b = NULL, c = NULL;
+    dnnl_memory_t a = NULL, b = NULL, c = NULL, scratch = NULL;
     dnnl_stream_t stream = NULL;
-    if ((st = dnnl_memory_create(&a, &p->a_md, engine, (void *)g->A)) == dnnl_success &&
+    void *scratch_buf = NULL;
+    if (p->scratch_bytes > 0 &&
+        !(scratch_buf = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64)))
+        st = dnnl_out_of_memory;
+    if (st == dnnl_success &&
+        (st = dnnl_memory_create(&a, &p->a_md, engine, (void *)g->A)) == dnnl_success &&
         (st = dnnl_memory_create(&b, &p->b_md, engine, (void *)g->B)) == dnnl_success &&
         (st = dnnl_memory_create(&c, &p->c_md, engine, g->C)) == dnnl_success &&
+        (!scratch_buf ||
+         (st = dnnl_memory_create(&scratch, &p->scratch_md, engine, scratch_buf)) == dnnl_success) &&
         (st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags)) == dnnl_success) {
-        dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-        st = dnnl_primitive_execute(p->prim, stream, 3, args);
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, a},
+                                   {DNNL_ARG_WEIGHTS, b},
+                                   {DNNL_ARG_DST, c},
+                                   {DNNL_ARG_SCRATCHPAD, scratch}};
+        st = dnnl_primitive_execute(p->prim, stream, scratch ? 4 : 3, args);
         if (st == dnnl_success)
             st = dnnl_stream_wait(stream);
     }
     if (stream)
         dnnl_stream_destroy(stream);
+    if (scratch)
+        dnnl_memory_destroy(scratch);
+    free(scratch_buf);
     if (a)
         dnnl_memory_destroy(a);
     if (b)
