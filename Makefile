@@ -63,7 +63,8 @@ train-sparse: deps build sparse-data
 	$(BUILD)/apps/weft-train configs/sparse-logreg.ini
 
 # The baby GPT on the shipped text: prints the validation loss against the text's unigram
-# (byte) entropy, then a 200-byte sample from the checkpoint when weft-generate is built.
+# (byte) entropy, then a 200-byte sample from the checkpoint when weft-generate is built
+# (one thread: a token of this model is too little work to share).
 # GPT_ARGS passes overrides: make train-gpt GPT_ARGS="--set train.max_iters=500".
 GPT_TEXT   = data/text/kjv-genesis-2kings.txt
 GPT_PROMPT ?= And God said
@@ -75,7 +76,7 @@ train-gpt: deps build
 	  (sys.argv[1], -sum(c / n * math.log(c / n) for c in collections.Counter(d).values())))' $(GPT_TEXT)
 	@if [ -x $(BUILD)/apps/weft-generate ]; then \
 	  $(BUILD)/apps/weft-generate runs/gpt-char/model.safetensors --prompt "$(GPT_PROMPT)" \
-	    --max-new-tokens 200 --temperature 0.8; \
+	    --max-new-tokens 200 --temperature 0.8 --threads 1; \
 	else echo "train-gpt: $(BUILD)/apps/weft-generate is not built: no sample"; fi
 
 info: deps build
