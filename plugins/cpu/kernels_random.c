@@ -10,6 +10,12 @@
  *            [low, high).
  *   normal:  v = z * std + mean in double, rounded to the dtype.
  *   randint: low + (u64 % (high - low)) in 64-bit integers, converted to the dtype. */
+/* No contraction of a * b + c into one rounding: the CUDA plugin computes the same
+ * expressions unfused (__dmul_rn/__dadd_rn), and a compiler allowed to use FMA here
+ * (-march with FMA, aarch64, target clones) would change the last bit of some values. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 #define _GNU_SOURCE /* sincos */
 #include <math.h>
 #include <string.h>
