@@ -44,32 +44,16 @@ static weft_tensor *sdpa_composite(weft_tensor *q, weft_tensor *k, weft_tensor *
 
 /* ---- fused ---------------------------------------------------------------------------------- */
 
-/* The op's id, registered once by name (threads racing get the same id). */
-static int named_op(int *cached, const char *name)
-{
-    int op = __atomic_load_n(cached, __ATOMIC_RELAXED);
-    if (op < 0) {
-        op = weft_op_register(name);
-        __atomic_store_n(cached, op, __ATOMIC_RELAXED);
-    }
-    return op;
-}
-
 static int flash_op(void)
 {
     static int cached = -1;
-    return named_op(&cached, WEFT_OP_SDPA_FLASH_NAME);
+    return nn_named_op(&cached, WEFT_OP_SDPA_FLASH_NAME);
 }
 
 static int flash_backward_op(void)
 {
     static int cached = -1;
-    return named_op(&cached, WEFT_OP_SDPA_FLASH_BACKWARD_NAME);
-}
-
-static bool have_kernel(int op, const weft_tensor *t)
-{
-    return op >= 0 && weft_kernel_lookup(op, t->device.type, WEFT_LAYOUT_STRIDED, t->dtype);
+    return nn_named_op(&cached, WEFT_OP_SDPA_FLASH_BACKWARD_NAME);
 }
 
 /* t expanded to [batch..., rows, cols], its last dim of stride 1 (copied once if not). */
@@ -137,7 +121,7 @@ static weft_tensor *sdpa_fused(weft_tensor *q, weft_tensor *k, weft_tensor *v,
         *served = true; /* PyTorch's error, from here */
         return NULL;
     }
-    if (!have_kernel(flash_op(), q) || (rec && !have_kernel(flash_backward_op(), q)) ||
+    if (!nn_have_kernel(flash_op(), q) || (rec && !nn_have_kernel(flash_backward_op(), q)) ||
         q->layout != WEFT_LAYOUT_STRIDED || k->layout != WEFT_LAYOUT_STRIDED ||
         v->layout != WEFT_LAYOUT_STRIDED || !(p->dropout_p < 1))
         return NULL;

@@ -42,9 +42,7 @@ static weft_tensor *channel_view(weft_tensor *v, int ndim)
     return weft_reshape(v, ndim, shape);
 }
 
-/* The id of a named op of weft/kernel.h, registered on first use. Threads may race to
- * set *cached; weft_op_register gives them all the same id. */
-static int named_op(int *cached, const char *name)
+NN_INTERNAL int nn_named_op(int *cached, const char *name)
 {
     int op = __atomic_load_n(cached, __ATOMIC_RELAXED);
     if (op < 0) {
@@ -54,8 +52,7 @@ static int named_op(int *cached, const char *name)
     return op;
 }
 
-/* Whether t's backend has a kernel for op and t's dtype. */
-static bool have_kernel(int op, const weft_tensor *t)
+NN_INTERNAL bool nn_have_kernel(int op, const weft_tensor *t)
 {
     return op >= 0 && weft_kernel_lookup(op, t->device.type, WEFT_LAYOUT_STRIDED, t->dtype);
 }
@@ -103,7 +100,7 @@ weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
 
 struct linear_act {
     const char *op_name;   /* the named op of weft/kernel.h: in[0] the bias, out[0] h */
-    int op;                /* its id, -1 until registered (named_op) */
+    int op;                /* its id, -1 until registered (nn_named_op) */
     bool floating_only;    /* the fused path for floating dtypes only */
     const char *node_name;
     weft_backward_fn backward;
@@ -153,9 +150,9 @@ static weft_tensor *linear_act_in_scope(struct linear_act *a, weft_tensor *x, we
     weft_tensor *h = x2 ? weft_matmul(x2, weft_t(w)) : NULL;
     weft_tensor *y = NULL, *saved = NULL;
     if (h) {
-        int op = named_op(&a->op, a->op_name);
+        int op = nn_named_op(&a->op, a->op_name);
         if (!weft_tensor_is_contiguous(h) || !weft_device_equal(h->device, b->device) ||
-            !have_kernel(op, h))
+            !nn_have_kernel(op, h))
             op = -1;
         y = a->epilogue(op, h, b, arg, &saved);
     }
@@ -401,13 +398,13 @@ static int check_affine(const char *name, const weft_tensor *t, int ndims, const
 static int native_layer_norm_op(void)
 {
     static int cached = -1;
-    return named_op(&cached, WEFT_OP_NATIVE_LAYER_NORM_NAME);
+    return nn_named_op(&cached, WEFT_OP_NATIVE_LAYER_NORM_NAME);
 }
 
 static int native_layer_norm_backward_op(void)
 {
     static int cached = -1;
-    return named_op(&cached, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
+    return nn_named_op(&cached, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
 }
 
 /* The fused kernels take strided tensors of one floating dtype on one device, and need
@@ -420,7 +417,8 @@ static bool layer_norm_fusable(const weft_tensor *x, const weft_tensor *w, const
                           !weft_device_equal(affine[i]->device, x->device)))
             return false;
     return weft_dtype_is_floating(x->dtype) && x->layout == WEFT_LAYOUT_STRIDED &&
-           have_kernel(native_layer_norm_op(), x) && have_kernel(native_layer_norm_backward_op(), x);
+           nn_have_kernel(native_layer_norm_op(), x) &&
+           nn_have_kernel(native_layer_norm_backward_op(), x);
 }
 
 /* Saved: 0 x as a contiguous [R, D], 1 the weight as a contiguous [D] (empty without
@@ -586,7 +584,7 @@ weft_tensor *weft_dropout(weft_tensor *x, double p, bool training)
 static int embedding_dense_backward_op(void)
 {
     static int cached = -1;
-    return named_op(&cached, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
+    return nn_named_op(&cached, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
 }
 
 /* Saved: 0 the indices as a contiguous int64 [N]. The weight's gradient is the output's
@@ -605,7 +603,7 @@ static int embedding_backward(struct weft_node *node, weft_tensor *const *grad_o
     if (!g2)
         return weft_error_code();
     int op = embedding_dense_backward_op();
-    if (have_kernel(op, g2)) {
+    if (nn_have_kernel(op, g2)) {
         weft_tensor *out = weft_empty(2, wshape, g2->dtype, g2->device);
         if (!out)
             return weft_error_code();
@@ -721,7 +719,7 @@ weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope)
 static int gelu_tanh_op(void)
 {
     static int cached = -1;
-    return named_op(&cached, WEFT_OP_GELU_TANH_NAME);
+    return nn_named_op(&cached, WEFT_OP_GELU_TANH_NAME);
 }
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) of ops, where the backend lacks
@@ -756,7 +754,7 @@ static weft_tensor *gelu_tanh_in_scope(weft_tensor *x)
     bool prev = weft_no_grad_begin();
     weft_tensor *y;
     int op = gelu_tanh_op();
-    if (x->layout == WEFT_LAYOUT_STRIDED && have_kernel(op, x)) {
+    if (x->layout == WEFT_LAYOUT_STRIDED && nn_have_kernel(op, x)) {
         y = weft_empty(x->ndim, x->shape, x->dtype, x->device);
         struct weft_op_call c = {.op = op, .nin = 1, .nout = 1, .in = {x}, .out = {y}};
         if (y && weft_dispatch(&c) != 0)

@@ -9,6 +9,7 @@
 #ifndef WEFT_NN_FUNCTIONAL_H
 #define WEFT_NN_FUNCTIONAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "internal.h"
@@ -20,5 +21,13 @@
  * out is NULL (a failed creation or forward: the error is already set) or attaching
  * failed. out must be recorded in an open scope, which releases it on failure. */
 NN_INTERNAL weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out);
+
+/* The id of a named op of weft/kernel.h, registered on first use (a static int per op,
+ * -1 until then). Threads may race to set *cached; weft_op_register gives them all the
+ * same id. */
+NN_INTERNAL int nn_named_op(int *cached, const char *name);
+/* Whether t's backend has a kernel for op (>= 0) and t's dtype: the fused path runs, else
+ * the composite. */
+NN_INTERNAL bool nn_have_kernel(int op, const weft_tensor *t);
 
 #endif
