@@ -51,6 +51,19 @@ static inline __attribute__((always_inline)) float erf_f32(float a)
     return x * p / q;
 }
 
+/* Cephes' expf polynomial: e^r for the reduced argument |r| <= ln(2) / 2, shared by both
+ * exps below (they differ in how they clamp and build 2^n). */
+static inline __attribute__((always_inline)) float exp_poly_f32(float r)
+{
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    return p * r * r + r + 1.0f;
+}
+
 static inline __attribute__((always_inline)) float exp_f32(float a)
 {
     float x = a < -87.3f ? -87.3f : a > 88.3f ? 88.3f : a;
@@ -58,13 +71,7 @@ static inline __attribute__((always_inline)) float exp_f32(float a)
     int n = (int)(fn + (fn >= 0 ? 0.5f : -0.5f)); /* nearest, |n| <= 127 */
     float r = x - (float)n * 0.693359375f;
     r = r - (float)n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.f;
+    float y = exp_poly_f32(r);
     int32_t bits = (n + 127) << 23; /* 2^n */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
@@ -89,13 +96,7 @@ static inline __attribute__((always_inline)) float exp_nonpos_f32(float x)
     float n = t - 12582912.0f;
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * r * r + r + 1.0f;
+    float y = exp_poly_f32(r);
     memcpy(&bits, &t, sizeof bits);
     bits = (bits - 0x4b400000u + 127u) << 23; /* n sits in t's low mantissa bits */
     float scale;
