@@ -28,36 +28,20 @@ static void teardown(void)
 
 TestSuite(attention, .init = setup, .fini = teardown);
 
-#define FLASH_NODE "ScaledDotProductFlashAttentionBackward0"
-
-/* ---- helpers ------------------------------------------------------------------------------- */
-
-static int64_t numel_of(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    return n;
-}
-
+/* Values in [-1.5, 1.5) (testutil's generator). */
 static weft_tensor *random_tensor(int ndim, const int64_t *shape, enum weft_dtype dt,
                                   uint64_t *seed)
 {
-    int64_t n = numel_of(ndim, shape);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    cr_assert_not_null(v);
-    tu_random_values(v, n, -1.5, 1.5, seed);
-    weft_tensor *t = tu_tensor(ndim, shape, v, dt);
-    free(v);
-    cr_assert_not_null(t, "%s", weft_error_message());
-    return t;
+    return tu_random_tensor(ndim, shape, dt, -1.5, 1.5, seed, NULL);
 }
+
+#define FLASH_NODE "ScaledDotProductFlashAttentionBackward0"
 
 /* A bool tensor, each element true with probability 3/4 (and row 0 all true, so no row
  * of a [.., L, S] mask is empty). */
 static weft_tensor *random_bool(int ndim, const int64_t *shape, uint64_t *seed)
 {
-    int64_t n = numel_of(ndim, shape);
+    int64_t n = weft_shape_numel(ndim, shape);
     double *v = malloc((size_t)n * sizeof *v);
     cr_assert_not_null(v);
     tu_random_values(v, n, 0, 1, seed);
@@ -209,7 +193,7 @@ static void check_case(const struct sdpa_case *c, enum weft_dtype dt, double tol
     if (grads)
         cr_assert_str_eq(weft_grad_fn_name(out), FLASH_NODE);
 
-    int64_t BH = numel_of(c->nb, batch), n = BH * c->L * c->Ev;
+    int64_t BH = weft_shape_numel(c->nb, batch), n = BH * c->L * c->Ev;
     double *qd = read_expanded(q, c->nb, batch, c->L, c->E);
     double *kd = read_expanded(k, c->nb, batch, c->S, c->E);
     double *vd = read_expanded(v, c->nb, batch, c->S, c->Ev);

@@ -24,19 +24,11 @@ static void teardown(void)
 
 TestSuite(autocast, .init = setup, .fini = teardown);
 
+/* Values in [-1, 1) (testutil's generator). */
 static weft_tensor *random_tensor(int ndim, const int64_t *shape, enum weft_dtype dt,
                                   uint64_t *seed)
 {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    double *v = malloc((size_t)n * sizeof *v + 1);
-    cr_assert_not_null(v);
-    tu_random_values(v, n, -1, 1, seed);
-    weft_tensor *t = tu_tensor(ndim, shape, v, dt);
-    free(v);
-    cr_assert_not_null(t);
-    return t;
+    return tu_random_tensor(ndim, shape, dt, -1, 1, seed, NULL);
 }
 
 static weft_autocast_state cpu_bf16(void)

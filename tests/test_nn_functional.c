@@ -25,33 +25,9 @@ static void teardown(void)
 
 TestSuite(nn_functional, .init = setup, .fini = teardown);
 
-/* ---- helpers ------------------------------------------------------------------------------- */
-
-static int64_t numel_of(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    return n;
-}
-
-/* Random tensor (values kept in vals when given, which must hold numel doubles). */
-static weft_tensor *random_tensor(int ndim, const int64_t *shape, enum weft_dtype dt, double lo,
-                                  double hi, uint64_t *seed, double *vals)
-{
-    int64_t n = numel_of(ndim, shape);
-    double *v = vals ? vals : malloc((size_t)(n ? n : 1) * sizeof *v);
-    cr_assert_not_null(v);
-    tu_random_values(v, n, lo, hi, seed);
-    weft_tensor *t = tu_tensor(ndim, shape, v, dt);
-    if (!vals)
-        free(v);
-    return t;
-}
-
 static weft_tensor *leaf64(int ndim, const int64_t *shape, double lo, double hi, uint64_t *seed)
 {
-    weft_tensor *t = random_tensor(ndim, shape, WEFT_F64, lo, hi, seed, NULL);
+    weft_tensor *t = tu_random_tensor(ndim, shape, WEFT_F64, lo, hi, seed, NULL);
     cr_assert_eq(weft_requires_grad_(t, true), 0, "%s", weft_error_message());
     return t;
 }
@@ -151,12 +127,12 @@ static void check_conv_case(const struct conv_case *c, enum weft_dtype dt, doubl
     int64_t G = c->p.groups ? c->p.groups : 1;
     const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->Cout, c->C / G, c->kh, c->kw},
                   bs[1] = {c->Cout};
-    int64_t nx = numel_of(4, xs), nw = numel_of(4, ws);
+    int64_t nx = weft_shape_numel(4, xs), nw = weft_shape_numel(4, ws);
     double *xv = malloc((size_t)(nx + 1) * sizeof *xv), *wv = malloc((size_t)nw * sizeof *wv),
            bv[64];
-    weft_tensor *x = random_tensor(4, xs, dt, -1, 1, &seed, xv);
-    weft_tensor *w = random_tensor(4, ws, dt, -1, 1, &seed, wv);
-    weft_tensor *b = c->bias ? random_tensor(1, bs, dt, -1, 1, &seed, bv) : NULL;
+    weft_tensor *x = tu_random_tensor(4, xs, dt, -1, 1, &seed, xv);
+    weft_tensor *w = tu_random_tensor(4, ws, dt, -1, 1, &seed, wv);
+    weft_tensor *b = c->bias ? tu_random_tensor(1, bs, dt, -1, 1, &seed, bv) : NULL;
     /* the reference sees exactly the values the tensor holds (16-bit rounding included) */
     tu_read(x, xv);
     tu_read(w, wv);
@@ -172,7 +148,7 @@ static void check_conv_case(const struct conv_case *c, enum weft_dtype dt, doubl
     const int64_t ys[4] = {c->N, c->Cout, oh, ow};
     tu_assert_shape(y, 4, ys);
     cr_expect_eq(y->dtype, dt);
-    tu_assert_close(y, expect, numel_of(4, ys), tol, tol);
+    tu_assert_close(y, expect, weft_shape_numel(4, ys), tol, tol);
     free(xv);
     free(wv);
     free(expect);
@@ -199,18 +175,18 @@ Test(nn_functional, conv2d_reads_non_contiguous_inputs_and_weights)
     uint64_t seed = 3;
     const struct conv_case c = {2, 3, 6, 5, 4, 3, 2, {{1, 2}, {1, 1}, {1, 1}, 1}, true};
     const int64_t xs_t[4] = {2, 3, 5, 6}, ws_p[4] = {3, 2, 4, 3}, bs[1] = {4};
-    weft_tensor *xt = random_tensor(4, xs_t, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *xt = tu_random_tensor(4, xs_t, WEFT_F64, -1, 1, &seed, NULL);
     weft_tensor *x = weft_transpose(xt, 2, 3);               /* [2, 3, 6, 5], strided */
-    weft_tensor *wp = random_tensor(4, ws_p, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *wp = tu_random_tensor(4, ws_p, WEFT_F64, -1, 1, &seed, NULL);
     weft_tensor *w = weft_permute(wp, 4, (const int[]){2, 0, 3, 1}); /* [4, 3, 3, 2] */
-    weft_tensor *b = random_tensor(1, bs, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *b = tu_random_tensor(1, bs, WEFT_F64, -1, 1, &seed, NULL);
     double *xv = read_all(x), *wv = read_all(w), *bv = read_all(b), expect[2 * 4 * 6 * 5];
     int64_t oh, ow;
     conv_reference(&c, xv, wv, bv, expect, &oh, &ow);
     weft_tensor *y = weft_conv2d(x, w, b, &c.p);
     const int64_t ys[4] = {2, 4, oh, ow};
     tu_assert_shape(y, 4, ys);
-    tu_assert_close(y, expect, numel_of(4, ys), 1e-12, 1e-12);
+    tu_assert_close(y, expect, weft_shape_numel(4, ys), 1e-12, 1e-12);
     free(xv);
     free(wv);
     free(bv);
@@ -220,8 +196,8 @@ Test(nn_functional, conv2d_of_an_unbatched_image_is_unbatched)
 {
     uint64_t seed = 8;
     const int64_t xs[3] = {2, 4, 4}, ws[4] = {3, 2, 3, 3};
-    weft_tensor *x = random_tensor(3, xs, WEFT_F32, -1, 1, &seed, NULL);
-    weft_tensor *w = random_tensor(4, ws, WEFT_F32, -1, 1, &seed, NULL);
+    weft_tensor *x = tu_random_tensor(3, xs, WEFT_F32, -1, 1, &seed, NULL);
+    weft_tensor *w = tu_random_tensor(4, ws, WEFT_F32, -1, 1, &seed, NULL);
     struct weft_conv2d_params p = {.padding = {1, 1}};
     weft_tensor *y = weft_conv2d(x, w, NULL, &p);
     tu_assert_shape(y, 3, (const int64_t[]){3, 4, 4});
@@ -361,18 +337,18 @@ static const struct pool_case pool_cases[] = {
 static void check_max_pool(const struct pool_case *c, enum weft_dtype dt, double tol, uint64_t seed)
 {
     const int64_t xs[4] = {c->N, c->C, c->H, c->W};
-    int64_t n = numel_of(4, xs), sh, sw, dh, dw, oh, ow;
+    int64_t n = weft_shape_numel(4, xs), sh, sw, dh, dw, oh, ow;
     pool_dims(c, &sh, &sw, &dh, &dw, &oh, &ow);
     double *xv = malloc((size_t)n * sizeof *xv), *expect = malloc((size_t)(n * 4) * sizeof *expect);
     int64_t *idx = malloc((size_t)(n * 4) * sizeof *idx);
-    weft_tensor *x = random_tensor(4, xs, dt, -2, 2, &seed, xv);
+    weft_tensor *x = tu_random_tensor(4, xs, dt, -2, 2, &seed, xv);
     tu_read(x, xv);
     max_pool_reference(c, xv, expect, idx);
     weft_tensor *y = weft_max_pool2d(x, &c->p);
     cr_assert_not_null(y, "%s", weft_error_message());
     const int64_t ys[4] = {c->N, c->C, oh, ow};
     tu_assert_shape(y, 4, ys);
-    tu_assert_close(y, expect, numel_of(4, ys), tol, tol);
+    tu_assert_close(y, expect, weft_shape_numel(4, ys), tol, tol);
     free(xv);
     free(expect);
     free(idx);
@@ -381,17 +357,17 @@ static void check_max_pool(const struct pool_case *c, enum weft_dtype dt, double
 static void check_avg_pool(const struct pool_case *c, enum weft_dtype dt, double tol, uint64_t seed)
 {
     const int64_t xs[4] = {c->N, c->C, c->H, c->W};
-    int64_t n = numel_of(4, xs), sh, sw, dh, dw, oh, ow;
+    int64_t n = weft_shape_numel(4, xs), sh, sw, dh, dw, oh, ow;
     pool_dims(c, &sh, &sw, &dh, &dw, &oh, &ow);
     double *xv = malloc((size_t)n * sizeof *xv), *expect = malloc((size_t)(n * 4) * sizeof *expect);
-    weft_tensor *x = random_tensor(4, xs, dt, -2, 2, &seed, xv);
+    weft_tensor *x = tu_random_tensor(4, xs, dt, -2, 2, &seed, xv);
     tu_read(x, xv);
     avg_pool_reference(c, xv, expect);
     weft_tensor *y = weft_avg_pool2d(x, &c->p);
     cr_assert_not_null(y, "%s", weft_error_message());
     const int64_t ys[4] = {c->N, c->C, oh, ow};
     tu_assert_shape(y, 4, ys);
-    tu_assert_close(y, expect, numel_of(4, ys), tol, tol);
+    tu_assert_close(y, expect, weft_shape_numel(4, ys), tol, tol);
     free(xv);
     free(expect);
 }
@@ -426,7 +402,7 @@ Test(nn_functional, pooling_reads_strided_inputs_and_empty_batches)
     uint64_t seed = 61;
     const struct pool_case c = {2, 3, 6, 5, {{3, 2}, {2, 2}, {1, 1}, {0, 0}, true, false}};
     /* [2, 3, 6, 5] as a permuted view of [5, 2, 6, 3] */
-    weft_tensor *base = random_tensor(4, (const int64_t[]){5, 2, 6, 3}, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *base = tu_random_tensor(4, (const int64_t[]){5, 2, 6, 3}, WEFT_F64, -1, 1, &seed, NULL);
     weft_tensor *x = weft_permute(base, 4, (const int[]){1, 3, 2, 0});
     cr_assert(!weft_tensor_is_contiguous(x));
     double *xv = read_all(x), emax[2 * 3 * 4 * 3], eavg[2 * 3 * 4 * 3];
@@ -553,7 +529,7 @@ Test(nn_functional, adaptive_avg_pool2d_averages_pytorch_windows)
         const int64_t *s = shapes[k];
         int64_t OH = outs[k][0], OW = outs[k][1];
         double xv[2 * 3 * 5 * 7], expect[2 * 3 * 3 * 2];
-        weft_tensor *x = random_tensor(4, s, WEFT_F64, -1, 1, &seed, xv);
+        weft_tensor *x = tu_random_tensor(4, s, WEFT_F64, -1, 1, &seed, xv);
         for (int64_t pl = 0; pl < s[0] * s[1]; pl++)
             for (int64_t i = 0; i < OH; i++)
                 for (int64_t j = 0; j < OW; j++) {
@@ -779,7 +755,7 @@ Test(nn_functional, cross_entropy_matches_its_formula_for_every_option)
     uint64_t seed = 17;
     const int64_t N = 6, C = 4;
     double zv[24], each[6];
-    weft_tensor *z = random_tensor(2, (const int64_t[]){N, C}, WEFT_F64, -3, 3, &seed, zv);
+    weft_tensor *z = tu_random_tensor(2, (const int64_t[]){N, C}, WEFT_F64, -3, 3, &seed, zv);
     const int64_t tv[6] = {0, 3, -100, 2, 1, 3};
     weft_tensor *t = int64_tensor(1, &N, tv);
     const double wv[4] = {0.5, 2, 1, 3};
@@ -811,7 +787,7 @@ Test(nn_functional, cross_entropy_over_spatial_dims_and_a_single_sample)
     /* [N=2, C=3, 2] against the [N*2, C] rows it is made of */
     uint64_t seed = 23;
     double zv[12], rows[12], each[4];
-    weft_tensor *z = random_tensor(3, (const int64_t[]){2, 3, 2}, WEFT_F64, -2, 2, &seed, zv);
+    weft_tensor *z = tu_random_tensor(3, (const int64_t[]){2, 3, 2}, WEFT_F64, -2, 2, &seed, zv);
     const int64_t tv[4] = {2, 0, 1, -100};
     weft_tensor *t = int64_tensor(2, (const int64_t[]){2, 2}, tv);
     for (int n = 0; n < 2; n++)
@@ -864,7 +840,7 @@ Test(nn_functional, nll_loss_picks_minus_the_target_log_probability)
 {
     uint64_t seed = 31;
     double zv[15];
-    weft_tensor *lp = random_tensor(2, (const int64_t[]){5, 3}, WEFT_F64, -4, 0, &seed, zv);
+    weft_tensor *lp = tu_random_tensor(2, (const int64_t[]){5, 3}, WEFT_F64, -4, 0, &seed, zv);
     const int64_t tv[5] = {2, 1, 7, 0, 2};
     weft_tensor *t = int64_tensor(1, (const int64_t[]){5}, tv);
     const double wv[3] = {1, 0.5, 4};
@@ -1020,8 +996,8 @@ Test(nn_functional, conv2d_and_pool_backward_in_16_bit_floats_follow_float64)
 {
     uint64_t seed = 67;
     const int64_t xs[4] = {2, 4, 6, 6}, ws[4] = {4, 2, 3, 3};
-    weft_tensor *x64 = random_tensor(4, xs, WEFT_F64, -1, 1, &seed, NULL);
-    weft_tensor *w64 = random_tensor(4, ws, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *x64 = tu_random_tensor(4, xs, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *w64 = tu_random_tensor(4, ws, WEFT_F64, -1, 1, &seed, NULL);
     const struct weft_conv2d_params p = {{2, 1}, {1, 1}, {1, 2}, 2};
     enum weft_dtype types[2] = {WEFT_F16, WEFT_BF16};
     double gx[288], gw[72], rx[288], rw[72];
@@ -1143,8 +1119,8 @@ Test(nn_functional, layer_backward_passes_gradcheck)
     weft_tensor *bn[5] = {leaf64(4, (const int64_t[]){3, 2, 2, 3}, -2, 2, &seed),
                           leaf64(1, (const int64_t[]){2}, 0.5, 1.5, &seed),
                           leaf64(1, (const int64_t[]){2}, -1, 1, &seed),
-                          random_tensor(1, (const int64_t[]){2}, WEFT_F64, -1, 1, &seed, NULL),
-                          random_tensor(1, (const int64_t[]){2}, WEFT_F64, 0.5, 2, &seed, NULL)};
+                          tu_random_tensor(1, (const int64_t[]){2}, WEFT_F64, -1, 1, &seed, NULL),
+                          tu_random_tensor(1, (const int64_t[]){2}, WEFT_F64, 0.5, 2, &seed, NULL)};
     bool training = true;
     expect_gradcheck(apply_batch_norm, &training, 5, bn, "batch_norm train");
     training = false;
@@ -1213,7 +1189,7 @@ Test(nn_functional, loss_backward_passes_gradcheck)
     uint64_t seed = 59;
     weft_tensor *z = leaf64(2, (const int64_t[]){5, 4}, -2, 2, &seed);
     weft_tensor *t = int64_tensor(1, (const int64_t[]){5}, (const int64_t[]){3, 0, 1, 3, 2});
-    weft_tensor *w = random_tensor(1, (const int64_t[]){4}, WEFT_F64, 0.2, 2, &seed, NULL);
+    weft_tensor *w = tu_random_tensor(1, (const int64_t[]){4}, WEFT_F64, 0.2, 2, &seed, NULL);
     for (int weighted = 0; weighted < 2; weighted++)
         for (int s = 0; s < 2; s++)
             for (int r = 0; r < 3; r++)
@@ -1225,7 +1201,7 @@ Test(nn_functional, loss_backward_passes_gradcheck)
     /* spatial cross entropy */
     weft_tensor *z3 = leaf64(3, (const int64_t[]){2, 3, 4}, -2, 2, &seed);
     weft_tensor *t3 = int64_tensor(2, (const int64_t[]){2, 4}, (const int64_t[]){0, 2, 1, -100, 2, 2, 0, 1});
-    weft_tensor *w3 = random_tensor(1, (const int64_t[]){3}, WEFT_F64, 0.2, 2, &seed, NULL);
+    weft_tensor *w3 = tu_random_tensor(1, (const int64_t[]){3}, WEFT_F64, 0.2, 2, &seed, NULL);
     struct loss_ctx c3 = {0, {WEFT_REDUCTION_MEAN, -100, 0.2, w3}, t3, false};
     expect_gradcheck(apply_loss, &c3, 1, &z3, "cross_entropy spatial");
     /* pointwise losses, with target and pos_weight gradients */
@@ -1271,10 +1247,10 @@ Test(nn_functional, linear_relu_matches_relu_of_linear)
     for (size_t k = 0; k < 4; k++) {
         weft_scope_push();
         uint64_t seed = 44;
-        weft_tensor *x = random_tensor(2, (const int64_t[]){9, 13}, dts[k], -1, 1, &seed, NULL);
-        weft_tensor *w = random_tensor(2, (const int64_t[]){11, 13}, dts[k], -1, 1, &seed, NULL);
-        weft_tensor *b = random_tensor(1, (const int64_t[]){11}, dts[k], -1, 1, &seed, NULL);
-        weft_tensor *g = random_tensor(2, (const int64_t[]){9, 11}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *x = tu_random_tensor(2, (const int64_t[]){9, 13}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *w = tu_random_tensor(2, (const int64_t[]){11, 13}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *b = tu_random_tensor(1, (const int64_t[]){11}, dts[k], -1, 1, &seed, NULL);
+        weft_tensor *g = tu_random_tensor(2, (const int64_t[]){9, 11}, dts[k], -1, 1, &seed, NULL);
         weft_tensor *grads[2][3];
         double yv[2][99];
         for (int fused = 0; fused < 2; fused++) {

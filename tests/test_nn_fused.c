@@ -30,34 +30,11 @@ static void teardown(void)
 
 TestSuite(nn_fused, .init = setup, .fini = teardown);
 
-/* ---- helpers ------------------------------------------------------------------------------- */
-
-static int64_t numel_of(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    return n;
-}
-
 static double *alloc_doubles(int64_t n)
 {
     double *v = calloc((size_t)(n > 0 ? n : 1), sizeof *v);
     cr_assert_not_null(v);
     return v;
-}
-
-/* Random tensor; its values into vals when given (numel doubles). */
-static weft_tensor *random_tensor(int ndim, const int64_t *shape, enum weft_dtype dt, double lo,
-                                  double hi, uint64_t *seed, double *vals)
-{
-    int64_t n = numel_of(ndim, shape);
-    double *v = vals ? vals : alloc_doubles(n);
-    tu_random_values(v, n, lo, hi, seed);
-    weft_tensor *t = tu_tensor(ndim, shape, v, dt);
-    if (!vals)
-        free(v);
-    return t;
 }
 
 static weft_tensor *leaf(weft_tensor *t)
@@ -70,7 +47,7 @@ static weft_tensor *leaf(weft_tensor *t)
 
 static weft_tensor *leaf64(int ndim, const int64_t *shape, double lo, double hi, uint64_t *seed)
 {
-    return leaf(random_tensor(ndim, shape, WEFT_F64, lo, hi, seed, NULL));
+    return leaf(tu_random_tensor(ndim, shape, WEFT_F64, lo, hi, seed, NULL));
 }
 
 static double *read_all(weft_tensor *t)
@@ -239,7 +216,7 @@ static void layer_norm_against_reference(enum weft_dtype dt, bool transposed)
             weft_scope_push();
             uint64_t seed = 7 + k * 4 + (uint64_t)affine;
             const int64_t *nshape = c->shape + c->ndim - c->nnorm;
-            int64_t n = numel_of(c->ndim, c->shape), D = numel_of(c->nnorm, nshape), R = n / D;
+            int64_t n = weft_shape_numel(c->ndim, c->shape), D = weft_shape_numel(c->nnorm, nshape), R = n / D;
             double *xv = alloc_doubles(n), *gv = alloc_doubles(n), *wv = alloc_doubles(D);
             double *bv = alloc_doubles(D), *y = alloc_doubles(n), *dx = alloc_doubles(n);
             double *dw = alloc_doubles(D), *db = alloc_doubles(D);
@@ -247,19 +224,19 @@ static void layer_norm_against_reference(enum weft_dtype dt, bool transposed)
             if (transposed) {
                 /* a [D, R] tensor's transpose: [R, D] with strides (1, R); values read back */
                 int64_t ts[2] = {D, R};
-                x = weft_t(random_tensor(2, ts, dt, -3, 5, &seed, xv));
+                x = weft_t(tu_random_tensor(2, ts, dt, -3, 5, &seed, xv));
                 x = weft_reshape(x, c->ndim, c->shape); /* copies: not viewable in general */
                 cr_assert_not_null(x, "%s", weft_error_message());
                 tu_read(x, xv);
             } else {
-                x = random_tensor(c->ndim, c->shape, dt, -3, 5, &seed, xv);
+                x = tu_random_tensor(c->ndim, c->shape, dt, -3, 5, &seed, xv);
             }
             /* values as dt holds them, so the reference starts from the same inputs */
             tu_read(x, xv);
-            weft_tensor *g = random_tensor(c->ndim, c->shape, dt, -1, 1, &seed, gv);
+            weft_tensor *g = tu_random_tensor(c->ndim, c->shape, dt, -1, 1, &seed, gv);
             tu_read(g, gv);
-            weft_tensor *w = (affine & 1) ? random_tensor(c->nnorm, nshape, dt, -2, 2, &seed, wv) : NULL;
-            weft_tensor *b = (affine & 2) ? random_tensor(c->nnorm, nshape, dt, -1, 1, &seed, bv) : NULL;
+            weft_tensor *w = (affine & 1) ? tu_random_tensor(c->nnorm, nshape, dt, -2, 2, &seed, wv) : NULL;
+            weft_tensor *b = (affine & 2) ? tu_random_tensor(c->nnorm, nshape, dt, -1, 1, &seed, bv) : NULL;
             if (w)
                 tu_read(w, wv);
             if (b)
@@ -386,9 +363,9 @@ Test(nn_fused, layer_norm_weight_gradient_is_deterministic)
 {
     uint64_t seed = 11;
     const int64_t xs[2] = {1000, 96}, ws[1] = {96};
-    weft_tensor *x = random_tensor(2, xs, WEFT_F32, -3, 3, &seed, NULL);
-    weft_tensor *g = random_tensor(2, xs, WEFT_F32, -1, 1, &seed, NULL);
-    weft_tensor *w0 = random_tensor(1, ws, WEFT_F32, -1, 1, &seed, NULL);
+    weft_tensor *x = tu_random_tensor(2, xs, WEFT_F32, -3, 3, &seed, NULL);
+    weft_tensor *g = tu_random_tensor(2, xs, WEFT_F32, -1, 1, &seed, NULL);
+    weft_tensor *w0 = tu_random_tensor(1, ws, WEFT_F32, -1, 1, &seed, NULL);
     double first[96];
     for (int run = 0; run < 3; run++) {
         weft_tensor *w = leaf(w0);
@@ -411,7 +388,7 @@ Test(nn_fused, layer_norm_falls_back_to_the_composite_without_the_kernels)
     const int64_t xs[3] = {3, 4, 9}, ws[1] = {9};
     weft_tensor *x = leaf64(3, xs, -2, 3, &seed), *w = leaf64(1, ws, -2, 2, &seed);
     weft_tensor *b = leaf64(1, ws, -1, 1, &seed);
-    weft_tensor *g = random_tensor(3, xs, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *g = tu_random_tensor(3, xs, WEFT_F64, -1, 1, &seed, NULL);
     weft_tensor *px = on_plain(x), *pw = on_plain(w), *pb = on_plain(b);
     weft_tensor *y = weft_layer_norm(x, 1, ws, w, b, 1e-5);
     weft_tensor *py = weft_layer_norm(px, 1, ws, pw, pb, 1e-5);
@@ -537,13 +514,13 @@ Test(nn_fused, gelu_kernels_match_the_plain_formulas)
                     int64_t n = lens[l];
                     weft_tensor *x, *g;
                     if (strided) { /* every other element of [2n] */
-                        x = weft_as_strided(random_tensor(1, (const int64_t[]){2 * n}, dts[d], -6, 6, &seed, NULL),
+                        x = weft_as_strided(tu_random_tensor(1, (const int64_t[]){2 * n}, dts[d], -6, 6, &seed, NULL),
                                             1, &n, (const int64_t[]){2}, 1);
-                        g = weft_as_strided(random_tensor(1, (const int64_t[]){2 * n}, dts[d], -2, 2, &seed, NULL),
+                        g = weft_as_strided(tu_random_tensor(1, (const int64_t[]){2 * n}, dts[d], -2, 2, &seed, NULL),
                                             1, &n, (const int64_t[]){2}, 0);
                     } else {
-                        x = random_tensor(1, &n, dts[d], -6, 6, &seed, NULL);
-                        g = random_tensor(1, &n, dts[d], -2, 2, &seed, NULL);
+                        x = tu_random_tensor(1, &n, dts[d], -6, 6, &seed, NULL);
+                        g = tu_random_tensor(1, &n, dts[d], -2, 2, &seed, NULL);
                     }
                     cr_assert(x && g, "%s", weft_error_message());
                     double *xv = read_all(x), *gv = read_all(g), *y = alloc_doubles(n);
@@ -590,7 +567,7 @@ Test(nn_fused, gelu_falls_back_to_the_composite_without_the_kernels)
         weft_scope_push();
         enum weft_gelu_approximate a = form ? WEFT_GELU_TANH : WEFT_GELU_NONE;
         weft_tensor *x = leaf64(2, (const int64_t[]){5, 11}, -4, 4, &seed);
-        weft_tensor *g = random_tensor(2, (const int64_t[]){5, 11}, WEFT_F64, -1, 1, &seed, NULL);
+        weft_tensor *g = tu_random_tensor(2, (const int64_t[]){5, 11}, WEFT_F64, -1, 1, &seed, NULL);
         weft_tensor *px = on_plain(x);
         weft_tensor *y = weft_gelu_approximate(x, a), *py = weft_gelu_approximate(px, a);
         cr_assert_not_null(py, "%s", weft_error_message());
@@ -681,10 +658,10 @@ Test(nn_fused, embedding_backward_matches_the_plain_index_add)
         iv[i] = (int32_t)((i * 7919 + (i % 3) * 13) % num);
     for (int f32 = 0; f32 < 2; f32++) {
         enum weft_dtype dt = f32 ? WEFT_F32 : WEFT_F64;
-        weft_tensor *w = leaf(random_tensor(2, (const int64_t[]){num, D}, dt, -1, 1, &seed, NULL));
+        weft_tensor *w = leaf(tu_random_tensor(2, (const int64_t[]){num, D}, dt, -1, 1, &seed, NULL));
         weft_tensor *idx = weft_from_host(iv, 2, (const int64_t[]){B, T}, WEFT_I32, WEFT_CPU);
         double *gv = alloc_doubles(N * D), *want = alloc_doubles(num * D);
-        weft_tensor *g = random_tensor(3, (const int64_t[]){B, T, D}, dt, -1, 1, &seed, gv);
+        weft_tensor *g = tu_random_tensor(3, (const int64_t[]){B, T, D}, dt, -1, 1, &seed, gv);
         tu_read(g, gv);
         for (int64_t i = 0; i < N; i++)
             for (int64_t j = 0; j < D; j++)
@@ -718,7 +695,7 @@ Test(nn_fused, embedding_falls_back_to_scatter_add_without_the_kernel)
     uint64_t seed = 41;
     const int64_t iv[7] = {0, 2, 2, 5, 2, 0, 1};
     weft_tensor *w = leaf64(2, (const int64_t[]){6, 5}, -1, 1, &seed);
-    weft_tensor *g = random_tensor(2, (const int64_t[]){7, 5}, WEFT_F64, -1, 1, &seed, NULL);
+    weft_tensor *g = tu_random_tensor(2, (const int64_t[]){7, 5}, WEFT_F64, -1, 1, &seed, NULL);
     weft_tensor *idx = weft_from_host(iv, 1, (const int64_t[]){7}, WEFT_I64, WEFT_CPU);
     weft_tensor *pw = on_plain(w);
     weft_tensor *e = weft_embedding(idx, w);
@@ -799,10 +776,10 @@ Test(nn_fused, linear_gelu_matches_gelu_of_linear)
             enum weft_dtype dt = plain ? WEFT_F64 : dts[k];
             enum weft_gelu_approximate a = form ? WEFT_GELU_TANH : WEFT_GELU_NONE;
             uint64_t seed = 47;
-            weft_tensor *x = random_tensor(2, (const int64_t[]){9, 13}, dt, -2, 2, &seed, NULL);
-            weft_tensor *w = random_tensor(2, (const int64_t[]){11, 13}, dt, -1, 1, &seed, NULL);
-            weft_tensor *b = random_tensor(1, (const int64_t[]){11}, dt, -1, 1, &seed, NULL);
-            weft_tensor *g = random_tensor(2, (const int64_t[]){9, 11}, dt, -1, 1, &seed, NULL);
+            weft_tensor *x = tu_random_tensor(2, (const int64_t[]){9, 13}, dt, -2, 2, &seed, NULL);
+            weft_tensor *w = tu_random_tensor(2, (const int64_t[]){11, 13}, dt, -1, 1, &seed, NULL);
+            weft_tensor *b = tu_random_tensor(1, (const int64_t[]){11}, dt, -1, 1, &seed, NULL);
+            weft_tensor *g = tu_random_tensor(2, (const int64_t[]){9, 11}, dt, -1, 1, &seed, NULL);
             weft_tensor *grads[2][3];
             double yv[2][99];
             for (int fused = 0; fused < 2; fused++) {
@@ -843,7 +820,7 @@ Test(nn_fused, sequential_fuses_linear_and_gelu)
     weft_module *seq = weft_nn_sequential(2, parts);
     cr_assert_not_null(seq, "%s", weft_error_message());
     uint64_t seed = 53;
-    weft_tensor *x = leaf(random_tensor(2, (const int64_t[]){3, 6}, WEFT_F32, -2, 2, &seed, NULL));
+    weft_tensor *x = leaf(tu_random_tensor(2, (const int64_t[]){3, 6}, WEFT_F32, -2, 2, &seed, NULL));
     weft_tensor *y = weft_module_forward(seq, x);
     cr_assert_not_null(y, "%s", weft_error_message());
     cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");

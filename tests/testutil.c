@@ -32,6 +32,20 @@ weft_device tu_cuda(int index)
     return (weft_device){(int16_t)type, (int16_t)index};
 }
 
+weft_tensor *tu_random_tensor(int ndim, const int64_t *shape, enum weft_dtype dt, double lo,
+                              double hi, uint64_t *state, double *vals)
+{
+    int64_t n = weft_shape_numel(ndim, shape);
+    cr_assert_geq(n, 0, "tu_random_tensor: %s", weft_error_message());
+    double *v = vals ? vals : malloc((size_t)(n ? n : 1) * sizeof *v);
+    cr_assert_not_null(v);
+    tu_random_values(v, n, lo, hi, state);
+    weft_tensor *t = tu_tensor(ndim, shape, v, dt);
+    if (!vals)
+        free(v);
+    return t;
+}
+
 weft_tensor *tu_tensor(int ndim, const int64_t *shape, const double *values, enum weft_dtype dt)
 {
     int64_t n = 1;

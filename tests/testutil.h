@@ -28,6 +28,10 @@ weft_tensor *tu_tensor(int ndim, const int64_t *shape, const double *values, enu
 void tu_read(const weft_tensor *t, double *out);
 /* Random doubles in [lo, hi) from a local LCG (deterministic, no weft RNG). */
 void tu_random_values(double *out, int64_t n, double lo, double hi, uint64_t *state);
+/* A cpu tensor of dtype dt with tu_random_values in [lo, hi); the values drawn are also
+ * copied to vals[numel] when vals is not NULL. */
+weft_tensor *tu_random_tensor(int ndim, const int64_t *shape, enum weft_dtype dt, double lo,
+                              double hi, uint64_t *state, double *vals);
 
 /* Asserts the tensor's shape. */
 void tu_assert_shape(const weft_tensor *t, int ndim, const int64_t *shape);
