@@ -15,7 +15,8 @@ MESON      ?= meson
 NINJA      ?= ninja
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
-               libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3
+               libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
+               libopenmpi-dev openmpi-bin
 
 CONFIG ?= configs/mnist-mlp.ini
 

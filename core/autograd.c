@@ -21,6 +21,20 @@ struct weft_autograd_meta {
     weft_tensor *grad;
     struct weft_node *grad_fn;     /* strong */
     struct weft_node *accumulator; /* weak: cleared by the accumulator when it dies */
+    struct grad_hook *hooks;       /* post-accumulate hooks, in registration order */
+    int num_hooks;
+};
+
+struct grad_hook {
+    weft_grad_hook_fn fn;
+    void *ctx;
+    int handle;
+};
+
+/* The callbacks queued during the backward running on this thread (NULL outside one). */
+struct callback_queue {
+    struct queued_callback { int (*fn)(void *ctx); void *ctx; } *items;
+    int count, capacity;
 };
 
 struct edge {
@@ -64,6 +78,8 @@ struct weft_node {
 };
 
 static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
+static WEFT_FAST_TLS struct callback_queue *current_callbacks;
+static int next_hook_handle = 1;
 static bool anomaly_mode;
 static uint64_t next_sequence_nr;
 
@@ -97,6 +113,7 @@ void weft_autograd_meta_free(weft_tensor *t)
         m->grad_fn->retained[m->output_nr] = NULL;
     weft_tensor_release(m->grad);
     node_release(m->grad_fn);
+    free(m->hooks);
     free(m);
     t->autograd = NULL;
 }
@@ -779,7 +796,76 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
     g = fit_to_input(g, &info);
     if (!g)
         return weft_error_code();
-    return grad_store(leaf, &m->grad, g);
+    int rc = grad_store(leaf, &m->grad, g);
+    for (int i = 0; rc == 0 && i < m->num_hooks; i++)
+        rc = m->hooks[i].fn(leaf, m->hooks[i].ctx);
+    return rc;
+}
+
+/* ---- hooks ---------------------------------------------------------------------------- */
+
+int weft_register_post_accumulate_grad_hook(weft_tensor *leaf, weft_grad_hook_fn fn, void *ctx)
+{
+    if (!leaf || !fn)
+        return weft_error_set(WEFT_ERR_VALUE, "register_post_accumulate_grad_hook: NULL %s",
+                              leaf ? "hook" : "tensor");
+    if (!weft_is_leaf(leaf) || !weft_requires_grad(leaf))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "post accumulate grad hooks cannot be registered on non-leaf "
+                              "tensors or tensors that do not require grad");
+    struct weft_autograd_meta *m = leaf->autograd;
+    struct grad_hook *hooks = realloc(m->hooks, (size_t)(m->num_hooks + 1) * sizeof *hooks);
+    if (!hooks)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a grad hook");
+    m->hooks = hooks;
+    int handle = __atomic_fetch_add(&next_hook_handle, 1, __ATOMIC_RELAXED);
+    m->hooks[m->num_hooks++] = (struct grad_hook){fn, ctx, handle};
+    return handle;
+}
+
+int weft_remove_hook(weft_tensor *t, int handle)
+{
+    struct weft_autograd_meta *m = t ? t->autograd : NULL;
+    for (int i = 0; m && i < m->num_hooks; i++)
+        if (m->hooks[i].handle == handle) {
+            memmove(&m->hooks[i], &m->hooks[i + 1],
+                    (size_t)(m->num_hooks - i - 1) * sizeof *m->hooks);
+            m->num_hooks--;
+            return 0;
+        }
+    return weft_error_set(WEFT_ERR_VALUE, "remove_hook: no hook with handle %d on this tensor",
+                          handle);
+}
+
+int weft_autograd_queue_callback(int (*fn)(void *ctx), void *ctx)
+{
+    struct callback_queue *q = current_callbacks;
+    if (!q)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "queue_callback: no backward is running on this thread");
+    if (q->count == q->capacity) {
+        int capacity = q->capacity ? 2 * q->capacity : 4;
+        void *items = realloc(q->items, (size_t)capacity * sizeof *q->items);
+        if (!items)
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a callback");
+        q->items = items;
+        q->capacity = capacity;
+    }
+    q->items[q->count++] = (struct queued_callback){fn, ctx};
+    return 0;
+}
+
+/* Runs the callbacks queued during a backward, in order, even after a failure (so that
+ * whoever queued one can clean up); returns the first failure, rc's when it had one. */
+static int run_callbacks(struct callback_queue *q, int rc)
+{
+    for (int i = 0; i < q->count; i++) { /* a callback may queue another */
+        int r = q->items[i].fn(q->items[i].ctx);
+        if (rc == 0)
+            rc = r;
+    }
+    free(q->items);
+    return rc;
 }
 
 /* Stores the gradient flowing into a non-leaf that asked for retain_grad. */
@@ -883,6 +969,8 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
     bool prev = weft_no_grad_begin();
     /* Backward runs outside autocast: each gradient keeps its forward's dtype. */
     weft_autocast_state prev_autocast = weft_autocast_suspend();
+    struct callback_queue callbacks = {0}, *outer_callbacks = current_callbacks;
+    current_callbacks = &callbacks;
     weft_scope_push();
     int rc = 0;
     if (!grad) {
@@ -923,6 +1011,8 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
     engine_cleanup(&all);
     node_release(root_edge.node);
 out:
+    rc = run_callbacks(&callbacks, rc);
+    current_callbacks = outer_callbacks;
     weft_scope_pop();
     weft_autocast_end(prev_autocast);
     weft_grad_mode_restore(prev);

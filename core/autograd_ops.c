@@ -434,7 +434,10 @@ static int binary_backward(struct weft_node *node, weft_tensor *const *grad_outp
             ga = s == 0 ? weft_zeros_like(a) : weft_mul(g, weft_mul_scalar(weft_pow_scalar(a, s - 1), s));
             break;
         }
-        ga = need_a ? weft_mul(g, weft_mul(b, weft_pow(a, weft_sub_scalar(b, 1)))) : NULL;
+        /* b * a ** (b - 1) is 0 * inf = nan at a = 0, b = 0: PyTorch masks b == 0 to 0. */
+        ga = need_a ? masked(weft_ne_scalar(b, 0),
+                             weft_mul(g, weft_mul(b, weft_pow(a, weft_sub_scalar(b, 1)))))
+                    : NULL;
         if (need_b) {
             /* 0 ** b with b >= 0 has no log term: PyTorch masks it to 0. */
             weft_tensor *zero_base = weft_logical_and(weft_eq_scalar(a, 0), weft_ge_scalar(b, 0));
@@ -760,8 +763,11 @@ static int reduce_backward(struct weft_node *node, weft_tensor *const *grad_outp
         weft_tensor *centered = weft_sub(x, weft_mean(x, nd, dims, true));
         double denom = n - correction > 0 ? n - correction : 0;
         r = weft_mul(g_full, weft_mul_scalar(centered, 2.0 / denom));
-        if (weft_node_ints(node)[15] == R_STD) /* d std = d var / (2 std) */
-            r = weft_div(r, weft_mul_scalar(expand_reduced(node, out), 2));
+        if (weft_node_ints(node)[15] == R_STD) { /* d std = d var / (2 std) */
+            weft_tensor *std = expand_reduced(node, out);
+            /* a constant input: 0 / 0, which PyTorch's std_backward masks to 0 */
+            r = masked(weft_ne_scalar(std, 0), weft_div(r, weft_mul_scalar(std, 2)));
+        }
         break;
     }
     case R_AMAX: {

@@ -510,3 +510,144 @@ Test(autograd, relu_backward_takes_the_fused_threshold_backward)
         weft_scope_pop();
     }
 }
+
+/* ---- hooks: post-accumulate-grad hooks and queued callbacks (what DDP is built on) ---- */
+
+struct hook_log {
+    int calls[4];
+    double seen[4]; /* the leaf's .grad[0] when its hook ran */
+    int order[8], n;
+    int callbacks;
+    int fail_with;  /* a hook or callback returning this fails the backward */
+};
+
+/* What one hook was registered with: the log and which leaf it is. */
+struct hook_ctx {
+    struct hook_log *log;
+    int which;
+};
+
+static int record_hook(weft_tensor *leaf, void *ctx)
+{
+    struct hook_ctx *h = ctx;
+    struct hook_log *log = h->log;
+    log->calls[h->which]++;
+    log->order[log->n++] = h->which;
+    double v[8];
+    tu_read(weft_grad(leaf), v);
+    log->seen[h->which] = v[0];
+    return h->which == 0 ? log->fail_with : 0; /* only leaf 0's hook fails */
+}
+
+static int record_callback(void *ctx)
+{
+    struct hook_log *log = ctx;
+    log->callbacks++;
+    log->order[log->n++] = 100;
+    return log->fail_with;
+}
+
+static int hook_queuing_callback(weft_tensor *leaf, void *ctx)
+{
+    (void)leaf;
+    return weft_autograd_queue_callback(record_callback, ctx);
+}
+
+Test(autograd, post_accumulate_grad_hooks_see_the_summed_gradient_once)
+{
+    struct hook_log log = {0};
+    struct hook_ctx ca = {&log, 0}, cb = {&log, 1};
+    weft_scope_push();
+    weft_tensor *a = tu_tensor(1, (const int64_t[]){2}, (double[]){1, 2}, WEFT_F64);
+    weft_tensor *b = tu_tensor(1, (const int64_t[]){2}, (double[]){3, 4}, WEFT_F64);
+    weft_requires_grad_(a, true);
+    weft_requires_grad_(b, true);
+    int ha = weft_register_post_accumulate_grad_hook(a, record_hook, &ca);
+    int hb = weft_register_post_accumulate_grad_hook(b, record_hook, &cb);
+    cr_assert_gt(ha, 0);
+    cr_assert_gt(hb, 0);
+    cr_assert_neq(ha, hb);
+    /* a is used twice: its hook runs once, after both contributions are summed */
+    weft_tensor *y = weft_sum(weft_add(weft_mul(a, b), weft_mul_scalar(a, 3)), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
+    cr_expect_eq(log.calls[0], 1);
+    cr_expect_eq(log.calls[1], 1);
+    cr_expect_eq(log.seen[0], 3 + 3); /* d/da = b + 3 */
+    cr_expect_eq(log.seen[1], 1);     /* d/db = a */
+    /* a second backward accumulates: the hook sees the sum */
+    y = weft_sum(weft_mul(a, b), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0);
+    cr_expect_eq(log.seen[0], 6 + 3);
+    /* removed hooks stay quiet */
+    cr_expect_eq(weft_remove_hook(a, ha), 0);
+    cr_expect_neq(weft_remove_hook(a, ha), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "no hook with handle");
+    y = weft_sum(weft_mul(a, b), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0);
+    cr_expect_eq(log.calls[0], 2);
+    cr_expect_eq(log.calls[1], 3);
+    /* non-leaves and tensors without grad are refused */
+    cr_expect_lt(weft_register_post_accumulate_grad_hook(weft_mul(a, b), record_hook, &ca), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "non-leaf");
+    weft_tensor *c = tu_tensor(1, (const int64_t[]){2}, (double[]){1, 1}, WEFT_F64);
+    cr_expect_lt(weft_register_post_accumulate_grad_hook(c, record_hook, &ca), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "do not require grad");
+    weft_scope_pop();
+}
+
+Test(autograd, queued_callbacks_run_once_after_every_node_even_on_failure)
+{
+    struct hook_log log = {0};
+    struct hook_ctx ca = {&log, 0}, cb = {&log, 1};
+    cr_expect_lt(weft_autograd_queue_callback(record_callback, &log), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "no backward is running");
+    weft_scope_push();
+    weft_tensor *a = tu_tensor(1, (const int64_t[]){2}, (double[]){1, 2}, WEFT_F64);
+    weft_tensor *b = tu_tensor(1, (const int64_t[]){2}, (double[]){3, 4}, WEFT_F64);
+    weft_requires_grad_(a, true);
+    weft_requires_grad_(b, true);
+    weft_register_post_accumulate_grad_hook(a, hook_queuing_callback, &log);
+    weft_register_post_accumulate_grad_hook(a, record_hook, &ca);
+    weft_register_post_accumulate_grad_hook(b, record_hook, &cb);
+    weft_tensor *y = weft_sum(weft_mul(a, b), 0, NULL, false);
+    cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
+    cr_expect_eq(log.callbacks, 1);
+    cr_expect_eq(log.n, 3);
+    cr_expect_eq(log.order[2], 100, "the callback runs after every hook");
+    /* a failing hook (a's, after a's hook queued the callback) fails the backward; the
+     * queued callback still runs */
+    log = (struct hook_log){.fail_with = WEFT_ERR_RUNTIME};
+    weft_error_clear();
+    y = weft_sum(weft_mul(a, b), 0, NULL, false);
+    cr_expect_neq(weft_backward(y, NULL, false), 0);
+    cr_expect_eq(log.callbacks, 1);
+    weft_error_clear();
+    weft_scope_pop();
+}
+
+/* PyTorch's derivatives.yaml conventions at the points where the formula is 0/0 or 0*inf:
+ * d/da a**b at a = 0, b = 0 is 0 (pow_backward masks exponent == 0), and std's gradient
+ * on a constant input is 0 (std_backward masks result == 0), not nan. */
+Test(autograd, pow_at_zero_and_std_of_a_constant_have_zero_gradients_as_pytorch)
+{
+    weft_scope_push();
+    const double zeros[3] = {0, 0, 0}, ones[4] = {1, 1, 1, 1};
+    weft_tensor *a = tu_tensor(1, (const int64_t[]){3}, zeros, WEFT_F64);
+    weft_tensor *b = tu_tensor(1, (const int64_t[]){3}, (double[]){0, 2, 0.5}, WEFT_F64);
+    weft_requires_grad_(a, true);
+    weft_requires_grad_(b, true);
+    cr_assert_eq(weft_backward(weft_sum(weft_pow(a, b), 0, NULL, false), NULL, false), 0);
+    /* b = 0: masked; b = 2: 2 * 0 = 0; b = 0.5: 0.5 * 0 ** -0.5 = inf, as PyTorch */
+    tu_assert_close(weft_grad(a), (const double[]){0, 0, INFINITY}, 3, 0, 0);
+    tu_assert_close(weft_grad(b), (const double[]){0, 0, 0}, 3, 0, 0);
+    weft_tensor *c = tu_tensor(1, (const int64_t[]){4}, ones, WEFT_F64);
+    weft_requires_grad_(c, true);
+    cr_assert_eq(weft_backward(weft_std(c, 0, NULL, 1, false), NULL, false), 0);
+    tu_assert_close(weft_grad(c), (const double[]){0, 0, 0, 0}, 4, 0, 0);
+    /* away from the constant the gradient is the usual one: (x - mean) / ((n - 1) std) */
+    weft_tensor *d = tu_tensor(1, (const int64_t[]){2}, (double[]){1, 3}, WEFT_F64);
+    weft_requires_grad_(d, true);
+    cr_assert_eq(weft_backward(weft_std(d, 0, NULL, 1, false), NULL, false), 0);
+    tu_assert_close(weft_grad(d), (const double[]){-M_SQRT1_2, M_SQRT1_2}, 2, 1e-12, 0);
+    weft_scope_pop();
+}

@@ -750,3 +750,279 @@ Test(dataloader, staged_batches_go_through_the_side_queue_and_are_waited_for)
     weft_dataset_close(ds);
     cr_assert_eq(side_freed_unwaited, 0, "device memory was freed under a pending side copy");
 }
+
+/* ---- sharding: PyTorch's DistributedSampler under the batch sampler ----------------------
+ * The reference is the unsharded loader's own order (labels = sample indices, same seed and
+ * epoch), padded by repeating it from its start and strided by R from the rank, exactly as
+ * DistributedSampler.__iter__ does; hard-coded shards pin the padding rule itself. */
+
+static weft_dataloader *shard_loader(const weft_dataset *ds, int64_t bs, bool shuffle,
+                                     int workers, int replicas, int rank, bool drop_last)
+{
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.batch_size = bs;
+    o.shuffle = shuffle;
+    o.num_workers = workers;
+    o.seed = 1234;
+    o.num_replicas = replicas;
+    o.rank = rank;
+    o.drop_last = drop_last;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    tu_assert_no_error();
+    cr_assert_not_null(dl);
+    return dl;
+}
+
+/* Rank `rank`'s labels over `epoch`, with the batch sizes checked against bs. */
+static int64_t shard_labels(const weft_dataset *ds, int64_t bs, bool shuffle, int workers,
+                            int replicas, int rank, int64_t epoch, int64_t *out, int64_t cap)
+{
+    weft_dataloader *dl = shard_loader(ds, bs, shuffle, workers, replicas, rank, false);
+    int64_t got = epoch_labels(dl, epoch, out, cap);
+    weft_dataloader_free(dl);
+    return got;
+}
+
+Test(dataloader, default_options_are_not_sharded)
+{
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    cr_assert_eq(o.num_replicas, 1);
+    cr_assert_eq(o.rank, 0);
+    weft_dataset *ds = open_seq(10, -1, 0);
+    struct weft_config *cfg = cfg_of("[loader]\nbatch_size = 3\nshuffle = true\n");
+    weft_dataloader *dl = weft_dataloader_from_config(ds, cfg, "loader", WEFT_CPU);
+    tu_assert_no_error();
+    cr_assert_eq(weft_dataloader_options(dl)->num_replicas, 1);
+    cr_assert_eq(weft_dataloader_options(dl)->rank, 0);
+    cr_assert_eq(weft_dataloader_len(dl), 4);
+    cr_assert_eq(weft_config_check_unknown(cfg), 0);
+    weft_dataloader_free(dl);
+    weft_config_free(cfg);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, unshuffled_shards_pad_by_repeating_the_start_as_pytorch_does)
+{
+    /* torch DistributedSampler(range(n), num_replicas=R, rank=r, shuffle=False). */
+    static const struct {
+        int64_t n;
+        int replicas;
+        int64_t want[8][4]; /* per rank */
+        int64_t per_rank;
+    } cases[] = {
+        {10, 4, {{0, 4, 8}, {1, 5, 9}, {2, 6, 0}, {3, 7, 1}}, 3},
+        {11, 3, {{0, 3, 6, 9}, {1, 4, 7, 10}, {2, 5, 8, 0}}, 4},
+        {7, 2, {{0, 2, 4, 6}, {1, 3, 5, 0}}, 4},
+        {3, 4, {{0}, {1}, {2}, {0}}, 1},
+        {1, 4, {{0}, {0}, {0}, {0}}, 1},
+        {3, 8, {{0}, {1}, {2}, {0}, {1}, {2}, {0}, {1}}, 1}, /* padding 5 > n: wraps twice */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        weft_dataset *ds = open_seq(cases[c].n, -1, 0);
+        for (int r = 0; r < cases[c].replicas; r++) {
+            int64_t got[16];
+            int64_t m = shard_labels(ds, 2, false, 0, cases[c].replicas, r, 0, got, 16);
+            cr_assert_eq(m, cases[c].per_rank, "n=%lld R=%d rank %d: %lld samples",
+                         (long long)cases[c].n, cases[c].replicas, r, (long long)m);
+            for (int64_t i = 0; i < m; i++)
+                cr_assert_eq(got[i], cases[c].want[r][i], "n=%lld R=%d rank %d [%lld]: %lld",
+                             (long long)cases[c].n, cases[c].replicas, r, (long long)i,
+                             (long long)got[i]);
+        }
+        weft_dataset_close(ds);
+    }
+}
+
+Test(dataloader, shards_are_equal_disjoint_but_for_padding_and_cover_the_permutation)
+{
+    static const int64_t sizes[] = {10, 11, 7, 1, 3};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int64_t n = sizes[s];
+        weft_dataset *ds = open_seq(n, -1, 0);
+        for (int shuffle = 0; shuffle < 2; shuffle++)
+            for (int64_t epoch = 0; epoch < 2; epoch++) {
+                /* The documented order of this epoch, from the unsharded loader. */
+                int64_t order[16];
+                cr_assert_eq(shard_labels(ds, 4, shuffle, 0, 1, 0, epoch, order, 16), n);
+                for (int R = 2; R <= 4; R++) {
+                    int64_t per = (n + R - 1) / R, total = per * R;
+                    int seen[16] = {0};
+                    for (int r = 0; r < R; r++) {
+                        int64_t got[16];
+                        cr_assert_eq(shard_labels(ds, 2, shuffle, 0, R, r, epoch, got, 16), per,
+                                     "n=%lld R=%d rank %d", (long long)n, R, r);
+                        for (int64_t i = 0; i < per; i++) {
+                            int64_t want = order[(r + i * R) % n];
+                            cr_assert_eq(got[i], want,
+                                         "n=%lld R=%d rank %d shuffle %d epoch %lld [%lld]: "
+                                         "%lld, expected %lld",
+                                         (long long)n, R, r, shuffle, (long long)epoch,
+                                         (long long)i, (long long)got[i], (long long)want);
+                            seen[got[i]]++;
+                        }
+                    }
+                    /* Every sample once, and the first total - n of the order once more. */
+                    for (int64_t j = 0; j < n; j++) {
+                        int extra = 0;
+                        for (int64_t p = n; p < total; p++)
+                            extra += p % n == j;
+                        cr_assert_eq(seen[order[j]], 1 + extra,
+                                     "n=%lld R=%d: sample %lld seen %d times, expected %d",
+                                     (long long)n, R, (long long)order[j], seen[order[j]],
+                                     1 + extra);
+                    }
+                }
+            }
+        weft_dataset_close(ds);
+    }
+}
+
+Test(dataloader, a_shard_follows_seed_and_epoch_only)
+{
+    weft_dataset *ds = open_seq(103, -1, 300); /* batches finish out of order */
+    enum { R = 3, PER = 35 };
+    for (int r = 0; r < R; r++) {
+        int64_t a[2][PER], b[2][PER], w[2][PER], pin[2][PER];
+        for (int64_t e = 0; e < 2; e++) {
+            cr_assert_eq(shard_labels(ds, 4, true, 0, R, r, e, a[e], PER), PER);
+            cr_assert_eq(shard_labels(ds, 4, true, 0, R, r, e, b[e], PER), PER);
+            cr_assert_eq(shard_labels(ds, 4, true, 2, R, r, e, w[e], PER), PER);
+            /* Workers, prefetching and pinning (which falls back on the cpu) together. */
+            struct weft_dataloader_options o = weft_dataloader_options_default();
+            o.batch_size = 4;
+            o.shuffle = true;
+            o.seed = 1234;
+            o.num_workers = 3;
+            o.prefetch_factor = 3;
+            o.pin_memory = true;
+            o.num_replicas = R;
+            o.rank = r;
+            weft_dataloader *dl = weft_dataloader_new(ds, &o);
+            tu_assert_no_error();
+            cr_assert_eq(epoch_labels(dl, e, pin[e], PER), PER);
+            weft_dataloader_free(dl);
+            cr_assert(memcmp(a[e], b[e], sizeof a[e]) == 0, "rank %d epoch %lld: two loaders "
+                      "with one seed and epoch differ", r, (long long)e);
+            cr_assert(memcmp(a[e], w[e], sizeof a[e]) == 0, "rank %d epoch %lld: 2 workers "
+                      "give another shard than 0", r, (long long)e);
+            cr_assert(memcmp(a[e], pin[e], sizeof a[e]) == 0, "rank %d epoch %lld: pinned "
+                      "prefetching workers give another shard", r, (long long)e);
+        }
+        cr_assert(memcmp(a[0], a[1], sizeof a[0]) != 0, "rank %d: epochs 0 and 1 give one "
+                  "shard", r);
+        /* Another seed, another shard. */
+        struct weft_dataloader_options o = weft_dataloader_options_default();
+        o.batch_size = 4;
+        o.shuffle = true;
+        o.seed = 1235;
+        o.num_replicas = R;
+        o.rank = r;
+        weft_dataloader *dl = weft_dataloader_new(ds, &o);
+        int64_t other[PER];
+        cr_assert_eq(epoch_labels(dl, 0, other, PER), PER);
+        cr_assert(memcmp(a[0], other, sizeof other) != 0);
+        weft_dataloader_free(dl);
+    }
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, len_and_drop_last_apply_to_the_shard)
+{
+    /* n = 11, R = 3: num_samples 4 per rank; batch_size 3 gives [3, 1], or [3] with
+     * drop_last (the unsharded loader would give 4 or 3 batches). */
+    weft_dataset *ds = open_seq(11, -1, 0);
+    for (int r = 0; r < 3; r++)
+        for (int drop = 0; drop < 2; drop++)
+            for (int workers = 0; workers <= 2; workers += 2) {
+                weft_dataloader *dl = shard_loader(ds, 3, true, workers, 3, r, drop);
+                cr_assert_eq(weft_dataloader_len(dl), drop ? 1 : 2);
+                cr_assert_eq(weft_dataloader_epoch(dl, 1), 0);
+                int64_t sizes[] = {3, 1}, b = 0;
+                weft_tensor *f[2];
+                int rc;
+                while ((rc = weft_dataloader_next(dl, f)) == 1) {
+                    cr_assert_lt(b, drop ? 1 : 2);
+                    cr_assert_eq(weft_tensor_size(f[1], 0), sizes[b], "rank %d batch %lld", r,
+                                 (long long)b);
+                    b++;
+                    weft_tensor_release(f[0]);
+                    weft_tensor_release(f[1]);
+                }
+                cr_assert_eq(rc, 0);
+                cr_assert_eq(b, drop ? 1 : 2);
+                weft_dataloader_free(dl);
+            }
+    /* R > n: one (padded) sample per rank, so drop_last with batch_size 2 leaves none. */
+    weft_dataset *one = open_seq(1, -1, 0);
+    weft_dataloader *dl = shard_loader(one, 2, false, 0, 4, 3, true);
+    cr_assert_eq(weft_dataloader_len(dl), 0);
+    weft_tensor *f[2];
+    cr_assert_eq(weft_dataloader_next(dl, f), 0);
+    weft_dataloader_free(dl);
+    dl = shard_loader(one, 2, false, 0, 4, 3, false);
+    cr_assert_eq(weft_dataloader_len(dl), 1);
+    weft_dataloader_free(dl);
+    weft_dataset_close(one);
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, bad_rank_or_num_replicas_use_pytorchs_words)
+{
+    weft_dataset *ds = open_seq(4, -1, 0);
+    struct weft_dataloader_options o = weft_dataloader_options_default();
+    o.num_replicas = 2;
+    o.rank = 2;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "Invalid rank 2, rank should be in the interval [0, 1]");
+    o.rank = -1;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "Invalid rank -1, rank should be in the interval [0, 1]");
+    o.num_replicas = 0;
+    o.rank = 0;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "num_replicas should be a positive integer value (1 when not "
+                                    "distributed), but got num_replicas=0");
+    o.num_replicas = -3;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "but got num_replicas=-3");
+    o.num_replicas = 1;
+    o.rank = 1;
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "Invalid rank 1, rank should be in the interval [0, 0]");
+    weft_dataset_close(ds);
+}
+
+Test(dataloader, a_shard_copied_to_a_device_through_pinned_staging_is_the_same_shard)
+{
+    weft_dataset *ds = open_seq(40, -1, 0);
+    int64_t want[14];
+    cr_assert_eq(shard_labels(ds, 4, true, 0, 3, 2, 1, want, 14), 14);
+    weft_dataloader *base = side_loader(ds, 4); /* registers sidedev; its options */
+    struct weft_dataloader_options o = *weft_dataloader_options(base);
+    weft_dataloader_free(base);
+    o.shuffle = true;
+    o.seed = 1234;
+    o.num_replicas = 3;
+    o.rank = 2;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    tu_assert_no_error();
+    cr_assert_eq(weft_dataloader_len(dl), 4);
+    cr_assert_eq(weft_dataloader_epoch(dl, 1), 0);
+    weft_tensor *f[2];
+    int64_t n = 0;
+    while (weft_dataloader_next(dl, f) == 1) {
+        cr_assert_eq(f[1]->device.type, o.device.type);
+        const int32_t *labels = weft_tensor_data(f[1]); /* sidedev memory is host memory */
+        for (int64_t k = 0; k < weft_tensor_size(f[1], 0); k++, n++) {
+            cr_assert_lt(n, 14);
+            cr_assert_eq(labels[k], want[n], "sample %lld: %d, expected %lld", (long long)n,
+                         labels[k], (long long)want[n]);
+        }
+        weft_tensor_release(f[0]);
+        weft_tensor_release(f[1]);
+    }
+    tu_assert_no_error();
+    cr_assert_eq(n, 14);
+    weft_dataloader_free(dl);
+    weft_dataset_close(ds);
+}

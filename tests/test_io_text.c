@@ -2,7 +2,8 @@
  * bytes) and tokens (llm.c's token files), on small files written here: the (x, y)
  * windows and their shift, nanoGPT's train/val split at its boundaries, the separate
  * validation file, every malformed token file, splits too short for one window, the
- * data loader's shuffled windows with and without workers, and the shipped corpus. */
+ * data loader's shuffled windows with and without workers and sharded over two ranks, and
+ * the shipped corpus. */
 #define _GNU_SOURCE
 #include "testutil.h"
 
@@ -549,6 +550,73 @@ Test(io_text, loader_shuffles_windows_identically_with_0_and_2_workers)
                   "both epochs gave the same order");
     free(a);
     free(b);
+    weft_dataset_close(ds);
+}
+
+Test(io_text, two_ranks_draw_disjoint_random_windows_that_cover_the_train_split)
+{
+    /* Byte i of the file is i, so a window's first token is its start offset. train:
+     * int(256 * 0.9) = 230 tokens, 230 - 4 = 226 windows, 113 per rank (no padding). */
+    unsigned char bytes[256];
+    for (int i = 0; i < 256; i++)
+        bytes[i] = (unsigned char)i;
+    tu_write_bytes("ramp.bin", bytes, sizeof bytes);
+    weft_dataset *ds = open_ok("reader = text\npath = ramp.bin\nblock_size = 4\n");
+    cr_assert_eq(weft_dataset_length(ds), 226);
+    for (int64_t epoch = 0; epoch < 2; epoch++) {
+        int owner[226];
+        int64_t starts[2][113];
+        for (int i = 0; i < 226; i++)
+            owner[i] = -1;
+        for (int rank = 0; rank < 2; rank++) {
+            struct weft_dataloader_options o = weft_dataloader_options_default();
+            o.batch_size = 10;
+            o.shuffle = true;
+            o.seed = 7;
+            o.num_workers = rank; /* rank 1 reads with a worker thread */
+            o.num_replicas = 2;
+            o.rank = rank;
+            weft_dataloader *dl = weft_dataloader_new(ds, &o);
+            cr_assert_not_null(dl, "%s", weft_error_message());
+            cr_assert_eq(weft_dataloader_len(dl), 12);
+            cr_assert_eq(weft_dataloader_epoch(dl, epoch), 0);
+            int64_t n = 0;
+            weft_tensor *f[2];
+            int rc;
+            while ((rc = weft_dataloader_next(dl, f)) == 1) {
+                const int64_t *x = weft_tensor_data(f[0]), *y = weft_tensor_data(f[1]);
+                for (int64_t r = 0; r < weft_tensor_size(f[0], 0); r++, n++) {
+                    int64_t s = x[r * 4];
+                    cr_assert_lt(n, 113);
+                    cr_assert(s >= 0 && s < 226, "window start %lld", (long long)s);
+                    for (int64_t i = 0; i < 4; i++) {
+                        cr_assert_eq(x[r * 4 + i], s + i);
+                        cr_assert_eq(y[r * 4 + i], s + i + 1);
+                    }
+                    cr_assert_eq(owner[s], -1, "epoch %lld: window at %lld read by ranks %d "
+                                 "and %d", (long long)epoch, (long long)s, owner[s], rank);
+                    owner[s] = rank;
+                    starts[rank][n] = s;
+                }
+                weft_tensor_release(f[0]);
+                weft_tensor_release(f[1]);
+            }
+            cr_assert_eq(rc, 0, "%s", weft_error_message());
+            cr_assert_eq(n, 113);
+            weft_dataloader_free(dl);
+        }
+        for (int i = 0; i < 226; i++)
+            cr_assert_neq(owner[i], -1, "epoch %lld: no rank read the window at %d",
+                          (long long)epoch, i);
+        /* Random windows: neither rank reads its shard as a run of ascending starts. */
+        for (int rank = 0; rank < 2; rank++) {
+            int ascending = 0;
+            for (int i = 1; i < 113; i++)
+                ascending += starts[rank][i] > starts[rank][i - 1];
+            cr_assert(ascending > 30 && ascending < 83, "rank %d: %d of 112 steps ascend", rank,
+                      ascending);
+        }
+    }
     weft_dataset_close(ds);
 }
 

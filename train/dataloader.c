@@ -59,8 +59,10 @@ struct weft_dataloader {
     struct weft_dataloader_options opt;
     int nfields;
     struct field_plan plan[MAX_FIELDS];
-    int64_t length, nbatches;
-    int64_t *perm;
+    int64_t nsamples;         /* the dataset's */
+    int64_t length, nbatches; /* per epoch on this rank: its shard's samples, their batches */
+    int64_t *order;           /* the epoch's order of all nsamples (see make_order) */
+    int64_t *perm;            /* this rank's shard of it, as visited: order when unsharded */
     bool on_device; /* not the cpu: batches are copied */
     bool pinned;    /* host buffers from the device backend's pinned allocator */
     const struct weft_backend *backend;
@@ -89,6 +91,7 @@ struct weft_dataloader_options weft_dataloader_options_default(void)
     o.batch_size = 1;
     o.prefetch_factor = 2;
     o.device = WEFT_CPU;
+    o.num_replicas = 1;
     return o;
 }
 
@@ -151,6 +154,15 @@ static int check_options(const weft_dataset *ds, const struct weft_dataloader_op
                               "prefetch_factor should be a positive integer value (at most "
                               "%d), but got prefetch_factor=%d",
                               MAX_PREFETCH, o->prefetch_factor);
+    if (o->num_replicas < 1)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "num_replicas should be a positive integer value (1 when not "
+                              "distributed), but got num_replicas=%d",
+                              o->num_replicas);
+    if (o->rank < 0 || o->rank >= o->num_replicas)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "Invalid rank %d, rank should be in the interval [0, %d]", o->rank,
+                              o->num_replicas - 1);
     return check_field_options(ds, o);
 }
 
@@ -510,7 +522,10 @@ weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
     dl->ds = ds;
     dl->opt = *options;
     dl->nfields = weft_dataset_num_fields(ds);
-    dl->length = weft_dataset_length(ds);
+    dl->nsamples = weft_dataset_length(ds);
+    /* DistributedSampler's num_samples = ceil(n / R) with drop_last=False. */
+    int64_t replicas = options->num_replicas;
+    dl->length = dl->nsamples / replicas + (dl->nsamples % replicas != 0);
     int64_t bs = options->batch_size;
     dl->nbatches = options->drop_last ? dl->length / bs : (dl->length + bs - 1) / bs;
     dl->nslots = options->num_workers > 0 ? options->num_workers * options->prefetch_factor : 1;
@@ -518,11 +533,13 @@ weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
     pthread_mutex_init(&dl->lock, NULL);
     pthread_cond_init(&dl->work, NULL);
     pthread_cond_init(&dl->ready, NULL);
-    dl->perm = malloc((size_t)(dl->length ? dl->length : 1) * sizeof *dl->perm);
+    dl->order = malloc((size_t)(dl->nsamples ? dl->nsamples : 1) * sizeof *dl->order);
+    dl->perm = replicas == 1 ? dl->order
+                             : malloc((size_t)(dl->length ? dl->length : 1) * sizeof *dl->perm);
     dl->slots = calloc((size_t)dl->nslots, sizeof *dl->slots);
-    if (!dl->perm || !dl->slots) {
+    if (!dl->order || !dl->perm || !dl->slots) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory for %lld samples",
-                       (long long)dl->length);
+                       (long long)dl->nsamples);
         weft_dataloader_free(dl);
         return NULL;
     }
@@ -549,26 +566,39 @@ void weft_dataloader_free(weft_dataloader *dl)
     pthread_mutex_destroy(&dl->lock);
     free(dl->threads);
     free(dl->slots);
-    free(dl->perm);
+    if (dl->perm != dl->order)
+        free(dl->perm);
+    free(dl->order);
     free(dl);
 }
 
-/* Fisher-Yates driven by Philox, as the header spells out. */
+/* The epoch's order (Fisher-Yates driven by Philox, as the header spells out), then this
+ * rank's shard of it into perm: the one place that decides which samples batch k holds,
+ * whoever reads it (the caller or a worker). */
 static void make_order(weft_dataloader *dl, int64_t epoch)
 {
-    int64_t n = dl->length;
+    int64_t n = dl->nsamples;
+    int64_t *order = dl->order;
     for (int64_t i = 0; i < n; i++)
-        dl->perm[i] = i;
-    if (!dl->opt.shuffle)
-        return;
-    uint64_t base = (uint64_t)epoch << 40;
-    for (int64_t i = n - 1; i > 0; i--) {
-        uint64_t r = weft_philox_u64(dl->opt.seed, base, (uint64_t)(n - 1 - i));
-        int64_t j = (int64_t)(r % (uint64_t)(i + 1));
-        int64_t t = dl->perm[i];
-        dl->perm[i] = dl->perm[j];
-        dl->perm[j] = t;
+        order[i] = i;
+    if (dl->opt.shuffle) {
+        uint64_t base = (uint64_t)epoch << 40;
+        for (int64_t i = n - 1; i > 0; i--) {
+            uint64_t r = weft_philox_u64(dl->opt.seed, base, (uint64_t)(n - 1 - i));
+            int64_t j = (int64_t)(r % (uint64_t)(i + 1));
+            int64_t t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
     }
+    if (dl->perm == order)
+        return;
+    /* DistributedSampler: the order padded to length * R by repeating it from its start
+     * (position p holds order[p % n], however many times the padding wraps), then every
+     * R-th position from `rank`. */
+    int64_t replicas = dl->opt.num_replicas, p = dl->opt.rank;
+    for (int64_t i = 0; i < dl->length; i++, p += replicas)
+        dl->perm[i] = order[p % n];
 }
 
 int weft_dataloader_epoch(weft_dataloader *dl, int64_t epoch)

@@ -50,6 +50,24 @@ void weft_set_grad_enabled(bool enabled);
 bool weft_no_grad_begin(void);
 void weft_grad_mode_restore(bool previous);
 
+/* ---- hooks ------------------------------------------------------------------------------ */
+
+/* Called with the leaf once backward has accumulated a gradient into its .grad (which
+ * weft_grad() then returns): torch's register_post_accumulate_grad_hook. Runs on the
+ * thread running backward, with grad mode off; a negative return fails the backward. */
+typedef int (*weft_grad_hook_fn)(weft_tensor *leaf, void *ctx);
+/* Registers fn on a leaf that requires grad ("post accumulate grad hooks cannot be
+ * registered on non-leaf tensors..."); hooks run in registration order. Returns a handle
+ * (> 0) for weft_remove_hook, or negative. */
+int weft_register_post_accumulate_grad_hook(weft_tensor *leaf, weft_grad_hook_fn fn, void *ctx);
+int weft_remove_hook(weft_tensor *t, int handle);
+/* From inside a backward (a hook or a backward function): fn(ctx) runs once, after the
+ * backward has run every node and before weft_backward returns, on the same thread; also
+ * when the backward failed, so that fn can clean up (torch's
+ * Variable._execution_engine.queue_callback). A negative return becomes weft_backward's
+ * when it had none. Outside a backward: an error. */
+int weft_autograd_queue_callback(int (*fn)(void *ctx), void *ctx);
+
 /* Anomaly mode (process-wide): the first backward node that returns NaN/Inf fails with
  * "Function 'MulBackward0' returned nan values in its 0th output." */
 void weft_set_anomaly_enabled(bool enabled);

@@ -10,6 +10,16 @@
  * order depends on (seed, epoch) only: it differs per epoch and is identical whatever
  * the number of workers.
  *
+ * Sharding. With num_replicas R > 1, the loader is PyTorch 1.13's DistributedSampler
+ * (shuffle as above, seed, drop_last=False) under the batch sampler: the epoch's order
+ * (the permutation above, or 0..n-1 without shuffle) is padded to total = ceil(n / R) * R
+ * by repeating it from its start (as often as needed when R > n), and rank r visits
+ * order[r], order[r + R], order[r + 2R], ...: num_samples = total / R samples on every
+ * rank, disjoint across ranks but for the total - n padded repeats. Since the order
+ * depends on (seed, epoch) only, every rank computes the same one with no communication,
+ * and weft_dataloader_epoch() is set_epoch(). Batches are cut from the rank's shard:
+ * drop_last and weft_dataloader_len() apply to it.
+ *
  * Workers. With num_workers > 0, a fixed pool of threads reads batches ahead of the
  * consumer, at most num_workers * prefetch_factor batches in flight (PyTorch's
  * prefetch_factor), each into its own slot; batches are handed out strictly in order.
@@ -73,19 +83,21 @@ struct weft_dataloader_options {
     uint64_t seed;       /* shuffling key */
     weft_device device;  /* where the tensors handed out live */
     struct weft_dataloader_field_options fields[WEFT_DATASET_MAX_FIELDS]; /* by field index */
+    int num_replicas;    /* shards of each epoch (processes), >= 1; 1: not distributed */
+    int rank;            /* the shard read here, 0 <= rank < num_replicas (see Sharding) */
 };
 
 typedef struct weft_dataloader weft_dataloader;
 
 /* PyTorch's defaults: batch_size 1, no shuffle, no drop_last, 0 workers,
- * prefetch_factor 2, no pinning, seed 0, cpu, fields as read. */
+ * prefetch_factor 2, no pinning, seed 0, cpu, fields as read, num_replicas 1, rank 0. */
 struct weft_dataloader_options weft_dataloader_options_default(void);
 
 /* A loader over ds (which must outlive it) and its worker threads. Errors
  * (WEFT_ERR_VALUE, PyTorch's words where it has some): batch_size < 1, num_workers < 0,
  * prefetch_factor < 1 with workers, an unknown device, a field option for a field the
  * dataset lacks, nchannels not 1 nor the sample's first dim, std <= 0, normalising to a
- * non-floating dtype. */
+ * non-floating dtype, num_replicas < 1, rank outside [0, num_replicas - 1]. */
 weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
                                      const struct weft_dataloader_options *options);
 
@@ -95,13 +107,16 @@ weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
  * comma-separated numbers, one per channel, for the field called "image" if there is
  * one, else the first field that is not class labels; both or neither. Fields with
  * num_classes > 0 (labels) are handed out as int64. Errors (WEFT_ERR_CONFIG) name the
- * file, section, key and value. */
+ * file, section, key and value. No key shards the loader (num_replicas 1, rank 0): a
+ * distributed trainer copies weft_dataloader_options(), sets num_replicas and rank from
+ * its process group and makes the loader it uses with weft_dataloader_new(). */
 weft_dataloader *weft_dataloader_from_config(const weft_dataset *ds, struct weft_config *cfg,
                                              const char *section, weft_device device);
 
-/* Starts epoch `epoch` (>= 0): computes its order and sets the workers going. Abandons
- * an epoch in progress (waiting for the batches being read). next() before any call
- * starts epoch 0. Returns 0 or negative. */
+/* Starts epoch `epoch` (>= 0), PyTorch's set_epoch: computes its order (this rank's
+ * shard of it) and sets the workers going. Abandons an epoch in progress (waiting for
+ * the batches being read). next() before any call starts epoch 0. Returns 0 or
+ * negative. */
 int weft_dataloader_epoch(weft_dataloader *dl, int64_t epoch);
 
 /* The next batch of the epoch: fields[f] receives field f's tensor (new references,
@@ -110,7 +125,8 @@ int weft_dataloader_epoch(weft_dataloader *dl, int64_t epoch);
  * repeats until the next weft_dataloader_epoch()). */
 int weft_dataloader_next(weft_dataloader *dl, weft_tensor **fields);
 
-/* Batches per epoch: ceil(n / batch_size), or floor with drop_last; -1 for NULL. */
+/* Batches per epoch on this rank: ceil(m / batch_size), or floor with drop_last, where
+ * m is the shard's num_samples (n when not sharded); -1 for NULL. */
 int64_t weft_dataloader_len(const weft_dataloader *dl);
 /* Number of fields (the dataset's); 0 for NULL. */
 int weft_dataloader_num_fields(const weft_dataloader *dl);
