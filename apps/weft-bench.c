@@ -144,6 +144,49 @@ static void bench_copies(void)
     weft_tensor_release(x);
 }
 
+/* ---- dtype conversions: what autocast adds around every low-precision op ------------- */
+
+struct convert_ctx {
+    weft_tensor *src;
+    enum weft_dtype to;
+};
+
+static void run_convert(void *p)
+{
+    struct convert_ctx *c = p;
+    weft_tensor_release(weft_to_dtype(c->src, c->to));
+}
+
+/* Contiguous 1M-element conversions, in GB/s of bytes read and written. */
+static void bench_conversions(void)
+{
+    static const struct {
+        const char *name;
+        enum weft_dtype from, to;
+    } cases[] = {
+        {"convert_f32_to_bf16_1M", WEFT_F32, WEFT_BF16},
+        {"convert_bf16_to_f32_1M", WEFT_BF16, WEFT_F32},
+        {"convert_f32_to_f16_1M", WEFT_F32, WEFT_F16},
+        {"convert_f16_to_f32_1M", WEFT_F16, WEFT_F32},
+    };
+    const int64_t n = (int64_t)1 << 20;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (!selected(cases[i].name))
+            continue;
+        weft_tensor *x = weft_randn(1, &n, WEFT_F32, WEFT_CPU);
+        weft_tensor *src = x ? weft_to_dtype(x, cases[i].from) : NULL;
+        die_on_error("setting up a conversion");
+        struct convert_ctx c = {src, cases[i].to};
+        double s = time_median(run_convert, &c, opt.repeats);
+        die_on_error(cases[i].name);
+        double bytes = (double)n * (double)(weft_dtype_size(cases[i].from) +
+                                            weft_dtype_size(cases[i].to));
+        report(cases[i].name, bytes / s / 1e9, "GB/s");
+        weft_tensor_release(src);
+        weft_tensor_release(x);
+    }
+}
+
 /* ---- matmul ------------------------------------------------------------------------------ */
 
 /* weft_matmul of [M, K] x [K, N] beside the direct library calls it may make: OpenBLAS's
@@ -778,6 +821,7 @@ int main(int argc, char **argv)
         printf("# weft %s, %d threads, median of %d\n", weft_version(), weft_get_num_threads(),
                opt.repeats);
     bench_copies();
+    bench_conversions();
     bench_matmuls();
     bench_tiny();
     bench_nn();

@@ -4,6 +4,8 @@
  * (lower_precision_fp, fp32 and fp32_set_opt_dtype) are used for every device type, so
  * that a bf16 run on the CPU keeps softmax, reductions, norms and losses in float32 as
  * a CUDA run does (PyTorch's own CPU list keeps only some losses in float32). */
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
@@ -51,13 +53,50 @@ static const struct {
     {"binary_cross_entropy_with_logits", WEFT_AUTOCAST_FP32},
 };
 
+#define POLICY_COUNT (sizeof policy_table / sizeof *policy_table)
+
+/* Every autograd op asks for its policy on every call under autocast, most of them to
+ * hear "promote" after a miss through the whole table. So the names are hashed once into
+ * an open-addressing index (slots hold table index + 1, 0 is empty; at most a quarter
+ * full, so a miss ends within a probe or two), and a lookup costs one hash of the name
+ * and usually one strcmp. Keyed by the text, not the pointer: a name in a reused buffer
+ * gets the same answer as before. */
+#define POLICY_SLOTS 128
+
+static uint8_t policy_index[POLICY_SLOTS];
+static pthread_once_t policy_index_once = PTHREAD_ONCE_INIT;
+
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static void build_policy_index(void)
+{
+    _Static_assert(POLICY_COUNT * 4 <= POLICY_SLOTS && POLICY_COUNT < 255,
+                   "autocast policy index: too many names for its slots");
+    for (size_t i = 0; i < POLICY_COUNT; i++) {
+        uint32_t h = name_hash(policy_table[i].op) % POLICY_SLOTS;
+        while (policy_index[h] != 0)
+            h = (h + 1) % POLICY_SLOTS;
+        policy_index[h] = (uint8_t)(i + 1);
+    }
+}
+
 enum weft_autocast_policy weft_autocast_policy(const char *op)
 {
     if (!op)
         return WEFT_AUTOCAST_PROMOTE;
-    for (size_t i = 0; i < sizeof policy_table / sizeof *policy_table; i++)
+    pthread_once(&policy_index_once, build_policy_index);
+    for (uint32_t h = name_hash(op) % POLICY_SLOTS; policy_index[h] != 0;
+         h = (h + 1) % POLICY_SLOTS) {
+        size_t i = policy_index[h] - 1u;
         if (strcmp(policy_table[i].op, op) == 0)
             return policy_table[i].policy;
+    }
     return WEFT_AUTOCAST_PROMOTE;
 }
 

@@ -31,7 +31,7 @@ static int check_reduction(enum weft_reduction r)
  *
  * Node "NllLossBackward0": one input (logits or log-probabilities). ints[0] reduction,
  * ints[1] 1 for cross_entropy (the input is logits), ints[2] class weights given;
- * scalars[0] label smoothing, scalars[1] positions M (smoothing's unweighted mean).
+ * scalars[0] label smoothing.
  * Saved: 0 log_softmax (cross_entropy), 1 target with ignored entries set to 0,
  * 2 per-position weight w_t (0 where ignored), 3 the normaliser sum(w_t) (mean),
  * 4 class weights as [1, C, 1...] (smoothing with weights), 5 valid mask (smoothing). */
@@ -42,7 +42,7 @@ struct class_loss {
     weft_tensor *wt;      /* [N, 1, d...] weight of each position's target, 0 where ignored */
     weft_tensor *valid;   /* [N, 1, d...] 1 where not ignored, input's dtype */
     weft_tensor *weights; /* [1, C, 1...] or NULL */
-    int64_t C, M;         /* classes, positions */
+    int64_t C;            /* classes */
     int out_ndim;         /* target's shape: the unreduced loss's */
     int64_t out_shape[WEFT_MAX_DIMS];
 };
@@ -56,7 +56,7 @@ static int class_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     const int64_t *ints = weft_node_ints(node);
     enum weft_reduction reduction = (enum weft_reduction)ints[0];
     bool logits = ints[1] != 0, weighted = ints[2] != 0;
-    double eps = weft_node_scalars(node)[0], M = weft_node_scalars(node)[1];
+    double eps = weft_node_scalars(node)[0];
     weft_tensor *logp = weft_node_saved(node, 0), *t = weft_node_saved(node, 1),
                 *wt = weft_node_saved(node, 2), *norm = weft_node_saved(node, 3),
                 *weights = weft_node_saved(node, 4), *valid = weft_node_saved(node, 5);
@@ -74,9 +74,7 @@ static int class_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     } else if (eps > 0) {
         /* Smoothing adds (eps/C) * b * (sum_c(w_c) * softmax - w) on valid positions. */
         int64_t C = shape[1];
-        weft_tensor *b = g;
-        if (reduction == WEFT_REDUCTION_MEAN)
-            b = weighted ? weft_div(g, norm) : weft_div_scalar(g, M);
+        weft_tensor *b = reduction == WEFT_REDUCTION_MEAN ? weft_div(g, norm) : g;
         weft_tensor *c2 = weft_mul(valid, weft_mul_scalar(b, eps / (double)C));
         weft_tensor *total = weighted ? weft_sum(weights, 0, NULL, false) : NULL;
         weft_tensor *c2w = weighted ? weft_mul(c2, total) : weft_mul_scalar(c2, (double)C);
@@ -179,7 +177,6 @@ static int class_prepare(weft_tensor *input, weft_tensor *target,
     weft_tensor *valid = weft_ne_scalar(t, (double)p->ignore_index);
     if (!valid || class_check_bounds(t, valid, L->C) != 0)
         return weft_error_code();
-    L->M = weft_tensor_numel(t);
     L->out_ndim = target->ndim;
     memcpy(L->out_shape, target->shape, sizeof L->out_shape);
     L->target = weft_masked_fill(t, weft_logical_not(valid), 0);
@@ -226,11 +223,12 @@ static weft_tensor *class_forward(const struct class_loss *L, weft_tensor *logp,
         total = weft_div(total, *norm);
     if (!smooth)
         return total;
-    /* Smoothing's mean: over the weights like the NLL term when weighted, else over every
-     * position, ignored ones included (PyTorch's smooth_loss.mean()). */
+    /* Smoothing's mean has the NLL term's divisor: the targets' summed weights, which
+     * without class weights is the number of positions not ignored (PyTorch 1.13's
+     * smooth_loss.sum() / (~ignore_mask).sum(), not smooth_loss.mean()). */
     weft_tensor *s = weft_sum(smooth, 0, NULL, false);
     if (reduction == WEFT_REDUCTION_MEAN)
-        s = L->weights ? weft_div(s, *norm) : weft_div_scalar(s, (double)L->M);
+        s = weft_div(s, *norm);
     return weft_add(weft_mul_scalar(total, 1 - eps), weft_mul_scalar(s, eps / (double)L->C));
 }
 
@@ -242,7 +240,6 @@ static int class_save(struct weft_node *node, const struct class_loss *L, weft_t
     ints[1] = logits;
     ints[2] = L->weights != NULL;
     weft_node_scalars(node)[0] = eps;
-    weft_node_scalars(node)[1] = (double)L->M;
     int rc = logits ? weft_node_save(node, 0, logp) : 0;
     if (rc == 0)
         rc = weft_node_save(node, 1, L->target);

@@ -105,6 +105,72 @@ Test(autocast, the_policy_table_names_each_ops_precision)
     cr_assert_eq(weft_autocast_policy("relu"), WEFT_AUTOCAST_PROMOTE);
 }
 
+/* Every name of the table (PyTorch 1.13's CUDA lists) with its policy, read by the lookup
+ * from buffers of our own: the answer depends on the text, not on where it lives. */
+Test(autocast, every_listed_name_finds_its_policy_whatever_buffer_holds_it)
+{
+    static const char *const lower[] = {"matmul", "mm", "bmm", "linear", "conv2d",
+                                        "scaled_dot_product_attention"};
+    static const char *const fp32[] = {
+        "softmax", "log_softmax", "sum", "prod", "cumsum", "exp", "expm1", "log", "log1p",
+        "reciprocal", "rsqrt", "pow", "layer_norm", "group_norm", "batch_norm", "norm",
+        "logsumexp", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
+        "huber_loss", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits"};
+    char buf[64];
+    for (size_t i = 0; i < sizeof lower / sizeof *lower; i++) {
+        strcpy(buf, lower[i]);
+        cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_LOWER, "%s", buf);
+    }
+    for (size_t i = 0; i < sizeof fp32 / sizeof *fp32; i++) {
+        strcpy(buf, fp32[i]);
+        cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_FP32, "%s", buf);
+    }
+    /* The same buffer, rewritten: no answer is kept for the pointer. */
+    strcpy(buf, "softmax");
+    cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_FP32);
+    strcpy(buf, "softmax_");
+    cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_PROMOTE);
+}
+
+Test(autocast, names_outside_the_table_promote_even_when_close_to_one)
+{
+    static const char *const others[] = {"", "add", "mul", "relu", "gelu", "soft", "softmax ",
+                                         "Softmax", "matmu", "matmul_", "bmm2", "log_",
+                                         "binary_cross_entropy_with_logit", "conv1d", "mean"};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+        cr_assert_eq(weft_autocast_policy(others[i]), WEFT_AUTOCAST_PROMOTE, "'%s'", others[i]);
+    cr_assert_eq(weft_autocast_policy(NULL), WEFT_AUTOCAST_PROMOTE);
+}
+
+struct policy_worker {
+    int mismatches;
+};
+
+static void *ask_policies(void *p)
+{
+    struct policy_worker *w = p;
+    for (int i = 0; i < 20000; i++) {
+        w->mismatches += weft_autocast_policy("linear") != WEFT_AUTOCAST_LOWER;
+        w->mismatches += weft_autocast_policy("nll_loss") != WEFT_AUTOCAST_FP32;
+        w->mismatches += weft_autocast_policy("add") != WEFT_AUTOCAST_PROMOTE;
+    }
+    return NULL;
+}
+
+/* The index behind the lookup is built on first use: threads asking at once all see it
+ * whole (in a fresh process, as every Criterion test runs). */
+Test(autocast, threads_asking_for_policies_at_once_get_the_same_answers)
+{
+    pthread_t t[4];
+    struct policy_worker w[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, ask_policies, &w[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(w[i].mismatches, 0, "thread %d", i);
+    }
+}
+
 /* ---- the op list -------------------------------------------------------------------------- */
 
 Test(autocast, matmul_linear_conv_and_attention_run_in_bfloat16)

@@ -506,3 +506,292 @@ Test(copy, float_to_integer_of_nan_inf_and_out_of_range_values_gives_pytorchs_cp
     tu_assert_close(weft_to_dtype(h, WEFT_I32), (double[]){m32, m32, -300}, 3, 0, 0);
     weft_scope_pop();
 }
+
+/* ---- float32 <-> bfloat16 / float16: the vector loops against weft/half.h's helpers ------
+ * The cpu plugin converts unit-stride runs of these four pairs with AVX-512 or AVX2/F16C
+ * bodies (plugins/cpu/convert.c); each must give the helpers' bits exactly. The checks
+ * below run in the suite `copy` on the widest body this cpu has, and in `convert_simd`
+ * once per body, chosen through [cpu] simd. */
+
+static float float_of_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The float32 values where rounding has its edge cases: signed zeros and infinities,
+ * quiet and signalling NaNs with payloads, subnormals, the largest finite values, and
+ * values on and beside the ties of both 16-bit formats. */
+static const uint32_t special_f32[] = {
+    0x00000000, 0x80000000, 0x7f800000, 0xff800000,             /* +-0, +-inf */
+    0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fa00000, /* NaNs: quiet, signalling */
+    0x7fbfffff, 0x7f8000ff, 0x7fff0000, 0xffffffff,             /* ... payloads high and low */
+    0x00000001, 0x80000001, 0x007fffff, 0x807fffff, 0x00008000, /* float32 subnormals */
+    0x00018000, 0x00017fff, 0x00800000, 0x7f7fffff, 0xff7fffff, /* min normal, max finite */
+    0x3f800000, 0xbf800000, 0x3f808000, 0x3f818000, 0x3f807fff, /* bf16 ties: to even */
+    0x3f808001, 0xbf818000, 0x7f7f8000, 0x7f7f7fff, 0x7f7fc000, /* ties at the top: to inf */
+    0x3f801000, 0x3f803000, 0x3f800fff, 0x3f801001,             /* f16 ties around 1 */
+    0x477fe000, 0x477fefff, 0x477ff000, 0xc77ff000, 0x47800000, /* 65504, 65520 (overflow) */
+    0x38800000, 0x387fe000, 0x387ff000, 0x33800000,             /* f16 min normal, subnormals */
+    0x33000000, 0x33000001, 0x33c00000, 0x33400000, 0x32ffffff, /* f16 subnormal ties */
+    0xb3000000, 0x34200000, 0x34600000,                         /* 2.5, 3.5 units: to even */
+    0x35000000, 0x35100000, 0x35300000, 0x3f7fffff, 0x40490fdb, /* 2^-21 +- halves; pi */
+};
+#define NSPECIAL ((int64_t)(sizeof special_f32 / sizeof *special_f32))
+
+static uint16_t narrow_ref(enum weft_dtype dt, uint32_t bits)
+{
+    float f = float_of_bits(bits);
+    return dt == WEFT_BF16 ? weft_float_to_bf16(f) : weft_float_to_f16(f);
+}
+
+static uint32_t widen_ref(enum weft_dtype dt, uint16_t h)
+{
+    return weft_float_bits(dt == WEFT_BF16 ? weft_bf16_to_float(h) : weft_f16_to_float(h));
+}
+
+/* A float32 tensor of n elements holding these bit patterns, starting `offset` elements
+ * into its storage (so the runs start unaligned too). */
+static weft_tensor *float32_of_bits(const uint32_t *bits, int64_t n, int64_t offset)
+{
+    int64_t total = n + offset;
+    weft_tensor *base = weft_empty(1, &total, WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(base, "%s", weft_error_message());
+    memcpy((uint32_t *)weft_tensor_data(base) + offset, bits, (size_t)n * sizeof *bits);
+    return weft_narrow(base, 0, offset, n);
+}
+
+/* Converts bits[0..n) (float32) to dt through copy_ and compares bit for bit. */
+static void check_narrowing(enum weft_dtype dt, const uint32_t *bits, int64_t n, int64_t offset)
+{
+    weft_scope_push();
+    weft_tensor *src = float32_of_bits(bits, n, offset);
+    weft_tensor *dst = weft_empty(1, &n, dt, WEFT_CPU);
+    cr_assert_eq(weft_copy_(dst, src), 0, "%s", weft_error_message());
+    const uint16_t *got = weft_tensor_data(dst);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(got[i], narrow_ref(dt, bits[i]),
+                     "float32 0x%08x -> %s gave 0x%04x, expected 0x%04x (element %lld of %lld)",
+                     bits[i], weft_dtype_name(dt), got[i], narrow_ref(dt, bits[i]),
+                     (long long)i, (long long)n);
+    weft_scope_pop();
+}
+
+/* Converts h[0..n) (dt) to float32 through copy_ and compares bit for bit. */
+static void check_widening(enum weft_dtype dt, const uint16_t *h, int64_t n)
+{
+    weft_scope_push();
+    weft_tensor *src = weft_empty(1, &n, dt, WEFT_CPU);
+    memcpy(weft_tensor_data(src), h, (size_t)n * sizeof *h);
+    weft_tensor *dst = weft_empty(1, &n, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_copy_(dst, src), 0, "%s", weft_error_message());
+    const uint32_t *got = weft_tensor_data(dst);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(got[i], widen_ref(dt, h[i]),
+                     "%s 0x%04x -> float32 gave 0x%08x, expected 0x%08x (element %lld of %lld)",
+                     weft_dtype_name(dt), h[i], got[i], widen_ref(dt, h[i]), (long long)i,
+                     (long long)n);
+    weft_scope_pop();
+}
+
+static uint64_t next_random(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Every special value at every lane of a vector and in every tail: runs of each length
+ * 1..3*16+1 cut from the specials rotated, at storage offsets 0..3. */
+static void check_specials_at_every_length(enum weft_dtype dt)
+{
+    uint32_t run[3 * 16 + 1];
+    for (int64_t len = 1; len <= 3 * 16 + 1; len++)
+        for (int64_t rot = 0; rot < NSPECIAL; rot += len < 8 ? 1 : 7) {
+            for (int64_t i = 0; i < len; i++)
+                run[i] = special_f32[(rot + i) % NSPECIAL];
+            check_narrowing(dt, run, len, rot % 4);
+        }
+}
+
+/* A long run (not a multiple of any vector width, split across threads) of random bit
+ * patterns, half of them ordinary floats of either format's range. */
+static void check_long_random_run(enum weft_dtype dt)
+{
+    const int64_t n = ((int64_t)1 << 20) + 13;
+    uint32_t *bits = malloc((size_t)n * sizeof *bits);
+    cr_assert_not_null(bits);
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t r = (uint32_t)next_random(&s);
+        /* odd elements: exponent in [2^-30, 2^17), around both formats' ranges */
+        bits[i] = i % 2 ? (r & 0x807fffffu) | ((97u + (r >> 8) % 47u) << 23) : r;
+    }
+    check_narrowing(dt, bits, n, 1);
+    free(bits);
+}
+
+static void check_every_16_bit_pattern(enum weft_dtype dt)
+{
+    static uint16_t all[65536 + 5];
+    for (int i = 0; i < 65536 + 5; i++)
+        all[i] = (uint16_t)(i * 40503u); /* every pattern once, in scrambled order, then 5 */
+    check_widening(dt, all, 65536 + 5);
+    for (int64_t len = 1; len <= 33; len++) /* every tail */
+        check_widening(dt, all + 1000 * len, len);
+}
+
+static void check_all_conversions(void)
+{
+    const enum weft_dtype halves[] = {WEFT_BF16, WEFT_F16};
+    for (int k = 0; k < 2; k++) {
+        check_specials_at_every_length(halves[k]);
+        check_long_random_run(halves[k]);
+        check_every_16_bit_pattern(halves[k]);
+    }
+}
+
+Test(copy, special_float32_values_round_to_bfloat16_as_the_helper_says)
+{
+    check_specials_at_every_length(WEFT_BF16);
+    /* and the helper's rule spelled out: to nearest, ties to even, NaN quieted (0x40) */
+    const uint32_t in[] = {0x3f808000, 0x3f818000, 0x3f808001, 0x7f800001, 0xff800001,
+                           0x7f7f8000, 0x00000001, 0x80000000, 0x00018000};
+    const uint16_t want[] = {0x3f80, 0x3f82, 0x3f81, 0x7fc0, 0xffc0, 0x7f80, 0x0000, 0x8000,
+                             0x0002};
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+        cr_assert_eq(narrow_ref(WEFT_BF16, in[i]), want[i], "0x%08x", in[i]);
+    check_narrowing(WEFT_BF16, in, sizeof in / sizeof *in, 0);
+}
+
+Test(copy, special_float32_values_round_to_float16_as_the_helper_says)
+{
+    check_specials_at_every_length(WEFT_F16);
+    /* ties to even around 1 and in the subnormals, overflow at 65520, NaN canonical */
+    const uint32_t in[] = {0x3f801000, 0x3f803000, 0x477ff000, 0x477fefff, 0x33000000,
+                           0x33000001, 0x33c00000, 0x34200000, 0x34600000, 0x7fa00001,
+                           0xff800001};
+    const uint16_t want[] = {0x3c00, 0x3c02, 0x7c00, 0x7bff, 0x0000, 0x0001, 0x0002, 0x0002,
+                             0x0004, 0x7e00, 0xfe00};
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+        cr_assert_eq(narrow_ref(WEFT_F16, in[i]), want[i], "0x%08x", in[i]);
+    check_narrowing(WEFT_F16, in, sizeof in / sizeof *in, 0);
+}
+
+Test(copy, long_random_runs_narrow_bit_for_bit_as_the_helpers)
+{
+    check_long_random_run(WEFT_BF16);
+    check_long_random_run(WEFT_F16);
+}
+
+Test(copy, every_bfloat16_and_float16_pattern_widens_as_the_helpers)
+{
+    check_every_16_bit_pattern(WEFT_BF16);
+    check_every_16_bit_pattern(WEFT_F16);
+}
+
+/* Runs that are not unit-stride take the scalar loop; a transposed source and a strided
+ * destination still give the helpers' bits, both ways. */
+Test(copy, strided_conversions_to_and_from_16_bit_floats_match_the_helpers)
+{
+    weft_scope_push();
+    const int64_t R = 37, C = 53, n = R * C;
+    uint32_t *bits = malloc((size_t)n * sizeof *bits);
+    cr_assert_not_null(bits);
+    uint64_t s = 77;
+    for (int64_t i = 0; i < n; i++)
+        bits[i] = i < NSPECIAL ? special_f32[i] : (uint32_t)next_random(&s);
+    weft_tensor *src = weft_view(float32_of_bits(bits, n, 0), 2, SHAPE(R, C));
+    weft_tensor *srct = weft_t(src); /* [C, R], column-major */
+    const enum weft_dtype halves[] = {WEFT_BF16, WEFT_F16};
+    for (int k = 0; k < 2; k++) {
+        enum weft_dtype dt = halves[k];
+        weft_tensor *h = weft_contiguous(weft_to_dtype(srct, dt)); /* transposed source */
+        cr_assert_not_null(h, "%s", weft_error_message());
+        const uint16_t *hv = weft_tensor_data(h);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = 0; r < R; r++)
+                cr_assert_eq(hv[c * R + r], narrow_ref(dt, bits[r * C + c]), "(%lld, %lld)",
+                             (long long)r, (long long)c);
+        /* back to float32 into every other column of a wider tensor (strided destination) */
+        weft_tensor *wide = weft_zeros(2, SHAPE(C, 2 * R), WEFT_F32, WEFT_CPU);
+        weft_tensor *every_other = weft_slice(wide, 1, 0, 2 * R, 2);
+        cr_assert_eq(weft_copy_(every_other, h), 0, "%s", weft_error_message());
+        const uint32_t *wv = weft_tensor_data(wide);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = 0; r < R; r++) {
+                cr_assert_eq(wv[c * 2 * R + 2 * r], widen_ref(dt, hv[c * R + r]));
+                cr_assert_eq(wv[c * 2 * R + 2 * r + 1], 0u);
+            }
+    }
+    free(bits);
+    weft_scope_pop();
+}
+
+/* ---- each vector body in turn ([cpu] simd) ---------------------------------------------- */
+
+static const weft_options *simd_options(void *ctx, const char *plugin)
+{
+    return strcmp(plugin, "cpu") == 0 ? ctx : NULL;
+}
+
+/* Loads the cpu plugin with [cpu] simd = level (each test runs in its own process), runs
+ * every conversion check, and unhooks the options. Skips where the cpu lacks the set. */
+static void check_with_simd(const char *level, bool cpu_has_it)
+{
+    if (!cpu_has_it)
+        cr_skip_test("this cpu has no %s: its body cannot run here", level);
+    weft_options *o = weft_options_new("cpu", "simd.ini");
+    cr_assert_eq(weft_options_set(o, "simd", level), 0);
+    weft_plugin_set_options_source(simd_options, o);
+    if (!weft_backend_get(WEFT_DEVICE_CPU))
+        cr_assert_fail("[cpu] simd = %s: %s", level, weft_error_message());
+    check_all_conversions();
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}
+
+static bool x86_has(const char *what)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!strcmp(what, "avx512"))
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+    (void)what;
+    return false;
+#endif
+}
+
+TestSuite(convert_simd, .fini = tu_teardown);
+
+Test(convert_simd, the_avx512_body_gives_the_helpers_bits)
+{
+    check_with_simd("avx512", x86_has("avx512"));
+}
+
+Test(convert_simd, the_avx2_body_gives_the_helpers_bits)
+{
+    check_with_simd("avx2", x86_has("avx2"));
+}
+
+Test(convert_simd, the_scalar_body_gives_the_helpers_bits)
+{
+    check_with_simd("none", true);
+}
+
+Test(convert_simd, an_unknown_simd_level_is_refused_with_the_choices)
+{
+    weft_options *o = weft_options_new("cpu", "simd.ini");
+    cr_assert_eq(weft_options_set(o, "simd", "sse9"), 0);
+    weft_plugin_set_options_source(simd_options, o);
+    cr_assert_null(weft_backend_get(WEFT_DEVICE_CPU));
+    tu_assert_error(WEFT_ERR_PLUGIN, "simd.ini: [cpu] simd = 'sse9': expected one of auto, "
+                                     "avx512, avx2, none");
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}

@@ -734,7 +734,9 @@ static double ce_reference(const double *z, const int64_t *t, int64_t N, int64_t
     }
     if (red == WEFT_REDUCTION_SUM)
         return (1 - eps) * nll_sum + eps / (double)C * smooth_sum;
-    return (1 - eps) * nll_sum / wsum + eps / (double)C * smooth_sum / (w ? wsum : (double)N);
+    /* PyTorch 1.13: the smoothing term's mean has the NLL term's divisor (the targets'
+     * summed weights; without weights, the positions not ignored) */
+    return (1 - eps) * nll_sum / wsum + eps / (double)C * smooth_sum / wsum;
 }
 
 Test(nn_functional, cross_entropy_by_hand)
@@ -780,6 +782,43 @@ Test(nn_functional, cross_entropy_matches_its_formula_for_every_option)
                                        eps, r);
                 }
             }
+}
+
+/* Values from PyTorch 1.13 (F.cross_entropy(x, t, ignore_index=3, label_smoothing=0.1),
+ * then with weight=w; the loss and x.grad printed in float64): the padding-token setup of
+ * language models, where smoothing is averaged over the targets not ignored. */
+Test(nn_functional, cross_entropy_smoothing_with_ignored_targets_matches_pytorch)
+{
+    const double xv[30] = {0.5, -1.0, 2.0, 0.1, -0.3, 1.5, 0.2,  -0.7, 0.9, 0.0,
+                           -2.0, 1.0, 0.3, 0.4, 1.1,  0.0, 0.0,  0.5, -0.5, 1.0,
+                           0.7, -0.2, -1.3, 2.2, 0.6, 1.0, 2.0, -1.0, 0.3, -0.6};
+    const int64_t tv[6] = {0, 3, 1, 3, 2, 4};
+    const double wv[5] = {1.0, 2.0, 0.5, 1.5, 3.0};
+    const double grad[2][30] = {
+        {-0.193367109175, 0.003173902797, 0.159177226427, 0.019555761064, 0.011460218887, 0, 0,
+         0, 0, 0, -0.001110816651, -0.151883664233, 0.033791424328, 0.037871154038,
+         0.081331902517, 0, 0, 0, 0, 0, 0.031083203316, 0.009670335695, -0.225116669459,
+         0.156713697925, 0.027649432523, 0.049919720255, 0.144287277593, 0.002432575896,
+         0.022272325967, -0.218911899711},
+        {-0.117642545062, -0.000821946483, 0.105555606161, 0.011402527217, 0.001506358166, 0, 0,
+         0, 0, 0, 0.001614030378, -0.188856604244, 0.045249964113, 0.047093822717,
+         0.094898787036, 0, 0, 0, 0, 0, 0.010468156322, -0.000646827832, -0.068936103612,
+         0.056089449683, 0.003025325439, 0.093581784572, 0.25659176241, 0.011542872038,
+         0.043383909086, -0.405100328107}};
+    const double loss_expected[2] = {2.494749504066373, 2.3613934722212933};
+    weft_tensor *w = tu_tensor(1, (const int64_t[]){5}, wv, WEFT_F64);
+    weft_tensor *t = int64_tensor(1, (const int64_t[]){6}, tv);
+    for (int weighted = 0; weighted < 2; weighted++) {
+        weft_tensor *x = tu_tensor(2, (const int64_t[]){6, 5}, xv, WEFT_F64);
+        cr_assert_eq(weft_requires_grad_(x, true), 0);
+        struct weft_cross_entropy_params p = {WEFT_REDUCTION_MEAN, 3, 0.1, weighted ? w : NULL};
+        weft_tensor *loss = weft_cross_entropy(x, t, &p);
+        cr_assert_not_null(loss, "%s", weft_error_message());
+        cr_expect_float_eq(item(loss), loss_expected[weighted], 1e-12, "weighted %d: %.15g",
+                           weighted, item(loss));
+        cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+        tu_assert_close(weft_grad(x), grad[weighted], 30, 1e-9, 1e-11);
+    }
 }
 
 Test(nn_functional, cross_entropy_over_spatial_dims_and_a_single_sample)
@@ -1034,6 +1073,58 @@ Test(nn_functional, conv2d_and_pool_backward_in_16_bit_floats_follow_float64)
                           weft_dtype_name(types[k]), avg ? "avg" : "max", i, g[0][i], g[1][i]);
         }
     }
+}
+
+/* bfloat16 pooling backward and col2im accumulate in float32 exactly as the float32
+ * kernels do (same loops, same order) and round once at the end, through the cpu
+ * plugin's vector conversion: on inputs that bfloat16 holds exactly, each result must be
+ * the float32 result rounded, bit for bit. 19 x 23 planes: 437 elements, no multiple of
+ * any vector width. */
+static void expect_rounded_once(const weft_tensor *h, const weft_tensor *f, const char *what)
+{
+    int64_t n = weft_tensor_numel(f);
+    const uint16_t *hv = weft_tensor_data(h);
+    const float *fv = weft_tensor_data(f);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(hv[i], weft_float_to_bf16(fv[i]), "%s [%lld]: 0x%04x, float32 %.9g",
+                     what, (long long)i, hv[i], fv[i]);
+}
+
+Test(nn_functional, bfloat16_pool_backward_and_col2im_round_the_float32_sums_once)
+{
+    uint64_t seed = 71;
+    const int64_t xs[4] = {2, 3, 19, 23};
+    weft_tensor *xh = tu_random_tensor(4, xs, WEFT_BF16, -2, 2, &seed, NULL);
+    weft_tensor *wh = tu_random_tensor(4, xs, WEFT_BF16, -2, 2, &seed, NULL);
+    weft_tensor *xf = weft_to_dtype(xh, WEFT_F32), *wf = weft_to_dtype(wh, WEFT_F32);
+    /* overlapping windows: each pixel sums several shares */
+    struct weft_pool2d_params pp = {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}};
+    for (int avg = 0; avg < 2; avg++) {
+        weft_tensor *x[2] = {weft_detach(xh), weft_detach(xf)}, *w[2] = {wh, wf};
+        for (int j = 0; j < 2; j++) {
+            cr_assert_eq(weft_requires_grad_(x[j], true), 0);
+            weft_tensor *y = avg ? weft_avg_pool2d(x[j], &pp) : weft_max_pool2d(x[j], &pp);
+            /* upstream gradient w (exact in both dtypes) */
+            weft_tensor *loss = weft_sum(weft_mul(y, w[j]), 0, NULL, false);
+            cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+        }
+        expect_rounded_once(weft_grad(x[0]), weft_grad(x[1]), avg ? "avg_pool2d" : "max_pool2d");
+    }
+    /* col2im straight through the dispatcher: 3x3 taps, stride 1, padding 1 */
+    const int64_t cs[3] = {2, 3 * 9, 19 * 23};
+    weft_tensor *ch = tu_random_tensor(3, cs, WEFT_BF16, -2, 2, &seed, NULL);
+    weft_tensor *cf = weft_to_dtype(ch, WEFT_F32);
+    weft_tensor *img[2] = {weft_empty(4, xs, WEFT_BF16, WEFT_CPU),
+                           weft_empty(4, xs, WEFT_F32, WEFT_CPU)};
+    weft_tensor *cols[2] = {ch, cf};
+    for (int j = 0; j < 2; j++) {
+        struct weft_op_call call = {.op = WEFT_OP_COL2IM, .nin = 1, .nout = 1,
+                                    .ints = {3, 3, 1, 1, 1, 1, 1, 1, 19, 23}};
+        call.in[0] = cols[j];
+        call.out[0] = img[j];
+        cr_assert_eq(weft_dispatch(&call), 0, "%s", weft_error_message());
+    }
+    expect_rounded_once(img[0], img[1], "col2im");
 }
 
 struct pool_ctx {

@@ -66,6 +66,25 @@ int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g);
 /* False when this build has no oneDNN: bfloat16 products then take the plain loop. */
 bool cpu_gemm_bf16_available(void);
 
+/* ---- 16-bit float conversions of contiguous runs (convert.c) ----------------------------
+ * Bit for bit what weft/half.h's helpers give, NaN, inf, -0, subnormals and ties to even
+ * included; vectorised with the widest of AVX-512 and AVX2/F16C that the cpu has and
+ * [cpu] simd allows. n may be any length; dst and src must not overlap. */
+void cpu_f32_to_bf16(uint16_t *dst, const float *src, int64_t n);
+void cpu_bf16_to_f32(float *dst, const uint16_t *src, int64_t n);
+void cpu_f32_to_f16(uint16_t *dst, const float *src, int64_t n);
+void cpu_f16_to_f32(float *dst, const uint16_t *src, int64_t n);
+/* Rounds a float32 accumulator of n elements into dt's storage: one of the two above for
+ * WEFT_BF16 and WEFT_F16, nothing for any other dtype (kernels generated for every
+ * floating dtype call it only for the 16-bit ones). */
+void cpu_round_f32_run(enum weft_dtype dt, void *dst, const float *src, int64_t n);
+/* Vector instruction sets, narrowest first. */
+enum cpu_simd { CPU_SIMD_NONE, CPU_SIMD_AVX2, CPU_SIMD_AVX512 };
+/* The widest set the conversions use: what the cpu has, capped by cpu_simd_limit. */
+enum cpu_simd cpu_simd_level(void);
+/* Caps it ([cpu] simd; the test suites run each body through it). */
+void cpu_simd_limit(enum cpu_simd widest);
+
 /* ---- threads -------------------------------------------------------------------------- */
 int cpu_num_threads(void);
 /* Below this many elements a loop runs on the calling thread: waking the pool costs

@@ -75,7 +75,7 @@ static void valid_columns(const struct conv_geom *g, int64_t off, int64_t *lo, i
 /* ---- col2im ------------------------------------------------------------------------------
  * col: one plane's kH*kW rows (row stride sr, column stride sc, in elements); out: the
  * H*W plane, contiguous. acc: H*W compute-type scratch for 16-bit types, else NULL. */
-#define DEFINE_COL2IM(name, T, C)                                                             \
+#define DEFINE_COL2IM(name, id, T, C)                                                         \
     static void col2im_plane_##name(const char *colp, int64_t sr, int64_t sc, char *outp,     \
                                     C *acc, const struct conv_geom *g)                        \
     {                                                                                         \
@@ -99,12 +99,11 @@ static void valid_columns(const struct conv_geom *g, int64_t off, int64_t *lo, i
                         dst[ox * g->sw + off] += weft_load_##name(src + ox * sc);              \
                 }                                                                             \
             }                                                                                 \
-        if (sizeof(T) != sizeof(C))                                                           \
-            for (int64_t p = 0; p < HW; p++)                                                  \
-                weft_store_##name((T *)outp + p, sum[p]);                                      \
+        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
+            cpu_round_f32_run(id, outp, (const float *)acc, HW);                              \
     }
 
-#define INST(name, id, T, C) DEFINE_IM2COL(name, T, C) DEFINE_COL2IM(name, T, C)
+#define INST(name, id, T, C) DEFINE_IM2COL(name, T, C) DEFINE_COL2IM(name, id, T, C)
 WEFT_FOR_FLOATING_DTYPES(INST)
 #undef INST
 

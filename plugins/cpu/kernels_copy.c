@@ -9,7 +9,9 @@
  *    so that both sides move whole cache lines instead of one side striding through
  *    memory a line per element;
  *  - everything else: the shared iterator with a typed inner loop per (src, dst) pair,
- *    which the compiler vectorises when both inner strides are unit.
+ *    which the compiler vectorises when both inner strides are unit; float32 <->
+ *    bfloat16 / float16 unit-stride runs go to convert.c's explicitly vectorised loops
+ *    instead (the helpers' NaN branch keeps the compiler from vectorising them).
  */
 #include <string.h>
 
@@ -86,10 +88,39 @@ WEFT_FOR_ALL_DTYPES(DEFINE_CONVERTS_FROM)
 static const convert_fn convert_table[WEFT_DTYPE_COUNT][WEFT_DTYPE_COUNT] = {
     WEFT_FOR_ALL_DTYPES(CONVERT_ROW)};
 
+/* The pairs autocast converts on every op have vectorised unit-stride runs (convert.c);
+ * every other pair, and every strided run, takes the table's loop. */
+typedef void (*run_fn)(char *dst, const char *src, int64_t n);
+#define DEFINE_RUN(sn, sid, ST, dn, did, DT)                                                  \
+    static void run_##sn##_to_##dn(char *dst, const char *src, int64_t n)                     \
+    {                                                                                         \
+        cpu_##sn##_to_##dn((DT *)dst, (const ST *)src, n);                                    \
+    }
+#define FOR_EACH_VECTOR_PAIR(X)                                                               \
+    X(f32, WEFT_F32, float, bf16, WEFT_BF16, uint16_t)                                        \
+    X(bf16, WEFT_BF16, uint16_t, f32, WEFT_F32, float)                                        \
+    X(f32, WEFT_F32, float, f16, WEFT_F16, uint16_t)                                          \
+    X(f16, WEFT_F16, uint16_t, f32, WEFT_F32, float)
+FOR_EACH_VECTOR_PAIR(DEFINE_RUN)
+#define RUN_ENTRY(sn, sid, ST, dn, did, DT) [sid][did] = run_##sn##_to_##dn,
+static const run_fn run_table[WEFT_DTYPE_COUNT][WEFT_DTYPE_COUNT] = {
+    FOR_EACH_VECTOR_PAIR(RUN_ENTRY)};
+
+struct convert_job {
+    convert_fn fn;
+    run_fn run;                 /* NULL when the pair has no vectorised run */
+    int64_t dst_size, src_size; /* bytes */
+};
+
 static void convert_loop(void *ctx, char **data, const int64_t *stride, int64_t n)
 {
-    convert_fn fn = *(const convert_fn *)ctx;
-    fn(data[0], data[1], stride[0], stride[1], n); /* operand 0 is the destination */
+    const struct convert_job *job = ctx;
+    /* operand 0 is the destination */
+    if (job->run && stride[0] == job->dst_size && stride[1] == job->src_size) {
+        job->run(data[0], data[1], n);
+        return;
+    }
+    job->fn(data[0], data[1], stride[0], stride[1], n);
 }
 
 /* ---- same dtype: moves by element size ------------------------------------------------- */
@@ -466,7 +497,10 @@ static int copy_kernel(const struct weft_op_call *call)
     if (!fn)
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "copy: no conversion from %s to %s",
                               weft_dtype_name(src->dtype), weft_dtype_name(dst->dtype));
-    cpu_iter_parallel(&it, convert_loop, &fn);
+    struct convert_job job = {fn, run_table[src->dtype][dst->dtype],
+                              (int64_t)weft_dtype_size(dst->dtype),
+                              (int64_t)weft_dtype_size(src->dtype)};
+    cpu_iter_parallel(&it, convert_loop, &job);
     return 0;
 }
 

@@ -329,19 +329,56 @@ static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
 
 /* ---- float16 through float32 ------------------------------------------------------------ */
 
-/* n matrices of o widened to float32, each [rows, cols] contiguous, into dst. */
-static void widen_f16(const struct mm_operand *o, int64_t n, float *dst)
+/* One operand's n matrices widened to float32, contiguous, in the operand's own memory
+ * order: a transposed view (contiguous down its columns) is widened column by column and
+ * handed to the GEMM as Trans, so either layout widens as unit-stride runs (convert.c's
+ * vector loops), lines split across threads. */
+struct widen_job {
+    const struct mm_operand *o;
+    bool trans;         /* lines are the operand's columns */
+    int64_t lines, len; /* per matrix: lines of len elements */
+    float *dst;
+};
+
+static void widen_lines(void *ctx, int64_t begin, int64_t end)
 {
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t r = 0; r < o->rows; r++)
-            for (int64_t c = 0; c < o->cols; c++)
-                *dst++ = weft_f16_to_float(
-                    *((const uint16_t *)o->data + b * o->sbatch + r * o->srow + c * o->scol));
+    const struct widen_job *w = ctx;
+    int64_t step = w->trans ? w->o->srow : w->o->scol; /* elements along a line */
+    int64_t pitch = w->trans ? w->o->scol : w->o->srow; /* from line to line */
+    for (int64_t t = begin; t < end; t++) {
+        int64_t b = t / w->lines, l = t % w->lines;
+        const uint16_t *src = (const uint16_t *)w->o->data + b * w->o->sbatch + l * pitch;
+        float *dst = w->dst + t * w->len;
+        if (step == 1) {
+            cpu_f16_to_f32(dst, src, w->len);
+            continue;
+        }
+        for (int64_t k = 0; k < w->len; k++)
+            dst[k] = weft_f16_to_float(src[k * step]);
+    }
+}
+
+/* Widens o's n matrices into dst; *trans: dst holds them transposed ([cols, rows]). */
+static void widen_f16(const struct mm_operand *o, int64_t n, float *dst, bool *trans)
+{
+    *trans = o->scol != 1 && o->srow == 1 && o->cols > 1;
+    struct widen_job w = {o, *trans, *trans ? o->cols : o->rows, *trans ? o->rows : o->cols, dst};
+    int64_t grain = CPU_PARALLEL_GRAIN / (w.len > 0 ? w.len : 1);
+    cpu_parallel_for(n * w.lines, grain > 0 ? grain : 1, widen_lines, &w);
+}
+
+/* Floats rounded up to a whole 64-byte line, so each scratch part starts on one. */
+static size_t scratch_floats(int64_t n)
+{
+    return ((size_t)n + 15u) & ~(size_t)15u;
 }
 
 /* float16 has no GEMM here (AVX512_FP16 is not on this generation): the operands are
  * widened to float32, multiplied by the float32 provider and the result rounded once,
- * which is what PyTorch's CPU float16 matmul computes too. */
+ * which is what PyTorch's CPU float16 matmul computes too. The widened operands and the
+ * float32 result share one scratch block from the plugin's caching allocator, so a
+ * training step reuses the same block every iteration (emptied with the cache, at the
+ * latest when the plugin is unloaded). */
 static int matmul_f16(const struct weft_op_call *call, struct mm_shape s)
 {
     if (s.M > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
@@ -350,33 +387,40 @@ static int matmul_f16(const struct weft_op_call *call, struct mm_shape s)
     struct mm_operand a = operand_of(call->in[0]), b = operand_of(call->in[1]);
     weft_tensor *out = call->out[0];
     int64_t na = a.sbatch == 0 ? 1 : s.B, nb = b.sbatch == 0 ? 1 : s.B;
-    float *A = malloc((size_t)(na * s.M * s.K) * sizeof(float) + 1);
-    float *Bm = malloc((size_t)(nb * s.K * s.N) * sizeof(float) + 1);
-    float *C = malloc((size_t)(s.M * s.N) * sizeof(float) + 1);
-    int rc = 0;
-    if (!A || !Bm || !C) {
-        rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a float16 matmul");
-        goto done;
-    }
-    widen_f16(&a, na, A);
-    widen_f16(&b, nb, Bm);
+    size_t fa = scratch_floats(na * s.M * s.K), fb = scratch_floats(nb * s.K * s.N);
+    size_t bytes = (fa + fb + scratch_floats(s.M * s.N)) * sizeof(float);
+    float *A = cpu_alloc(0, bytes);
+    if (!A)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
+                              "out of host memory for a float16 matmul's %zu bytes of float32 "
+                              "scratch",
+                              bytes);
+    float *Bm = A + fa, *C = Bm + fb;
+    bool ta, tb;
+    widen_f16(&a, na, A, &ta);
+    widen_f16(&b, nb, Bm, &tb);
     uint16_t *o = weft_tensor_data(out);
+    int rc = 0;
     for (int64_t bi = 0; bi < s.B && rc == 0; bi++) {
-        /* C [M, N] = A [M, K] B [K, N], all row-major contiguous */
-        struct cpu_gemm g = {.M = (int)s.M, .N = (int)s.N, .K = (int)s.K,
-                             .lda = (int)s.K, .ldb = (int)s.N, .ldc = (int)s.N,
+        /* C [M, N] = op(A) [M, K] op(B) [K, N], each stored contiguous */
+        struct cpu_gemm g = {.trans_a = ta, .trans_b = tb,
+                             .M = (int)s.M, .N = (int)s.N, .K = (int)s.K,
+                             .lda = (int)(ta ? s.M : s.K), .ldb = (int)(tb ? s.K : s.N),
+                             .ldc = (int)s.N,
                              .A = A + (na > 1 ? bi : 0) * s.M * s.K,
                              .B = Bm + (nb > 1 ? bi : 0) * s.K * s.N, .C = C};
         rc = cpu_sgemm(&g);
-        for (int64_t i = 0; rc == 0 && i < s.M; i++)
+        for (int64_t i = 0; rc == 0 && i < s.M; i++) {
+            uint16_t *orow = o + bi * out->stride[0] + i * out->stride[1];
+            if (out->stride[2] == 1) {
+                cpu_f32_to_f16(orow, C + i * s.N, s.N);
+                continue;
+            }
             for (int64_t j = 0; j < s.N; j++)
-                o[bi * out->stride[0] + i * out->stride[1] + j * out->stride[2]] =
-                    weft_float_to_f16(C[i * s.N + j]);
+                orow[j * out->stride[2]] = weft_float_to_f16(C[i * s.N + j]);
+        }
     }
-done:
-    free(A);
-    free(Bm);
-    free(C);
+    cpu_free(0, A, bytes);
     return rc;
 }
 

@@ -65,7 +65,7 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
 /* ---- per-plane loops, written once per dtype ----------------------------------------------
  * x/gx: image planes, y/gy/idx: pooled planes. Strides in elements (sy row, sx column);
  * planes the kernel writes are contiguous. */
-#define DEFINE_POOL(name, T, C)                                                               \
+#define DEFINE_POOL(name, id, T, C)                                                           \
     /* The common 2x2 window, stride 2, no padding or dilation, rows contiguous: the four  \
      * taps straight-line and the choice by select, not branch (a branch on random data   \
      * mispredicts every other tap). Same order and NaN rule as the general loop.          \
@@ -148,9 +148,8 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
                 if (at >= 0)                                                                  \
                     sum[at] += weft_load_##name(gy + oy * gsy + ox * gsx);                     \
             }                                                                                 \
-        if (sizeof(T) != sizeof(C))                                                           \
-            for (int64_t p = 0; p < g->H * g->W; p++)                                         \
-                weft_store_##name(gx + p, sum[p]);                                             \
+        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
+            cpu_round_f32_run(id, gx, (const float *)acc, g->H * g->W);                       \
     }                                                                                         \
     static void avg_plane_##name(const T *x, int64_t sy, int64_t sx, T *y,                    \
                                  const struct pool_geom *g)                                   \
@@ -182,11 +181,10 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
                     for (int64_t c = w.x0; c < w.x1; c++)                                     \
                         sum[r * g->W + c] += share;                                           \
             }                                                                                 \
-        if (sizeof(T) != sizeof(C))                                                           \
-            for (int64_t p = 0; p < g->H * g->W; p++)                                         \
-                weft_store_##name(gx + p, sum[p]);                                             \
+        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
+            cpu_round_f32_run(id, gx, (const float *)acc, g->H * g->W);                       \
     }
-#define INST(name, id, T, C) DEFINE_POOL(name, T, C)
+#define INST(name, id, T, C) DEFINE_POOL(name, id, T, C)
 WEFT_FOR_FLOATING_DTYPES(INST)
 #undef INST
 

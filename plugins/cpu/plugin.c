@@ -112,7 +112,13 @@ static int read_options(const weft_options *o)
     static const char *const wait_policies[] = {"default", "passive", "active", NULL};
     /* In enum cpu_gemm_mode's order. */
     static const char *const gemm_modes[] = {"auto", "openblas", "onednn", NULL};
-    int policy, gemm;
+    /* The widest vector bodies of the conversion loops (convert.c): auto is the widest
+     * the cpu has; a narrower one is for comparing, or for testing the other bodies on a
+     * cpu that would never pick them. Above what the cpu has it is the cpu's. */
+    static const char *const simd_levels[] = {"auto", "avx512", "avx2", "none", NULL};
+    static const enum cpu_simd simd_caps[] = {CPU_SIMD_AVX512, CPU_SIMD_AVX512, CPU_SIMD_AVX2,
+                                              CPU_SIMD_NONE};
+    int policy, gemm, simd;
     bool gemm_report;
     int64_t n;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
@@ -120,13 +126,15 @@ static int read_options(const weft_options *o)
         /* openblas by default: auto's per-run choice would break exact resume (a resumed
          * run times its shapes again and may pick another provider, other last bits) */
         weft_options_choice(o, "gemm", gemm_modes, CPU_GEMM_OPENBLAS, &gemm) < 0 ||
-        weft_options_bool(o, "gemm_report", false, &gemm_report) < 0)
+        weft_options_bool(o, "gemm_report", false, &gemm_report) < 0 ||
+        weft_options_choice(o, "simd", simd_levels, 0, &simd) < 0)
         return WEFT_ERR_CONFIG;
     if (gemm == CPU_GEMM_ONEDNN && !cpu_gemm_have_onednn())
         return weft_options_bad_value(o, "gemm", "this weft-cpu.so was built without oneDNN "
                                                  "(install libdnnl-dev and rebuild); expected "
                                                  "auto or openblas");
     cpu_gemm_configure((enum cpu_gemm_mode)gemm, gemm_report);
+    cpu_simd_limit(simd_caps[simd]);
     return n > 0 ? cpu_set_num_threads((int)n) : 0;
 }
 
