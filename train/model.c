@@ -14,6 +14,9 @@ static void blame_section(struct weft_config *cfg, const char *section)
     if (code == WEFT_OK) {
         weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] could not build the layer",
                        weft_config_name(cfg), section);
+    } else if (code == WEFT_ERR_OUT_OF_MEMORY || code == WEFT_ERR_IO) {
+        /* not the config's fault: keep the code (and the exit status it gives) */
+        weft_error_prefix("%s: [%s]", weft_config_name(cfg), section);
     } else if (code != WEFT_ERR_CONFIG) {
         char msg[1536];
         snprintf(msg, sizeof msg, "%s", weft_error_message());

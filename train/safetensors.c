@@ -175,7 +175,8 @@ static int build_header(const char *path, const struct out_entry *e, size_t n,
         weft_json_buf_append(b, "]}", 2);
     }
     weft_json_buf_char(b, '}');
-    while (b->len % 8 != 0)
+    /* (after a failed allocation the buffer takes nothing more: do not wait for it) */
+    while (!b->failed && b->len % 8 != 0)
         weft_json_buf_char(b, ' ');
     if (b->failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the header",
@@ -222,8 +223,10 @@ static int write_file(const char *path, const char *tmp, FILE *f,
     uint8_t len[8];
     for (int i = 0; i < 8; i++)
         len[i] = (uint8_t)((uint64_t)header->len >> (8 * i));
-    if (fwrite(len, 1, 8, f) != 8 || fwrite(header->data, 1, header->len, f) != header->len)
+    if (fwrite(len, 1, 8, f) != 8 || fwrite(header->data, 1, header->len, f) != header->len ||
+        fflush(f) != 0)
         return io_error(path, "writing", tmp, errno);
+    weft_test_crash_point("safetensors.partial");
     for (size_t i = 0; i < n; i++)
         if (write_tensor(path, tmp, f, &e[i]) != 0)
             return weft_error_code();
@@ -286,11 +289,13 @@ static int save_atomically(const char *path, const struct weft_json_buf *header,
         rc = io_error(path, "closing", tmp, errno);
     if (rc != 0)
         goto fail;
+    weft_test_crash_point("safetensors.written");
     if (rename(tmp, path) != 0) {
         rc = weft_error_set(WEFT_ERR_IO, "%s: renaming '%s' to '%s' failed: %s", path, tmp, path,
                             strerror(errno));
         goto fail;
     }
+    weft_test_crash_point("safetensors.renamed");
     rc = sync_directory(path);
     goto out;
 fail:
@@ -373,6 +378,9 @@ static int fail(const struct loader *L, int code, const char *fmt, ...)
 
 static int json_error(const struct loader *L)
 {
+    /* the parser's only failure that is not the file's fault (train/json.c) */
+    if (strncmp(L->json.error, "out of memory", 13) == 0)
+        return fail(L, WEFT_ERR_OUT_OF_MEMORY, "reading the header: %s", L->json.error);
     return fail(L, WEFT_ERR_VALUE, "invalid JSON at byte %zu of the header: %s",
                 L->json.error_at, L->json.error);
 }

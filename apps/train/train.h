@@ -11,6 +11,8 @@
 #include <weft/train.h>
 #include <weft/checkpoint.h>
 #include <weft/dataloader.h>
+#include <weft/ddp.h>
+#include <weft/dist.h>
 #include <weft/dataset.h>
 #include <weft/nn.h>
 #include <weft/optim.h>
@@ -131,6 +133,10 @@ struct trainer {
     bool tty;
     int64_t start_epoch, skip_batches, start_step;
     int64_t step;          /* optimizer steps taken */
+    /* [distributed] (train_dist.c): this process's rank of world; ddp wraps model */
+    int rank, world;
+    weft_ddp *ddp;
+    struct weft_ddp_options ddp_options;
 };
 
 /* What one micro-batch gave. */
@@ -142,8 +148,11 @@ struct train_batch_stats {
 };
 
 /* Forward and backward of one batch; the loss is divided by [train] accumulate, as
- * nanoGPT's loss / gradient_accumulation_steps. Call inside a scope. */
-int train_micro_batch(struct trainer *t, weft_tensor *const *fields, struct train_batch_stats *b);
+ * nanoGPT's loss / gradient_accumulation_steps. sync: the last micro-batch before an
+ * optimizer step, whose backward averages the gradients over the ranks (the others
+ * accumulate locally, DDP's no_sync). Call inside a scope. */
+int train_micro_batch(struct trainer *t, weft_tensor *const *fields, bool sync,
+                      struct train_batch_stats *b);
 /* Clip, step, zero; steps the scheduler when it is per step; t->step += 1. */
 int train_optimizer_step(struct trainer *t);
 
@@ -154,11 +163,58 @@ struct eval_result {
 /* Mean loss (and accuracy) over ds, or its first max_batches batches (0: all). */
 int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
                    int64_t max_batches, struct eval_result *r);
-/* Model file + training state: resume starts at (epoch, after batches_done batches). */
+/* ---- checkpoints (train_checkpoint.c) ----------------------------------------------------- */
+
+/* Model file + training state, as one atomic unit (see train_checkpoint.c): resume starts
+ * at (epoch, after batches_done batches). Rank 0 alone writes; others return 0. */
 int train_save_checkpoint(struct trainer *t, int64_t epoch, int64_t batches_done);
+/* Restores the model, the optimizer, scheduler and scaler, the position and the random
+ * state from the checkpoint at path. Refuses a model file and a state file of different
+ * saves (naming both and which is newer), a [scheduler] other than the one saved, and a
+ * run the checkpoint already finished ([train] epochs or max_iters not above it). */
+int train_resume(struct trainer *t, const char *path);
+/* "runs/x/model.safetensors" -> "runs/x/model.train.safetensors" */
+void train_state_path(const char *model_path, char *out, size_t size);
+
+/* ---- checks before the first step (train_check.c) ---------------------------------------- */
+
+/* mkdir -p of the directory part of path; WEFT_ERR_IO naming the directory. */
+int train_make_parent_dirs(const char *path);
+/* [train] checkpoint and log: their directories made and a file created there (rank 0);
+ * WEFT_ERR_CONFIG naming the key, the path and the system's reason. */
+int train_check_paths(const struct trainer *t);
+/* A section header of the config file with no key under it (inih would drop it):
+ * WEFT_ERR_CONFIG naming the line and the section. */
+int train_check_sections(struct weft_config *cfg);
+/* A dataset with no samples: WEFT_ERR_VALUE naming its section, file key and reader. */
+int train_check_samples(struct weft_config *cfg, const weft_dataset *ds);
+/* The model on one sample of the training set (evaluation mode, no autograd), layer by
+ * layer, then the loss: WEFT_ERR_CONFIG naming the [layer.*] section that did not take
+ * its input (and the input's shape), a last layer with fewer outputs than the labels
+ * have classes, or a loss that does not take the output and the target. */
+int train_check_model(struct trainer *t);
 /* Iteration mode (train_iters.c): max_iters optimizer steps over epochs of the loader. */
 int train_run_iters(struct trainer *t);
 double train_now(void);
 extern volatile sig_atomic_t train_interrupted;
+
+/* ---- several processes (train_dist.c) ---------------------------------------------------- */
+
+/* Before the runtime starts: several processes on one node share its cores, so [cpu]
+ * threads is lowered to cores / processes per node where it asks for more. */
+int train_dist_threads(struct weft_config *cfg);
+/* Reads [distributed], joins the process group; ranks other than 0 go quiet. */
+int train_dist_setup(struct trainer *t);
+/* Wraps the model in DDP and shards the training loader over the ranks. */
+int train_dist_wrap(struct trainer *t);
+/* values[0..n) summed over the ranks, in place (a no-op for a world of one). */
+int train_dist_sum(const struct trainer *t, double *values, int n);
+/* Whether to stop after this step: 1 when a Ctrl-C reached any rank (agreed every few
+ * steps, and then train_interrupted is set on every rank), 0 to go on, negative on an
+ * error. */
+int train_dist_should_stop(const struct trainer *t);
+/* On an error: with several processes, ends the job on every rank (does not return). */
+void train_dist_fail(const struct trainer *t, int code);
+void train_dist_end(struct trainer *t);
 
 #endif

@@ -28,10 +28,26 @@ static void window_add(struct window *w, const struct train_batch_stats *b)
     w->tokens += b->tokens;
 }
 
-/* "step 100/3000  loss 2.4312  lr 9.98e-04  24512 tok/s  31.3 ms/step  ETA 1m31s" */
-static void progress_line(const struct trainer *t, const struct window *w, double run_seconds,
-                          int64_t run_steps)
+/* The window over every rank: losses and tokens summed (a collective: every rank calls
+ * it at the same steps). */
+static int window_global(const struct trainer *t, struct window *w)
 {
+    double v[3] = {w->loss_sum, (double)w->micro, (double)w->tokens};
+    int rc = train_dist_sum(t, v, 3);
+    w->loss_sum = v[0];
+    w->micro = (int64_t)v[1];
+    w->tokens = (int64_t)v[2];
+    return rc;
+}
+
+/* "step 100/3000  loss 2.4312  lr 9.98e-04  24512 tok/s  31.3 ms/step  ETA 1m31s" */
+static int progress_line(const struct trainer *t, struct window w_local, double run_seconds,
+                         int64_t run_steps)
+{
+    struct window all = w_local, *w = &all;
+    int rc = window_global(t, w);
+    if (rc != 0)
+        return rc;
     double dt = train_now() - w->t0;
     int64_t steps = t->step - w->step0;
     char eta[32];
@@ -43,15 +59,19 @@ static void progress_line(const struct trainer *t, const struct window *w, doubl
            steps > 0 ? 1e3 * dt / (double)steps : NAN,
            train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta, sizeof eta));
     fflush(stdout);
+    return 0;
 }
 
 /* Evaluates, prints and logs; *stop when patience ran out. */
-static int evaluation(struct trainer *t, int64_t epoch, const struct window *w, double run_seconds,
+static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, double run_seconds,
                       double *best_val, int64_t *since_best, bool *stop)
 {
     double t0 = train_now();
     struct eval_result val;
-    int rc = train_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters, &val);
+    struct window all = w_local, *w = &all;
+    int rc = window_global(t, w);
+    if (rc == 0)
+        rc = train_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters, &val);
     if (rc != 0)
         return rc;
     struct train_epoch_metrics m = {
@@ -140,7 +160,7 @@ int train_run_iters(struct trainer *t)
         }
         struct train_batch_stats st;
         bool stepped = false;
-        rc = train_micro_batch(t, fields, &st);
+        rc = train_micro_batch(t, fields, micro + 1 == s->accumulate, &st);
         if (rc == 0 && ++micro == s->accumulate) {
             micro = 0;
             rc = train_optimizer_step(t);
@@ -156,20 +176,23 @@ int train_run_iters(struct trainer *t)
         bool last = t->step == s->max_iters;
         double run_seconds = train_now() - run_t0 - outside;
         if (every(t->step, s->log_interval) || last) {
-            progress_line(t, &logw, run_seconds, t->step - run_step0);
+            rc = progress_line(t, logw, run_seconds, t->step - run_step0);
             window_reset(&logw, t->step);
         }
         double t_out = train_now();
         bool evaluated = every(t->step, s->eval_interval) || last;
-        if (evaluated) {
-            rc = evaluation(t, epoch, &evalw, train_now() - run_t0, &best_val, &since_best, &stop);
+        if (rc == 0 && evaluated) {
+            rc = evaluation(t, epoch, evalw, train_now() - run_t0, &best_val, &since_best, &stop);
             weft_module_train(t->model, true);
             window_reset(&evalw, t->step);
         }
         bool save = every(t->step, s->checkpoint_interval) || (last && s->checkpoint_interval > 0);
-        if (rc == 0 && (save || train_interrupted))
+        int interrupted = rc == 0 ? train_dist_should_stop(t) : 0;
+        if (interrupted < 0)
+            rc = interrupted;
+        if (rc == 0 && (save || interrupted))
             rc = train_save_checkpoint(t, epoch, b);
-        if (rc == 0 && train_interrupted) {
+        if (rc == 0 && interrupted) {
             printf("interrupted at step %lld: checkpoint saved to %s\n", (long long)t->step,
                    s->checkpoint);
             return 0;

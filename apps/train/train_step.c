@@ -36,7 +36,10 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
     bool autocast = t->s.precision != WEFT_F32;
     weft_autocast_state prev = autocast ? weft_autocast_begin(t->device.type, t->s.precision)
                                         : weft_autocast_get();
-    weft_tensor *out = x ? weft_module_forward(t->model, x) : NULL;
+    /* DDP: rank 0's buffers (running statistics) before a training forward */
+    weft_tensor *out = x && (!backward || !t->ddp || weft_ddp_sync_buffers(t->ddp) == 0)
+                           ? weft_module_forward(t->model, x)
+                           : NULL;
     weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
     weft_autocast_end(prev);
     if (!loss)
@@ -60,9 +63,14 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
     return b->correct < 0 ? weft_error_code() : 0;
 }
 
-int train_micro_batch(struct trainer *t, weft_tensor *const *fields, struct train_batch_stats *b)
+int train_micro_batch(struct trainer *t, weft_tensor *const *fields, bool sync,
+                      struct train_batch_stats *b)
 {
+    if (!sync)
+        weft_ddp_no_sync_begin(t->ddp);
     int rc = batch_loss(t, &t->inputs, fields, true, b);
+    if (!sync)
+        weft_ddp_no_sync_end(t->ddp);
     /* Under loss scaling an inf/NaN loss skips its step (GradScaler), not the run. */
     if (rc == 0 && !isfinite(b->loss) && !t->scaler)
         rc = weft_error_set(WEFT_ERR_RUNTIME,
@@ -101,9 +109,15 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
     struct weft_dataloader_options o = *weft_dataloader_options(t->train_loader);
     o.shuffle = false;
     o.drop_last = false;
+    /* Every rank evaluates the whole set: the same figures everywhere (early stopping
+     * agrees) and no sample counted twice, as a padded shard would. */
+    o.num_replicas = 1;
+    o.rank = 0;
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
-    if (!dl)
+    if (!dl || (t->ddp && weft_ddp_sync_buffers(t->ddp) != 0)) {
+        weft_dataloader_free(dl);
         return weft_error_code();
+    }
     weft_module_train(t->model, false);
     bool prev = weft_no_grad_begin();
     double loss_sum = 0;

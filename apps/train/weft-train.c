@@ -6,7 +6,8 @@
  * loss, the optimizer and the scheduler, trains for [train] epochs here or for
  * [train] max_iters optimizer steps (train_iters.c), evaluates, and writes checkpoints
  * (safetensors, loadable by PyTorch) and a CSV log with an SVG plot next to it. What both
- * loops share is in train_step.c.
+ * loops share is in train_step.c; checkpoints and --resume in train_checkpoint.c; what is
+ * checked before the first step (paths, the model on one sample) in train_check.c.
  * Exit codes: 0 ok, 1 training error, 2 bad config, 130 interrupted (checkpoint saved).
  */
 #include <errno.h>
@@ -27,33 +28,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     train_interrupted = 1;
-}
-
-/* mkdir -p of the directory part of path. */
-static int make_parent_dirs(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return weft_error_set(WEFT_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    return 0;
-}
-
-/* "runs/x/model.safetensors" -> "runs/x/model.train.safetensors" */
-static void train_state_path(const char *model_path, char *out, size_t size)
-{
-    const char *ext = ".safetensors";
-    size_t n = strlen(model_path), e = strlen(ext);
-    if (n > e && strcmp(model_path + n - e, ext) == 0)
-        snprintf(out, size, "%.*s.train%s", (int)(n - e), model_path, ext);
-    else
-        snprintf(out, size, "%s.train.safetensors", model_path);
 }
 
 /* ---- configuration --------------------------------------------------------------------- */
@@ -141,14 +115,19 @@ static int setup(struct trainer *t)
 {
     struct weft_config *cfg = t->cfg;
     int rc;
-    if ((rc = weft_runtime_init(cfg, &t->device)) != 0)
+    if ((rc = train_dist_threads(cfg)) != 0 || (rc = weft_runtime_init(cfg, &t->device)) != 0)
         return rc;
-    if ((rc = read_settings(cfg, &t->s)) != 0)
+    if ((rc = read_settings(cfg, &t->s)) != 0 || (rc = train_dist_setup(t)) != 0)
         return rc;
-    if (!(t->train_all = weft_dataset_open(weft_config_options(cfg, "data"))))
+    /* An empty section before anything is read: inih would drop it without a word. */
+    if ((rc = train_check_sections(cfg)) != 0)
+        return rc;
+    if (!(t->train_all = weft_dataset_open(weft_config_options(cfg, "data"))) ||
+        train_check_samples(cfg, t->train_all) != 0)
         return weft_error_code();
     if (weft_config_has_section(cfg, "data.test") &&
-        !(t->test_set = weft_dataset_open(weft_config_options(cfg, "data.test"))))
+        (!(t->test_set = weft_dataset_open(weft_config_options(cfg, "data.test"))) ||
+         train_check_samples(cfg, t->test_set) != 0))
         return weft_error_code();
     if (weft_config_has_section(cfg, "data.val")) {
         if (t->s.validation_split > 0)
@@ -158,6 +137,8 @@ static int setup(struct trainer *t)
         if (!(t->val_set = weft_dataset_open(weft_config_options(cfg, "data.val"))))
             return weft_error_code();
         t->own_val = true;
+        if ((rc = train_check_samples(cfg, t->val_set)) != 0)
+            return rc;
     }
     if ((rc = split_validation(t)) != 0)
         return rc;
@@ -181,7 +162,10 @@ static int setup(struct trainer *t)
         t->sequence = f && f->ndim == 1 && (f->dtype == WEFT_I64 || f->num_classes > 0);
     }
     const char *opt_type = weft_config_string(cfg, "optimizer", "type", "sgd");
-    if ((rc = weft_module_to(t->model, t->device, WEFT_F32)) != 0)
+    /* The model on one sample before any step: errors name the layer that does not fit.
+     * Before DDP wraps it, so no rank waits on another for it. */
+    if ((rc = weft_module_to(t->model, t->device, WEFT_F32)) != 0 ||
+        (rc = train_check_model(t)) != 0 || (rc = train_dist_wrap(t)) != 0)
         return rc;
     t->nparams = weft_module_named_parameters(t->model, &t->params);
     if (t->nparams < 0)
@@ -205,89 +189,11 @@ static int setup(struct trainer *t)
      * keys are in iterations, as nanoGPT's). */
     const char *sched_type = weft_config_string(cfg, "scheduler", "type", "none");
     t->sched_per_step = t->s.max_iters > 0 || strcmp(sched_type, "warmup_cosine") == 0;
-    /* Everything has read its keys: anything left over is a typo. */
-    return weft_config_check_unknown(cfg);
-}
-
-/* ---- checkpoints ------------------------------------------------------------------------ */
-
-int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches_done)
-{
-    char state_path[4096];
-    train_state_path(t->s.checkpoint, state_path, sizeof state_path);
-    struct weft_tensor_dict *model = weft_module_state_dict(t->model);
-    struct weft_tensor_dict *state = weft_tensor_dict_new();
-    struct weft_metadata *meta = weft_metadata_new();
-    struct weft_metadata *model_meta = weft_metadata_new();
-    int rc = model && state && meta && model_meta ? 0 : weft_error_code();
-    /* The model's own config (weft_module_config_export: "model.type" = "gpt", ...), so
-     * weft-generate and a PyTorch script rebuild the architecture from the file alone. */
-    if (rc == 0)
-        rc = weft_module_config_export(t->model, model_meta);
-    if (rc == 0)
-        rc = weft_metadata_set_int(model_meta, "weft.step", t->step);
-    if (rc == 0)
-        rc = make_parent_dirs(t->s.checkpoint);
-    if (rc == 0)
-        rc = weft_optimizer_state_export(t->opt, state, meta);
-    if (rc == 0 && t->sched)
-        rc = weft_scheduler_state_export(t->sched, meta);
-    if (rc == 0 && t->scaler)
-        rc = weft_grad_scaler_state_export(t->scaler, meta);
-    if (rc == 0)
-        rc = weft_metadata_set_int(meta, "weft.epoch", next_epoch) ||
-             weft_metadata_set_int(meta, "weft.batch", batches_done) ||
-             weft_metadata_set_int(meta, "weft.step", t->step) ||
-             weft_metadata_set_uint(meta, "weft.rng_seed", weft_random_seed()) ||
-             weft_metadata_set_uint(meta, "weft.rng_offset", weft_random_offset()) ||
-             weft_metadata_set(meta, "weft.config", weft_config_name(t->cfg));
-    /* The training state first: a model file is never newer than its state. */
-    if (rc == 0)
-        rc = weft_safetensors_save(state_path, state, meta);
-    if (rc == 0)
-        rc = weft_safetensors_save(t->s.checkpoint, model, model_meta);
-    weft_tensor_dict_free(model);
-    weft_tensor_dict_free(state);
-    weft_metadata_free(meta);
-    weft_metadata_free(model_meta);
-    return rc;
-}
-
-static int resume(struct trainer *t, const char *path)
-{
-    char state_path[4096];
-    train_state_path(path, state_path, sizeof state_path);
-    struct weft_tensor_dict *model = NULL, *state = NULL;
-    struct weft_metadata *meta = NULL;
-    uint64_t seed = 0, offset = 0;
-    int rc = weft_safetensors_load(path, t->device, &model, NULL);
-    if (rc == 0)
-        rc = weft_module_load_state_dict(t->model, model, true);
-    if (rc == 0)
-        rc = weft_safetensors_load(state_path, t->device, &state, &meta);
-    if (rc == 0)
-        rc = weft_optimizer_state_import(t->opt, state, meta);
-    if (rc == 0 && t->sched)
-        rc = weft_scheduler_state_import(t->sched, meta);
-    /* a checkpoint of an fp32 or bf16 run has no scaler: start from the defaults */
-    if (rc == 0 && t->scaler && weft_metadata_get(meta, "scaler.scale"))
-        rc = weft_grad_scaler_state_import(t->scaler, meta);
-    if (rc == 0)
-        rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
-             weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||
-             (weft_metadata_get(meta, "weft.step") &&
-              weft_metadata_get_int(meta, "weft.step", &t->start_step)) ||
-             weft_metadata_get_uint(meta, "weft.rng_seed", &seed) ||
-             weft_metadata_get_uint(meta, "weft.rng_offset", &offset);
-    if (rc == 0) {
-        weft_manual_seed(seed);
-        weft_random_set_offset(offset);
-        t->step = t->start_step;
-    }
-    weft_tensor_dict_free(model);
-    weft_tensor_dict_free(state);
-    weft_metadata_free(meta);
-    return rc ? weft_error_code() : 0;
+    /* Everything has read its keys: anything left over is a typo. Then the paths, made
+     * and probed only for a config without typos (a misspelt key would probe a default). */
+    if ((rc = weft_config_check_unknown(cfg)) != 0)
+        return rc;
+    return train_check_paths(t);
 }
 
 /* ---- training and evaluation ------------------------------------------------------------ */
@@ -317,8 +223,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             continue;
         }
         struct train_batch_stats st;
-        rc = train_micro_batch(t, fields, &st);
-        if (rc == 0 && b % t->s.accumulate == 0)
+        bool step_now = b % t->s.accumulate == 0 || b == batches;
+        rc = train_micro_batch(t, fields, step_now, &st);
+        if (rc == 0 && step_now)
             rc = train_optimizer_step(t);
         if (rc == 0) {
             loss_sum += st.loss * (double)st.samples;
@@ -329,11 +236,14 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             double per_batch = (train_now() - t0) / (double)(b - t->skip_batches);
             int64_t left = batches - b + batches * (t->s.epochs - epoch - 1);
             train_progress((int)epoch + 1, (int)t->s.epochs, b, batches, loss_sum / (double)samples,
-                           (double)tokens / (train_now() - t0), t->sequence ? "tok/s" : "img/s",
+                           (double)(tokens * t->world) / (train_now() - t0), t->sequence ? "tok/s" : "img/s",
                            weft_optimizer_get_lr(t->opt), per_batch * (double)left, t->tty);
         }
         weft_scope_pop();
-        if (rc == 0 && train_interrupted && b % t->s.accumulate == 0) {
+        int stop = rc == 0 && step_now ? train_dist_should_stop(t) : 0;
+        if (stop < 0)
+            rc = stop;
+        if (rc == 0 && stop) {
             if (t->tty)
                 fputc('\n', stdout);
             rc = train_save_checkpoint(t, epoch, b);
@@ -344,9 +254,15 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             return rc;
         }
     }
-    if (rc == 0 && b % t->s.accumulate != 0)
-        rc = train_optimizer_step(t); /* the remainder of an accumulation */
     t->skip_batches = 0;
+    /* every rank's figures: samples and hits summed, the loss weighed by samples */
+    double sums[4] = {loss_sum, (double)samples, (double)tokens, (double)correct};
+    if (rc == 0 && (rc = train_dist_sum(t, sums, 4)) == 0) {
+        loss_sum = sums[0];
+        samples = (int64_t)sums[1];
+        tokens = (int64_t)sums[2];
+        correct = (int64_t)sums[3];
+    }
     if (t->tty)
         fputc('\n', stdout);
     m->epoch = (int)epoch + 1;
@@ -435,6 +351,7 @@ static int run(struct trainer *t)
 
 static void cleanup(struct trainer *t)
 {
+    train_dist_end(t);
     weft_scheduler_free(t->sched);
     weft_grad_scaler_free(t->scaler);
     weft_optimizer_free(t->opt);
@@ -452,6 +369,20 @@ static void cleanup(struct trainer *t)
     weft_config_free(t->cfg);
 }
 
+/* Prints the pending error; with several processes, ends the job on every rank (a rank
+ * that stops would leave the others waiting in a collective). */
+static void report_error(struct trainer *t, const char *resume_path)
+{
+    if (t->tty) { /* end the progress bar's line */
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    if (resume_path) /* the first error is kept (weft/error.h): prefix it */
+        weft_error_prefix("cannot resume from %s", resume_path);
+    train_dist_fail(t, EXIT_TRAINING_ERROR); /* prints "weft: rank R: ..." and ends the job */
+    fprintf(stderr, "weft-train: %s\n", weft_error_message());
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft-train CONFIG.ini [--set section.key=value ...] [--resume CHECKPOINT]\n"
@@ -460,7 +391,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    struct trainer t = {0};
+    struct trainer t = {.world = 1};
     const char *config_path = NULL, *resume_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -497,7 +428,7 @@ int main(int argc, char **argv)
     int rc = t.cfg && weft_error_code() == WEFT_OK ? setup(&t) : weft_error_code();
     if (rc != 0) {
         int code = weft_error_code();
-        fprintf(stderr, "weft-train: %s\n", weft_error_message());
+        report_error(&t, NULL);
         cleanup(&t);
         return code == WEFT_ERR_CONFIG || code == WEFT_ERR_DEVICE || code == WEFT_ERR_PLUGIN ||
                        code == WEFT_ERR_VALUE
@@ -505,15 +436,15 @@ int main(int argc, char **argv)
                    : EXIT_TRAINING_ERROR;
     }
     t.tty = isatty(STDOUT_FILENO);
-    if (resume_path && resume(&t, resume_path) != 0) {
-        fprintf(stderr, "weft-train: cannot resume from %s: %s\n", resume_path, weft_error_message());
+    if (resume_path && train_resume(&t, resume_path) != 0) {
+        report_error(&t, resume_path);
         cleanup(&t);
         return EXIT_TRAINING_ERROR;
     }
-    if (t.s.log_path && *t.s.log_path &&
-        (make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
+    if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
+        (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
                                    t.sequence)))) {
-        fprintf(stderr, "weft-train: %s\n", weft_error_message());
+        report_error(&t, NULL);
         cleanup(&t);
         return EXIT_TRAINING_ERROR;
     }
@@ -523,10 +454,15 @@ int main(int argc, char **argv)
     printf("weft-train: %s on %s, %lld parameters, %lld training samples\n", config_path,
            weft_device_str(t.device, (char[32]){0}, 32), (long long)weft_module_num_parameters(t.model),
            (long long)weft_dataset_length(t.train_set));
+    if (t.world > 1)
+        printf("data parallel: %d processes (%s), batch_size %lld per process, %d gradient "
+               "buckets\n", t.world, weft_dist_backend(),
+               (long long)weft_dataloader_options(t.train_loader)->batch_size,
+               weft_ddp_num_buckets(t.ddp));
     fflush(stdout);
     rc = run(&t);
     if (rc != 0)
-        fprintf(stderr, "weft-train: %s\n", weft_error_message());
+        report_error(&t, NULL);
     bool was_interrupted = train_interrupted;
     cleanup(&t);
     if (rc != 0)

@@ -78,6 +78,17 @@ int weft_safetensors_load(const char *path, weft_device device, struct weft_tens
 /* The safetensors name of a dtype ("F32", "BOOL", ...); "invalid" for an invalid dtype. */
 const char *weft_safetensors_dtype_name(enum weft_dtype dt);
 
+/* ---- fault injection for tests ------------------------------------------------------ */
+
+/* A point where a test may kill the process (SIGKILL, nothing flushed) to check that the
+ * files on disk survive it. The environment variable WEFT_TEST_CRASH_AT picks the
+ * point: "NAME" (its first arrival), "NAME:K" (its K-th arrival) or "N" (the N-th
+ * arrival at any point). Unset, it does nothing. weft_safetensors_save() passes
+ * "safetensors.partial" (header written, data not), "safetensors.written" (the
+ * temporary file complete and fsync'd, not renamed) and "safetensors.renamed" (the new
+ * file in place); callers may add their own names. */
+void weft_test_crash_point(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

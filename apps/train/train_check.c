@@ -1,0 +1,284 @@
+/* apps/train/train_check.c: mistakes caught before the first step.
+ *
+ * A run that fails after an epoch of work, or that "succeeds" on nothing, costs the user
+ * more than an error at once. So set-up checks what it can without training: that the
+ * checkpoint and log paths can be written (their directories made and a probe file
+ * created), that no section of the config is empty (inih drops it without a word), that
+ * every dataset has samples, and that the model takes one sample of the training data
+ * and gives the loss what it needs, layer by layer, so that an error names the
+ * [layer.*] section that did not fit. train_check_model() is also what a model summary
+ * (shapes per layer) would walk. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train.h"
+
+int train_make_parent_dirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return weft_error_set(WEFT_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    return 0;
+}
+
+/* [train] key = path: its directory exists (made if need be) and takes a new file. */
+static int probe_path(const struct trainer *t, const char *key, const char *path)
+{
+    const char *name = weft_config_name(t->cfg);
+    if (train_make_parent_dirs(path) != 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", weft_error_message());
+        weft_error_clear();
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] %s = %s: %s", name, key, path, why);
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] %s = %s is a directory: expected a "
+                                               "file name", name, key, path);
+    char probe[4200];
+    const char *slash = strrchr(path, '/');
+    snprintf(probe, sizeof probe, "%.*s.weft-probe.%ld", slash ? (int)(slash - path + 1) : 0,
+             path, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] %s = %s: cannot create a file in "
+                                               "its directory: %s", name, key, path,
+                              strerror(errno));
+    close(fd);
+    unlink(probe);
+    /* an existing file must be writable too (a log is appended to on resume) */
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] %s = %s cannot be written: %s", name,
+                              key, path, strerror(errno));
+    return 0;
+}
+
+int train_check_paths(const struct trainer *t)
+{
+    if (t->rank != 0) /* rank 0 alone writes */
+        return 0;
+    if (t->s.checkpoint && *t->s.checkpoint && probe_path(t, "checkpoint", t->s.checkpoint) != 0)
+        return weft_error_code();
+    if (t->s.log_path && *t->s.log_path && probe_path(t, "log", t->s.log_path) != 0)
+        return weft_error_code();
+    return 0;
+}
+
+int train_check_sections(struct weft_config *cfg)
+{
+    const char *name = weft_config_name(cfg);
+    FILE *f = fopen(name, "r");
+    if (!f) /* a config that was not read from a file has no empty sections to find */
+        return 0;
+    char line[4096];
+    int rc = 0, lineno = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        /* an indented line continues a value (inih's multi-line values) */
+        char *p = line;
+        char *end = *p == '[' ? strchr(p, ']') : NULL;
+        if (!end)
+            continue;
+        *end = '\0';
+        const char *sec = p + 1;
+        if (weft_config_has_section(cfg, sec))
+            continue;
+        if (strncmp(sec, "layer.", 6) == 0)
+            rc = weft_error_set(WEFT_ERR_CONFIG, "%s: line %d: [%s] is empty: a layer needs at "
+                                                 "least a 'type' key (an empty section would be "
+                                                 "left out of the model)",
+                                name, lineno, sec);
+        else
+            rc = weft_error_set(WEFT_ERR_CONFIG, "%s: line %d: [%s] is empty: give it keys or "
+                                                 "remove it",
+                                name, lineno, sec);
+    }
+    fclose(f);
+    return rc;
+}
+
+int train_check_samples(struct weft_config *cfg, const weft_dataset *ds)
+{
+    if (!ds || weft_dataset_length(ds) > 0)
+        return 0;
+    const char *sec = weft_dataset_section(ds);
+    static const char *const keys[] = {"path", "images", "file", NULL};
+    const char *key = NULL;
+    for (int i = 0; keys[i] && !key; i++)
+        if (weft_config_has(cfg, sec, keys[i]))
+            key = keys[i];
+    if (key)
+        return weft_error_set(WEFT_ERR_VALUE, "%s: [%s] %s = %s (reader %s) has no samples: "
+                                              "nothing to train or evaluate on",
+                              weft_config_name(cfg), sec, key,
+                              weft_config_string(cfg, sec, key, ""), weft_dataset_reader_name(ds));
+    return weft_error_set(WEFT_ERR_VALUE, "%s: [%s] (reader %s) has no samples: nothing to "
+                                          "train or evaluate on",
+                          weft_config_name(cfg), sec, weft_dataset_reader_name(ds));
+}
+
+/* "[1, 784]" */
+static const char *shape_str(const weft_tensor *x, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; x && d < x->ndim && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "", (long long)x->shape[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+/* The [layer.*] section of child i of a sequential model, or NULL. */
+static const char *layer_section(struct weft_config *cfg, int i)
+{
+    int k = 0;
+    for (const char *const *sec = weft_config_sections(cfg); *sec; sec++)
+        if (strncmp(*sec, "layer.", 6) == 0 && k++ == i)
+            return *sec;
+    return NULL;
+}
+
+/* Replaces the pending error with "<prefix>: <its message>", keeping WEFT_ERR_CONFIG so
+ * that the run ends as a bad config (exit 2). */
+static int blame(const char *prefix)
+{
+    char why[1536];
+    snprintf(why, sizeof why, "%s", weft_error_message());
+    weft_error_clear();
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: %s", prefix, why);
+}
+
+/* The model's forward on x, layer by layer for a sequential model, so that an error
+ * names its section; *last_section the section of the last layer (or "model"). */
+static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char **last_section)
+{
+    struct weft_config *cfg = t->cfg;
+    const char *file = weft_config_name(cfg);
+    char shape[128], prefix[512];
+    *last_section = "model";
+    if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
+        weft_tensor *y = weft_module_forward(t->model, x);
+        if (!y) {
+            snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [data] "
+                                            "(shape %s)", file, shape_str(x, shape, sizeof shape));
+            blame(prefix);
+        }
+        return y;
+    }
+    weft_tensor *h = x;
+    for (int i = 0;; i++) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        weft_module *layer = weft_module_child(t->model, idx);
+        if (!layer)
+            return h;
+        const char *sec = layer_section(cfg, i);
+        *last_section = sec ? sec : "model";
+        weft_tensor *y = weft_module_forward(layer, h);
+        if (!y) {
+            snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input, of shape %s "
+                                            "for one sample of [data]%s",
+                     file, *last_section, weft_module_type_name(layer),
+                     shape_str(h, shape, sizeof shape),
+                     i ? " after the layers before it" : "");
+            blame(prefix);
+            return NULL;
+        }
+        h = y;
+    }
+}
+
+/* Too few outputs for the labels: cross-entropy would fail at the first batch (or, on
+ * some devices, read out of bounds). */
+static int check_classes(struct trainer *t, const weft_tensor *out, const weft_tensor *target,
+                         const char *last_section)
+{
+    if (!t->loss.classification || t->inputs.sparse || !out || out->ndim < 2)
+        return 0;
+    const struct weft_dataset_field *f = weft_dataset_field(t->train_all, t->inputs.target);
+    if (!f || f->num_classes <= 0)
+        return 0;
+    bool seq = train_loss_is_sequence(&t->loss, out, target);
+    int64_t c = out->shape[seq ? 2 : 1];
+    if (c >= f->num_classes)
+        return 0;
+    const char *file = weft_config_name(t->cfg);
+    if (weft_config_has(t->cfg, last_section, "out_features"))
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] out_features = %lld, but field '%s' "
+                                               "of [data] has %lld classes: expected "
+                                               "out_features = %lld",
+                              file, last_section, (long long)c, f->name,
+                              (long long)f->num_classes, (long long)f->num_classes);
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] gives %lld outputs per position, but "
+                                           "field '%s' of [data] has %lld classes",
+                          file, last_section, (long long)c, f->name, (long long)f->num_classes);
+}
+
+int train_check_model(struct trainer *t)
+{
+    struct weft_dataloader_options o = *weft_dataloader_options(t->train_loader);
+    o.batch_size = 1;
+    o.shuffle = false;
+    o.drop_last = false;
+    o.num_workers = 0;
+    o.num_replicas = 1;
+    o.rank = 0;
+    weft_dataloader *dl = weft_dataloader_new(t->train_set, &o);
+    if (!dl)
+        return weft_error_code();
+    weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
+    int got = weft_dataloader_epoch(dl, 0);
+    if (got == 0)
+        got = weft_dataloader_next(dl, fields);
+    if (got <= 0) {
+        weft_dataloader_free(dl);
+        return got < 0 ? weft_error_code()
+                       : train_check_samples(t->cfg, t->train_set); /* no sample at all */
+    }
+    /* Evaluation mode, no autograd: no running statistics change, no random draw. */
+    weft_module_train(t->model, false);
+    bool prev = weft_no_grad_begin();
+    weft_scope_push();
+    for (int f = 0; f < weft_dataloader_num_fields(dl); f++)
+        weft_autorelease(fields[f]);
+    const char *file = weft_config_name(t->cfg), *last = "model";
+    int rc = 0;
+    weft_tensor *x = train_batch_input(&t->inputs, fields, t->device);
+    weft_tensor *target = train_batch_target(&t->inputs, fields, t->device);
+    if (!x || !target) {
+        char prefix[512];
+        snprintf(prefix, sizeof prefix, "%s: one sample of [data] could not be made the model's "
+                                        "input and target", file);
+        rc = blame(prefix);
+    }
+    weft_tensor *out = rc == 0 ? forward_named(t, x, &last) : NULL;
+    if (rc == 0 && !out)
+        rc = weft_error_code();
+    if (rc == 0)
+        rc = check_classes(t, out, target, last);
+    if (rc == 0 && !train_loss_compute(&t->loss, out, target)) {
+        char prefix[512], so[128], st[128];
+        snprintf(prefix, sizeof prefix, "%s: [loss] type = %s does not take the model's output "
+                                        "(shape %s, from [%s]) and the target of [data] (shape "
+                                        "%s)",
+                 file, weft_config_string(t->cfg, "loss", "type", "cross_entropy"),
+                 shape_str(out, so, sizeof so), last, shape_str(target, st, sizeof st));
+        rc = blame(prefix);
+    }
+    weft_scope_pop();
+    weft_grad_mode_restore(prev);
+    weft_module_train(t->model, true);
+    weft_dataloader_free(dl);
+    return rc;
+}

@@ -1,0 +1,380 @@
+/* apps/train/train_checkpoint.c: a checkpoint as one atomic unit, and --resume.
+ *
+ * A checkpoint is two files: the model ("runs/model.safetensors", a plain state dict that
+ * PyTorch and weft-generate read alone) and the training state beside it
+ * ("runs/model.train.safetensors": optimizer, scheduler, position, random state). Each
+ * file is replaced atomically (weft_safetensors_save: temporary file, fsync, rename), but
+ * a process killed between the two renames would leave one file of each save. So both
+ * carry the same checkpoint id ("weft.checkpoint" = "step 20, epoch 2, batch 0": where the
+ * run stands, deterministic, so two runs that reach the same point write the same bytes),
+ * and a save goes
+ *
+ *   1. the new state to "runs/model.train.next.safetensors"  (the old pair is untouched)
+ *   2. the model over "runs/model.safetensors"                (the commit point)
+ *   3. the .next state renamed over "runs/model.train.safetensors"
+ *
+ * Killed before 2, the old pair is complete (a stale .next is ignored: its id is not the
+ * model's); killed between 2 and 3, the model's id names the .next file, which resume
+ * takes (and renames into place). A model whose id matches neither state file is refused,
+ * naming both files and which one is newer. Temporary files of a killed save
+ * ("*.tmp.<pid>" of a process that no longer runs) are removed by the next save.
+ * tests/checkpoint-durability.sh kills a save at each of these steps
+ * (weft_test_crash_point) and checks that a resumed run ends where an uninterrupted one
+ * does. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train.h"
+
+/* "runs/x/model.safetensors" -> "runs/x/model<infix>.safetensors" */
+static void sibling_path(const char *model_path, const char *infix, char *out, size_t size)
+{
+    const char *ext = ".safetensors";
+    size_t n = strlen(model_path), e = strlen(ext);
+    if (n > e && strcmp(model_path + n - e, ext) == 0)
+        snprintf(out, size, "%.*s%s%s", (int)(n - e), model_path, infix, ext);
+    else
+        snprintf(out, size, "%s%s%s", model_path, infix, ext);
+}
+
+void train_state_path(const char *model_path, char *out, size_t size)
+{
+    sibling_path(model_path, ".train", out, size);
+}
+
+static void next_state_path(const char *model_path, char *out, size_t size)
+{
+    sibling_path(model_path, ".train.next", out, size);
+}
+
+/* The scheduler as the config gives it, "type=step, gamma=0.5, step_size=2" (keys
+ * sorted), or "none": a resumed run must continue the schedule it was saved with. */
+static void describe_scheduler(struct trainer *t, char *out, size_t size)
+{
+    snprintf(out, size, "none");
+    if (!t->sched)
+        return;
+    const char *const *keys = weft_config_keys(t->cfg, "scheduler");
+    const char *sorted[64];
+    int n = 0;
+    for (int i = 0; keys && keys[i] && n < 64; i++) {
+        int j = n++;
+        while (j > 0 && strcmp(sorted[j - 1], keys[i]) > 0) {
+            sorted[j] = sorted[j - 1];
+            j--;
+        }
+        sorted[j] = keys[i];
+    }
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && len < size; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s=%s", i ? ", " : "", sorted[i],
+                                weft_config_string(t->cfg, "scheduler", sorted[i], ""));
+}
+
+/* Removes "<dir>/<base>.tmp.<pid>" files whose process is gone: what a save killed
+ * mid-write left behind. A live process's file (a save running now) is left alone. */
+static void remove_stale_temporaries(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash)
+        slash[slash == dir ? 1 : 0] = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    char prefix[1024];
+    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    if (plen <= 0 || (size_t)plen >= sizeof prefix)
+        return;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() ||
+            !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+            continue;
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        unlink(full);
+    }
+    closedir(d);
+}
+
+int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches_done)
+{
+    if (t->rank != 0) /* the ranks hold the same model and optimizer state */
+        return 0;
+    char state_path[4096], next_path[4096], id[128], sched[1024];
+    train_state_path(t->s.checkpoint, state_path, sizeof state_path);
+    next_state_path(t->s.checkpoint, next_path, sizeof next_path);
+    snprintf(id, sizeof id, "step %lld, epoch %lld, batch %lld", (long long)t->step,
+             (long long)next_epoch, (long long)batches_done);
+    describe_scheduler(t, sched, sizeof sched);
+    struct weft_tensor_dict *model = weft_module_state_dict(t->model);
+    struct weft_tensor_dict *state = weft_tensor_dict_new();
+    struct weft_metadata *meta = weft_metadata_new();
+    struct weft_metadata *model_meta = weft_metadata_new();
+    int rc = model && state && meta && model_meta ? 0 : weft_error_code();
+    /* The model's own config (weft_module_config_export: "model.type" = "gpt", ...), so
+     * weft-generate and a PyTorch script rebuild the architecture from the file alone. */
+    if (rc == 0)
+        rc = weft_module_config_export(t->model, model_meta);
+    if (rc == 0)
+        rc = weft_metadata_set_int(model_meta, "weft.step", t->step) ||
+             weft_metadata_set(model_meta, "weft.checkpoint", id);
+    if (rc == 0)
+        rc = train_make_parent_dirs(t->s.checkpoint);
+    if (rc == 0)
+        rc = weft_optimizer_state_export(t->opt, state, meta);
+    if (rc == 0 && t->sched)
+        rc = weft_scheduler_state_export(t->sched, meta);
+    if (rc == 0 && t->scaler)
+        rc = weft_grad_scaler_state_export(t->scaler, meta);
+    if (rc == 0)
+        rc = weft_metadata_set_int(meta, "weft.epoch", next_epoch) ||
+             weft_metadata_set_int(meta, "weft.batch", batches_done) ||
+             weft_metadata_set_int(meta, "weft.world_size", t->world) ||
+             weft_metadata_set_int(meta, "weft.step", t->step) ||
+             weft_metadata_set_uint(meta, "weft.rng_seed", weft_random_seed()) ||
+             weft_metadata_set_uint(meta, "weft.rng_offset", weft_random_offset()) ||
+             weft_metadata_set(meta, "weft.config", weft_config_name(t->cfg)) ||
+             weft_metadata_set(meta, "weft.scheduler", sched) ||
+             weft_metadata_set(meta, "weft.checkpoint", id);
+    if (rc == 0) {
+        remove_stale_temporaries(t->s.checkpoint);
+        remove_stale_temporaries(state_path);
+        remove_stale_temporaries(next_path);
+        weft_test_crash_point("checkpoint.begin");
+    }
+    /* The state first, beside the old pair; then the model, which commits the save. */
+    if (rc == 0)
+        rc = weft_safetensors_save(next_path, state, meta);
+    if (rc == 0 && (rc = weft_safetensors_save(t->s.checkpoint, model, model_meta)) != 0)
+        unlink(next_path); /* the old pair stands; give back the space (a full disk) */
+    bool committed = rc == 0;
+    if (rc == 0 && rename(next_path, state_path) != 0)
+        rc = weft_error_set(WEFT_ERR_IO, "%s: renaming '%s' to '%s' failed: %s (the checkpoint "
+                                         "is complete: resume reads the state from '%s')",
+                            t->s.checkpoint, next_path, state_path, strerror(errno), next_path);
+    if (rc == 0)
+        weft_test_crash_point("checkpoint.promoted");
+    if (rc != 0 && !committed)
+        weft_error_prefix("checkpoint %s not saved (the previous one, if any, is intact)",
+                          t->s.checkpoint);
+    weft_tensor_dict_free(model);
+    weft_tensor_dict_free(state);
+    weft_metadata_free(meta);
+    weft_metadata_free(model_meta);
+    return rc;
+}
+
+/* ---- resume ----------------------------------------------------------------------------- */
+
+/* A state file's metadata, or NULL (no error) when the file does not exist. */
+static struct weft_metadata *peek(const char *path, bool *exists)
+{
+    struct weft_metadata *meta = NULL;
+    *exists = access(path, F_OK) == 0;
+    if (*exists && weft_safetensors_load(path, WEFT_CPU, NULL, &meta) != 0)
+        return NULL;
+    return meta;
+}
+
+static bool same_id(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* "step 20, epoch 2, batch 0", or what stands for a missing id. */
+static const char *id_or(const struct weft_metadata *m)
+{
+    const char *id = m ? weft_metadata_get(m, "weft.checkpoint") : NULL;
+    return id ? id : "no checkpoint id: written by a weft before 0.x or by another tool";
+}
+
+/* Picks the training state that belongs to the model file at path: its .train file, or
+ * the .next one a save killed after its commit point left (renamed into place here).
+ * Sets *chosen to its path. */
+static int find_state(struct trainer *t, const char *path, const struct weft_metadata *model_meta,
+                      char *chosen, size_t size)
+{
+    char state_path[4096], next_path[4096];
+    train_state_path(path, state_path, sizeof state_path);
+    next_state_path(path, next_path, sizeof next_path);
+    const char *want = weft_metadata_get(model_meta, "weft.checkpoint");
+    bool have_state, have_next;
+    struct weft_metadata *st = peek(state_path, &have_state);
+    if (have_state && !st)
+        return weft_error_code();
+    if (have_state && same_id(want, weft_metadata_get(st, "weft.checkpoint"))) {
+        weft_metadata_free(st);
+        snprintf(chosen, size, "%s", state_path);
+        return 0;
+    }
+    struct weft_metadata *nx = want ? peek(next_path, &have_next) : NULL;
+    if (nx && same_id(want, weft_metadata_get(nx, "weft.checkpoint"))) {
+        weft_metadata_free(st);
+        weft_metadata_free(nx);
+        /* The save was killed after its commit point: finish it. Not under several
+         * processes, whose other ranks may be reading the file by its .next name now;
+         * the next save renames its own. */
+        if (t->world == 1 && rename(next_path, state_path) == 0)
+            snprintf(chosen, size, "%s", state_path);
+        else
+            snprintf(chosen, size, "%s", next_path);
+        return 0;
+    }
+    weft_metadata_free(nx);
+    int rc;
+    if (!have_state) {
+        rc = weft_error_set(WEFT_ERR_IO, "the training state %s (written beside the model by "
+                                         "every save) does not exist", state_path);
+    } else {
+        int64_t ms = -1, ss = -1;
+        if (weft_metadata_get(model_meta, "weft.step"))
+            weft_metadata_get_int(model_meta, "weft.step", &ms);
+        if (weft_metadata_get(st, "weft.step"))
+            weft_metadata_get_int(st, "weft.step", &ss);
+        weft_error_clear();
+        const char *newer = ms > ss   ? "the model file is newer"
+                            : ms < ss ? "the training state is newer"
+                                      : "neither is newer";
+        rc = weft_error_set(WEFT_ERR_VALUE,
+                            "the model %s (%s) and the training state %s (%s) are not from the "
+                            "same save (%s): a save was interrupted or the files were mixed by "
+                            "hand; resume from a complete pair",
+                            path, id_or(model_meta), state_path, id_or(st), newer);
+    }
+    weft_metadata_free(st);
+    return rc;
+}
+
+/* The type in a description of describe_scheduler(): "step" of "gamma=0.5, type=step". */
+static void scheduler_type(const char *desc, char *out, size_t size)
+{
+    snprintf(out, size, "%s", strcmp(desc, "none") == 0 ? "none" : "");
+    for (const char *p = desc; (p = strstr(p, "type=")) != NULL; p += 5)
+        if (p == desc || p[-1] == ' ') {
+            snprintf(out, size, "%.*s", (int)strcspn(p + 5, ","), p + 5);
+            return;
+        }
+}
+
+/* A resumed run continues its schedule from the saved step. Another type of schedule, or
+ * none where there was one (or the reverse), cannot continue the saved state: refused.
+ * Other keys of the same type may change (nanoGPT reads lr_decay_iters and the like from
+ * its config at every step, so a run extended on resume with a longer decay is a
+ * PyTorch user's habit): allowed, with a warning that says what changed. */
+static int check_scheduler(struct trainer *t, const struct weft_metadata *meta)
+{
+    char now[1024], then_type[128], now_type[128];
+    describe_scheduler(t, now, sizeof now);
+    const char *then = weft_metadata_get(meta, "weft.scheduler");
+    if (!then) { /* a checkpoint of an older weft: only whether there was one */
+        bool had = weft_metadata_get(meta, "scheduler.last_epoch") != NULL;
+        if (had == (t->sched != NULL))
+            return 0;
+        then = had ? "(a scheduler)" : "none";
+    }
+    if (strcmp(then, now) == 0)
+        return 0;
+    scheduler_type(then, then_type, sizeof then_type);
+    scheduler_type(now, now_type, sizeof now_type);
+    if (strcmp(then_type, now_type) == 0 && then_type[0]) {
+        fprintf(stderr, "weft-train: warning: [scheduler] differs from the checkpoint's (saved "
+                        "with %s, now %s): the schedule continues from step %s with the new "
+                        "settings\n", then, now,
+                weft_metadata_get(meta, "weft.step") ? weft_metadata_get(meta, "weft.step") : "?");
+        return 0;
+    }
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: the checkpoint was saved with [scheduler] %s, the config now "
+                          "gives %s: a resumed run continues the schedule it was saved with "
+                          "(restore the [scheduler] section, or start a new run)",
+                          weft_config_name(t->cfg), then, now);
+}
+
+/* Resuming a run that is already over trains nothing: say so. */
+static int check_left_to_train(const struct trainer *t)
+{
+    const char *name = weft_config_name(t->cfg);
+    if (t->s.max_iters > 0 && t->start_step >= t->s.max_iters)
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: the checkpoint is at step %lld; [train] max_iters = %lld "
+                              "trains nothing: set max_iters above %lld",
+                              name, (long long)t->start_step, (long long)t->s.max_iters,
+                              (long long)t->start_step);
+    if (t->s.max_iters == 0 && t->start_epoch >= t->s.epochs)
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: the checkpoint is at epoch %lld; [train] epochs = %lld "
+                              "trains nothing: set epochs above %lld",
+                              name, (long long)t->start_epoch, (long long)t->s.epochs,
+                              (long long)t->start_epoch);
+    return 0;
+}
+
+int train_resume(struct trainer *t, const char *path)
+{
+    char state_path[4096];
+    struct weft_tensor_dict *model = NULL, *state = NULL;
+    struct weft_metadata *meta = NULL, *model_meta = NULL;
+    uint64_t seed = 0, offset = 0;
+    int rc = weft_safetensors_load(path, t->device, &model, &model_meta);
+    if (rc == 0)
+        rc = find_state(t, path, model_meta, state_path, sizeof state_path);
+    if (rc == 0)
+        rc = weft_module_load_state_dict(t->model, model, true);
+    if (rc == 0)
+        rc = weft_safetensors_load(state_path, t->device, &state, &meta);
+    if (rc == 0)
+        rc = check_scheduler(t, meta);
+    if (rc == 0)
+        rc = weft_optimizer_state_import(t->opt, state, meta);
+    if (rc == 0 && t->sched)
+        rc = weft_scheduler_state_import(t->sched, meta);
+    /* a checkpoint of an fp32 or bf16 run has no scaler: start from the defaults */
+    if (rc == 0 && t->scaler && weft_metadata_get(meta, "scaler.scale"))
+        rc = weft_grad_scaler_state_import(t->scaler, meta);
+    if (rc == 0)
+        rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
+             weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||
+             (weft_metadata_get(meta, "weft.step") &&
+              weft_metadata_get_int(meta, "weft.step", &t->start_step)) ||
+             weft_metadata_get_uint(meta, "weft.rng_seed", &seed) ||
+             weft_metadata_get_uint(meta, "weft.rng_offset", &offset);
+    if (rc == 0)
+        rc = check_left_to_train(t);
+    /* weft.batch counts one rank's batches: under another number of processes, resume
+     * after as many samples of the epoch (rounded down to a whole batch). */
+    int64_t world = 1;
+    if (rc == 0 && weft_metadata_get(meta, "weft.world_size"))
+        rc = weft_metadata_get_int(meta, "weft.world_size", &world);
+    if (rc == 0 && world != t->world && t->skip_batches > 0) {
+        int64_t skip = t->skip_batches * world / t->world;
+        printf("resuming a %lld-process checkpoint under %d: %lld batches of the epoch read "
+               "become %lld\n", (long long)world, t->world, (long long)t->skip_batches,
+               (long long)skip);
+        t->skip_batches = skip;
+    }
+    if (rc == 0) {
+        weft_manual_seed(seed);
+        weft_random_set_offset(offset);
+        t->step = t->start_step;
+    }
+    weft_tensor_dict_free(model);
+    weft_tensor_dict_free(state);
+    weft_metadata_free(meta);
+    weft_metadata_free(model_meta);
+    return rc ? weft_error_code() : 0;
+}

@@ -1,0 +1,506 @@
+/* tests/alloc_fail.c: the N-th allocation fails, for every N, as SQLite's malloc tests
+ * do. Each scenario (tensor creation and ops, config parsing and a model built from it,
+ * a forward/backward/optimizer step, a checkpoint saved and loaded) runs once to count
+ * its allocations, then once per N with allocation N failing. Every run must end in
+ * an error with a message, or succeed (a fallback that needs no memory), never crash;
+ * under the sanitizer build LeakSanitizer checks at exit that no error path leaked.
+ *
+ * The failures are injected by this program's own malloc/calloc/realloc/free (and the
+ * aligned allocators), which replace the C library's for the whole process and pass
+ * through to the next definition (libc's, or the sanitizer's). Only allocations made by
+ * weft's own code fail: the caller's address must lie in libweft*.so or a weft-*.so
+ * plugin, so the C library's, OpenMP's and OpenBLAS's inner allocations (whose failure
+ * weft can only pass on) are counted as outside. That way a failure always reaches a
+ * weft function that must check it.
+ *   usage: alloc_fail [SCENARIO...]   (default: all; exit 0 ok, 1 failed) */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <weft.h>
+#include <weft/backend.h>
+#include <weft/checkpoint.h>
+#include <weft/config.h>
+#include <weft/model.h>
+#include <weft/nn.h>
+#include <weft/optim.h>
+
+/* ---- the allocator -------------------------------------------------------------------- */
+
+static void *(*real_malloc)(size_t);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static void (*real_free)(void *);
+static int (*real_posix_memalign)(void **, size_t, size_t);
+static void *(*real_aligned_alloc)(size_t, size_t);
+
+/* dlsym itself may allocate before the real functions are known: from here. */
+static _Alignas(64) char boot[16384];
+static size_t boot_used;
+
+static bool in_boot(const void *p)
+{
+    return (const char *)p >= boot && (const char *)p < boot + sizeof boot;
+}
+
+static void *boot_alloc(size_t n)
+{
+    n = (n + 63) & ~(size_t)63;
+    if (boot_used + n > sizeof boot)
+        return NULL;
+    void *p = boot + boot_used;
+    boot_used += n;
+    return p;
+}
+
+static _Atomic int resolving;
+
+static void resolve(void)
+{
+    if (real_malloc || atomic_exchange(&resolving, 1))
+        return;
+    real_calloc = dlsym(RTLD_NEXT, "calloc");
+    real_malloc = dlsym(RTLD_NEXT, "malloc");
+    real_realloc = dlsym(RTLD_NEXT, "realloc");
+    real_free = dlsym(RTLD_NEXT, "free");
+    real_posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+    real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+}
+
+/* The text segments of weft's libraries and plugins, found when counting is armed. */
+#define MAX_RANGES 64
+static struct {
+    uintptr_t lo, hi;
+} ranges[MAX_RANGES];
+static int nranges;
+
+static int add_ranges(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *base = slash ? slash + 1 : info->dlpi_name;
+    if (strncmp(base, "libweft", 7) != 0 && strncmp(base, "weft-", 5) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && nranges < MAX_RANGES; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        ranges[nranges].lo = info->dlpi_addr + ph->p_vaddr;
+        ranges[nranges].hi = ranges[nranges].lo + ph->p_memsz;
+        nranges++;
+    }
+    return 0;
+}
+
+static _Atomic bool armed;
+static _Atomic long counted;    /* weft's allocations since arm() */
+static long fail_at;            /* 0: count only */
+static _Atomic bool failed;     /* the chosen allocation was refused */
+static const void *failed_caller; /* by whom */
+
+static bool from_weft(const void *caller)
+{
+    uintptr_t a = (uintptr_t)caller;
+    for (int i = 0; i < nranges; i++)
+        if (a >= ranges[i].lo && a < ranges[i].hi)
+            return true;
+    return false;
+}
+
+/* Whether this allocation (of a caller at `caller`) is the one to refuse. */
+static bool refuse(const void *caller)
+{
+    if (!atomic_load_explicit(&armed, memory_order_relaxed) || !from_weft(caller))
+        return false;
+    long n = atomic_fetch_add(&counted, 1) + 1;
+    if (fail_at > 0 && n == fail_at) {
+        failed_caller = caller;
+        atomic_store(&failed, true);
+        return true;
+    }
+    return false;
+}
+
+void *malloc(size_t n)
+{
+    resolve();
+    if (!real_malloc)
+        return boot_alloc(n);
+    if (refuse(__builtin_return_address(0)))
+        return NULL;
+    return real_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    resolve();
+    if (!real_calloc) {
+        void *p = n && size > SIZE_MAX / n ? NULL : boot_alloc(n * size);
+        return p; /* boot memory is zero: static storage, never reused */
+    }
+    if (refuse(__builtin_return_address(0)))
+        return NULL;
+    return real_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+    resolve();
+    if (in_boot(p)) { /* move it out of the boot area */
+        void *q = malloc(n);
+        if (q)
+            memcpy(q, p, n < (size_t)(boot + sizeof boot - (char *)p) ? n : (size_t)(boot + sizeof boot - (char *)p));
+        return q;
+    }
+    if (!real_realloc)
+        return NULL;
+    if (refuse(__builtin_return_address(0)))
+        return NULL;
+    return real_realloc(p, n);
+}
+
+void free(void *p)
+{
+    if (!p || in_boot(p))
+        return;
+    resolve();
+    if (real_free)
+        real_free(p);
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    resolve();
+    if (refuse(__builtin_return_address(0)))
+        return 12; /* ENOMEM */
+    return real_posix_memalign(out, align, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+    resolve();
+    if (refuse(__builtin_return_address(0)))
+        return NULL;
+    return real_aligned_alloc(align, n);
+}
+
+static void arm(long n)
+{
+    nranges = 0;
+    dl_iterate_phdr(add_ranges, NULL); /* plugins loaded since the last time count too */
+    fail_at = n;
+    atomic_store(&counted, 0);
+    atomic_store(&failed, false);
+    atomic_store(&armed, true);
+}
+
+static void disarm(void)
+{
+    atomic_store(&armed, false);
+}
+
+/* ---- scenarios ------------------------------------------------------------------------ */
+
+static char dir[256];
+
+/* Tensors made, combined, reduced and viewed. */
+static int scenario_tensor(void)
+{
+    weft_scope_push();
+    int64_t shape[2] = {8, 5};
+    weft_tensor *a = weft_randn(2, shape, WEFT_F32, WEFT_CPU);
+    weft_tensor *b = weft_full(2, shape, 0.5, WEFT_F32, WEFT_CPU);
+    weft_tensor *c = a && b ? weft_add(weft_mul(a, b), a) : NULL;
+    weft_tensor *d = c ? weft_matmul(c, weft_t(b)) : NULL;
+    weft_tensor *s = d ? weft_sum(d, 0, NULL, false) : NULL;
+    weft_tensor *v = s ? weft_reshape(weft_to_dtype(d, WEFT_F64), 1, (int64_t[]){64}) : NULL;
+    weft_tensor *x = v ? weft_contiguous(weft_narrow(v, 0, 3, 20)) : NULL;
+    int rc = x ? 0 : weft_error_code();
+    weft_scope_pop();
+    return rc;
+}
+
+static const char model_ini[] = "[layer.fc1]\ntype = linear\nin_features = 4\nout_features = 16\n"
+                                "[layer.act]\ntype = relu\n"
+                                "[layer.drop]\ntype = dropout\np = 0.1\n"
+                                "[layer.fc2]\ntype = linear\nin_features = 16\nout_features = 3\n"
+                                "[optimizer]\ntype = adamw\nlr = 0.01\n"
+                                "[data]\nreader = synthetic\nbatch_size = 4\n";
+
+/* The INI text parsed, keys read, a model built from it, unknown keys checked. */
+static int scenario_config(void)
+{
+    struct weft_config *cfg = weft_config_parse(model_ini, "alloc.ini");
+    if (!cfg)
+        return weft_error_code();
+    int64_t bs;
+    weft_module *m = NULL;
+    int rc = weft_config_int(cfg, "data", "batch_size", 1, &bs);
+    if (rc == 0 && weft_config_set(cfg, "train.epochs=3") != 0)
+        rc = weft_error_code();
+    if (rc == 0 && !(m = weft_model_from_config(cfg)))
+        rc = weft_error_code();
+    if (rc == 0) {
+        weft_config_mark_known(cfg, "data", NULL);
+        weft_config_mark_known(cfg, "optimizer", NULL);
+        weft_config_mark_known(cfg, "train", NULL);
+        rc = weft_config_check_unknown(cfg);
+    }
+    weft_module_free(m);
+    weft_config_free(cfg);
+    return rc;
+}
+
+/* Model and optimizer built, then forward, loss, backward and a step. */
+static int scenario_step(void)
+{
+    struct weft_config *cfg = weft_config_parse(model_ini, "alloc.ini");
+    if (!cfg)
+        return weft_error_code();
+    weft_module *m = weft_model_from_config(cfg);
+    weft_optimizer *opt = NULL;
+    struct weft_named_tensor *params = NULL;
+    weft_tensor **ps = NULL;
+    int n = m ? weft_module_named_parameters(m, &params) : -1;
+    int rc = n < 0 ? weft_error_code() : 0;
+    if (rc == 0 && !(ps = calloc((size_t)(n > 0 ? n : 1), sizeof *ps)))
+        rc = weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "test: out of memory");
+    for (int i = 0; rc == 0 && i < n; i++)
+        ps[i] = params[i].tensor;
+    if (rc == 0 && !(opt = weft_optimizer_create("adamw", n, ps, weft_config_options(cfg, "optimizer"))))
+        rc = weft_error_code();
+    for (int it = 0; rc == 0 && it < 2; it++) {
+        weft_scope_push();
+        weft_tensor *x = weft_randn(2, (int64_t[]){4, 4}, WEFT_F32, WEFT_CPU);
+        weft_tensor *y = weft_full(1, (int64_t[]){4}, 1, WEFT_I64, WEFT_CPU);
+        struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
+        weft_tensor *out = x ? weft_module_forward(m, x) : NULL;
+        weft_tensor *loss = out && y ? weft_cross_entropy(out, y, &ce) : NULL;
+        if (!loss || weft_backward(loss, NULL, false) != 0 || weft_optimizer_step(opt) != 0 ||
+            weft_optimizer_zero_grad(opt, true) != 0)
+            rc = weft_error_code();
+        weft_scope_pop();
+    }
+    weft_optimizer_free(opt);
+    free(ps);
+    free(params);
+    weft_module_free(m);
+    weft_config_free(cfg);
+    return rc;
+}
+
+/* A model's state dict saved to a safetensors file with metadata, and loaded back. */
+static int scenario_checkpoint(void)
+{
+    struct weft_config *cfg = weft_config_parse(model_ini, "alloc.ini");
+    if (!cfg)
+        return weft_error_code();
+    char path[320];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    weft_module *m = weft_model_from_config(cfg);
+    struct weft_tensor_dict *sd = m ? weft_module_state_dict(m) : NULL, *back = NULL;
+    struct weft_metadata *meta = weft_metadata_new(), *meta_back = NULL;
+    int rc = sd && meta ? 0 : weft_error_code();
+    if (rc == 0)
+        rc = weft_metadata_set_int(meta, "weft.step", 7);
+    if (rc == 0)
+        rc = weft_safetensors_save(path, sd, meta);
+    if (rc == 0)
+        rc = weft_safetensors_load(path, WEFT_CPU, &back, &meta_back);
+    if (rc == 0)
+        rc = weft_module_load_state_dict(m, back, true);
+    weft_tensor_dict_free(back);
+    weft_metadata_free(meta_back);
+    weft_tensor_dict_free(sd);
+    weft_metadata_free(meta);
+    weft_module_free(m);
+    weft_config_free(cfg);
+    return rc;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(void);
+} scenarios[] = {
+    {"tensor", scenario_tensor},
+    {"config", scenario_config},
+    {"step", scenario_step},
+    {"checkpoint", scenario_checkpoint},
+};
+
+/* Refusals that weft absorbs today with an error left pending and the call returning
+ * as if it had worked (issue 17 follow-ups, in files of the core): weft_scope_push()
+ * cannot report (it returns nothing; the scope is then not opened, so a later pop closes
+ * the enclosing one), weft_autorelease() keeps the tensor but leaks the reference, and an
+ * options view (core/options.c make()) falls back after failing. Counted and printed,
+ * not failed; any other silent refusal fails the test. */
+static bool known_silent(const char *msg)
+{
+    static const char *const known_msgs[] = {
+        "out of host memory opening a scope",
+        "out of host memory recording a tensor in a scope",
+        "options: out of host memory",
+    };
+    for (size_t i = 0; i < sizeof known_msgs / sizeof *known_msgs; i++)
+        if (strstr(msg, known_msgs[i]))
+            return true;
+    return false;
+}
+
+/* LeakSanitizer's check of the moment, where the sanitizer is linked (weak: NULL else). */
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+/* What a child's exit status says of its run. */
+enum outcome { OK_ERROR_OOM = 10, OK_ERROR_OTHER, OK_RECOVERED, KNOWN_SILENT, BAD = 20 };
+
+/* In a child: runs the scenario with allocation n refused and judges the outcome. */
+static int one_run(const char *name, int (*run)(void), long n)
+{
+    weft_error_clear();
+    arm(n);
+    int rc = run();
+    disarm();
+    bool hit = atomic_load(&failed);
+    int code = weft_error_code();
+    if (getenv("ALLOC_FAIL_VERBOSE") && hit) {
+        Dl_info info;
+        int ok = dladdr(failed_caller, &info);
+        printf("alloc_fail: %s: allocation %ld refused in %s (%s+0x%lx): %s%s\n", name, n,
+               ok && info.dli_sname ? info.dli_sname : "?", ok ? info.dli_fname : "?",
+               ok ? (unsigned long)((const char *)failed_caller - (const char *)info.dli_fbase) : 0ul,
+               rc ? "error: " : code ? "success, error left pending: " : "recovered",
+               code ? weft_error_message() : "");
+    }
+    if (weft_scope_depth() != 0) {
+        fprintf(stderr, "alloc_fail: %s: allocation %ld refused: a scope was left open\n", name, n);
+        return BAD;
+    }
+    if (rc != 0 && (!hit || !*weft_error_message())) {
+        fprintf(stderr, "alloc_fail: %s: allocation %ld: an error %s: '%s'\n", name, n,
+                hit ? "with no message" : "with no allocation refused", weft_error_message());
+        return BAD;
+    }
+    if (rc == 0 && code != WEFT_OK) {
+        /* success returned with an error pending: a caller that checks what it is given
+         * never sees the failure */
+        if (known_silent(weft_error_message()))
+            return KNOWN_SILENT; /* they leak by design: no leak check */
+        fprintf(stderr, "alloc_fail: %s: allocation %ld refused: success returned, with the "
+                        "error '%s' left pending\n", name, n, weft_error_message());
+        return BAD;
+    }
+    /* a refused allocation must leave nothing broken behind it */
+    weft_error_clear();
+    if (run() != 0) {
+        fprintf(stderr, "alloc_fail: %s: after allocation %ld was refused, the scenario fails "
+                        "with no fault: %s\n", name, n, weft_error_message());
+        return BAD;
+    }
+    if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check() != 0) {
+        fprintf(stderr, "alloc_fail: %s: allocation %ld refused: leaked (report above)\n", name, n);
+        return BAD;
+    }
+    return rc == 0 ? OK_RECOVERED : code == WEFT_ERR_OUT_OF_MEMORY ? OK_ERROR_OOM : OK_ERROR_OTHER;
+}
+
+/* Runs one scenario for every N, each in a child process (a crash or a leak is that N's
+ * alone, and names it); returns the number of bad outcomes. */
+static int sweep(const char *name, int (*run)(void))
+{
+    weft_error_clear();
+    if (run() != 0) { /* loads what is loaded once (plugins) outside the sweep */
+        fprintf(stderr, "alloc_fail: %s fails without any fault: %s\n", name, weft_error_message());
+        return 1;
+    }
+    arm(0);
+    int rc = run();
+    disarm();
+    long total = atomic_load(&counted);
+    if (rc != 0 || total == 0) {
+        fprintf(stderr, "alloc_fail: %s: %s\n", name,
+                rc ? weft_error_message() : "no allocation of weft's was seen");
+        return 1;
+    }
+    int bad = 0;
+    long count[BAD + 1] = {0};
+    for (long n = 1; n <= total; n++) {
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("alloc_fail: fork");
+            return bad + 1;
+        }
+        if (pid == 0) {
+            int out = one_run(name, run, n);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(out);
+        }
+        int status;
+        if (waitpid(pid, &status, 0) != pid) {
+            perror("alloc_fail: waitpid");
+            return bad + 1;
+        }
+        if (WIFSIGNALED(status)) {
+            fprintf(stderr, "alloc_fail: %s: allocation %ld refused: the process died of "
+                            "signal %d (%s)\n", name, n, WTERMSIG(status), strsignal(WTERMSIG(status)));
+            bad++;
+            continue;
+        }
+        int out = WEXITSTATUS(status);
+        if (out < OK_ERROR_OOM || out > BAD) {
+            fprintf(stderr, "alloc_fail: %s: allocation %ld refused: the process exited with "
+                            "%d\n", name, n, out);
+            out = BAD;
+        }
+        count[out]++;
+        bad += out == BAD;
+    }
+    printf("alloc_fail: %s: %ld allocations of weft's, each refused in turn: %ld errors (%ld "
+           "out of memory), %ld recovered, %ld known silent failures, %ld bad\n", name, total,
+           count[OK_ERROR_OOM] + count[OK_ERROR_OTHER], count[OK_ERROR_OOM], count[OK_RECOVERED],
+           count[KNOWN_SILENT], count[BAD]);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    /* One OpenMP thread: the sweep forks, and a child of a process with an OpenMP pool
+     * may hang in its first parallel region (libgomp is not fork-safe). */
+    setenv("OMP_NUM_THREADS", "1", 1);
+    snprintf(dir, sizeof dir, "%s/weft-alloc.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("alloc_fail: mkdtemp");
+        return 1;
+    }
+    if (!weft_backend_get(WEFT_DEVICE_CPU)) {
+        fprintf(stderr, "alloc_fail: no cpu backend: %s\n", weft_error_message());
+        return 1;
+    }
+    weft_manual_seed(1);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++) {
+        bool chosen = argc < 2;
+        for (int a = 1; a < argc; a++)
+            chosen = chosen || strcmp(argv[a], scenarios[i].name) == 0;
+        if (chosen)
+            bad += sweep(scenarios[i].name, scenarios[i].run);
+    }
+    char path[320];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+    if (bad)
+        fprintf(stderr, "alloc_fail: %d bad outcomes\n", bad);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,131 @@
+#!/bin/sh
+# weft-train under mpirun -np 2 (docs/distributed.md): two processes with batch 25 each
+# train as one with batch 50; a 2-process checkpoint resumes bit for bit under 2 and
+# runs on under 1; a killed rank ends the job, a stopped one makes the other fail with
+# the timeout's message within timeout_s; different models on the ranks are refused at
+# start, naming the odd rank.
+#   usage: train-ddp.sh BUILD_DIR      (exit 77, skipped, where mpirun is missing)
+set -eu
+build=$(cd "$1" && pwd)
+train="$build/apps/weft-train"
+command -v mpirun >/dev/null 2>&1 || { echo "train-ddp: no mpirun (make deps installs openmpi-bin): skipped"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-ddp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fail() { echo "train-ddp: $*"; exit 1; }
+# Open MPI refuses root without these (CI runs as root); shared memory between the ranks.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi2() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
+
+cat >"$tmp/blobs.ini" <<INI
+[runtime]
+seed = 3
+
+[data]
+reader = synthetic
+kind = blobs
+samples = 600
+features = 2
+classes = 3
+batch_size = 25
+shuffle = true
+validation_split = 0.2
+
+[layer.fc1]
+type = linear
+in_features = 2
+out_features = 16
+
+[layer.act]
+type = relu
+
+[layer.fc2]
+type = linear
+in_features = 16
+out_features = 3
+
+[optimizer]
+type = sgd
+lr = 0.5
+momentum = 0.9
+
+[train]
+max_iters = 20
+eval_interval = 20
+log_interval = 10
+log = $tmp/log.csv
+INI
+
+# ---- 2 x 25 = 1 x 50: rank r reads order[r::2], so step k sees the same 50 samples ------
+mpi2 "$train" "$tmp/blobs.ini" --set "train.checkpoint=$tmp/ddp.safetensors" \
+    --set "train.log=$tmp/ddp.csv" >"$tmp/ddp.txt" 2>&1 || { cat "$tmp/ddp.txt"; fail "2 processes failed"; }
+cat "$tmp/ddp.txt"
+grep -q '^data parallel: 2 processes (mpi), batch_size 25 per process' "$tmp/ddp.txt" ||
+    fail "no data-parallel line"
+[ "$(grep -c '^step 20/20 ' "$tmp/ddp.txt")" = 1 ] || fail "rank 1 printed too (or nobody did)"
+"$train" "$tmp/blobs.ini" --set data.batch_size=50 --set "train.checkpoint=$tmp/one.safetensors" \
+    --set "train.log=$tmp/one.csv" >"$tmp/one.txt" 2>&1 || { cat "$tmp/one.txt"; fail "1 process failed"; }
+v2=$(tail -1 "$tmp/ddp.csv" | cut -d, -f4)
+v1=$(tail -1 "$tmp/one.csv" | cut -d, -f4)
+awk -v a="$v1" -v b="$v2" 'BEGIN { d = a - b; exit !(d < 1e-5 && d > -1e-5) }' ||
+    fail "val loss after 20 steps: $v1 with 1 x 50, $v2 with 2 x 25"
+
+# ---- resume: 9 steps under 2, then on to 20 under 2, equals 20 straight -------------------
+mpi2 "$train" "$tmp/blobs.ini" --set train.max_iters=9 --set "train.checkpoint=$tmp/part.safetensors" \
+    --set "train.log=$tmp/part.csv" >"$tmp/part.txt" 2>&1 || { cat "$tmp/part.txt"; fail "part 1 failed"; }
+cp "$tmp/part.safetensors" "$tmp/part1.safetensors"
+cp "$tmp/part.train.safetensors" "$tmp/part1.train.safetensors"
+mpi2 "$train" "$tmp/blobs.ini" --set "train.checkpoint=$tmp/part.safetensors" --set "train.log=$tmp/part.csv" \
+    --resume "$tmp/part.safetensors" >"$tmp/resumed.txt" 2>&1 || { cat "$tmp/resumed.txt"; fail "resuming under 2 failed"; }
+cmp "$tmp/ddp.safetensors" "$tmp/part.safetensors" ||
+    fail "a 2-process run resumed at step 9 differs from an uninterrupted one"
+# ... and under 1 process: the position in the epoch is converted, training goes on
+"$train" "$tmp/blobs.ini" --set "train.checkpoint=$tmp/part1.safetensors" --set "train.log=$tmp/part1.csv" \
+    --resume "$tmp/part1.safetensors" >"$tmp/resumed1.txt" 2>&1 || { cat "$tmp/resumed1.txt"; fail "resuming under 1 failed"; }
+grep -q '^resuming a 2-process checkpoint under 1: 9 batches of the epoch read become 18' "$tmp/resumed1.txt" ||
+    { cat "$tmp/resumed1.txt"; fail "no conversion of the epoch position"; }
+grep -q '^step 20/20 ' "$tmp/resumed1.txt" || fail "the 1-process resume did not reach step 20"
+
+# ---- deterministic = true: the same bits run to run ---------------------------------------
+for i in 1 2; do
+    mpi2 "$train" "$tmp/blobs.ini" --set distributed.deterministic=true --set train.max_iters=5 \
+        --set "train.checkpoint=$tmp/det$i.safetensors" >"$tmp/det.txt" 2>&1 || { cat "$tmp/det.txt"; fail "deterministic run failed"; }
+done
+cmp "$tmp/det1.safetensors" "$tmp/det2.safetensors" || fail "deterministic runs differ"
+
+# ---- a killed rank ends the job; a stopped one fails the other within timeout_s -----------
+# waits (at most 60 s) for the ranks to be training, then signals rank 1's process
+signal_rank1() {
+    n=0
+    until grep -q '^data parallel' "$tmp/long.txt" 2>/dev/null; do
+        n=$((n + 1)); [ $n -lt 600 ] || return 1; sleep 0.1
+    done
+    sleep 1
+    pid=$(pgrep -f "^$train $tmp/blobs.ini" | tail -1)
+    [ -n "$pid" ] && kill "-$1" "$pid"
+}
+for sig in KILL STOP; do
+    : >"$tmp/long.txt"
+    start=$(date +%s)
+    mpi2 "$train" "$tmp/blobs.ini" --set train.max_iters=100000000 --set train.eval_interval=0 \
+        --set train.log_interval=100000 --set distributed.timeout_s=3 \
+        --set "train.checkpoint=$tmp/long.safetensors" >"$tmp/long.txt" 2>&1 &
+    job=$!
+    signal_rank1 "$sig" || { kill $job; fail "the ranks never started"; }
+    if wait $job; then fail "the job survived SIG$sig on a rank"; fi
+    took=$(( $(date +%s) - start ))
+    [ "$took" -lt 45 ] || fail "the job took $took s to end after SIG$sig on a rank"
+    if [ $sig = STOP ]; then
+        grep -q 'weft: rank [01]: .*waited 3 s for the other ranks' "$tmp/long.txt" ||
+            { cat "$tmp/long.txt"; fail "no timeout message from the rank left waiting"; }
+    fi
+done
+
+# ---- different models on the ranks: refused at start, naming rank 1 -----------------------
+if mpirun --oversubscribe --bind-to none -np 1 "$train" "$tmp/blobs.ini" : \
+    -np 1 "$train" "$tmp/blobs.ini" --set layer.fc1.out_features=17 --set layer.fc2.in_features=17 \
+    >"$tmp/mismatch.txt" 2>&1; then
+    fail "different models on the ranks were accepted"
+fi
+grep -q 'the model on rank 1 differs from rank 0' "$tmp/mismatch.txt" || { cat "$tmp/mismatch.txt"; fail "message"; }
+echo "train-ddp: ok"
