@@ -478,21 +478,24 @@ static const char *binary_name(int64_t op, bool scalar)
 {
     if (op == OP_RSUB)
         return "RsubBackward1";
-    if (op == OP_RDIV)
-        return "DivBackward0";
+    if (op == OP_RDIV) /* Python's `s / t` is t.reciprocal() * s */
+        return "MulBackward0";
     if (op == WEFT_OP_POW && !scalar)
         return "PowBackward1";
     return backward_name((int)op);
 }
 
-/* Which saved values a binary formula reads. */
-static void binary_needs(int64_t op, bool *a, bool *b, bool *out)
+/* Which saved values a binary formula reads. t * s and t / s read neither t nor the
+ * result, so, as in PyTorch, they save nothing and a later in-place change of t does not
+ * invalidate them. */
+static void binary_needs(int64_t op, bool scalar, bool *a, bool *b, bool *out)
 {
-    *a = op == WEFT_OP_MUL || op == WEFT_OP_POW || op == WEFT_OP_MAXIMUM ||
-         op == WEFT_OP_MINIMUM || op == OP_RDIV;
+    bool by_scalar = scalar && (op == WEFT_OP_MUL || op == WEFT_OP_DIV);
+    *a = !by_scalar && (op == WEFT_OP_MUL || op == WEFT_OP_POW || op == WEFT_OP_MAXIMUM ||
+                        op == WEFT_OP_MINIMUM || op == OP_RDIV);
     *b = op == WEFT_OP_MUL || op == WEFT_OP_DIV || op == WEFT_OP_POW || op == WEFT_OP_MAXIMUM ||
          op == WEFT_OP_MINIMUM;
-    *out = op == WEFT_OP_DIV || op == WEFT_OP_POW || op == OP_RDIV;
+    *out = !by_scalar && (op == WEFT_OP_DIV || op == WEFT_OP_POW || op == OP_RDIV);
 }
 
 /* a_value: a's value before the op (a itself, or a copy for in-place ops). */
@@ -508,7 +511,7 @@ static weft_tensor *record_binary(int64_t op, bool scalar, double s, weft_tensor
     weft_node_ints(node)[1] = scalar;
     weft_node_scalars(node)[0] = s;
     bool need_a, need_b, need_out;
-    binary_needs(op, &need_a, &need_b, &need_out);
+    binary_needs(op, scalar, &need_a, &need_b, &need_out);
     int rc = need_a ? weft_node_save(node, 0, a_value) : 0;
     if (rc == 0 && need_b && !scalar)
         rc = weft_node_save(node, 1, b);
@@ -529,7 +532,7 @@ static weft_tensor *record_binary_inplace(int64_t op, bool scalar, double s, wef
     if (weft_autograd_check_inplace(a, true) != 0)
         return NULL;
     bool need_a, need_b, need_out;
-    binary_needs(op, &need_a, &need_b, &need_out);
+    binary_needs(op, scalar, &need_a, &need_b, &need_out);
     weft_tensor *orig = need_a ? original_value(a) : a;
     if (!orig)
         return NULL;
@@ -784,11 +787,15 @@ static int reduce_backward(struct weft_node *node, weft_tensor *const *grad_outp
 static const char *reduce_names[] = {"SumBackward1", "MeanBackward1", "ProdBackward1",
                                      "VarBackward0", "StdBackward0", "MaxBackward1"};
 
-static weft_tensor *record_reduce(enum reduce_kind kind, weft_tensor *in, int ndims,
-                                  const int *dims, double correction, weft_tensor *out)
+/* `name` overrides the table (min's node); NULL keeps it. PyTorch names the overload:
+ * sum() is SumBackward0, sum(dim) and sum((), keepdim=True) SumBackward1. */
+static weft_tensor *record_reduce(enum reduce_kind kind, const char *name, weft_tensor *in,
+                                  int ndims, const int *dims, bool keepdim, double correction,
+                                  weft_tensor *out)
 {
-    const char *name = reduce_names[kind];
-    if (ndims == 0 && (kind == R_SUM || kind == R_MEAN || kind == R_PROD))
+    if (!name)
+        name = reduce_names[kind];
+    if (ndims == 0 && !keepdim && (kind == R_SUM || kind == R_MEAN || kind == R_PROD))
         name = kind == R_SUM ? "SumBackward0" : kind == R_MEAN ? "MeanBackward0" : "ProdBackward0";
     struct weft_node *node = weft_node_create(name, reduce_backward, 1, &in, 2);
     if (!node || !out)
@@ -814,7 +821,7 @@ static weft_tensor *record_reduce(enum reduce_kind kind, weft_tensor *in, int nd
         AUTOCAST(#name, 1, &t, weft_##name(t, ndims, dims, keepdim));                         \
         bool rec = weft_autograd_needed(1, &t);                                               \
         weft_tensor *out = FORWARD(rec, weft_fwd_##name(t, ndims, dims, keepdim));            \
-        return rec ? record_reduce(KIND, t, ndims, dims, 0, out) : out;                       \
+        return rec ? record_reduce(KIND, NULL, t, ndims, dims, keepdim, 0, out) : out;                       \
     }
 REDUCE_WRAPPER(sum, R_SUM)
 REDUCE_WRAPPER(mean, R_MEAN)
@@ -825,28 +832,28 @@ weft_tensor *weft_var(weft_tensor *t, int ndims, const int *dims, double correct
 {
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = FORWARD(rec, weft_fwd_var(t, ndims, dims, correction, keepdim));
-    return rec ? record_reduce(R_VAR, t, ndims, dims, correction, out) : out;
+    return rec ? record_reduce(R_VAR, NULL, t, ndims, dims, keepdim, correction, out) : out;
 }
 
 weft_tensor *weft_std(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
 {
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = FORWARD(rec, weft_fwd_std(t, ndims, dims, correction, keepdim));
-    return rec ? record_reduce(R_STD, t, ndims, dims, correction, out) : out;
+    return rec ? record_reduce(R_STD, NULL, t, ndims, dims, keepdim, correction, out) : out;
 }
 
 weft_tensor *weft_max(weft_tensor *t)
 {
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = FORWARD(rec, weft_fwd_max(t));
-    return rec ? record_reduce(R_AMAX, t, 0, NULL, 0, out) : out;
+    return rec ? record_reduce(R_AMAX, "MaxBackward1", t, 0, NULL, false, 0, out) : out;
 }
 
 weft_tensor *weft_min(weft_tensor *t)
 {
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = FORWARD(rec, weft_fwd_min(t));
-    return rec ? record_reduce(R_AMAX, t, 0, NULL, 0, out) : out;
+    return rec ? record_reduce(R_AMAX, "MinBackward1", t, 0, NULL, false, 0, out) : out;
 }
 
 /* max_dim/min_dim: the gradient goes to the selected index. Saved: 0 indices. */
@@ -1014,24 +1021,111 @@ static int matmul_backward(struct weft_node *node, weft_tensor *const *grad_outp
     return 0;
 }
 
-weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b)
+/* One node does every case; it carries the name of the op PyTorch 1.13's matmul ends
+ * in for those ranks (dot, mv, mm; 1-D @ 2-D squeezes an mm; batched cases fold into
+ * bmm/mm and _unsafe_view, except 2-D @ batched, which expands and clones). */
+static const char *matmul_name(const weft_tensor *a, const weft_tensor *b)
+{
+    if (!a || !b)
+        return "MatmulBackward0";
+    if (a->ndim == 1 && b->ndim == 1)
+        return "DotBackward0";
+    if (a->ndim == 2 && b->ndim == 1)
+        return "MvBackward0";
+    if (a->ndim == 1 && b->ndim == 2)
+        return "SqueezeBackward3";
+    if (a->ndim == 2 && b->ndim == 2)
+        return "MmBackward0";
+    if (a->ndim == 2)
+        return "CloneBackward0";
+    return "UnsafeViewBackward0";
+}
+
+/* mm and bmm take no mixed dtypes, with PyTorch's text (matmul has its own). */
+static int check_same_dtype(const weft_tensor *a, const weft_tensor *b)
+{
+    if (a->dtype == b->dtype)
+        return 0;
+    return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                          weft_dtype_torch_name(a->dtype), weft_dtype_torch_name(b->dtype));
+}
+
+/* matmul under one node named `name` (the forward's own name, or mm/bmm's). */
+static weft_tensor *matmul_named(weft_tensor *a, weft_tensor *b, const char *name)
 {
     weft_tensor *in[2] = {a, b};
-    AUTOCAST("matmul", 2, in, weft_matmul(in[0], in[1]));
     bool rec = weft_autograd_needed(2, in);
     weft_tensor *out = FORWARD(rec, weft_fwd_matmul(a, b));
     if (!rec)
         return out;
-    struct weft_node *node = weft_node_create(a && b && a->ndim <= 2 && b->ndim <= 2 && a->ndim + b->ndim == 4
-                                                  ? "MmBackward0"
-                                                  : "MatmulBackward0",
-                                              matmul_backward, 2, in, 2);
+    struct weft_node *node = weft_node_create(name ? name : matmul_name(a, b), matmul_backward,
+                                              2, in, 2);
     if (node && out &&
         (weft_node_save(node, 0, a) != 0 || weft_node_save(node, 1, b) != 0)) {
         weft_node_abandon(node);
         return fail_output(out);
     }
     return finish1(node, out);
+}
+
+weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b)
+{
+    weft_tensor *in[2] = {a, b};
+    AUTOCAST("matmul", 2, in, weft_matmul(in[0], in[1]));
+    return matmul_named(a, b, NULL);
+}
+
+weft_tensor *weft_mm(weft_tensor *a, weft_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    if (a->ndim != 2) {
+        weft_error_set(WEFT_ERR_RUNTIME, "self must be a matrix");
+        return NULL;
+    }
+    if (b->ndim != 2) {
+        weft_error_set(WEFT_ERR_RUNTIME, "mat2 must be a matrix");
+        return NULL;
+    }
+    if (a->shape[1] != b->shape[0]) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                       (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0],
+                       (long long)b->shape[1]);
+        return NULL;
+    }
+    if (check_same_dtype(a, b) < 0)
+        return NULL;
+    weft_tensor *in[2] = {a, b};
+    AUTOCAST("matmul", 2, in, weft_mm(in[0], in[1]));
+    return matmul_named(a, b, "MmBackward0");
+}
+
+weft_tensor *weft_bmm(weft_tensor *a, weft_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    if (a->ndim != 3) {
+        weft_error_set(WEFT_ERR_RUNTIME, "batch1 must be a 3D tensor");
+        return NULL;
+    }
+    if (b->ndim != 3) {
+        weft_error_set(WEFT_ERR_RUNTIME, "batch2 must be a 3D tensor");
+        return NULL;
+    }
+    if (b->shape[0] != a->shape[0] || b->shape[1] != a->shape[2]) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "Expected size for first two dimensions of batch2 tensor to be: "
+                       "[%lld, %lld] but got: [%lld, %lld].",
+                       (long long)a->shape[0], (long long)a->shape[2], (long long)b->shape[0],
+                       (long long)b->shape[1]);
+        return NULL;
+    }
+    if (check_same_dtype(a, b) < 0)
+        return NULL;
+    weft_tensor *in[2] = {a, b};
+    AUTOCAST("matmul", 2, in, weft_bmm(in[0], in[1]));
+    return matmul_named(a, b, "BmmBackward0");
 }
 
 /* ---- joining and indexing ------------------------------------------------------------- */
@@ -1299,9 +1393,20 @@ weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape)
     VIEW_RECORD("ViewBackward0", V_RESHAPE, 0, NULL, weft_fwd_view(t, ndim, shape));
 }
 
+/* reshape and flatten are PyTorch's _reshape_alias where a view can express them, else a
+ * copy through _unsafe_view: the node is named after whichever happened. */
+static weft_tensor *record_reshape(weft_tensor *t, weft_tensor *out)
+{
+    const char *name = out && t && out->storage != t->storage ? "UnsafeViewBackward0"
+                                                              : "ReshapeAliasBackward0";
+    return record_view(name, V_RESHAPE, t, out, 0, NULL);
+}
+
 weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape)
 {
-    VIEW_RECORD("ReshapeAliasBackward0", V_RESHAPE, 0, NULL, weft_fwd_reshape(t, ndim, shape));
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = FORWARD(rec, weft_fwd_reshape(t, ndim, shape));
+    return rec ? record_reshape(t, out) : out;
 }
 
 weft_tensor *weft_squeeze(weft_tensor *t)
@@ -1321,7 +1426,9 @@ weft_tensor *weft_unsqueeze(weft_tensor *t, int dim)
 
 weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim)
 {
-    VIEW_RECORD("ViewBackward0", V_RESHAPE, 0, NULL, weft_fwd_flatten(t, start_dim, end_dim));
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = FORWARD(rec, weft_fwd_flatten(t, start_dim, end_dim));
+    return rec ? record_reshape(t, out) : out;
 }
 
 weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes)
@@ -1356,7 +1463,7 @@ weft_tensor *weft_narrow(weft_tensor *t, int dim, int64_t start, int64_t length)
     int d = dim < 0 ? dim + nd : dim;
     int64_t s = t && start < 0 && d >= 0 && d < t->ndim ? start + t->shape[d] : start;
     int64_t params[4] = {d, s, s + length, 1};
-    VIEW_RECORD("NarrowBackward0", V_SLICE, 4, params, weft_fwd_narrow(t, dim, start, length));
+    VIEW_RECORD("SliceBackward0", V_SLICE, 4, params, weft_fwd_narrow(t, dim, start, length));
 }
 
 weft_tensor *weft_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step)

@@ -256,6 +256,7 @@ static weft_tensor *map2_(struct weft_op_call *call, weft_tensor *a, weft_tensor
 enum unary_kind {
     U_SAME,     /* dtype kept; the kernel table says which dtypes exist */
     U_FLOAT,    /* floating-only function: bool/integer inputs compute in float32 */
+    U_FLOATING, /* activations PyTorch implements for floating dtypes only (gelu, silu) */
     U_NEG,      /* no bool */
     U_RELU,     /* no bool */
     U_ROUNDING, /* identity on integers */
@@ -265,6 +266,7 @@ enum unary_kind {
 struct unary_op {
     int id;
     enum unary_kind kind;
+    const char *name;
 };
 
 /* X(name, OP, kind); must list exactly the ops of WEFT_UNARY_OPS (checked below). */
@@ -273,8 +275,8 @@ struct unary_op {
     X(expm1, EXPM1, U_FLOAT) X(log, LOG, U_FLOAT) X(log1p, LOG1P, U_FLOAT)                    \
     X(sqrt, SQRT, U_FLOAT) X(rsqrt, RSQRT, U_FLOAT) X(reciprocal, RECIPROCAL, U_FLOAT)        \
     X(sin, SIN, U_FLOAT) X(cos, COS, U_FLOAT) X(tanh, TANH, U_FLOAT)                          \
-    X(sigmoid, SIGMOID, U_FLOAT) X(relu, RELU, U_RELU) X(gelu, GELU, U_FLOAT)                 \
-    X(silu, SILU, U_FLOAT) X(erf, ERF, U_FLOAT) X(floor, FLOOR, U_ROUNDING)                   \
+    X(sigmoid, SIGMOID, U_FLOAT) X(relu, RELU, U_RELU) X(gelu, GELU, U_FLOATING)                 \
+    X(silu, SILU, U_FLOATING) X(erf, ERF, U_FLOAT) X(floor, FLOOR, U_ROUNDING)                   \
     X(ceil, CEIL, U_ROUNDING) X(round, ROUND, U_ROUNDING) X(trunc, TRUNC, U_ROUNDING)         \
     X(logical_not, LOGICAL_NOT, U_NOT)
 
@@ -293,6 +295,9 @@ static int unary_dtypes(const struct unary_op *u, enum weft_dtype dt, enum weft_
                               "operator instead.");
     if (u->kind == U_RELU && dt == WEFT_BOOL)
         return weft_error_set(WEFT_ERR_RUNTIME, "Boolean inputs not supported for relu");
+    if (u->kind == U_FLOATING && !weft_dtype_is_floating(dt))
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'",
+                              u->name, weft_dtype_torch_name(dt));
     *ct = u->kind == U_FLOAT && !weft_dtype_is_floating(dt) ? weft_default_dtype() : dt;
     *rt = u->kind == U_NOT ? WEFT_BOOL : *ct;
     return 0;
@@ -321,7 +326,7 @@ static weft_tensor *unary_(const struct unary_op *u, weft_tensor *t)
 }
 
 #define DEFINE_UNARY(name, OP, kind)                                                          \
-    static const struct unary_op unary_##name = {WEFT_OP_##OP, kind};                         \
+    static const struct unary_op unary_##name = {WEFT_OP_##OP, kind, #name};                         \
     weft_tensor *weft_fwd_##name(weft_tensor *t) { return unary(&unary_##name, t); }          \
     weft_tensor *weft_fwd_##name##_(weft_tensor *t) { return unary_(&unary_##name, t); }
 UNARY_TABLE(DEFINE_UNARY)
@@ -486,9 +491,10 @@ weft_tensor *weft_fwd_rdiv_scalar(weft_tensor *t, double s)
 
 /* ---- where, masked_fill, clamp ------------------------------------------------------- */
 
+/* bool, or uint8, which PyTorch 1.13 still takes (deprecated, with a warning) */
 static int check_bool_condition(const weft_tensor *cond)
 {
-    if (cond->dtype == WEFT_BOOL)
+    if (cond->dtype == WEFT_BOOL || cond->dtype == WEFT_U8)
         return 0;
     return weft_error_set(WEFT_ERR_RUNTIME,
                           "where expected condition to be a boolean tensor, but got a tensor with "
@@ -533,20 +539,59 @@ weft_tensor *weft_fwd_where_scalar(weft_tensor *cond, weft_tensor *a, double b)
     return where_impl(cond, a, NULL, b, weft_result_type_scalar(a, b));
 }
 
-static int check_mask(const weft_tensor *t, const weft_tensor *mask)
+/* The C type PyTorch's overflow message names for dt. */
+static const char *c_type_name(enum weft_dtype dt)
+{
+    static const char *names[WEFT_DTYPE_COUNT] = {
+        [WEFT_BOOL] = "bool", [WEFT_U8] = "uint8_t", [WEFT_I8] = "int8_t",
+        [WEFT_I16] = "int16_t", [WEFT_I32] = "int", [WEFT_I64] = "int64_t",
+        [WEFT_F16] = "at::Half", [WEFT_BF16] = "at::BFloat16", [WEFT_F32] = "float",
+        [WEFT_F64] = "double"};
+    return (unsigned)dt < WEFT_DTYPE_COUNT ? names[dt] : "invalid";
+}
+
+/* PyTorch's checked_convert of a fill value: a finite value outside the dtype's range is
+ * an error, not a wrap (uint8 masked_fill(-1.5)); NaN and infinities pass to floats, and
+ * bool takes anything. */
+static int check_fill_value(enum weft_dtype dt, double v)
+{
+    double lo = 0, hi = 0;
+    switch (dt) {
+    case WEFT_U8: lo = 0; hi = 255; break;
+    case WEFT_I8: lo = -128; hi = 127; break;
+    case WEFT_I16: lo = -32768; hi = 32767; break;
+    case WEFT_I32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case WEFT_I64: lo = -9223372036854775808.0; hi = 9223372036854775807.0; break;
+    case WEFT_F16: lo = -65504; hi = 65504; break;
+    case WEFT_BF16: lo = -3.3895313892515355e38; hi = 3.3895313892515355e38; break;
+    case WEFT_F32: lo = -3.4028234663852886e38; hi = 3.4028234663852886e38; break;
+    default: return 0;
+    }
+    if (isfinite(v) && (v < lo || v > hi))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "value cannot be converted to type %s without overflow",
+                              c_type_name(dt));
+    return 0;
+}
+
+/* Masks are bool; uint8 masks are still accepted, as PyTorch 1.13 does (it warns that they
+ * are deprecated). */
+static int check_mask(const weft_tensor *t, const weft_tensor *mask, double value)
 {
     const weft_tensor *pair[2] = {t, mask};
-    if (mask->dtype != WEFT_BOOL)
+    if (mask->dtype != WEFT_BOOL && mask->dtype != WEFT_U8)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "masked_fill_ only supports boolean masks, but got mask with dtype %s",
                               weft_dtype_meta_name(mask->dtype));
+    if (check_fill_value(t->dtype, value) < 0)
+        return -1;
     return weft_check_same_device(2, pair);
 }
 
 /* masked_fill is where(mask, value, t) with the value cast to t's dtype (no promotion). */
 weft_tensor *weft_fwd_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
 {
-    if (!t || !mask || check_mask(t, mask) < 0)
+    if (!t || !mask || check_mask(t, mask, value) < 0)
         return NULL;
     int nd;
     int64_t shape[WEFT_MAX_DIMS];
@@ -564,7 +609,7 @@ weft_tensor *weft_fwd_masked_fill(weft_tensor *t, weft_tensor *mask, double valu
 
 weft_tensor *weft_fwd_masked_fill_(weft_tensor *t, weft_tensor *mask, double value)
 {
-    if (!t || !mask || check_mask(t, mask) < 0 || check_internal_overlap(t) < 0)
+    if (!t || !mask || check_mask(t, mask, value) < 0 || check_internal_overlap(t) < 0)
         return NULL;
     weft_scope_push();
     int rc = -1;

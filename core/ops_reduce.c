@@ -171,18 +171,29 @@ weft_tensor *weft_fwd_std(weft_tensor *t, int ndims, const int *dims, double cor
     return v;
 }
 
-weft_tensor *weft_all(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+/* all/any give bool, except of uint8, which PyTorch keeps uint8 (its pre-bool masks). */
+static weft_tensor *logical_reduce(int op, const char *name, weft_tensor *t, int ndims,
+                                   const int *dims, bool keepdim)
 {
     if (!t)
         return NULL;
-    return reduce(WEFT_OP_ALL, "all", t, ndims, dims, keepdim, WEFT_BOOL, 0);
+    if (t->dtype != WEFT_U8)
+        return reduce(op, name, t, ndims, dims, keepdim, WEFT_BOOL, 0);
+    weft_scope_push();
+    weft_tensor *r = reduce(op, name, t, ndims, dims, keepdim, WEFT_BOOL, 0);
+    weft_tensor *u = weft_tensor_retain(weft_to_dtype(r, WEFT_U8));
+    weft_scope_pop();
+    return weft_tensor_finish(u);
+}
+
+weft_tensor *weft_all(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+{
+    return logical_reduce(WEFT_OP_ALL, "all", t, ndims, dims, keepdim);
 }
 
 weft_tensor *weft_any(weft_tensor *t, int ndims, const int *dims, bool keepdim)
 {
-    if (!t)
-        return NULL;
-    return reduce(WEFT_OP_ANY, "any", t, ndims, dims, keepdim, WEFT_BOOL, 0);
+    return logical_reduce(WEFT_OP_ANY, "any", t, ndims, dims, keepdim);
 }
 
 static weft_tensor *extreme_all(int op, const char *name, weft_tensor *t)

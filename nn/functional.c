@@ -59,14 +59,39 @@ NN_INTERNAL bool nn_have_kernel(int op, const weft_tensor *t)
 
 /* ---- linear ------------------------------------------------------------------------------- */
 
+static weft_tensor *linear_addmm(weft_tensor *x, weft_tensor *w, weft_tensor *b);
+static weft_tensor *linear_node(const char *name, weft_tensor *x, weft_tensor *w,
+                                weft_tensor *b);
+
+/* PyTorch 1.13's linear is one addmm for a 2-D input with a bias, and for a contiguous
+ * 3-D one viewed as 2-D (its grad_fn then ViewBackward0 over AddmmBackward0); anything
+ * else is matmul and add. */
+static bool linear_is_addmm(const weft_tensor *x, const weft_tensor *w, const weft_tensor *b)
+{
+    return b && b->ndim == 1 && w->ndim == 2 && x->dtype == w->dtype && b->dtype == w->dtype &&
+           x->layout == WEFT_LAYOUT_STRIDED && w->layout == WEFT_LAYOUT_STRIDED &&
+           b->layout == WEFT_LAYOUT_STRIDED &&
+           (x->ndim == 2 || (x->ndim == 3 && weft_tensor_is_contiguous(x)));
+}
+
 static weft_tensor *linear_in_scope(weft_tensor *x, weft_tensor *w, weft_tensor *b)
 {
+    if (linear_is_addmm(x, w, b)) {
+        if (x->ndim == 2)
+            return linear_addmm(x, w, b);
+        const int64_t flat[2] = {x->shape[0] * x->shape[1], x->shape[2]};
+        weft_tensor *y = linear_addmm(weft_view(x, 2, flat), w, b);
+        const int64_t shape[3] = {x->shape[0], x->shape[1], w->shape[0]};
+        return weft_view(y, 3, shape);
+    }
     /* x @ w.t(): the transposed view goes to BLAS as a transpose, no copy. Leading dims
      * are folded into one so the product is a single GEMM (and its backward too). */
     weft_tensor *wt = weft_t(w);
     weft_tensor *y;
     if (x->ndim > 2) {
         const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
+        if (!b && w->ndim == 2 && x->dtype == w->dtype)
+            return linear_node("UnsafeViewBackward0", x, w, NULL);
         y = weft_matmul(weft_reshape(x, 2, flat), wt);
         if (y) {
             int64_t shape[WEFT_MAX_DIMS];
@@ -132,6 +157,58 @@ static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tens
     if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = weft_sum(gpre, 1, &rows, false)))
         return weft_error_code();
     return 0;
+}
+
+/* g [..., out] folded to [M, out] for the shared formulas. */
+static int linear_node_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    const int64_t flat[2] = {-1, g->ndim > 0 ? g->shape[g->ndim - 1] : 1};
+    return linear_act_grads(node, g->ndim == 2 ? g : weft_reshape(g, 2, flat), grad_inputs);
+}
+
+/* x w^T (+ b) as one GEMM over x folded to [M, in], under one node `name` (saved: 0 x as
+ * [M, in], 1 w) whose backward shares the fused layers' formulas: PyTorch's addmm for a
+ * 2-D input with a bias, and its matmul's _unsafe_view for a batched one without. */
+static weft_tensor *linear_node(const char *name, weft_tensor *x, weft_tensor *w,
+                                weft_tensor *b)
+{
+    if (!x)
+        return NULL;
+    weft_tensor *in[3] = {x, w, b};
+    int nin = b ? 3 : 2;
+    bool rec = weft_autograd_needed(nin, in);
+    bool prev = weft_no_grad_begin();
+    const int64_t flat[2] = {-1, x->shape[x->ndim - 1]};
+    weft_tensor *x2 = x->ndim == 2 ? x : weft_reshape(x, 2, flat);
+    weft_tensor *y = weft_matmul(x2, weft_t(w));
+    if (b)
+        y = weft_add(y, b);
+    if (y && x->ndim != 2) {
+        int64_t shape[WEFT_MAX_DIMS];
+        memcpy(shape, x->shape, sizeof shape);
+        shape[x->ndim - 1] = w->shape[0];
+        y = weft_reshape(y, x->ndim, shape);
+    }
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    struct weft_node *node = weft_node_create(name, linear_node_backward, nin, in, 2);
+    if (!node)
+        return NULL;
+    if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, y);
+}
+
+static weft_tensor *linear_addmm(weft_tensor *x, weft_tensor *w, weft_tensor *b)
+{
+    return linear_node("AddmmBackward0", x, w, b);
 }
 
 static weft_tensor *linear_act_in_scope(struct linear_act *a, weft_tensor *x, weft_tensor *w,

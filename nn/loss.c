@@ -393,11 +393,16 @@ static int pointwise_backward(struct weft_node *node, weft_tensor *const *grad_o
     return 0;
 }
 
-static const char *pointwise_name(enum pointwise_kind kind)
+/* PyTorch 1.13's l1_loss is composite, (x - y).abs() then mean or sum: its grad_fn is
+ * the last of those. */
+static const char *pointwise_name(enum pointwise_kind kind, enum weft_reduction reduction)
 {
     static const char *const names[] = {"MseLossBackward0", "L1LossBackward0",
                                         "BinaryCrossEntropyWithLogitsBackward0"};
-    return names[kind];
+    static const char *const l1[] = {[WEFT_REDUCTION_MEAN] = "MeanBackward0",
+                                     [WEFT_REDUCTION_SUM] = "SumBackward0",
+                                     [WEFT_REDUCTION_NONE] = "AbsBackward0"};
+    return kind == PW_L1 ? l1[reduction] : names[kind];
 }
 
 static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x, weft_tensor *y,
@@ -431,7 +436,7 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
     weft_grad_mode_restore(prev);
     if (!loss || !rec)
         return loss;
-    struct weft_node *node = weft_node_create(pointwise_name(kind), pointwise_backward, 3, in, 3);
+    struct weft_node *node = weft_node_create(pointwise_name(kind, reduction), pointwise_backward, 3, in, 3);
     if (!node)
         return NULL;
     weft_node_ints(node)[0] = kind;

@@ -251,7 +251,7 @@ static weft_tensor *run_op(const struct sweep_op *op, weft_tensor *t, int ndims,
 static enum weft_dtype expected_dtype(const struct sweep_op *op, enum weft_dtype dt)
 {
     if (op->ref == REF_ALL || op->ref == REF_ANY)
-        return WEFT_BOOL;
+        return dt == WEFT_U8 ? WEFT_U8 : WEFT_BOOL; /* PyTorch keeps uint8 */
     if ((op->ref == REF_SUM || op->ref == REF_PROD) && !weft_dtype_is_floating(dt))
         return WEFT_I64;
     return dt;

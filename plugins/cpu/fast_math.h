@@ -51,6 +51,48 @@ static inline __attribute__((always_inline)) float erf_f32(float a)
     return x * p / q;
 }
 
+/* Forward: exp_f32 is defined below. */
+static inline __attribute__((always_inline)) float exp_f32(float a);
+
+/* Phi(a) = 0.5 (1 + erf(a / sqrt 2)), the normal CDF of GELU, to float precision relative
+ * to its value: in the left tail 1 + erf cancels (at a = -3.75 erf_f32's absolute error
+ * becomes 3e-4 relative), so a < 0 uses erfc instead: Numerical Recipes' erfcc (relative
+ * error below 1.2e-7 for every z >= 0), t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2).
+ * z^2 = a^2 / 2 is split as ah^2 / 2 (ah: a's top 12 bits, so exact) plus the rest, each
+ * through its own exp, so rounding a^2 (an error of z^2 ulp) does not reach the result.
+ * Branch-free; NaN and a below -1e4 take the erf form (NaN, and 0 as PyTorch gives). */
+static inline __attribute__((always_inline)) float normal_cdf_f32(float a)
+{
+    float center = 0.5f * (1.0f + erf_f32(a * 0.70710678118654752f));
+    float ac = a < -1e4f ? -1e4f : a > 0.f ? 0.f : a; /* the tail's domain; NaN -> 0 */
+    float z = -ac * 0.70710678118654752f, t = 1.0f / (1.0f + 0.5f * z);
+    float p = t * 0.17087277f + -0.82215223f;
+    p = t * p + 1.48851587f;
+    p = t * p + -1.13520398f;
+    p = t * p + 0.27886807f;
+    p = t * p + -0.18628806f;
+    p = t * p + 0.09678418f;
+    p = t * p + 0.37409196f;
+    p = t * p + 1.00002368f;
+    p = t * p + -1.26551223f;
+    uint32_t bits;
+    memcpy(&bits, &ac, sizeof bits);
+    bits &= 0xfffff000u;
+    float ah, al;
+    memcpy(&ah, &bits, sizeof ah);
+    al = ac - ah;
+    float hi = 0.5f * ah * ah, lo = ah * al + 0.5f * al * al;
+    float tail = 0.5f * t * exp_f32(-hi) * exp_f32(p - lo);
+    return a < 0.f && a >= -1e4f ? tail : center;
+}
+
+/* The same in double (the name _Generic picks for non-float) keeps PyTorch's 0.5 (1 + erf(a / sqrt 2)): the cancellation costs
+ * float64 nothing a user sees. */
+static inline double normal_cdf(double a)
+{
+    return 0.5 * (1.0 + erf(a * 0.70710678118654752));
+}
+
 /* Cephes' expf polynomial: e^r for the reduced argument |r| <= ln(2) / 2, shared by both
  * exps below (they differ in how they clamp and build 2^n). */
 static inline __attribute__((always_inline)) float exp_poly_f32(float r)

@@ -34,7 +34,7 @@
 
 /* g (Phi(x) + x phi(x)) */
 #define GELU_GRAD_ERF_EXPR(C, g, a)                                                           \
-    ((g) * ((C)0.5 * ((C)1 + FN1(erf, (a) * (C)M_SQRT1_2)) +                                  \
+    ((g) * (FN1(normal_cdf, (a)) +                                                            \
             (a) * FN1(exp, (C)-0.5 * (a) * (a)) * (C)GELU_INV_SQRT_2PI))
 
 /* g (0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2)), t = tanh(beta (x + kappa x^3)) */
@@ -149,7 +149,7 @@ struct bias_gelu_job {
             {                                                                                 \
                 weft_store_##name(h + k, weft_load_##name(h + k) + weft_load_##name(bias + k)); \
                 C a = weft_load_##name(h + k);                                                \
-                weft_store_##name(y + k, (C)0.5 * a * ((C)1 + FN1(erf, a * (C)M_SQRT1_2)));   \
+                weft_store_##name(y + k, a * FN1(normal_cdf, a));                             \
             }                                                                                 \
         }                                                                                     \
     }

@@ -90,7 +90,7 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
     Y(COS, name, id, T, C, name, T, FN1(cos, a))                                              \
     Y(TANH, name, id, T, C, name, T, FAST1(tanh, a))                                            \
     Y(SIGMOID, name, id, T, C, name, T, (C)1 / ((C)1 + FN1(exp, -a)))                         \
-    Y(GELU, name, id, T, C, name, T, (C)0.5 * a * ((C)1 + FAST1(erf, a * (C)M_SQRT1_2)))        \
+    Y(GELU, name, id, T, C, name, T, a * FAST1(normal_cdf, a))                                \
     Y(SILU, name, id, T, C, name, T, a / ((C)1 + FN1(exp, -a)))                               \
     Y(ERF, name, id, T, C, name, T, FAST1(erf, a))                                              \
     Y(FLOOR, name, id, T, C, name, T, FN1(floor, a))                                          \

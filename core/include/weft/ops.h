@@ -49,7 +49,8 @@ WEFT_BINARY_OPS(WEFT_DECLARE_BINARY)
 weft_tensor *weft_rsub_scalar(weft_tensor *t, double s);
 weft_tensor *weft_rdiv_scalar(weft_tensor *t, double s);
 
-/* cond ? a : b with broadcasting of all three; cond must be bool. */
+/* cond ? a : b with broadcasting of all three; cond must be bool (or uint8, nonzero is
+ * true, which PyTorch 1.13 still takes). */
 weft_tensor *weft_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b);
 weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b);
 /* PyTorch's threshold_backward: grad where t > threshold, else 0 (t and grad of one shape
@@ -64,7 +65,8 @@ weft_tensor *weft_gelu_backward(weft_tensor *grad, weft_tensor *x, int approxima
 /* Bounds given as NAN mean "no bound" (torch.clamp's None); at least one must be set. */
 weft_tensor *weft_clamp(weft_tensor *t, double min, double max);
 weft_tensor *weft_clamp_(weft_tensor *t, double min, double max);
-/* t with value where mask (bool, broadcast to t) is true. */
+/* t with value where mask (bool, or the deprecated uint8; broadcast to t) is true. The
+ * value must fit t's dtype: "value cannot be converted to type uint8_t without overflow". */
 weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value);
 weft_tensor *weft_masked_fill_(weft_tensor *t, weft_tensor *mask, double value);
 
@@ -104,6 +106,10 @@ weft_tensor *weft_log_softmax(weft_tensor *t, int dim);
  * torch.matmul: 1-D x 1-D dot, 2-D x 2-D mm, 1-D operands promoted and squeezed, batch
  * dims broadcast. */
 weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b);
+/* torch.mm (2-D x 2-D) and torch.bmm (3-D x 3-D, equal batch), with PyTorch's checks and
+ * texts ("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"), no broadcasting. */
+weft_tensor *weft_mm(weft_tensor *a, weft_tensor *b);
+weft_tensor *weft_bmm(weft_tensor *a, weft_tensor *b);
 /* torch.backends.cuda.matmul.allow_tf32: whether float32 matmuls may use TF32 tensor
  * cores (about 10 mantissa bits per product). Off by default, as in PyTorch >= 1.12;
  * [runtime] allow_tf32 sets it. Backends read it at every matmul. */

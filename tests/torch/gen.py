@@ -1,0 +1,711 @@
+#!/usr/bin/python3
+"""tests/torch/gen.py: PyTorch 1.13's answers for weft's differential suite (test_torch.c).
+
+Run by hand where PyTorch is installed:  /usr/bin/python3 tests/torch/gen.py
+It rewrites tests/torch/fixtures/*.txt; the C suite replays them without PyTorch.
+
+Format: one case per line, whitespace-separated tokens.
+  [grad] OP NP P1..PNP NI INPUT*  then  R OUTPUT* | E message...  then (grad only) N name, G*
+  INPUT  = I dtype seed lo hi N offset ndim shape.. strides..
+           a 1-D buffer of N values from value(seed, i), seen through as_strided(shape,
+           strides, offset). value() is integer arithmetic both sides compute alike, and
+           its values (quarters for floating dtypes) are exact in every dtype.
+  OUTPUT = R dtype ndim shape.. values..   (floats as Python's repr: nan, inf, -inf)
+  E      = the first line of PyTorch's error text (the rest of the line).
+  grad cases: float64 contiguous leaves; backward with the grad_output of seed 777 in
+  [-2, 2); N is PyTorch's grad_fn name; G ndim shape.. values.. per input, "G -" for None.
+`--names` prints every case's grad_fn name (for the grad_fn table of issue 16).
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "fixtures")
+
+DT = {
+    "bool": torch.bool, "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16,
+    "int32": torch.int32, "int64": torch.int64, "float16": torch.float16,
+    "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
+}
+NAME = {v: k for k, v in DT.items()}
+ALL = list(DT)
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
+INTS = ["uint8", "int8", "int16", "int32", "int64"]
+
+
+def value(seed, i, lo, hi, dt):
+    k = ((seed * 1000003 + i * 7919 + 12345) * 2654435761) & 0xFFFFFFFF
+    k >>= 7
+    if dt == "bool":
+        return float(k & 1)
+    if dt in FLOATS:
+        return lo + (k % ((hi - lo) * 4)) / 4.0
+    return float(lo + k % (hi - lo))
+
+
+def fmt(x):
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 2 ** 53 else repr(x)
+
+
+def domain(dt, lo, hi):
+    if dt == "uint8" and lo < 0:
+        lo = 0
+    if dt == "int8":
+        lo, hi = max(lo, -100), min(hi, 100)
+    if hi <= lo:
+        hi = lo + 1
+    return lo, hi
+
+
+class Inp:
+    """A recipe: shape, strides, offset over a buffer of n values."""
+
+    def __init__(self, dt, seed, lo, hi, shape, strides=None, offset=0, n=None):
+        self.dt, self.seed = dt, seed
+        self.lo, self.hi = domain(dt, lo, hi)
+        self.shape = list(shape)
+        if strides is None:
+            strides, acc = [], 1
+            for s in reversed(self.shape):
+                strides.insert(0, acc)
+                acc *= max(s, 1)
+        self.strides = list(strides)
+        self.offset = offset
+        if n is None:
+            n = offset + 1
+            if any(s == 0 for s in self.shape):
+                n = offset
+            else:
+                n += sum((s - 1) * st for s, st in zip(self.shape, self.strides))
+        self.n = n
+
+    def tensor(self):
+        buf = [value(self.seed, i, self.lo, self.hi, self.dt) for i in range(self.n)]
+        base = torch.tensor(buf, dtype=torch.float64).to(DT[self.dt])
+        return torch.as_strided(base, self.shape, self.strides, self.offset)
+
+    def tokens(self):
+        return (["I", self.dt, str(self.seed), str(self.lo), str(self.hi), str(self.n),
+                 str(self.offset), str(len(self.shape))] + [str(s) for s in self.shape] +
+                [str(s) for s in self.strides])
+
+
+LAYOUT_DTYPES = ("bool", "uint8", "int64", "float16", "float32", "float64")
+
+
+def layouts(dt, seed, lo, hi, shape):
+    """The same logical shape as contiguous, transposed, strided, offset and expanded
+    (the non-contiguous ones only for a few dtypes: the kernels share one iterator)."""
+    out = [Inp(dt, seed, lo, hi, shape)]
+    if dt not in LAYOUT_DTYPES:
+        return out
+    if len(shape) >= 2:
+        # transposed: storage is shape with the last two dims swapped
+        s = list(shape)
+        t = Inp(dt, seed, lo, hi, s[:-2] + [s[-1], s[-2]])
+        st = list(t.strides)
+        st[-1], st[-2] = st[-2], st[-1]
+        out.append(Inp(dt, seed, lo, hi, shape, st, 0, t.n))
+        # expanded along dim 0
+        e = Inp(dt, seed, lo, hi, [1] + s[1:])
+        out.append(Inp(dt, seed, lo, hi, shape, [0] + e.strides[1:], 0, e.n))
+    if len(shape) >= 1 and all(x > 0 for x in shape):
+        # every other element, starting at offset 3
+        c = Inp(dt, seed, lo, hi, shape)
+        st = [2 * x for x in c.strides]
+        out.append(Inp(dt, seed, lo, hi, shape, st, 3))
+    return out
+
+
+# digits that round-trip each floating dtype (keeps the fixtures small)
+DIGITS = {torch.float16: "%.5g", torch.bfloat16: "%.4g", torch.float32: "%.9g"}
+
+
+def out_tokens(t):
+    t = t.detach()
+    vals = t.to(torch.float64).reshape(-1).tolist() if t.dtype != torch.bool else \
+        [int(x) for x in t.reshape(-1).tolist()]
+    f = DIGITS.get(t.dtype)
+    toks = []
+    for v in vals:
+        if isinstance(v, int) or not t.dtype.is_floating_point:
+            toks.append(str(int(v)))
+        elif f and v == v and abs(v) != float("inf"):
+            toks.append(f % v)
+        else:
+            toks.append(fmt(v))
+    return ["R", NAME[t.dtype], str(t.dim())] + [str(s) for s in t.shape] + toks
+
+
+def err_tokens(e):
+    msg = str(e).strip().split("\n")[0]
+    return ["E", msg]
+
+
+# ---- ops: name -> (callable(inputs, params), kind) --------------------------------------
+UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "sign": torch.sign, "exp": torch.exp,
+    "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "sin": torch.sin, "cos": torch.cos,
+    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu,
+    "silu": F.silu, "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil,
+    "round": torch.round, "trunc": torch.trunc, "logical_not": torch.logical_not,
+}
+UNARY_DOMAIN = {"log": (0, 6), "log1p": (0, 6), "sqrt": (0, 9), "rsqrt": (0, 9)}
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+    "maximum": torch.maximum, "minimum": torch.minimum, "eq": torch.eq, "ne": torch.ne,
+    "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+}
+
+
+def pyscalar(s):
+    return int(s) if float(s).is_integer() else float(s)
+
+
+def run_op(op, ts, p):
+    if op in UNARY:
+        return UNARY[op](ts[0])
+    if op.endswith("_") and op[:-1] in UNARY:
+        return getattr(ts[0], op)()
+    if op in BINARY:
+        return BINARY[op](ts[0], ts[1])
+    if op.endswith("_scalar") and op[:-7] in BINARY:
+        s = pyscalar(p[0])
+        try:
+            return BINARY[op[:-7]](ts[0], s)
+        except TypeError:
+            # maximum/minimum/logical_*: weft takes a scalar, PyTorch a tensor; a wrapped
+            # number promotes like the scalar itself
+            return BINARY[op[:-7]](ts[0], torch.tensor(s, dtype=torch.result_type(ts[0], s)))
+    if op.endswith("_") and op[:-1] in BINARY:
+        return getattr(ts[0], op)(ts[1])
+    if op == "rsub_scalar":
+        return pyscalar(p[0]) - ts[0]
+    if op == "rdiv_scalar":
+        return pyscalar(p[0]) / ts[0]
+    if op == "clamp":
+        lo = None if p[0] != p[0] else pyscalar(p[0])
+        hi = None if p[1] != p[1] else pyscalar(p[1])
+        return torch.clamp(ts[0], lo, hi)
+    if op == "where":
+        return torch.where(ts[0], ts[1], ts[2])
+    if op == "masked_fill":
+        return ts[0].masked_fill(ts[1], pyscalar(p[0]))
+    if op in ("sum", "mean", "prod", "all", "any"):
+        keep, nd, dims = bool(p[0]), int(p[1]), [int(d) for d in p[2:]]
+        f = getattr(torch, op)
+        if nd == 0:
+            if keep and op in ("sum", "mean"):
+                return f(ts[0], (), keepdim=True)
+            r = f(ts[0])
+            if keep:
+                r = r.reshape([1] * ts[0].dim())
+            return r
+        if op in ("prod", "all", "any"):
+            return f(ts[0], dims[0], keepdim=keep)
+        return f(ts[0], dims, keepdim=keep)
+    if op in ("var", "std"):
+        keep, corr, nd, dims = bool(p[0]), p[1], int(p[2]), [int(d) for d in p[3:]]
+        return getattr(torch, op)(ts[0], dims if nd else None, correction=int(corr),
+                                  keepdim=keep)
+    if op in ("max", "min"):
+        return getattr(torch, op)(ts[0])
+    if op in ("max_dim", "min_dim"):
+        r = getattr(torch, op[:3])(ts[0], int(p[0]), keepdim=bool(p[1]))
+        return (r.values, r.indices)
+    if op in ("argmax", "argmin"):
+        return getattr(torch, op)(ts[0], int(p[0]), keepdim=bool(p[1]))
+    if op in ("argmax_all", "argmin_all"):
+        return getattr(torch, op[:6])(ts[0])
+    if op in ("softmax", "log_softmax"):
+        return getattr(torch, op)(ts[0], int(p[0]))
+    if op == "linear":
+        return F.linear(*ts)
+    if op in ("cat", "stack"):
+        return getattr(torch, op)(list(ts), int(p[0]))
+    if op == "index_select":
+        return torch.index_select(ts[0], int(p[0]), ts[1])
+    if op == "gather":
+        return torch.gather(ts[0], int(p[0]), ts[1])
+    if op == "view":
+        return ts[0].view([int(x) for x in p])
+    if op == "reshape":
+        return ts[0].reshape([int(x) for x in p])
+    if op == "transpose":
+        return ts[0].transpose(int(p[0]), int(p[1]))
+    if op == "permute":
+        return ts[0].permute([int(x) for x in p])
+    if op == "narrow":
+        return ts[0].narrow(int(p[0]), int(p[1]), int(p[2]))
+    if op == "select":
+        return ts[0].select(int(p[0]), int(p[1]))
+    if op == "expand":
+        return ts[0].expand([int(x) for x in p])
+    if op == "squeeze_dim":
+        return ts[0].squeeze(int(p[0]))
+    if op == "unsqueeze":
+        return ts[0].unsqueeze(int(p[0]))
+    if op == "flatten":
+        return ts[0].flatten(int(p[0]), int(p[1]))
+    if op in ("matmul", "mm", "bmm"):
+        return getattr(torch, op)(ts[0], ts[1])
+    raise KeyError(op)
+
+
+def case(op, params, inputs):
+    line = [op, str(len(params))] + [fmt(x) for x in params] + [str(len(inputs))]
+    for i in inputs:
+        line += i.tokens()
+    try:
+        ts = [i.tensor() for i in inputs]
+        try:
+            r = run_op(op, ts, params)
+        except RuntimeError as e:
+            # PyTorch 1.13's cpu kernels lack many Half/BFloat16 ops that its cuda kernels
+            # have (and weft has on every device): compute in float32 and round, as cuda
+            # does
+            if "not implemented for 'Half'" not in str(e) and \
+                    "not implemented for 'BFloat16'" not in str(e):
+                raise
+            low = ts[0].dtype
+            ts = [t.float() if t.dtype == low else t for t in ts]
+            r = run_op(op, ts, params)
+            if op.endswith("_"):
+                r = ts[0]
+            r = tuple(x.to(low) if x.is_floating_point() else x for x in r) \
+                if isinstance(r, tuple) else r.to(low)
+            ts = [r]
+        if op.endswith("_") and not op.endswith("scalar_"):
+            r = ts[0]
+        rs = r if isinstance(r, tuple) else (r,)
+        for x in rs:
+            line += out_tokens(x)
+    except (RuntimeError, IndexError, ValueError, TypeError) as e:
+        # one error per op, input dtypes and text is enough (layouts do not change it)
+        key = (op, tuple(i.dt for i in inputs), str(e))
+        if key in ERRORS_SEEN:
+            return None
+        ERRORS_SEEN.add(key)
+        line += err_tokens(e)
+    return " ".join(line)
+
+
+ERRORS_SEEN = set()
+
+
+NAMES = []
+
+
+def grad_case(op, params, inputs, needs=None):
+    """inputs: float64 contiguous recipes; needs[i]: input i requires grad."""
+    needs = needs or [True] * len(inputs)
+    line = ["grad", op, str(len(params))] + [fmt(x) for x in params] + [str(len(inputs))]
+    for i in inputs:
+        line += i.tokens()
+    ts = [i.tensor().clone().requires_grad_(n) for i, n in zip(inputs, needs)]
+    r = run_op(op, ts, params)
+    if isinstance(r, tuple):
+        for x in r:
+            line += out_tokens(x)
+        r = r[0]
+    else:
+        line += out_tokens(r)
+    name = type(r.grad_fn).__name__ if r.grad_fn is not None else "-"
+    NAMES.append((op, name))
+    line += ["N", name]
+    g = Inp("float64", 777, -2, 2, list(r.shape)).tensor()
+    r.backward(g)
+    for t in ts:
+        if t.grad is None:
+            line += ["G", "-"]
+        else:
+            line += ["G", str(t.dim())] + [str(s) for s in t.shape] + \
+                [fmt(v) for v in t.grad.reshape(-1).tolist()]
+    return " ".join(line)
+
+
+# ---- case lists -------------------------------------------------------------------------
+def elementwise():
+    L = []
+    seed = 1
+    for op in UNARY:
+        lo, hi = UNARY_DOMAIN.get(op, (-4, 4))
+        for dt in ALL:
+            for shape in ([2, 3], [5], [], [0, 3], [2, 3, 2]):
+                if shape in ([5], [2, 3, 2]) and dt not in ("float32", "int64"):
+                    continue
+                for inp in (layouts(dt, seed, lo, hi, shape) if shape == [2, 3]
+                            else [Inp(dt, seed, lo, hi, shape)]):
+                    L.append(case(op, [], [inp]))
+                seed += 1
+    # in-place unary on a floating and an integer tensor (dtype must fit)
+    for op in ("exp_", "neg_", "abs_", "sqrt_", "relu_", "floor_"):
+        for dt in ("float32", "int64"):
+            L.append(case(op, [], [Inp(dt, seed, 0, 5, [2, 3])]))
+            seed += 1
+    bshapes = [([3, 4], [3, 4]), ([3, 1], [1, 4]), ([2, 3, 4], [4]), ([], [3, 2]),
+               ([0, 2], [2]), ([3, 4], [2, 4])]
+    for op in BINARY:
+        # every pair of dtypes for a few ops (promotion is shared), same-dtype for the rest
+        crossed = op in ("add", "div", "maximum", "eq", "logical_and", "pow")
+        for da in ALL:
+            for db in (ALL if crossed else [da]):
+                lo, hi = (-4, 4)
+                if op == "pow":
+                    lo, hi = (0, 4)
+                a = Inp(da, seed, lo, hi, [4])
+                b = Inp(db, seed + 1, lo if op != "div" else 1, hi, [4])
+                L.append(case(op, [], [a, b]))
+                seed += 2
+        for dt in ("float32", "int64", "float64", "bool"):
+            for sa, sb in bshapes:
+                for a in layouts(dt, seed, -4, 4, sa) if len(sa) == 2 else \
+                        [Inp(dt, seed, -4, 4, sa)]:
+                    L.append(case(op, [], [a, Inp(dt, seed + 1, 1, 4, sb)]))
+                seed += 2
+        for dt in ALL:
+            for s in (2.0, -1.5, 0.0):
+                if op == "pow" and s < 0:
+                    continue
+                L.append(case(op + "_scalar", [s], [Inp(dt, seed, 0 if op == "pow" else -4,
+                                                         4, [2, 3])]))
+                seed += 1
+    # integers to negative powers, mixed in-place results that do not fit
+    L.append(case("pow", [], [Inp("int64", 3, 1, 4, [3]), Inp("int64", 4, -3, -1, [3])]))
+    L.append(case("pow_scalar", [-1.0], [Inp("int64", 3, 1, 4, [3])]))
+    for op in ("add_", "mul_", "div_", "sub_"):
+        for da, db in (("float32", "float32"), ("int64", "float32"), ("float32", "int64"),
+                       ("int32", "int64"), ("bool", "bool"), ("float64", "float32")):
+            L.append(case(op, [], [Inp(da, seed, 1, 5, [2, 3]), Inp(db, seed + 1, 1, 5, [3])]))
+            seed += 2
+        L.append(case(op, [], [Inp("float32", seed, 1, 5, [3]),
+                                Inp("float32", seed + 1, 1, 5, [2, 3])]))
+    L.append(case("sub", [], [Inp("bool", 5, 0, 2, [3]), Inp("bool", 6, 0, 2, [3])]))
+    L.append(case("sub_scalar", [1.0], [Inp("bool", 5, 0, 2, [3])]))
+    for op in ("rsub_scalar", "rdiv_scalar"):
+        for dt in ALL:
+            for s in (2.0, 0.5):
+                L.append(case(op, [s], [Inp(dt, seed, 1, 4, [2, 3])]))
+                seed += 1
+    nan = float("nan")
+    for dt in ALL:
+        for lo, hi in ((-1.0, 2.0), (nan, 1.0), (0.5, nan), (2.0, 1.0)):
+            L.append(case("clamp", [lo, hi], [Inp(dt, seed, -4, 4, [3, 4])]))
+            seed += 1
+        L.append(case("where", [], [Inp("bool", seed, 0, 2, [3, 1]), Inp(dt, seed + 1, -4, 4, [4]),
+                                    Inp("float32", seed + 2, -4, 4, [3, 4])]))
+        L.append(case("masked_fill", [-1.5], [Inp(dt, seed, -4, 4, [3, 4]),
+                                              Inp("bool", seed + 1, 0, 2, [4])]))
+        L.append(case("masked_fill", [7.0], [Inp(dt, seed, -4, 4, [3, 4]),
+                                             Inp("bool", seed + 1, 0, 2, [3, 4])]))
+        seed += 3
+    L.append(case("masked_fill", [2.0], [Inp("float32", 9, -4, 4, [3, 4]),
+                                         Inp("uint8", 10, 0, 2, [3, 4])]))
+    L.append(case("masked_fill", [2.0], [Inp("float32", 9, -4, 4, [3, 4]),
+                                         Inp("int64", 10, 0, 2, [3, 4])]))
+    # fill values that overflow the dtype are errors, not wraps
+    for dt, v in (("uint8", -1.5), ("uint8", 256.0), ("int8", 128.0), ("int8", -1.5),
+                  ("int16", 40000.0), ("float16", 70000.0), ("bool", 2.0), ("uint8", 255.0)):
+        L.append(case("masked_fill", [v], [Inp(dt, 11, 0, 3, [2, 3]),
+                                           Inp("bool", 12, 0, 2, [3])]))
+    # gelu's erf in float32 far in the tail (issue 16: -3.75 was off by 3.4e-4)
+    for dt in ("float32", "float64", "float16", "bfloat16"):
+        for lo in (-6, -4, 3):
+            L.append(case("gelu", [], [Inp(dt, 13, lo, lo + 1, [4])]))
+    L.append(case("where", [], [Inp("float32", 9, 0, 2, [3]), Inp("float32", 9, 0, 2, [3]),
+                                Inp("float32", 9, 0, 2, [3])]))
+    return L
+
+
+def reductions():
+    L = []
+    seed = 5000
+    shapes = [[3, 4], [2, 3, 2], [5], [], [0, 3]]
+    dimsets = {2: [[], [0], [1], [-1], [0, 1]], 3: [[], [1], [0, 2], [-1]], 1: [[], [0]],
+               0: [[]]}
+    for op in ("sum", "mean", "prod", "all", "any", "var", "std"):
+        for dt in ALL:
+            for shape in shapes:
+                if shape == [2, 3, 2] and dt not in ("float32", "int64"):
+                    continue
+                for dims in dimsets[len(shape)]:
+                    if op in ("prod", "all", "any") and len(dims) > 1:
+                        continue
+                    for keep in ((0, 1) if dt in ("float32", "int64", "bool") else (0,)):
+                        inps = layouts(dt, seed, -3, 4, shape) if shape == [3, 4] and \
+                            keep == 0 and len(dims) < 2 else [Inp(dt, seed, -3, 4, shape)]
+                        for inp in inps:
+                            if op in ("var", "std"):
+                                for corr in ((1, 0) if inp.dt in ("float32", "float64")
+                                             else (1,)):
+                                    L.append(case(op, [keep, corr, len(dims)] + dims, [inp]))
+                            else:
+                                L.append(case(op, [keep, len(dims)] + dims, [inp]))
+                    seed += 1
+    for op in ("max", "min", "argmax_all", "argmin_all"):
+        for dt in ALL:
+            for shape in ([3, 4], [5], [], [0, 3]):
+                for inp in layouts(dt, seed, -3, 4, shape):
+                    L.append(case(op, [], [inp]))
+                seed += 1
+    for op in ("max_dim", "min_dim", "argmax", "argmin"):
+        for dt in ALL:
+            for shape, dim in (([3, 4], 0), ([3, 4], 1), ([3, 4], -1), ([2, 3, 2], 1),
+                               ([5], 0), ([], 0), ([0, 3], 1), ([0, 3], 0), ([3, 4], 2)):
+                for keep in (0, 1):
+                    for inp in layouts(dt, seed, -3, 4, shape) if shape == [3, 4] else \
+                            [Inp(dt, seed, -3, 4, shape)]:
+                        L.append(case(op, [dim, keep], [inp]))
+                seed += 1
+    for op in ("softmax", "log_softmax"):
+        for dt in FLOATS + ["int64"]:
+            for shape, dim in (([3, 4], 0), ([3, 4], 1), ([2, 3, 4], -1), ([5], 0), ([], 0),
+                               ([0, 3], 1)):
+                for inp in layouts(dt, seed, -3, 4, shape):
+                    L.append(case(op, [dim], [inp]))
+                seed += 1
+    L.append(case("sum", [0, 1, 3], [Inp("float32", 1, 0, 2, [3, 4])]))
+    L.append(case("sum", [0, 2, 0, 0], [Inp("float32", 1, 0, 2, [3, 4])]))
+    return L
+
+
+def shapes_and_indexing():
+    L = []
+    seed = 20000
+    for dt in ("float32", "int64", "bool", "float16"):
+        a, b = Inp(dt, seed, -3, 4, [2, 3]), Inp(dt, seed + 1, -3, 4, [2, 3])
+        for dim in (0, 1, -1, 2):
+            L.append(case("cat", [dim], [a, b]))
+            L.append(case("stack", [dim], [a, b]))
+        L.append(case("cat", [0], [a, Inp(dt, seed + 2, -3, 4, [2, 4])]))
+        L.append(case("cat", [1], [a, Inp(dt, seed + 2, -3, 4, [2, 4])]))
+        L.append(case("stack", [0], [a, Inp(dt, seed + 2, -3, 4, [2, 4])]))
+        seed += 3
+    L.append(case("cat", [0], [Inp("float32", 1, 0, 3, [2, 3]), Inp("int64", 2, 0, 3, [1, 3])]))
+    L.append(case("cat", [0], [Inp("float32", 1, 0, 3, [2, 3]), Inp("float64", 2, 0, 3, [0])]))
+    for dt in ("float32", "int64"):
+        for t in layouts(dt, seed, -3, 4, [3, 4]):
+            for dim in (0, 1, -1):
+                L.append(case("index_select", [dim], [t, Inp("int64", seed + 1, 0, 3, [5])]))
+            L.append(case("index_select", [0], [t, Inp("int64", seed + 1, 3, 9, [2])]))
+            L.append(case("index_select", [0], [t, Inp("float32", seed + 1, 0, 3, [2])]))
+            L.append(case("gather", [1], [t, Inp("int64", seed + 2, 0, 4, [3, 2])]))
+            L.append(case("gather", [0], [t, Inp("int64", seed + 2, 0, 3, [2, 4])]))
+            L.append(case("gather", [1], [t, Inp("int64", seed + 2, 4, 8, [3, 2])]))
+            L.append(case("gather", [1], [t, Inp("int64", seed + 2, 0, 3, [3])]))
+        seed += 3
+    for t in layouts("float32", seed, -3, 4, [2, 3, 4]) + layouts("float32", seed, -3, 4, [3, 4]):
+        n = len(t.shape)
+        for shp in ([-1], [4, -1], [2, 2, -1], [5, -1], [-1, -1], [24, 1]):
+            L.append(case("view", shp, [t]))
+            L.append(case("reshape", shp, [t]))
+        for d0, d1 in ((0, 1), (0, -1), (0, n)):
+            L.append(case("transpose", [d0, d1], [t]))
+        L.append(case("permute", list(range(n))[::-1], [t]))
+        L.append(case("permute", [0] * n, [t]))
+        for args in ((0, 1, 1), (1, 0, 2), (-1, 1, 3), (0, 2, 5), (0, -1, 1)):
+            L.append(case("narrow", list(args), [t]))
+        for args in ((0, 1), (1, -1), (0, 7), (n, 0)):
+            L.append(case("select", list(args), [t]))
+        L.append(case("expand", [2] + t.shape, [t]))
+        L.append(case("expand", [-1] * n, [t]))
+        L.append(case("expand", [7] * n, [t]))
+        for d in (0, -1, n + 1):
+            L.append(case("squeeze_dim", [d], [t]))
+            L.append(case("unsqueeze", [d], [t]))
+        for a, b in ((0, -1), (1, 1), (-1, 0)):
+            L.append(case("flatten", [a, b], [t]))
+    for op, sa, sb in (("mm", [2, 3], [3, 4]), ("mm", [3], [3, 2]), ("mm", [2, 3], [3]),
+                       ("mm", [2, 3], [4, 5]), ("mm", [0, 3], [3, 2]), ("bmm", [2, 2, 3], [2, 3, 4]),
+                       ("bmm", [2, 3], [2, 3, 4]), ("bmm", [2, 2, 3], [2, 3]),
+                       ("bmm", [2, 2, 3], [3, 3, 4]), ("bmm", [2, 2, 3], [2, 4, 4]),
+                       ("matmul", [2, 3], [4, 5]), ("matmul", [3], [4])):
+        for dt in ("float32", "float64", "int64"):
+            L.append(case(op, [], [Inp(dt, seed, -3, 4, sa), Inp(dt, seed + 1, -3, 4, sb)]))
+        seed += 2
+    for op, sa, sb in (("mm", [2, 3], [3, 2]), ("bmm", [2, 2, 3], [2, 3, 2]),
+                       ("matmul", [2, 3], [3, 2])):
+        for da, db in (("float32", "float64"), ("float64", "float32")):
+            L.append(case(op, [], [Inp(da, 1, -3, 4, sa), Inp(db, 2, -3, 4, sb)]))
+    L.append(case("where", [], [Inp("uint8", 9, 0, 2, [3]), Inp("float32", 9, 0, 2, [3]),
+                                Inp("float32", 9, 0, 2, [3])]))
+    return L
+
+
+def f64(seed, shape, lo=-3, hi=4):
+    return Inp("float64", seed, lo, hi, shape)
+
+
+def grads():
+    L = []
+    seed = 9000
+    for op in UNARY:
+        if op in ("logical_not",):
+            continue
+        lo, hi = UNARY_DOMAIN.get(op, (-4, 4))
+        if op in ("log", "log1p", "sqrt", "rsqrt", "reciprocal"):
+            lo = 1
+        L.append(grad_case(op, [], [f64(seed, [3, 4], lo, hi)]))
+        seed += 1
+    for op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
+        for sa, sb in (([3, 4], [3, 4]), ([3, 1], [1, 4]), ([2, 3, 4], [4]), ([], [3, 2])):
+            lo = 1 if op in ("pow", "div") else -3
+            L.append(grad_case(op, [], [f64(seed, sa, lo), f64(seed + 1, sb, lo)]))
+            seed += 2
+        L.append(grad_case(op, [], [f64(seed, [3, 4], 1), f64(seed + 1, [3, 4], 1)],
+                           [True, False]))
+        for s in (2.0, -1.5):
+            L.append(grad_case(op + "_scalar", [s], [f64(seed, [3, 4], 1)]))
+        seed += 2
+    for op in ("rsub_scalar", "rdiv_scalar"):
+        L.append(grad_case(op, [2.0], [f64(seed, [3, 4], 1)]))
+        seed += 1
+    nan = float("nan")
+    for lo, hi in ((-1.0, 2.0), (nan, 1.0), (0.5, nan)):
+        L.append(grad_case("clamp", [lo, hi], [f64(seed, [3, 4])]))
+        seed += 1
+    L.append(grad_case("where", [], [Inp("bool", seed, 0, 2, [3, 1]), f64(seed + 1, [4]),
+                                     f64(seed + 2, [3, 4])], [False, True, True]))
+    L.append(grad_case("masked_fill", [2.0], [f64(seed, [3, 4]), Inp("bool", seed + 1, 0, 2, [4])],
+                       [True, False]))
+    seed += 3
+    for op in ("sum", "mean", "prod"):
+        for shape, dims in (([3, 4], []), ([3, 4], [0]), ([2, 3, 4], [1]), ([2, 3, 4], [0, 2]),
+                            ([5], [0]), ([], [])):
+            if op == "prod" and len(dims) > 1:
+                continue
+            for keep in (0, 1):
+                if op == "prod" and keep and not dims:
+                    continue  # PyTorch has no prod((), keepdim=True)
+                L.append(grad_case(op, [keep, len(dims)] + dims, [f64(seed, shape)]))
+            seed += 1
+    # prod with zeros (one and two zeros in a slice)
+    L.append(grad_case("prod", [0, 1, 1], [Inp("float64", 11, -1, 2, [3, 4])]))
+    L.append(grad_case("prod", [0, 0], [Inp("float64", 12, 0, 1, [2, 2])]))
+    for op in ("var", "std"):
+        for shape, dims in (([3, 4], []), ([3, 4], [0]), ([2, 3, 4], [1]), ([2, 3, 4], [0, 2])):
+            for corr in (1, 0):
+                L.append(grad_case(op, [0, corr, len(dims)] + dims, [f64(seed, shape)]))
+            seed += 1
+    for op in ("max", "min"):
+        L.append(grad_case(op, [], [f64(seed, [3, 4])]))
+        seed += 1
+    for op in ("max_dim", "min_dim"):
+        for dim, keep in ((0, 0), (1, 1), (-1, 0)):
+            L.append(grad_case(op, [dim, keep], [f64(seed, [3, 4])]))
+            seed += 1
+    for op in ("softmax", "log_softmax"):
+        for shape, dim in (([3, 4], 0), ([3, 4], 1), ([2, 3, 4], -1)):
+            L.append(grad_case(op, [dim], [f64(seed, shape)]))
+            seed += 1
+    t = f64(seed, [2, 3, 4])
+    for op, p in (("view", [6, 4]), ("reshape", [4, 6]), ("transpose", [0, 2]),
+                  ("permute", [2, 0, 1]), ("narrow", [2, 1, 2]), ("select", [1, -1]),
+                  ("expand", [3, 2, 3, 4]), ("squeeze_dim", [0]), ("unsqueeze", [1]),
+                  ("flatten", [1, 2])):
+        L.append(grad_case(op, p, [t]))
+    L.append(grad_case("cat", [1], [f64(seed, [2, 3]), f64(seed + 1, [2, 2])]))
+    L.append(grad_case("stack", [-1], [f64(seed, [2, 3]), f64(seed + 1, [2, 3])]))
+    idx = Inp("int64", seed, 0, 3, [5])
+    L.append(grad_case("index_select", [1], [f64(seed, [2, 3]), idx], [True, False]))
+    gidx = Inp("int64", seed, 0, 3, [2, 4])
+    L.append(grad_case("gather", [1], [f64(seed, [2, 3]), gidx], [True, False]))
+    seed += 2
+    for xs in ([2, 3], [2, 2, 3], [3], [0, 3]):
+        L.append(grad_case("linear", [], [f64(seed, xs), f64(seed + 1, [4, 3]),
+                                          f64(seed + 2, [4])]))
+        L.append(grad_case("linear", [], [f64(seed, xs), f64(seed + 1, [4, 3])]))
+        seed += 3
+    for sa, sb in (([2, 3], [3, 4]), ([3], [3]), ([2, 3], [3]), ([3], [3, 2]),
+                   ([2, 2, 3], [3, 4]), ([2, 2, 3], [2, 3, 2]), ([3, 4], [2, 4, 2])):
+        L.append(grad_case("matmul", [], [f64(seed, sa), f64(seed + 1, sb)]))
+        seed += 2
+    L.append(grad_case("mm", [], [f64(seed, [2, 3]), f64(seed + 1, [3, 4])]))
+    L.append(grad_case("bmm", [], [f64(seed, [2, 2, 3]), f64(seed + 1, [2, 3, 4])]))
+    return L
+
+
+def grad_fn_names():
+    """label -> PyTorch's grad_fn name for every differentiable forward weft has; the
+    labels are test_torch.c's (names_table), which builds the same call in weft."""
+    def x(*shape):
+        return torch.rand(*shape, dtype=torch.float64).add(0.5).requires_grad_()
+    a, v, t3 = x(2, 3), x(3), x(2, 3, 3)
+    w, b = x(4, 3), x(4)
+    img, k = x(1, 2, 6, 6), x(3, 2, 3, 3)
+    idx = torch.tensor([0, 2])
+    tgt = torch.tensor([0, 2])
+    cases = {
+        "view": lambda: a.view(3, 2), "reshape": lambda: a.reshape(3, 2),
+        "reshape_copy": lambda: a.t().reshape(6),
+        "transpose": lambda: a.transpose(0, 1), "t": lambda: a.t(),
+        "permute": lambda: t3.permute(2, 0, 1), "narrow": lambda: a.narrow(1, 0, 2),
+        "slice": lambda: a[:, ::2], "select": lambda: a.select(0, 1),
+        "expand": lambda: v.expand(2, 3), "squeeze": lambda: x(1, 3).squeeze(),
+        "squeeze_dim": lambda: x(1, 3).squeeze(0), "unsqueeze": lambda: a.unsqueeze(0),
+        "flatten": lambda: t3.flatten(0, 1), "unflatten": lambda: v.unflatten(0, (1, 3)),
+        "as_strided": lambda: a.as_strided((2, 2), (3, 1), 1),
+        "contiguous": lambda: a.t().contiguous(), "clone": lambda: a.clone(),
+        "to_dtype": lambda: a.to(torch.float32),
+        "matmul_mm": lambda: a @ a.t(), "matmul_dot": lambda: v @ v,
+        "matmul_mv": lambda: a @ v, "matmul_vm": lambda: v @ a.t(),
+        "matmul_bmm": lambda: t3 @ t3, "matmul_broadcast": lambda: t3 @ x(3, 2),
+        "cat": lambda: torch.cat([a, a]), "stack": lambda: torch.stack([a, a]),
+        "index_select": lambda: a.index_select(1, idx),
+        "gather": lambda: a.gather(1, torch.tensor([[0, 1], [2, 0]])),
+        "scatter_add": lambda: a.scatter_add(1, torch.tensor([[0, 1], [2, 0]]), x(2, 2)),
+        "max_dim": lambda: a.max(1).values, "min_dim": lambda: a.min(1).values,
+        "var_dim": lambda: a.var(1), "std_dim": lambda: a.std(1),
+        "linear": lambda: F.linear(x(2, 3), w, b),
+        "linear_nobias": lambda: F.linear(x(2, 3), w),
+        "linear_3d": lambda: F.linear(t3, w, b),
+        "linear_1d": lambda: F.linear(v, w, b),
+        "linear_relu": lambda: F.relu(F.linear(x(2, 3), w, b)),
+        "linear_gelu": lambda: F.gelu(F.linear(x(2, 3), w, b)),
+        "conv2d": lambda: F.conv2d(img, k, x(3)),
+        "max_pool2d": lambda: F.max_pool2d(img, 2),
+        "avg_pool2d": lambda: F.avg_pool2d(img, 2),
+        "adaptive_avg_pool2d": lambda: F.adaptive_avg_pool2d(img, (3, 3)),
+        "adaptive_avg_pool2d_1": lambda: F.adaptive_avg_pool2d(img, (1, 1)),
+        "batch_norm": lambda: F.batch_norm(x(4, 3), None, None, x(3), x(3), training=True),
+        "layer_norm": lambda: F.layer_norm(a, (3,), x(3), x(3)),
+        "dropout": lambda: F.dropout(a, 0.5, training=True),
+        "embedding": lambda: F.embedding(idx, x(3, 3)),
+        "leaky_relu": lambda: F.leaky_relu(a, 0.1),
+        "gelu_tanh": lambda: F.gelu(a, approximate="tanh"),
+        "cross_entropy": lambda: F.cross_entropy(a, tgt),
+        "nll_loss": lambda: F.nll_loss(a, tgt),
+        "mse_loss": lambda: F.mse_loss(a, x(2, 3)),
+        "l1_loss": lambda: F.l1_loss(a, x(2, 3)),
+        "bce_with_logits": lambda: F.binary_cross_entropy_with_logits(a, torch.rand(2, 3,
+                                                                           dtype=torch.float64)),
+    }
+    return ["%s %s" % (k, type(f().grad_fn).__name__) for k, f in cases.items()]
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(0)
+    families = {"elementwise": elementwise, "reduce": reductions, "grad": grads,
+                "shape": shapes_and_indexing,
+                "grad_fn": grad_fn_names}
+    for name, fn in families.items():
+        lines = [x for x in fn() if x is not None]
+        with open(os.path.join(OUT, name + ".txt"), "w") as f:
+            f.write("# generated by tests/torch/gen.py from PyTorch %s; do not edit\n"
+                    % torch.__version__)
+            f.write("\n".join(lines) + "\n")
+        print("%s: %d cases" % (name, len(lines)))
+    if "--names" in sys.argv:
+        for op, name in NAMES:
+            print(op, name)
+
+
+if __name__ == "__main__":
+    main()
