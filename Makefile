@@ -8,6 +8,8 @@
 #   make sparse-data   generate data/sparse/{train,test}.svm (scripts/make-sparse-libsvm.py)
 #   make train-sparse  deps + build + sparse data + train configs/sparse-logreg.ini
 #   make train-gpt     deps + build + train configs/gpt-char.ini (a byte-level baby GPT) + a sample
+#   make fuzz    clang + libFuzzer build (build-fuzz, ASan+UBSan), each fuzz/ target for
+#                FUZZ_SECONDS (60) on its seed corpus; fails on any crash (fuzz/run.sh)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -18,27 +20,34 @@ DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
                libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
                libopenmpi-dev openmpi-bin
 
+# What `make fuzz` needs besides: clang, and libFuzzer (Debian ships it, with the
+# sanitizer runtimes, in libclang-rt-14-dev).
+FUZZ_DEB_PACKAGES = clang libclang-rt-14-dev
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+
 CONFIG ?= configs/mnist-mlp.ini
 
 PYTHON ?= python3
 
-.PHONY: all deps build train info test test-release test-asan bench install clean \
-        sparse-data train-sparse train-gpt
+.PHONY: all deps fuzz-deps build train info test test-release test-asan bench install clean \
+        sparse-data train-sparse train-gpt fuzz
 
 all: build
 
-deps:
+deps fuzz-deps:
 	@missing=""; \
-	for p in $(DEB_PACKAGES); do \
+	for p in $(if $(filter fuzz-deps,$@),$(FUZZ_DEB_PACKAGES),$(DEB_PACKAGES)); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
+	  echo "make $@: installing$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	else \
-	  echo "make deps: all dependencies present ($(DEB_PACKAGES))"; \
+	  echo "make $@: all dependencies present"; \
 	fi
 
 $(BUILD)/build.ninja:
@@ -101,5 +110,16 @@ bench: build
 install: build
 	$(MESON) install -C $(BUILD)
 
+# The libraries and plugins get the fuzzer's coverage (fuzzer-no-link); the targets link
+# libFuzzer. Tests, CUDA and oneDNN are left out: the targets need none of them.
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang $(MESON) setup $(FUZZ_BUILD) --buildtype=debug -Doptimization=1 -Dfuzz=true \
+	  -Dtests=false -Dcuda=disabled -Donednn=disabled -Db_sanitize=address,undefined \
+	  -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link
+
+fuzz: fuzz-deps $(FUZZ_BUILD)/build.ninja
+	$(NINJA) -C $(FUZZ_BUILD) fuzz
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -310,6 +310,12 @@ static void print_registrations(const struct snapshot *before)
 /* Opens the file ourselves first, so that a failure is shown at the step that failed. */
 static int check_entry(const char *path)
 {
+    /* dlopen() of a cut file dies of SIGBUS instead of failing */
+    if (weft_plugin_check_file(path) < 0) {
+        printf("file check:  failed: %s\n", weft_error_message());
+        weft_error_clear();
+        return EXIT_PROBLEM;
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         printf("dlopen:      failed: %s\n", dlerror());

@@ -6,10 +6,14 @@
  * ELF header, the section headers, the section-name table and the one section, each
  * bounded by the file's size before anything is allocated. And dlopen() of a truncated
  * shared object does not fail, it dies of SIGBUS when it touches a segment past the end
- * of the file: the loader checks every loadable segment lies inside the file first. */
+ * of the file: the loader checks first that the header's sizes are sane and that the
+ * program headers, every loadable segment, the dynamic section and the section headers
+ * lie inside the file (weft_plugin_check_file, for tools that dlopen() a plugin
+ * themselves). fuzz/fuzz_plugin_file.c runs both readers on arbitrary bytes. */
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,39 +102,81 @@ char *weft_manifest_read(const char *path)
 }
 
 
+/* The loader's check of a candidate file: "cannot load plugin P: truncated ELF file: ..."
+ * with what lies where, or 0. */
+static int damaged(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int damaged(const char *path, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: %s: a cut or damaged file",
+                          path, what);
+}
+
+/* [offset, offset + n) inside a file of size bytes, without overflow. */
+static bool inside(uint64_t offset, uint64_t n, uint64_t size)
+{
+    return offset <= size && n <= size - offset;
+}
+
+/* Everything dlopen() maps or reads before it could fail cleanly: the header's sizes, the
+ * program headers, each loadable segment and the dynamic section, and the section header
+ * table (which the loader does not need, but a file cut before it is cut). */
+static int check_image(int fd, const char *path, uint64_t size)
+{
+    ElfW(Ehdr) eh;
+    if (!read_header(fd, &eh))
+        return 0; /* not ELF, or not ours: dlopen() refuses it cleanly */
+    if (eh.e_ident[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB
+                                                                           : ELFDATA2MSB))
+        return 0; /* the other byte order: dlopen() says "wrong ELF data" */
+    if (eh.e_ehsize != sizeof eh || eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 ||
+        eh.e_phnum == PN_XNUM)
+        return damaged(path, "bad ELF header: header size %u (expected %zu), program header "
+                             "size %u (expected %zu), %u program headers",
+                       eh.e_ehsize, sizeof eh, eh.e_phentsize, sizeof(ElfW(Phdr)), eh.e_phnum);
+    uint64_t phsize = (uint64_t)eh.e_phnum * sizeof(ElfW(Phdr));
+    if (!inside(eh.e_phoff, phsize, size))
+        return damaged(path, "truncated ELF file: the program headers end at byte %llu, the "
+                             "file has %llu",
+                       (unsigned long long)eh.e_phoff + (unsigned long long)phsize,
+                       (unsigned long long)size);
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        ElfW(Phdr) ph;
+        if (!read_exact(fd, &ph, sizeof ph, eh.e_phoff + (uint64_t)i * sizeof ph))
+            return damaged(path, "unreadable program header %u", i);
+        if (ph.p_type != PT_LOAD && ph.p_type != PT_DYNAMIC)
+            continue;
+        if (!inside(ph.p_offset, ph.p_filesz, size))
+            return damaged(path, "truncated ELF file: segment %u ends at byte %llu, the file "
+                                 "has %llu",
+                           i, (unsigned long long)ph.p_offset + (unsigned long long)ph.p_filesz,
+                           (unsigned long long)size);
+        if (ph.p_type == PT_LOAD && ph.p_filesz > ph.p_memsz)
+            return damaged(path, "segment %u has %llu bytes in the file but %llu in memory", i,
+                           (unsigned long long)ph.p_filesz, (unsigned long long)ph.p_memsz);
+    }
+    if (eh.e_shnum != 0 || eh.e_shoff != 0) {
+        uint64_t shsize = (uint64_t)eh.e_shnum * eh.e_shentsize;
+        if (eh.e_shentsize != sizeof(ElfW(Shdr)) || !inside(eh.e_shoff, shsize, size))
+            return damaged(path, "truncated ELF file: the section headers end at byte %llu, "
+                                 "the file has %llu",
+                           (unsigned long long)eh.e_shoff + (unsigned long long)shsize,
+                           (unsigned long long)size);
+    }
+    return 0;
+}
+
 int weft_elf_check_whole(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0; /* dlopen() says why, in its words */
     struct stat st;
-    ElfW(Ehdr) eh;
-    int rc = 0;
-    if (fstat(fd, &st) != 0 || !read_header(fd, &eh))
-        goto out; /* not ELF, or not ours: dlopen() refuses it cleanly */
-    uint64_t size = (uint64_t)st.st_size;
-    if (eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phoff > size ||
-        (uint64_t)eh.e_phnum * sizeof(ElfW(Phdr)) > size - eh.e_phoff) {
-        rc = weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: its program headers lie "
-                                             "past the end of the file (%llu bytes): a cut or "
-                                             "damaged file",
-                            path, (unsigned long long)size);
-        goto out;
-    }
-    for (unsigned i = 0; i < eh.e_phnum && rc == 0; i++) {
-        ElfW(Phdr) ph;
-        if (!read_exact(fd, &ph, sizeof ph, eh.e_phoff + (uint64_t)i * sizeof ph))
-            rc = weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: unreadable program "
-                                                 "header %u",
-                                path, i);
-        else if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
-            rc = weft_error_set(WEFT_ERR_PLUGIN,
-                                "cannot load plugin %s: segment %u needs bytes up to %llu but "
-                                "the file has %llu: a cut or damaged file",
-                                path, i, (unsigned long long)(ph.p_offset + ph.p_filesz),
-                                (unsigned long long)size);
-    }
-out:
+    int rc = fstat(fd, &st) == 0 ? check_image(fd, path, (uint64_t)st.st_size) : 0;
     close(fd);
     return rc;
 }

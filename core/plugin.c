@@ -410,6 +410,13 @@ static int inspect_locked(const char *path, struct weft_plugin_info *info)
     return 0;
 }
 
+int weft_plugin_check_file(const char *path)
+{
+    if (!path)
+        return weft_error_set(WEFT_ERR_PLUGIN, "weft_plugin_check_file: path is NULL");
+    return weft_elf_check_whole(path);
+}
+
 int weft_plugin_inspect(const char *path, struct weft_plugin_info *info)
 {
     if (!path || !info)

@@ -423,3 +423,166 @@ Test(config, files_load_with_their_path_as_the_name)
     tu_assert_error(WEFT_ERR_CONFIG, expect);
     weft_config_free(cfg);
 }
+
+/* ---- line endings and binary files --------------------------------------------------- */
+
+/* A line and its trailing CRs once went whole into inih's 200-byte buffer on the stack,
+ * after only the text before them had been measured (SIGSEGV; found by fuzz/fuzz_ini). */
+Test(config, a_line_ending_in_hundreds_of_carriage_returns_is_read_as_one_line)
+{
+    size_t ncr = 400;
+    char *text = malloc(64 + ncr);
+    cr_assert_not_null(text);
+    int n = snprintf(text, 64, "[runtime]\nseed = 0");
+    memset(text + n, '\r', ncr);
+    strcpy(text + n + ncr, "\nthreads = 2\r\r\n");
+    struct weft_config *cfg = parse(text);
+    free(text);
+    int64_t seed = -1, threads = -1;
+    cr_assert_eq(weft_config_int(cfg, "runtime", "seed", 7, &seed), 0, "%s", weft_error_message());
+    cr_assert_eq(seed, 0);
+    cr_assert_eq(weft_config_int(cfg, "runtime", "threads", 1, &threads), 0);
+    cr_assert_eq(threads, 2);
+    cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
+    weft_config_free(cfg);
+}
+
+Test(config, windows_line_endings_and_a_last_line_without_one_parse)
+{
+    struct weft_config *cfg = parse("[a]\r\nx = 1\r\n\r\ny = two words\r");
+    cr_assert_str_eq(weft_config_string(cfg, "a", "x", NULL), "1");
+    cr_assert_str_eq(weft_config_string(cfg, "a", "y", NULL), "two words");
+    weft_config_free(cfg);
+}
+
+Test(config, the_longest_line_fits_and_one_more_character_is_an_error_with_crs_or_not)
+{
+    /* inih's buffer is 200 bytes: 197 characters and "\r\n\0" */
+    for (int crs = 0; crs <= 300; crs += 150) {
+        char text[1024];
+        int n = snprintf(text, sizeof text, "[a]\nk = ");
+        memset(text + n, 'v', 197 - 4);
+        n += 197 - 4;
+        memset(text + n, '\r', (size_t)crs);
+        n += crs;
+        strcpy(text + n, "\n");
+        struct weft_config *cfg = parse(text);
+        cr_assert_eq(strlen(weft_config_string(cfg, "a", "k", "")), 197 - 4);
+        weft_config_free(cfg);
+        memmove(text + 8 + 1, text + 8, strlen(text + 8) + 1);
+        cr_assert_null(weft_config_parse(text, "mnist.ini"));
+        tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 2 is longer than 197 characters");
+        weft_error_clear();
+    }
+}
+
+static char *write_temp(const void *data, size_t len)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/weft-test-config-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+Test(config, a_binary_file_is_refused_as_one_naming_the_line)
+{
+    /* Text up to the first NUL used to be all that was read: often nothing, and the run
+     * then failed on a missing [data] key. */
+    static const unsigned char elf[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0};
+    char *path = write_temp(elf, sizeof elf);
+    cr_assert_null(weft_config_load(path));
+    unlink(path);
+    char expect[160];
+    snprintf(expect, sizeof expect, "%s: line 1: a NUL byte (offset 7): expected a text (INI) "
+                                    "file, not a binary one", path);
+    tu_assert_error(WEFT_ERR_CONFIG, expect);
+    weft_error_clear();
+    static const char late[] = "[a]\nx = 1\n\0garbage";
+    path = write_temp(late, sizeof late - 1);
+    cr_assert_null(weft_config_load(path));
+    unlink(path);
+    tu_assert_error(WEFT_ERR_CONFIG, "line 3: a NUL byte (offset 10)");
+}
+
+Test(config, random_bytes_never_crash_the_parser)
+{
+    /* a deterministic smoke; fuzz/fuzz_ini.c is the real search */
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    char text[2048];
+    for (int round = 0; round < 2000; round++) {
+        size_t len = (size_t)(round % 997) + 1;
+        for (size_t i = 0; i < len; i++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned c = (unsigned)(state >> 59);
+            /* mostly INI punctuation, CRs and newlines */
+            static const char alphabet[] = "\r\n\r\r[]=;: \tab#\n\r\r\rxyz=[\r\r\r\r\r\n";
+            text[i] = alphabet[c % (sizeof alphabet - 1)];
+        }
+        text[len] = '\0';
+        struct weft_config *cfg = weft_config_parse(text, "fuzz.ini");
+        weft_config_free(cfg);
+        weft_error_clear();
+    }
+}
+
+/* ---- typos before missing keys -------------------------------------------------------- */
+
+/* What a program sees when a reader failed on [data]: the keys it asked for, the error
+ * it got. */
+static int fail_on_missing(struct weft_config *cfg, const char *section, const char *key)
+{
+    const char *v = weft_config_string(cfg, section, key, NULL);
+    cr_assert_null(v);
+    return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] missing key '%s'", weft_config_name(cfg),
+                          section, key);
+}
+
+Test(config, a_misspelt_section_explains_the_missing_key_it_caused)
+{
+    struct weft_config *cfg = parse("[runtime]\nseed = 1\n[dta]\nreader = idx\n[model]\nx = 1\n");
+    int64_t seed;
+    weft_config_int(cfg, "runtime", "seed", 0, &seed);
+    int rc = fail_on_missing(cfg, "data", "reader");
+    cr_assert_eq(weft_config_explain_error(cfg, rc), WEFT_ERR_CONFIG);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: unknown section [dta] (did you mean [data]?)");
+    weft_config_free(cfg);
+}
+
+Test(config, a_misspelt_key_explains_the_missing_key_it_caused)
+{
+    struct weft_config *cfg = parse("[data]\nreder = idx\nbatch_size = 4\n");
+    int rc = fail_on_missing(cfg, "data", "reader");
+    cr_assert_eq(weft_config_explain_error(cfg, rc), WEFT_ERR_CONFIG);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [data] unknown key 'reder' (did you mean "
+                                     "'reader'?)");
+    weft_config_free(cfg);
+}
+
+Test(config, sections_and_keys_not_asked_for_yet_do_not_take_the_blame)
+{
+    /* [model] and batch_size are read later in a run: they are not typos of anything
+     * asked for, so the missing key stays the error */
+    struct weft_config *cfg = parse("[data]\nbatch_size = 4\nimages = a.idx\n[model]\nx = 1\n");
+    int rc = fail_on_missing(cfg, "data", "reader");
+    cr_assert_eq(weft_config_explain_error(cfg, rc), rc);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [data] missing key 'reader'");
+    weft_error_clear();
+    /* a near miss of a key that is present is not the cause either */
+    struct weft_config *cfg2 = parse("[data]\nreader = idx\nreaders = 2\n[datas]\nx = 1\n");
+    weft_config_string(cfg2, "data", "reader", NULL);
+    rc = fail_on_missing(cfg2, "data", "images");
+    cr_assert_eq(weft_config_explain_error(cfg2, rc), rc);
+    tu_assert_error(WEFT_ERR_CONFIG, "missing key 'images'");
+    weft_error_clear();
+    /* other errors, and no error, are left alone */
+    cr_assert_eq(weft_config_explain_error(cfg, 0), 0);
+    tu_assert_no_error();
+    weft_error_set(WEFT_ERR_IO, "d.csv:3: bad");
+    cr_assert_eq(weft_config_explain_error(cfg, WEFT_ERR_IO), WEFT_ERR_IO);
+    tu_assert_error(WEFT_ERR_IO, "d.csv:3: bad");
+    weft_config_free(cfg);
+    weft_config_free(cfg2);
+}

@@ -565,6 +565,27 @@ Test(io_sparse, libsvm_rejects_empty_files_and_lines_without_labels)
                               "labels -1 and +1");
 }
 
+Test(io_sparse, libsvm_refuses_labels_too_large_for_a_class_count_naming_line_and_column)
+{
+    /* the largest label + 1 is the class count: INT64_MAX + 1 overflowed (UBSan) and the
+     * error came later, from the trainer, naming no file */
+    svm_fails("0 1:1\n9223372036854775807 2:1\n", "",
+              "d.svm:2:1: label 9223372036854775807 is too large: expected a class index below "
+              "2147483647");
+    svm_fails("0 1:1\n\n 2147483647 2:1\n", "", "d.svm:3:2: label 2147483647 is too large");
+    svm_fails("9223372036854775808 1:1\n", "", "d.svm:1:1: label 9223372036854775808 is not an "
+                                                "integer");
+    svm_fails("4e15 1:1\n", "", "d.svm:1:1: label 4000000000000000 is too large");
+    svm_fails("-9223372036854775808 1:1\n", "", "d.svm:1:1: label -9223372036854775808: "
+                                                 "expected a class index >= 0");
+    /* the largest that fits, and one that num_classes bounds */
+    weft_dataset *ds = svm_ok("2147483646 1:1\n", "");
+    cr_assert_eq(weft_dataset_field(ds, 2)->num_classes, 2147483647);
+    weft_dataset_close(ds);
+    svm_fails("9223372036854775807 1:1\n", "num_classes = 4\n",
+              "d.svm:1:1: label 9223372036854775807 is out of range: expected 0 <= label < 4");
+}
+
 Test(io_sparse, libsvm_refuses_a_mix_of_label_conventions)
 {
     svm_fails("-1 1:1\n+1 1:1\n0 1:1\n", "",

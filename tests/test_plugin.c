@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <weft/backend.h>
@@ -881,4 +882,156 @@ Test(plugin, malformed_plugin_files_have_no_manifest_and_break_nothing)
     tu_assert_error(WEFT_ERR_PLUGIN, "a cut or damaged file");
     remove_dir(dir, (const char *const[]){"weft-cut.so", "weft-far.so", "weft-many.so",
                                           "weft-empty.so", "weft-text.so", NULL});
+}
+
+/* ---- truncated plugin files ----------------------------------------------------------- */
+
+/* The build's own cpu plugin, next to the fixtures. */
+static const char *cpu_plugin(void)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s", getenv("WEFT_PLUGIN_PATH"));
+    char *colon = strchr(path, ':');
+    if (colon)
+        *colon = '\0';
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/weft-cpu.so");
+    return path;
+}
+
+Test(plugin, the_first_20_kb_of_the_cpu_plugin_are_refused_naming_the_segment)
+{
+    /* dlopen() of it dies of SIGBUS (weft-info --plugin did, with no message) */
+    char *dir = make_temp_dir();
+    write_variant(dir, "weft-cpu.so", cpu_plugin(), 20 << 10, 0, NULL, 0);
+    const char *cut = tu_tmp_path_in(dir, "weft-cpu.so");
+    cr_assert_lt(weft_plugin_check_file(cut), 0);
+    char want[4200];
+    /* which segment is cut first depends on the build's layout (1 in release, 0 in debug) */
+    snprintf(want, sizeof want, "cannot load plugin %s: truncated ELF file: segment ", cut);
+    cr_assert(strstr(weft_error_message(), ", the file has 20480: a cut or damaged file") != NULL,
+              "%s", weft_error_message());
+    tu_assert_error(WEFT_ERR_PLUGIN, want);
+    struct weft_plugin_info info;
+    cr_assert_lt(weft_plugin_inspect(cut, &info), 0);
+    cr_assert(strstr(info.why, "truncated ELF file") != NULL, "%s", info.why);
+    weft_error_clear();
+    cr_assert_lt(weft_plugin_load(cut), 0);
+    tu_assert_error(WEFT_ERR_PLUGIN, "truncated ELF file: segment ");
+    weft_error_clear();
+    cr_assert_eq(weft_plugin_check_file(cpu_plugin()), 0, "%s", weft_error_message());
+    remove_dir(dir, (const char *const[]){"weft-cpu.so", NULL});
+}
+
+Test(plugin, every_cut_of_a_plugin_file_is_refused_before_dlopen)
+{
+    /* Whatever the length: the header, the program headers, a segment, the dynamic
+     * section or the section headers (last in the file) is missing. */
+    char *dir = make_temp_dir();
+    copy_file(fixture("fixture"), tu_tmp_path_in(dir, "weft-fixture.so"));
+    const char *path = tu_tmp_path_in(dir, "weft-fixture.so");
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(weft_plugin_check_file(path), 0, "%s", weft_error_message());
+    for (off_t size = st.st_size - 1; size >= 0; size--) {
+        cr_assert_eq(truncate(path, size), 0);
+        int rc = weft_plugin_check_file(path);
+        /* below the ELF header's 4-byte magic, it is not ELF: dlopen() refuses that */
+        if (size < 64) {
+            weft_error_clear();
+            continue;
+        }
+        cr_assert_lt(rc, 0, "a cut at %lld bytes passed the check", (long long)size);
+        tu_assert_error(WEFT_ERR_PLUGIN, "a cut or damaged file");
+        weft_error_clear();
+        if (size % 4096 == 0) { /* the loader refuses it too, without dying */
+            cr_assert_lt(weft_plugin_load(path), 0);
+            weft_error_clear();
+        }
+    }
+    remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
+}
+
+Test(plugin, damaged_headers_are_refused_before_dlopen)
+{
+    char *dir = make_temp_dir();
+    const char *good = fixture("fixture");
+    uint16_t zero = 0, big = 0x1000;
+    uint64_t far = (uint64_t)1 << 40;
+    /* e_phentsize 0; e_phnum beyond the file; e_phoff far away; e_shentsize wrong */
+    write_variant(dir, "weft-a.so", good, 1 << 20, 0x36, &zero, sizeof zero);
+    write_variant(dir, "weft-b.so", good, 1 << 20, 0x38, &big, sizeof big);
+    write_variant(dir, "weft-c.so", good, 1 << 20, 0x20, &far, sizeof far);
+    write_variant(dir, "weft-d.so", good, 1 << 20, 0x3a, &big, sizeof big);
+    static const char *const want[] = {"bad ELF header", "the program headers end at byte",
+                                       "the program headers end at byte",
+                                       "the section headers end at byte"};
+    static const char *const names[] = {"weft-a.so", "weft-b.so", "weft-c.so", "weft-d.so"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_lt(weft_plugin_load(tu_tmp_path_in(dir, names[i])), 0, "%s", names[i]);
+        tu_assert_error(WEFT_ERR_PLUGIN, want[i]);
+        weft_error_clear();
+    }
+    remove_dir(dir, (const char *const[]){"weft-a.so", "weft-b.so", "weft-c.so", "weft-d.so",
+                                          NULL});
+}
+
+/* Runs weft-info with args (NULL-terminated), output into *out; returns its wait status. */
+static int run_weft_info(const char *const *args, const char *plugin_path, char *out,
+                         size_t size)
+{
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s/../apps/weft-info", getenv("WEFT_TEST_FIXTURES"));
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        if (plugin_path)
+            setenv("WEFT_PLUGIN_PATH", plugin_path, 1);
+        const char *argv[8] = {exe};
+        for (int i = 0; args[i] && i < 6; i++)
+            argv[i + 1] = args[i];
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t n;
+    while ((n = read(fds[0], out + used, size - 1 - used)) > 0 && used < size - 1)
+        used += (size_t)n;
+    out[used] = '\0';
+    close(fds[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+Test(plugin, weft_info_reports_a_truncated_plugin_and_does_not_crash)
+{
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s/../apps/weft-info", getenv("WEFT_TEST_FIXTURES"));
+    if (access(exe, X_OK) != 0)
+        cr_skip_test("no weft-info at %s", exe);
+    char *dir = make_temp_dir();
+    write_variant(dir, "weft-cpu.so", cpu_plugin(), 20 << 10, 0, NULL, 0);
+    static char out[1 << 16];
+    /* on the search path, ahead of the good one: the overview lists it as invalid */
+    char search[8192];
+    snprintf(search, sizeof search, "%s:%s", dir, getenv("WEFT_PLUGIN_PATH"));
+    int status = run_weft_info((const char *const[]){NULL}, search, out, sizeof out);
+    cr_assert(WIFEXITED(status), "weft-info died of signal %d:\n%s", WTERMSIG(status), out);
+    cr_assert(strstr(out, "truncated ELF file: segment ") != NULL, "%s", out);
+    /* diagnosed by name: it used to dlopen() the file first, and die of SIGBUS */
+    status = run_weft_info((const char *const[]){"--plugin", tu_tmp_path_in(dir, "weft-cpu.so"),
+                                                 NULL},
+                           NULL, out, sizeof out);
+    cr_assert(WIFEXITED(status), "weft-info --plugin died of signal %d:\n%s", WTERMSIG(status),
+              out);
+    cr_assert_neq(WEXITSTATUS(status), 0, "%s", out);
+    cr_assert(strstr(out, "file check:  failed: cannot load plugin") != NULL, "%s", out);
+    cr_assert(strstr(out, "the file has 20480: a cut or damaged file") != NULL, "%s", out);
+    remove_dir(dir, (const char *const[]){"weft-cpu.so", NULL});
 }

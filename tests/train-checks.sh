@@ -143,4 +143,8 @@ expect_error epochs_below 1 'the checkpoint is at epoch 2; \[train\] epochs = 1 
 "$train" "$tmp/ok.ini" --set train.epochs=3 --resume "$tmp/run/m.safetensors" >"$tmp/more.txt" 2>&1 ||
     { cat "$tmp/more.txt"; fail "resuming with epochs above the checkpoint's failed"; }
 grep -q '^epoch 3/3' "$tmp/more.txt" || { cat "$tmp/more.txt"; fail "the resumed run did not train epoch 3"; }
+# ---- a misspelt section: the typo named, not the "missing key" it caused (issue 17 #7) --
+sed 's/^\[data\]$/[dta]/' "$tmp/ok.ini" >"$tmp/typo.ini"
+grep -q '^\[dta\]$' "$tmp/typo.ini" || fail "the typo config has no [dta] section"
+expect_error typo_section 2 'unknown section \[dta\] (did you mean \[data\]?)' "$tmp/typo.ini"
 echo "train-checks: ok"

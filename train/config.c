@@ -182,8 +182,11 @@ static char *read_line(char *buf, int size, void *stream)
                                     ctx->cfg->name, ctx->line, size - 3);
         return NULL;
     }
-    memcpy(buf, ctx->next, len);
-    buf[len] = '\0';
+    /* The text and one '\n', however many CRs the line ended with: what was measured is
+     * what is copied (a line and 400 CRs once overflowed inih's buffer on the stack). */
+    memcpy(buf, ctx->next, content);
+    buf[content] = '\n';
+    buf[content + 1] = '\0';
     ctx->next += len;
     ctx->indented = buf[0] == ' ' || buf[0] == '\t';
     if (!ctx->indented && buf[0] == '[')
@@ -284,6 +287,22 @@ struct weft_config *weft_config_parse(const char *text, const char *name)
     return cfg;
 }
 
+/* A NUL byte would end the text early and leave the rest unread (often all of it: the
+ * run then complains of missing keys); a binary file given by mistake is said to be one. */
+static int check_text(const char *path, const char *text, size_t len)
+{
+    const char *nul = memchr(text, '\0', len);
+    if (!nul)
+        return 0;
+    int line = 1;
+    for (const char *p = text; p < nul; p++)
+        line += *p == '\n';
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: line %d: a NUL byte (offset %zu): expected a text (INI) file, "
+                          "not a binary one",
+                          path, line, (size_t)(nul - text));
+}
+
 /* The whole file as a string; NULL with an error naming the file. */
 static char *read_file(const char *path)
 {
@@ -308,6 +327,8 @@ static char *read_file(const char *path)
         rc = weft_error_set(WEFT_ERR_CONFIG, "%s: cannot read config file: %s", path,
                             strerror(errno));
     fclose(f);
+    if (rc == 0)
+        rc = check_text(path, text, len);
     if (rc < 0) {
         free(text);
         return NULL;
@@ -672,4 +693,72 @@ int weft_config_check_unknown(const struct weft_config *cfg)
                 return unknown_key(cfg, s, &s->entries[j]);
     }
     return 0;
+}
+
+/* ---- explaining a failure by a typo --------------------------------------------------- */
+
+/* A present section nobody asked for whose closest asked-for name is absent: [dta] beside
+ * a missing [data]. NULL when none. */
+static const struct section *misspelt_section(const struct weft_config *cfg,
+                                              const char **meant)
+{
+    const char *asked[64] = {NULL};
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n && n < 64; i++)
+        if (section_known(&cfg->secs[i]) && !cfg->secs[i].present)
+            asked[n++] = cfg->secs[i].name;
+    for (size_t i = 0; i < cfg->n; i++) {
+        const struct section *s = &cfg->secs[i];
+        if (!s->present || section_known(s) || unloaded_plugin_section(s))
+            continue;
+        if ((*meant = weft_closest_name(s->name, asked, n)) != NULL)
+            return s;
+    }
+    return NULL;
+}
+
+/* A present key nobody asked for whose closest asked-for key of its section is absent:
+ * 'reder' beside a missing 'reader'. NULL when none. */
+static const struct entry *misspelt_key(const struct weft_config *cfg,
+                                        const struct section **in, const char **meant)
+{
+    for (size_t i = 0; i < cfg->n; i++) {
+        const struct section *s = &cfg->secs[i];
+        if (!s->present || s->all_known)
+            continue;
+        const char *missing[64] = {NULL};
+        size_t n = 0;
+        for (size_t j = 0; j < s->nasked && n < 64; j++)
+            if (!find_entry(s, s->asked[j]))
+                missing[n++] = s->asked[j];
+        for (size_t j = 0; j < s->n; j++) {
+            if (s->entries[j].known)
+                continue;
+            if ((*meant = weft_closest_name(s->entries[j].key, missing, n)) != NULL) {
+                *in = s;
+                return &s->entries[j];
+            }
+        }
+    }
+    return NULL;
+}
+
+int weft_config_explain_error(const struct weft_config *cfg, int rc)
+{
+    if (!cfg || rc >= 0 || weft_error_code() != WEFT_ERR_CONFIG)
+        return rc;
+    const char *meant = NULL;
+    const struct section *s = misspelt_section(cfg, &meant);
+    if (s) {
+        weft_error_clear();
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (did you mean [%s]?)",
+                              cfg->name, s->name, meant);
+    }
+    const struct entry *e = misspelt_key(cfg, &s, &meant);
+    if (e) {
+        weft_error_clear();
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (did you mean '%s'?)",
+                              cfg->name, s->name, e->key, meant);
+    }
+    return rc;
 }

@@ -426,6 +426,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--resume"))
             i++;
     int rc = t.cfg && weft_error_code() == WEFT_OK ? setup(&t) : weft_error_code();
+    /* A typo in a section or key name is the cause of the "missing key" it led to. */
+    if (rc != 0 && t.cfg)
+        rc = weft_config_explain_error(t.cfg, rc);
     if (rc != 0) {
         int code = weft_error_code();
         report_error(&t, NULL);

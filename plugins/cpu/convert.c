@@ -19,6 +19,7 @@
 #include "cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86_CONVERT 1
 #endif
@@ -223,8 +224,11 @@ static enum cpu_simd detect(void)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         return CPU_SIMD_AVX512;
-    /* Every AVX2 processor has F16C (Haswell, Excavator and later); checked all the same. */
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    /* Every AVX2 processor has F16C (Haswell, Excavator and later); checked all the same,
+     * through CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c". */
+    unsigned eax, ebx, ecx, edx;
+    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+        (ecx & bit_F16C))
         return CPU_SIMD_AVX2;
 #endif
     return CPU_SIMD_NONE;

@@ -1,7 +1,8 @@
 /* plugins/io/csv.c: the `csv` reader: numeric tables, one sample per line.
  *
  * The whole file is parsed at open (raw or gzip'd), strictly: every row has the
- * header's number of cells, every used cell is a number (features) or a non-negative
+ * header's number of cells, every used cell is a finite number (features; nan and inf
+ * are refused, as the libsvm and mtx readers refuse them) or a non-negative
  * integer (label), and each failure names file:line:column. Cells of columns that are
  * not used (an id, a name) are not parsed. Fields are "features" (float32, [ncolumns])
  * and "label" (int64, []) when label_column is set.
@@ -134,7 +135,15 @@ static int parse_feature(const struct csv_parse *ps, int64_t line, int64_t col,
                               ps->path, (long long)line, c->col,
                               column_name(ps, col, name, sizeof name),
                               show(c, shown, sizeof shown));
-    if (isfinite(v) && fabs(v) > FLT_MAX)
+    /* strtod reads "nan" and "inf"; training on them fails later as a diverging loss,
+     * which points the user at the learning rate instead of the file. */
+    if (!isfinite(v))
+        return weft_error_set(WEFT_ERR_IO, "%s:%lld:%d: column %s: expected a finite number, "
+                                           "found '%s'",
+                              ps->path, (long long)line, c->col,
+                              column_name(ps, col, name, sizeof name),
+                              show(c, shown, sizeof shown));
+    if (fabs(v) > FLT_MAX)
         return weft_error_set(WEFT_ERR_IO,
                               "%s:%lld:%d: column %s: %s is out of range for float32", ps->path,
                               (long long)line, c->col, column_name(ps, col, name, sizeof name),

@@ -161,6 +161,12 @@ static int64_t label_class(struct libsvm_parse *ps, const char *tok, int64_t v)
         }
     }
     int64_t cls = v < 0 ? 0 : v;
+    /* Inferred, num_classes is the largest label + 1: it must fit where a given one does
+     * (9223372036854775807 + 1 overflowed). */
+    if (ps->num_classes == 0 && cls >= INT32_MAX)
+        return parse_error(ps, tok, "label %lld is too large: expected a class index below "
+                                    "%d",
+                           (long long)v, INT32_MAX);
     if (ps->num_classes > 0 && cls >= ps->num_classes)
         return parse_error(ps, tok, "label %lld is out of range: expected 0 <= label < %lld "
                                     "(num_classes)",

@@ -101,7 +101,6 @@ int io_token_stream_open(const weft_options *o, int64_t vocab, io_tokens_load_fn
         start = k.split == SPLIT_TRAIN ? 0 : cut;
         count = k.split == SPLIT_TRAIN ? cut : n - cut;
     }
-    s->first = s->file.data + (size_t)start * (size_t)s->file.width;
     s->ntokens = count;
     s->block_size = k.block_size;
     s->stride = k.split == SPLIT_TRAIN ? 1 : k.block_size;
@@ -125,6 +124,9 @@ int io_token_stream_open(const weft_options *o, int64_t vocab, io_tokens_load_fn
         io_token_stream_close(s);
         return rc;
     }
+    /* Only now: an empty file has no mapping, and NULL + 0 is undefined (found by
+     * fuzz/fuzz_dataset_text; the seed corpus keeps the empty file). */
+    s->first = s->file.data + (size_t)start * (size_t)s->file.width;
     info->length = length;
     info->nfields = 2;
     static const char *const names[2] = {"x", "y"};

@@ -132,6 +132,11 @@ struct weft_plugin_info {
  * runs its probe. Fills *info (with the reason when unusable) and returns 0 when the
  * file is a valid plugin (usable or not), negative (with error) when it is not one. */
 int weft_plugin_inspect(const char *path, struct weft_plugin_info *info);
+/* Checks a plugin file as bytes, before anything maps it: 0, or WEFT_ERR_PLUGIN when it is
+ * an ELF file of this machine cut short or damaged (its header, program headers, loadable
+ * segments, dynamic section or section headers past the end), which dlopen() would die on
+ * with SIGBUS. The loader does this itself; for tools that call dlopen() on a plugin. */
+int weft_plugin_check_file(const char *path);
 /* Calls fn for every weft-*.so on the search path (first one of each name wins). */
 int weft_plugin_scan(void (*fn)(const struct weft_plugin_info *info, void *ctx), void *ctx);
 

@@ -74,6 +74,13 @@ void weft_config_mark_known(struct weft_config *cfg, const char *section, const 
 /* Error for the first section/key present but never asked for:
  * "config.ini: [runtime] unknown key 'thread' (did you mean 'threads'?)". */
 int weft_config_check_unknown(const struct weft_config *cfg);
+/* For a program whose setup failed with rc before it could call the check above: when the
+ * pending error is a config error and a section or key present but never asked for is a
+ * near miss of one asked for and absent ([dta] beside a missing [data], 'reder' beside a
+ * missing 'reader'), the typo is the cause: the error becomes "config.ini: unknown
+ * section [dta] (did you mean [data]?)" and its code is returned. Otherwise rc, error
+ * untouched. */
+int weft_config_explain_error(const struct weft_config *cfg, int rc);
 const char *weft_config_name(const struct weft_config *cfg);
 
 #ifdef __cplusplus

@@ -1,0 +1,48 @@
+#!/bin/sh
+# Runs every libFuzzer target of a fuzz build for a while on its seed corpus; fails when
+# any target finds a crash, a sanitizer report, a leak or a timeout.
+#   usage: fuzz/run.sh BUILD_DIR SECONDS [TARGET ...]
+# What a target finds lands in BUILD_DIR/fuzz-out/<target>/ (new inputs: corpus/; the
+# input that failed: crash-*, leak-*, timeout-*); its log is <target>.log there. The
+# seed corpora in fuzz/corpus/ are only read. Reproduce one with
+#   BUILD_DIR/fuzz/<target> BUILD_DIR/fuzz-out/<target>/crash-...
+set -u
+build=$1
+seconds=$2
+shift 2
+src=$(cd "$(dirname "$0")" && pwd)
+if [ $# -gt 0 ]; then
+    targets=$*
+else
+    targets=$(for f in "$build"/fuzz/fuzz_*; do [ -f "$f" ] && [ -x "$f" ] && basename "$f"; done)
+fi
+[ -n "$targets" ] || { echo "fuzz: no targets in $build/fuzz (configure with -Dfuzz=true)"; exit 1; }
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:intercept_tls_get_addr=0:allocator_may_return_null=1}
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+OMP_NUM_THREADS=1
+export ASAN_OPTIONS UBSAN_OPTIONS OMP_NUM_THREADS
+failed=""
+for t in $targets; do
+    out="$build/fuzz-out/$t"
+    mkdir -p "$out/corpus"
+    seeds="$src/corpus/$t"
+    [ -d "$seeds" ] || seeds=""
+    "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/" \
+        "$out/corpus" $seeds >"$out/$t.log" 2>&1
+    rc=$?
+    runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$out/$t.log")
+    cov=$(grep -o 'cov: [0-9]*' "$out/$t.log" | tail -1)
+    if [ $rc -eq 0 ]; then
+        echo "fuzz: $t: ok, ${runs:-? runs}, ${cov:-cov: ?}"
+    else
+        echo "fuzz: $t: FAILED (exit $rc), ${runs:-? runs}: see $out/$t.log"
+        grep -m1 -A3 'ERROR: \|runtime error' "$out/$t.log" | head -8
+        ls "$out" | grep -E '^(crash|leak|timeout|oom)-' | sed "s|^|    $out/|"
+        failed="$failed $t"
+    fi
+done
+if [ -n "$failed" ]; then
+    echo "fuzz: failures in:$failed"
+    exit 1
+fi
