@@ -57,11 +57,12 @@ cat "$tmp/out.txt"
 acc=$(grep '^epoch 8/8' "$tmp/out.txt" | sed 's/.* acc \([0-9.]*\)%.*/\1/')
 awk -v a="$acc" 'BEGIN { exit !(a >= 90) }' ||
     { echo "train-plugin-layer: accuracy $acc% after 8 epochs, expected >= 90%"; exit 1; }
-# A typo in the plugin layer's own key is caught like any other.
+# A typo in the plugin layer's own key is caught like any other, and named as the cause
+# of the missing key.
 sed 's/^factor = 0.5/factr = 0.5/' "$tmp/blobs.ini" >"$tmp/typo.ini"
 if "$build/apps/weft-train" "$tmp/typo.ini" >"$tmp/typo.txt" 2>&1; then
     echo "train-plugin-layer: a misspelt key was accepted"; exit 1
 fi
-grep -q "\[layer.halve\] missing required key 'factor'" "$tmp/typo.txt" ||
+grep -q "\[layer.halve\] unknown key 'factr' (did you mean 'factor'?)" "$tmp/typo.txt" ||
     { cat "$tmp/typo.txt"; exit 1; }
 echo "train-plugin-layer: ok"
