@@ -144,7 +144,7 @@ weft_tensor *weft_tensor_dict_get(const struct weft_tensor_dict *d, const char *
     long i = d && name ? index_find(&d->index, name) : -1;
     if (i < 0)
         return NULL;
-    return weft_autorelease(weft_tensor_retain(d->v[i].tensor));
+    return weft_autorelease_shared(d->v[i].tensor);
 }
 
 static bool dict_index_ok(const struct weft_tensor_dict *d, size_t i)
@@ -165,7 +165,7 @@ weft_tensor *weft_tensor_dict_at(const struct weft_tensor_dict *d, size_t i)
 {
     if (!dict_index_ok(d, i))
         return NULL;
-    return weft_autorelease(weft_tensor_retain(d->v[i].tensor));
+    return weft_autorelease_shared(d->v[i].tensor);
 }
 
 /* ---- metadata ----------------------------------------------------------------------- */

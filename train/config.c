@@ -92,6 +92,11 @@ static struct entry *find_entry(const struct section *s, const char *key)
     return NULL;
 }
 
+static const char *view_lookup(void *ctx, const char *section, const char *key)
+{
+    return weft_config_string(ctx, section, key, NULL);
+}
+
 static struct section *get_section(struct weft_config *cfg, const char *name)
 {
     struct section *s = find_section(cfg, name);
@@ -100,8 +105,15 @@ static struct section *get_section(struct weft_config *cfg, const char *name)
     if (weft_grow((void **)&cfg->secs, &cfg->cap, cfg->n + 1, sizeof *cfg->secs) < 0)
         return NULL;
     s = &cfg->secs[cfg->n];
+    /* The view is made with the section, so that weft_config_options() never allocates:
+     * a present section always has one, and a refusal here fails the parse or the set that
+     * made the section, where it can be reported. */
     *s = (struct section){.name = strdup(name)};
-    if (!s->name) {
+    if (s->name)
+        s->options = weft_options_view(name, cfg->name, view_lookup, cfg);
+    if (!s->name || !s->options) {
+        free(s->name);
+        weft_options_free(s->options);
         oom();
         return NULL;
     }
@@ -503,21 +515,18 @@ const char *weft_config_string(struct weft_config *cfg, const char *section, con
 
 /* ---- sections as options ------------------------------------------------------------ */
 
-static const char *view_lookup(void *ctx, const char *section, const char *key)
-{
-    return weft_config_string(ctx, section, key, NULL);
-}
-
 const weft_options *weft_config_options(struct weft_config *cfg, const char *section)
 {
     if (!cfg || !section)
         return NULL;
+    /* Only a section absent from the config can fail here (present ones were made with
+     * their view): reading it without a view reads its defaults, which is what an absent
+     * section means, so the refusal of this bookkeeping is no error. */
+    bool had_error = weft_error_code() != WEFT_OK;
     struct section *s = get_section(cfg, section);
-    if (!s)
-        return NULL;
-    if (!s->options)
-        s->options = weft_options_view(section, cfg->name, view_lookup, cfg);
-    return s->options;
+    if (!s && !had_error)
+        weft_error_clear();
+    return s ? s->options : NULL;
 }
 
 static const weft_options *section_for_plugin(void *ctx, const char *plugin)

@@ -46,6 +46,11 @@ int train_inputs_resolve(struct train_inputs *in, const weft_dataset *ds,
  * host and then moved), else dev. */
 weft_device train_inputs_loader_device(const struct train_inputs *in, weft_device dev);
 /* The model's input and the target for a batch, on dev (new references). */
+/* Opens a scope and records a batch's fields in it, so they die at the matching pop.
+ * -1 with the error when one could not be recorded (it is released and set to NULL);
+ * the scope is open either way. */
+int train_batch_scope(weft_tensor **fields, int n);
+
 weft_tensor *train_batch_input(const struct train_inputs *in, weft_tensor *const *fields,
                                weft_device dev);
 weft_tensor *train_batch_target(const struct train_inputs *in, weft_tensor *const *fields,

@@ -249,14 +249,11 @@ int train_check_model(struct trainer *t)
     /* Evaluation mode, no autograd: no running statistics change, no random draw. */
     weft_module_train(t->model, false);
     bool prev = weft_no_grad_begin();
-    weft_scope_push();
-    for (int f = 0; f < weft_dataloader_num_fields(dl); f++)
-        weft_autorelease(fields[f]);
+    int rc = train_batch_scope(fields, weft_dataloader_num_fields(dl)) != 0 ? weft_error_code() : 0;
     const char *file = weft_config_name(t->cfg), *last = "model";
-    int rc = 0;
-    weft_tensor *x = train_batch_input(&t->inputs, fields, t->device);
-    weft_tensor *target = train_batch_target(&t->inputs, fields, t->device);
-    if (!x || !target) {
+    weft_tensor *x = rc == 0 ? train_batch_input(&t->inputs, fields, t->device) : NULL;
+    weft_tensor *target = rc == 0 ? train_batch_target(&t->inputs, fields, t->device) : NULL;
+    if (rc == 0 && (!x || !target)) {
         char prefix[512];
         snprintf(prefix, sizeof prefix, "%s: one sample of [data] could not be made the model's "
                                         "input and target", file);

@@ -150,9 +150,11 @@ int train_run_iters(struct trainer *t)
             open = false;
             continue;
         }
-        weft_scope_push();
-        for (int f = 0; f < weft_dataloader_num_fields(t->train_loader); f++)
-            weft_autorelease(fields[f]);
+        if (train_batch_scope(fields, weft_dataloader_num_fields(t->train_loader)) != 0) {
+            rc = weft_error_code();
+            weft_scope_pop();
+            break;
+        }
         b++;
         if (b <= skip) { /* resuming: these batches were trained on before */
             weft_scope_pop();

@@ -130,9 +130,11 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
             rc = got < 0 ? got : 0;
             break;
         }
-        weft_scope_push();
-        for (int f = 0; f < weft_dataloader_num_fields(dl); f++)
-            weft_autorelease(fields[f]);
+        if (train_batch_scope(fields, weft_dataloader_num_fields(dl)) != 0) {
+            rc = weft_error_code();
+            weft_scope_pop();
+            break;
+        }
         struct train_batch_stats b;
         rc = batch_loss(t, in, fields, false, &b);
         if (rc == 0) {
@@ -154,5 +156,15 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
         r->acc = t->loss.classification && !t->sequence ? (double)correct / (double)n : NAN;
         r->samples = n;
     }
+    return rc;
+}
+
+int train_batch_scope(weft_tensor **fields, int n)
+{
+    weft_scope_push();
+    int rc = 0;
+    for (int f = 0; f < n; f++)
+        if (fields[f] && !(fields[f] = weft_autorelease(fields[f])))
+            rc = -1; /* released by the refusal; the others are recorded, so keep going */
     return rc;
 }

@@ -214,9 +214,11 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             rc = got;
             break;
         }
-        weft_scope_push();
-        for (int f = 0; f < weft_dataloader_num_fields(t->train_loader); f++)
-            weft_autorelease(fields[f]);
+        if (train_batch_scope(fields, weft_dataloader_num_fields(t->train_loader)) != 0) {
+            rc = weft_error_code();
+            weft_scope_pop();
+            break;
+        }
         b++;
         if (b <= t->skip_batches) { /* resuming inside this epoch */
             weft_scope_pop();

@@ -497,7 +497,7 @@ done:
 
 static weft_tensor *share(weft_tensor *component)
 {
-    return weft_autorelease(weft_tensor_retain(component));
+    return weft_autorelease_shared(component);
 }
 
 static struct sparse_data *coalesced_coo(const weft_tensor *t, const char *what, const char *fn)

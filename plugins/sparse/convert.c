@@ -16,7 +16,7 @@
 
 static weft_tensor *share(const weft_tensor *t)
 {
-    return weft_autorelease(weft_tensor_retain((weft_tensor *)t));
+    return weft_autorelease_shared((weft_tensor *)t);
 }
 
 /* A host tensor moved to dev (itself when dev is the cpu). */

@@ -313,8 +313,7 @@ static weft_tensor *spmm(const weft_tensor *input, const weft_tensor *A, const w
     weft_tensor_retain(used);
     weft_scope_pop();
     weft_grad_mode_restore(prev);
-    if (out)
-        weft_autorelease(out);
+    out = weft_autorelease(out); /* NULL, out released, when it cannot be recorded */
     if (out && rec)
         out = record(ins, out, used, beta, alpha);
     weft_tensor_release(used);

@@ -61,15 +61,24 @@ typedef struct weft_tensor {
 weft_tensor *weft_tensor_retain(weft_tensor *t); /* returns t; NULL is ignored */
 void weft_tensor_release(weft_tensor *t);        /* NULL is ignored */
 
-/* Opens an autorelease scope on this thread (they nest). */
+/* Opens an autorelease scope on this thread (they nest). It cannot fail: should memory
+ * for a deep scope's mark be refused, that scope merges into the enclosing one, whose pop
+ * then releases what it recorded. */
 void weft_scope_push(void);
 /* Releases every reference recorded since the matching push and closes the scope. */
 void weft_scope_pop(void);
 /* Number of open scopes on this thread. */
 int weft_scope_depth(void);
 /* Records `t` in the innermost scope (what weft functions do with their results);
- * returns t. With no scope open it does nothing. */
+ * returns t. With no scope open it does nothing. Should memory to record it be refused,
+ * it releases t and returns NULL with WEFT_ERR_OUT_OF_MEMORY, as a failed op would: use
+ * what it returns, not t. */
 weft_tensor *weft_autorelease(weft_tensor *t);
+/* What an accessor hands out (a dict's entry, a sparse tensor's values): a new reference
+ * to t recorded in the innermost scope, so it outlives its owner inside the scope. Should
+ * memory to record it be refused, t itself, borrowed (valid while its owner lives), and
+ * no error: an accessor does not fail. */
+weft_tensor *weft_autorelease_shared(weft_tensor *t);
 
 /* ---- properties ---------------------------------------------------------------- */
 
