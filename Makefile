@@ -5,6 +5,9 @@
 #   make         build (release: -O2, OpenMP)
 #   make test    build, run every suite, then all again under ASan+UBSan
 #   make bench   build and print the benchmark figures
+#   make install [PREFIX=/usr/local] [DESTDIR=stage]   install the libraries, headers,
+#                plugins, apps and .pc files; the apps and plugins find libweft and the
+#                plugins relative to themselves (no LD_LIBRARY_PATH, no WEFT_PLUGIN_PATH)
 #   make sparse-data   generate data/sparse/{train,test}.svm (scripts/make-sparse-libsvm.py)
 #   make train-sparse  deps + build + sparse data + train configs/sparse-logreg.ini
 #   make train-gpt     deps + build + train configs/gpt-char.ini (a byte-level baby GPT) + a sample
@@ -18,7 +21,7 @@ NINJA      ?= ninja
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
                libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
-               libopenmpi-dev openmpi-bin
+               libopenmpi-dev openmpi-bin librsvg2-bin
 
 # What `make fuzz` needs besides: clang, and libFuzzer (Debian ships it, with the
 # sanitizer runtimes, in libclang-rt-14-dev).
@@ -107,8 +110,14 @@ test-asan: $(ASAN_BUILD)/build.ninja
 bench: build
 	$(BUILD)/apps/weft-bench
 
-install: build
-	$(MESON) install -C $(BUILD)
+# PREFIX (re)configures the build's prefix (the compiled-in plugin directory follows it);
+# DESTDIR stages the install under another root, as packagers do.
+PREFIX ?=
+DESTDIR ?=
+install: $(BUILD)/build.ninja
+	$(if $(PREFIX),$(MESON) configure $(BUILD) -Dprefix=$(abspath $(PREFIX)))
+	$(NINJA) -C $(BUILD)
+	$(if $(DESTDIR),DESTDIR=$(abspath $(DESTDIR)) )$(MESON) install -C $(BUILD) --no-rebuild
 
 # The libraries and plugins get the fuzzer's coverage (fuzzer-no-link); the targets link
 # libFuzzer. Tests, CUDA and oneDNN are left out: the targets need none of them.

@@ -3,7 +3,8 @@
  * print it on the next line so the two come from the same run.
  *
  *   weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]
- * `--filter sparse_` runs the sparse group alone (apps/bench_sparse.c).
+ * `--filter sparse_` runs the sparse group alone (apps/bench_sparse.c), `--filter augment_`
+ * the loader with data augmentation (apps/bench_augment.c).
  */
 #include <cblas.h>
 #ifdef WEFT_HAVE_ONEDNN
@@ -730,6 +731,16 @@ static int parse_args(int argc, char **argv)
     return 0;
 }
 
+/* apps/bench_augment.c: the loader with data augmentation (names "augment_..."). */
+void bench_augment(bool (*selected)(const char *name),
+                   double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
+                   void (*report)(const char *name, double value, const char *unit), int repeats);
+
+/* apps/bench_rnn.c: LSTM forward and forward+backward (names "rnn_..."). */
+void bench_rnn(bool (*selected)(const char *name),
+               double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
+               void (*report)(const char *name, double value, const char *unit), int repeats);
+
 /* apps/bench_sparse.c: the sparse group (names "sparse_..."). */
 void bench_sparse(bool (*selected)(const char *name),
                   double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
@@ -827,5 +838,7 @@ int main(int argc, char **argv)
     bench_nn();
     bench_dataloader();
     bench_sparse(selected, time_median, report, opt.repeats);
+    bench_augment(selected, time_median, report, opt.repeats);
+    bench_rnn(selected, time_median, report, opt.repeats);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "memory_format.h"
 #include "weft/autocast.h"
 #include "weft/layout.h"
 #include "weft/autograd.h"
@@ -23,6 +24,19 @@ struct weft_autograd_meta {
     struct weft_node *accumulator; /* weak: cleared by the accumulator when it dies */
     struct grad_hook *hooks;       /* post-accumulate hooks, in registration order */
     int num_hooks;
+    /* A view recorded from a tensor with history: the tensor it aliases at the root of
+     * its chain of views (strong; the base never points back). An in-place op on the view
+     * rebases that tensor's history (CopySlices). */
+    weft_tensor *base;
+};
+
+/* Where a view lies in its base, in elements (CopySlices, AsStridedBackward0). */
+struct view_geom {
+    int ndim, base_ndim;
+    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS], offset; /* offset from the base's */
+    int64_t base_shape[WEFT_MAX_DIMS], base_stride[WEFT_MAX_DIMS];
+    enum weft_dtype dtype;
+    weft_device device;
 };
 
 struct grad_hook {
@@ -68,6 +82,8 @@ struct weft_node {
     struct input_info *inputs;
     struct saved_tensor *saved;
     weft_tensor *variable;   /* AccumulateGrad: its leaf (strong) */
+    struct weft_node *fn;    /* CopySlices: the in-place op's own node (strong) */
+    struct view_geom *geom;  /* CopySlices, AsStridedBackward0: the view in its base */
     weft_tensor **retained;  /* per output: a non-leaf keeping its grad (weak) */
     double scalars[4];
     int64_t ints[16];
@@ -82,6 +98,24 @@ static WEFT_FAST_TLS struct callback_queue *current_callbacks;
 static int next_hook_handle = 1;
 static bool anomaly_mode;
 static uint64_t next_sequence_nr;
+
+/* Whether a leaf's first gradient g can become its .grad as it is, without the copy
+ * first_grad makes (PyTorch's AccumulateGrad steals it likewise): g is the engine's alone
+ * (its one reference is the node's input buffer, and no other tensor shares its storage,
+ * which it fills exactly), records no graph, and already has the leaf's shape, dtype,
+ * device and a contiguous layout, so nothing can see the later in-place accumulations. */
+static bool grad_stealable(const weft_tensor *leaf, const weft_tensor *g)
+{
+    const struct weft_storage *s = g->storage;
+    return g->layout == WEFT_LAYOUT_STRIDED && s && g->autograd == NULL &&
+           __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 &&
+           __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) == 1 && g->offset == 0 &&
+           g->dtype == leaf->dtype && weft_device_equal(g->device, leaf->device) &&
+           g->ndim == leaf->ndim &&
+           !memcmp(g->shape, leaf->shape, sizeof(int64_t) * (size_t)g->ndim) &&
+           weft_tensor_is_contiguous(leaf) && weft_tensor_is_contiguous(g) &&
+           s->nbytes == (size_t)weft_tensor_numel(g) * weft_dtype_size(g->dtype);
+}
 
 static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                     weft_tensor **grad_inputs);
@@ -112,6 +146,7 @@ void weft_autograd_meta_free(weft_tensor *t)
         m->grad_fn->retained[m->output_nr] == t)
         m->grad_fn->retained[m->output_nr] = NULL;
     weft_tensor_release(m->grad);
+    weft_tensor_release(m->base);
     node_release(m->grad_fn);
     free(m->hooks);
     free(m);
@@ -342,6 +377,11 @@ static void node_release(struct weft_node *node)
             }
             stack[count++] = n->next[i].node;
         }
+        if (n->fn && count < capacity) /* CopySlices' op node */
+            stack[count++] = n->fn;
+        else if (n->fn)
+            node_release(n->fn); /* one level deeper: its own chain goes on the stack */
+        free(n->geom);
         node_free_saved(n);
         if (n->variable) {
             if (n->variable->autograd && n->variable->autograd->accumulator == n)
@@ -491,10 +531,17 @@ enum weft_dtype weft_node_input_dtype(const struct weft_node *node, int i)
     return node->inputs[i].dtype;
 }
 
+static int rebase_view(struct weft_node *node, weft_tensor *view);
+static int check_saved(const struct weft_node *n);
+
 int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const *outputs)
 {
     if (!node)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_VALUE;
+    /* An in-place op on a view of a tensor with history: PyTorch's CopySlices. */
+    if (num_outputs == 1 && outputs[0] && outputs[0]->autograd && outputs[0]->autograd->base &&
+        !node->is_view)
+        return rebase_view(node, outputs[0]);
     node->num_outputs = num_outputs;
     for (int j = 0; j < num_outputs; j++) {
         if (!outputs[j] || !weft_dtype_is_floating(outputs[j]->dtype))
@@ -512,6 +559,147 @@ int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const
     }
     node_release(node); /* the caller's reference */
     return 0;
+}
+
+/* ---- in-place ops on views: CopySlices ------------------------------------------------
+ * PyTorch's rule (torch/csrc/autograd/VariableTypeUtils.h, rebase_history): after
+ * view.op_() while recording, the base's grad_fn becomes CopySlices, which holds the op's
+ * own node; the view's grad_fn becomes AsStridedBackward0 of the base's new history. Given
+ * the base's gradient, CopySlices hands the part outside the view on to the base's old
+ * history, runs the op's backward on the view's part and puts what it returns for the
+ * view's old value back in that part; the op's other inputs get the rest. */
+
+static void view_input_info(const struct view_geom *g, struct input_info *info)
+{
+    info->ndim = g->base_ndim;
+    info->dtype = g->dtype;
+    info->device = g->device;
+    memcpy(info->shape, g->base_shape, sizeof info->shape);
+}
+
+/* Zeros (or g's values when g) laid out as the base, and the view's part of it. */
+static weft_tensor *base_buffer(const struct view_geom *g, weft_tensor *grad, weft_tensor **part)
+{
+    int64_t numel = weft_shape_numel(g->base_ndim, g->base_shape);
+    struct weft_storage *s = numel < 0 ? NULL
+                                       : weft_storage_new(g->device, (size_t)numel * weft_dtype_size(g->dtype));
+    if (!s)
+        return NULL;
+    weft_tensor *buf = weft_tensor_finish(
+        weft_tensor_make(s, g->base_ndim, g->base_shape, g->base_stride, 0, g->dtype));
+    weft_storage_release(s);
+    if (!buf)
+        return NULL;
+    if (grad ? weft_copy_(buf, grad) != 0 : weft_copy_(buf, weft_zeros(0, NULL, g->dtype, g->device)) != 0)
+        return NULL;
+    *part = weft_tensor_alias(buf, g->ndim, g->shape, g->stride, g->offset); /* autoreleased */
+    return *part ? buf : NULL;
+}
+
+static int copy_slices_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *part = NULL;
+    struct weft_node *fn = node->fn;
+    if (!g)
+        return 0;
+    if (check_saved(fn) != 0)
+        return weft_error_code();
+    weft_tensor *result = base_buffer(node->geom, g, &part);
+    weft_tensor *part_grad = result ? weft_clone(part) : NULL;
+    if (!part_grad)
+        return weft_error_code();
+    weft_tensor *fn_grads[8] = {0}; /* in-place ops take few inputs; more go on the heap */
+    weft_tensor **res = fn->num_inputs <= 8 ? fn_grads : calloc((size_t)fn->num_inputs, sizeof *res);
+    if (!res)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
+    int rc = fn->backward(fn, &part_grad, res);
+    if (rc == 0)
+        rc = res[0] ? weft_copy_(part, res[0]) : weft_copy_(part, weft_zeros(0, NULL, part->dtype, part->device));
+    if (rc == 0) {
+        grad_inputs[0] = result;
+        for (int i = 1; i < fn->num_inputs; i++)
+            grad_inputs[i] = res[i];
+    }
+    if (res != fn_grads)
+        free(res);
+    return rc == 0 ? 0 : weft_error_code();
+}
+
+/* The view regenerated from its base: the gradient placed in the view's part of zeros. */
+static int view_of_base_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                 weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *part = NULL;
+    if (!g || !weft_node_needs_input_grad(node, 0))
+        return 0;
+    weft_tensor *result = base_buffer(node->geom, NULL, &part);
+    if (!result || weft_copy_(part, g) != 0)
+        return weft_error_code();
+    grad_inputs[0] = result;
+    return 0;
+}
+
+static int rebase_view(struct weft_node *node, weft_tensor *view)
+{
+    weft_tensor *base = view->autograd->base;
+    struct view_geom *geom = calloc(1, sizeof *geom), *geom2 = calloc(1, sizeof *geom2);
+    struct weft_node *cs = node_alloc("CopySlices", copy_slices_backward, node->num_inputs, 0);
+    struct weft_node *as = node_alloc("AsStridedBackward0", view_of_base_backward, 1, 0);
+    struct weft_autograd_meta *bm = meta_get(base);
+    if (!geom || !geom2 || !cs || !as || !bm) {
+        free(geom);
+        free(geom2);
+        node_release(cs);
+        node_release(as);
+        node_release(node);
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_OUT_OF_MEMORY;
+    }
+    *geom = (struct view_geom){.ndim = view->ndim, .base_ndim = base->ndim,
+                               .offset = view->offset - base->offset, .dtype = base->dtype,
+                               .device = base->device};
+    memcpy(geom->shape, view->shape, sizeof geom->shape);
+    memcpy(geom->stride, view->stride, sizeof geom->stride);
+    memcpy(geom->base_shape, base->shape, sizeof geom->base_shape);
+    memcpy(geom->base_stride, base->stride, sizeof geom->base_stride);
+    *geom2 = *geom;
+    /* CopySlices: edge 0 the base's old history, the others the op's own */
+    gradient_edge(base, &cs->next[0]);
+    view_input_info(geom, &cs->inputs[0]);
+    for (int i = 1; i < node->num_inputs; i++) {
+        cs->next[i] = node->next[i];
+        if (cs->next[i].node)
+            WEFT_ATOMIC_INC(&cs->next[i].node->refcount);
+        cs->inputs[i] = node->inputs[i];
+    }
+    cs->fn = node; /* the caller's reference */
+    cs->geom = geom;
+    /* the view, regenerated from the base's new history */
+    as->next[0] = (struct edge){cs, 0};
+    WEFT_ATOMIC_INC(&cs->refcount);
+    view_input_info(geom, &as->inputs[0]);
+    as->geom = geom2;
+    as->is_view = true;
+    node_release(bm->grad_fn);
+    bm->grad_fn = cs; /* our reference */
+    bm->output_nr = 0;
+    struct weft_autograd_meta *vm = view->autograd;
+    node_release(vm->grad_fn);
+    vm->grad_fn = as;
+    vm->output_nr = 0;
+    vm->retains_grad = false;
+    return 0;
+}
+
+void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in)
+{
+    if (!view || !in || !view->autograd || view->storage != in->storage)
+        return;
+    weft_tensor *base = in->autograd && in->autograd->base ? in->autograd->base : in;
+    if (view->autograd->base == base)
+        return;
+    weft_tensor_release(view->autograd->base);
+    view->autograd->base = weft_tensor_retain(base);
 }
 
 void weft_node_mark_view(struct weft_node *node)
@@ -546,6 +734,11 @@ int weft_autograd_check_inplace(weft_tensor *t, bool recording)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "a view of a leaf Variable that requires grad is being used in an "
                               "in-place operation.");
+    /* a view recorded from a base with a dense layout: CopySlices takes it (rebase_view) */
+    weft_tensor *base = t->autograd ? t->autograd->base : NULL;
+    if (recording && (t->flags & WEFT_TENSOR_VIEW) && base && base->layout == WEFT_LAYOUT_STRIDED &&
+        weft_is_non_overlapping_and_dense(base))
+        return 0;
     if (recording && (t->flags & WEFT_TENSOR_VIEW))
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "weft does not record in-place operations on views while autograd "
@@ -791,12 +984,18 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
     struct weft_autograd_meta *m = meta_get(leaf);
     if (!m)
         return WEFT_ERR_OUT_OF_MEMORY;
-    struct input_info info = {leaf->ndim, leaf->dtype, leaf->device, {0}};
-    memcpy(info.shape, leaf->shape, sizeof info.shape);
-    g = fit_to_input(g, &info);
-    if (!g)
-        return weft_error_code();
-    int rc = grad_store(leaf, &m->grad, g);
+    int rc;
+    if (!m->grad && grad_stealable(leaf, g)) {
+        m->grad = weft_tensor_retain(g);
+        rc = 0;
+    } else {
+        struct input_info info = {leaf->ndim, leaf->dtype, leaf->device, {0}};
+        memcpy(info.shape, leaf->shape, sizeof info.shape);
+        g = fit_to_input(g, &info);
+        if (!g)
+            return weft_error_code();
+        rc = grad_store(leaf, &m->grad, g);
+    }
     for (int i = 0; rc == 0 && i < m->num_hooks; i++)
         rc = m->hooks[i].fn(leaf, m->hooks[i].ctx);
     return rc;

@@ -1378,7 +1378,9 @@ static weft_tensor *record_view(const char *name, enum view_kind kind, weft_tens
         for (int i = 0; i < nparams && i < 15; i++)
             ints[1 + i] = params[i];
     }
-    return finish1(node, out);
+    out = finish1(node, out);
+    weft_autograd_set_view_base(out, in);
+    return out;
 }
 
 #define VIEW_RECORD(name, kind, nparams, params, call)                                        \

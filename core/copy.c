@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "memory_format.h"
 
 /* ---- geometry --------------------------------------------------------------------------- */
 
@@ -66,19 +67,13 @@ static void byte_range(const weft_tensor *t, size_t *lo, size_t *hi)
     *hi = (size_t)(t->offset + last + 1) * itemsize;
 }
 
-/* An uninitialised tensor with t-like geometry: t's strides when t is dense (PyTorch's
- * preserve_format), contiguous otherwise. */
+/* An uninitialised tensor with t-like geometry (PyTorch's preserve_format): t's strides
+ * when t is dense, else dense ones in the order of t's (memory_format.h). */
 static weft_tensor *empty_preserving(const weft_tensor *t, enum weft_dtype dtype, weft_device dev)
 {
-    if (t->ndim == 0 || !is_dense(t))
-        return weft_empty(t->ndim, t->shape, dtype, dev);
-    int64_t numel = weft_tensor_numel(t);
-    struct weft_storage *s = weft_storage_new(dev, (size_t)numel * weft_dtype_size(dtype));
-    if (!s)
-        return NULL;
-    weft_tensor *out = weft_tensor_make(s, t->ndim, t->shape, t->stride, 0, dtype);
-    weft_storage_release(s);
-    return weft_tensor_finish(out);
+    int64_t strides[WEFT_MAX_DIMS];
+    weft_preserve_strides(t, strides);
+    return weft_empty_dense_strided(t->ndim, t->shape, strides, dtype, dev);
 }
 
 /* A 1-D header over the dense block of t (stack storage; for the backend's copy). */
@@ -204,6 +199,24 @@ static int check_writable(const weft_tensor *dst)
     return 0;
 }
 
+/* PyTorch's get_overlap_status(dst, src) == PARTIAL (aten/src/ATen/MemoryOverlap.cpp):
+ * both dense, their blocks intersect, and they are not the very same elements. Beyond
+ * dense tensors it is "too hard" and PyTorch does not refuse. */
+static bool partial_overlap(const weft_tensor *dst, const weft_tensor *src)
+{
+    if (dst->storage != src->storage || weft_tensor_numel(dst) == 0 ||
+        weft_tensor_numel(src) == 0 || !is_dense(dst) || !is_dense(src))
+        return false;
+    size_t a = (size_t)dst->offset * weft_dtype_size(dst->dtype);
+    size_t a_end = a + (size_t)weft_tensor_numel(dst) * weft_dtype_size(dst->dtype);
+    size_t b = (size_t)src->offset * weft_dtype_size(src->dtype);
+    size_t b_end = b + (size_t)weft_tensor_numel(src) * weft_dtype_size(src->dtype);
+    if (a == b && a_end == b_end)
+        return dst->ndim != src->ndim ||
+               memcmp(dst->stride, src->stride, (size_t)dst->ndim * sizeof *dst->stride) != 0;
+    return a < b_end && b < a_end;
+}
+
 /* The copy itself; the caller has a scope open for the temporaries. */
 static int copy_scoped(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
@@ -222,11 +235,17 @@ static int copy_scoped(weft_tensor *dst, const weft_tensor *src, bool non_blocki
     if (dst->storage == from->storage) {
         if (dst->dtype == from->dtype && dst->offset == from->offset && same_geometry(dst, from))
             return 0; /* the same elements: nothing to move */
+        if (partial_overlap(dst, src))
+            return weft_error_set(WEFT_ERR_RUNTIME,
+                                  "unsupported operation: some elements of the input tensor and "
+                                  "the written-to tensor refer to a single memory location. "
+                                  "Please clone() the tensor before performing the operation.");
         size_t dlo, dhi, slo, shi;
         byte_range(dst, &dlo, &dhi);
         byte_range(from, &slo, &shi);
         if (dlo < shi && slo < dhi) {
-            /* Overlapping views: read everything before writing anything. */
+            /* Overlap PyTorch cannot judge (a broadcast or gapped source, which it copies
+             * in whatever order): read everything before writing anything. */
             weft_tensor *tmp = weft_empty(from->ndim, from->shape, from->dtype, from->device);
             if (!tmp || dispatch_copy(tmp, from) != 0)
                 return weft_error_code();

@@ -19,19 +19,18 @@ static int dispatch_fill(weft_tensor *t, double value)
 static int check_fill_value(enum weft_dtype dt, double v)
 {
     static const struct {
-        const char *cpp_name;
         double lowest, max;
     } limits[WEFT_DTYPE_COUNT] = {
-        [WEFT_BOOL] = {"bool", 0, 0},
-        [WEFT_U8] = {"uint8_t", 0, 255},
-        [WEFT_I8] = {"int8_t", -128, 127},
-        [WEFT_I16] = {"int16_t", -32768, 32767},
-        [WEFT_I32] = {"int", -2147483648.0, 2147483647.0},
-        [WEFT_I64] = {"int64_t", -9223372036854775808.0, 9223372036854775807.0},
-        [WEFT_F16] = {"c10::Half", -65504.0, 65504.0},
-        [WEFT_BF16] = {"c10::BFloat16", -3.38953138925153547590e+38, 3.38953138925153547590e+38},
-        [WEFT_F32] = {"float", -3.40282346638528859812e+38, 3.40282346638528859812e+38},
-        [WEFT_F64] = {"double", -INFINITY, INFINITY},
+        [WEFT_BOOL] = {0, 0},
+        [WEFT_U8] = {0, 255},
+        [WEFT_I8] = {-128, 127},
+        [WEFT_I16] = {-32768, 32767},
+        [WEFT_I32] = {-2147483648.0, 2147483647.0},
+        [WEFT_I64] = {-9223372036854775808.0, 9223372036854775807.0},
+        [WEFT_F16] = {-65504.0, 65504.0},
+        [WEFT_BF16] = {-3.38953138925153547590e+38, 3.38953138925153547590e+38},
+        [WEFT_F32] = {-3.40282346638528859812e+38, 3.40282346638528859812e+38},
+        [WEFT_F64] = {-INFINITY, INFINITY},
     };
     if (dt == WEFT_BOOL || dt == WEFT_F64)
         return 0;
@@ -47,7 +46,7 @@ static int check_fill_value(enum weft_dtype dt, double v)
         overflow = v < limits[dt].lowest || v > limits[dt].max;
     if (overflow)
         return weft_error_set(WEFT_ERR_RUNTIME, "value cannot be converted to type %s without overflow",
-                              limits[dt].cpp_name);
+                              weft_dtype_name(dt)); /* PyTorch's sentence, weft's dtype name */
     return 0;
 }
 
@@ -75,9 +74,22 @@ weft_tensor *weft_ones(int ndim, const int64_t *shape, enum weft_dtype dtype, we
     return weft_full(ndim, shape, 1.0, dtype, dev);
 }
 
+/* preserve_format, as PyTorch's default: t's layout (memory_format.h) */
 weft_tensor *weft_full_like(const weft_tensor *t, double value)
 {
-    return t ? weft_full(t->ndim, t->shape, value, t->dtype, t->device) : NULL;
+    if (!t)
+        return NULL;
+    if (t->layout != WEFT_LAYOUT_STRIDED)
+        return weft_full(t->ndim, t->shape, value, t->dtype, t->device);
+    if (weft_dtype_valid(t->dtype) && check_fill_value(t->dtype, value) != 0)
+        return NULL;
+    weft_scope_push();
+    weft_tensor *out = weft_empty_like(t);
+    if (out && weft_tensor_numel(out) > 0 && dispatch_fill(out, value) != 0)
+        out = NULL;
+    weft_tensor_retain(out);
+    weft_scope_pop();
+    return weft_tensor_finish(out);
 }
 
 weft_tensor *weft_zeros_like(const weft_tensor *t)
@@ -118,24 +130,34 @@ static weft_tensor *sequence(int op, int64_t n, double a, double b, enum weft_dt
 weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
                          weft_device dev)
 {
-    if (!(step > 0 || step < 0)) {
-        weft_error_set(WEFT_ERR_RUNTIME, "step must be nonzero");
-        return NULL;
-    }
     if (!isfinite(start) || !isfinite(end)) {
         weft_error_set(WEFT_ERR_RUNTIME, "unsupported range: %g -> %g", start, end);
         return NULL;
     }
-    if (!((step > 0 && end >= start) || (step < 0 && end <= start))) {
+    /* An integer dtype computes in int64 (PyTorch's accscalar_t): start, end and step are
+     * truncated first (so a step of 0.5 is 0), and int64 also counts the elements from
+     * the truncated values where other dtypes count them from the given ones. */
+    double xstart = start, xend = end, xstep = step;
+    bool integral = weft_dtype_valid(dtype) && weft_dtype_is_integral(dtype);
+    if (integral && isfinite(step)) {
+        xstart = trunc(start);
+        xend = trunc(end);
+        xstep = trunc(step);
+    }
+    if (!(xstep > 0 || xstep < 0)) {
+        weft_error_set(WEFT_ERR_RUNTIME, "step must be nonzero");
+        return NULL;
+    }
+    if (!((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart))) {
         weft_error_set(WEFT_ERR_RUNTIME, "upper bound and larger bound inconsistent with step sign");
         return NULL;
     }
-    double size = ceil((end - start) / step);
+    double size = dtype == WEFT_I64 ? ceil((xend - xstart) / xstep) : ceil((end - start) / step);
     if (!(size >= 0 && size <= 9.2233720368547758e18)) {
         weft_error_set(WEFT_ERR_RUNTIME, "invalid size, possible overflow?");
         return NULL;
     }
-    return sequence(WEFT_OP_ARANGE, (int64_t)size, start, step, dtype, dev);
+    return sequence(WEFT_OP_ARANGE, (int64_t)size, xstart, xstep, dtype, dev);
 }
 
 weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,

@@ -48,6 +48,9 @@ WEFT_INTERNAL weft_tensor *weft_fwd_logical_not_(weft_tensor *t);
 WEFT_NONDIFF_BINARY_OPS(WEFT_FWD_NONDIFF_BINARY)
 #undef WEFT_FWD_NONDIFF_BINARY
 
+/* A named binary op (weft/kernel.h's binary contract) with add's type promotion. */
+WEFT_INTERNAL weft_tensor *weft_fwd_binary_named(int op, weft_tensor *a, weft_tensor *b);
+WEFT_INTERNAL weft_tensor *weft_fwd_binary_named_scalar(int op, weft_tensor *a, double s);
 WEFT_INTERNAL weft_tensor *weft_fwd_rsub_scalar(weft_tensor *t, double s);
 WEFT_INTERNAL weft_tensor *weft_fwd_rdiv_scalar(weft_tensor *t, double s);
 WEFT_INTERNAL weft_tensor *weft_fwd_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b);
@@ -77,6 +80,10 @@ WEFT_INTERNAL weft_tensor *weft_fwd_cat(int n, weft_tensor *const *tensors, int 
 WEFT_INTERNAL weft_tensor *weft_fwd_stack(int n, weft_tensor *const *tensors, int dim);
 WEFT_INTERNAL weft_tensor *weft_fwd_index_select(weft_tensor *t, int dim, weft_tensor *index);
 WEFT_INTERNAL weft_tensor *weft_fwd_gather(weft_tensor *t, int dim, weft_tensor *index);
+/* scatter's shape rules (ops_index.c): same ndim as self and src, the index no larger than
+ * src anywhere nor than self outside dim d; 0 or an error in PyTorch's words. */
+WEFT_INTERNAL int weft_scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *index,
+                                           const weft_tensor *src);
 WEFT_INTERNAL weft_tensor *weft_fwd_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
                                                 weft_tensor *src);
 WEFT_INTERNAL weft_tensor *weft_fwd_scatter_add_(weft_tensor *t, int dim, weft_tensor *index,

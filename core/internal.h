@@ -53,7 +53,8 @@ WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
 /* a + b for two tensors of one non-strided layout through its vtable (autograd's
  * gradient sums); NULL with an error when the layouts differ or it has no add(). */
 WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b);
-/* "torch.FloatTensor" / "torch.cuda.FloatTensor" (Tensor.type()'s spelling) into buf. */
+/* Where PyTorch prints Tensor.type() ("torch.cuda.FloatTensor"): "float32 tensor" /
+ * "float32 tensor on cuda" into buf. */
 WEFT_INTERNAL const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
@@ -114,6 +115,9 @@ WEFT_INTERNAL int weft_node_save_output(struct weft_node *node, int slot, weft_t
                                         int output_nr);
 /* Marks a view op's node, so in-place checks can find the leaf a view came from. */
 WEFT_INTERNAL void weft_node_mark_view(struct weft_node *node);
+/* Records in a view recorded from `in` (a view op's result, after its node is attached)
+ * the tensor at the root of its views, for CopySlices (autograd.c). */
+WEFT_INTERNAL void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in);
 /* Dtype table entries. */
 WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
 

@@ -13,6 +13,7 @@
 
 #include "forward.h"
 #include "internal.h"
+#include "memory_format.h"
 #include "weft/ops.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -32,14 +33,10 @@ static bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
 
 const char *weft_dtype_meta_name(enum weft_dtype dt)
 {
-    /* caffe2::TypeMeta names, which some PyTorch messages print instead of ScalarType. */
-    static const char *const names[WEFT_DTYPE_COUNT] = {
-        [WEFT_BOOL] = "bool",       [WEFT_U8] = "unsigned char",    [WEFT_I8] = "signed char",
-        [WEFT_I16] = "short int",   [WEFT_I32] = "int",             [WEFT_I64] = "long int",
-        [WEFT_F16] = "c10::Half",   [WEFT_BF16] = "c10::BFloat16",  [WEFT_F32] = "float",
-        [WEFT_F64] = "double",
-    };
-    return weft_dtype_valid(dt) ? names[dt] : "invalid";
+    /* Where PyTorch prints caffe2::TypeMeta's C++ name ("c10::Half", "long int"), weft
+     * keeps the sentence and prints its own dtype name: the C++ types are PyTorch's
+     * internals, which a weft user never meets. */
+    return weft_dtype_name(dt);
 }
 
 /* torch.can_cast: no floating -> integral/bool, no non-bool -> bool. In-place ops write
@@ -99,7 +96,7 @@ static int check_partial_overlap(const weft_tensor *out, const weft_tensor *in)
     if (a_hi <= b_lo || b_hi <= a_lo)
         return 0;
     return weft_error_set(WEFT_ERR_RUNTIME,
-                          "unsupported operation: some elements of the input tensors and the "
+                          "unsupported operation: some elements of the input tensor and the "
                           "written-to tensor refer to a single memory location. Please clone() "
                           "the tensor before performing the operation.");
 }
@@ -126,11 +123,16 @@ static weft_tensor *prepare(weft_tensor *t, enum weft_dtype dt, int ndim, const 
 /* ---- the generic drivers ------------------------------------------------------------------
  * `call` carries the op id and any scalars/ints; the drivers fill inputs and outputs. */
 
-/* Fresh output of shape/dtype, then the kernel; the output is already finished. */
-static weft_tensor *run_new(struct weft_op_call *call, int ndim, const int64_t *shape,
-                            enum weft_dtype rt, weft_device dev)
+/* Fresh output of shape/dtype laid out as PyTorch lays out a result over the inputs `ins`
+ * (their layout before conversion and broadcasting; memory_format.h), then the kernel;
+ * the output is already finished. */
+static weft_tensor *run_new(struct weft_op_call *call, int nins, const weft_tensor *const *ins,
+                            int ndim, const int64_t *shape, enum weft_dtype rt, weft_device dev)
 {
-    weft_tensor *out = weft_empty(ndim, shape, rt, dev);
+    int64_t strides[WEFT_MAX_DIMS];
+    weft_tensor *out = weft_elementwise_strides(nins, ins, ndim, shape, strides)
+                           ? weft_empty(ndim, shape, rt, dev)
+                           : weft_empty_dense_strided(ndim, shape, strides, rt, dev);
     if (!out)
         return NULL;
     call->nout = 1;
@@ -155,12 +157,13 @@ static weft_tensor *leave_scope(weft_tensor *result)
 static weft_tensor *map1(struct weft_op_call *call, weft_tensor *t, enum weft_dtype ct,
                          enum weft_dtype rt)
 {
+    const weft_tensor *ins[1] = {t};
     call->in[0] = t;
     if (t->dtype == ct)
-        return run_new(call, t->ndim, t->shape, rt, t->device);
+        return run_new(call, 1, ins, t->ndim, t->shape, rt, t->device);
     weft_scope_push();
     call->in[0] = weft_to_dtype(t, ct);
-    weft_tensor *r = call->in[0] ? run_new(call, t->ndim, t->shape, rt, t->device) : NULL;
+    weft_tensor *r = call->in[0] ? run_new(call, 1, ins, t->ndim, t->shape, rt, t->device) : NULL;
     return leave_scope(r);
 }
 
@@ -191,11 +194,12 @@ static weft_tensor *map1_(struct weft_op_call *call, weft_tensor *t, enum weft_d
 static weft_tensor *map2(struct weft_op_call *call, weft_tensor *a, weft_tensor *b,
                          enum weft_dtype ct, enum weft_dtype rt)
 {
+    const weft_tensor *ins[2] = {a, b};
     call->nin = 2;
     if (a->dtype == ct && b->dtype == ct && same_shape(b, a->ndim, a->shape)) {
         call->in[0] = a;
         call->in[1] = b;
-        return run_new(call, a->ndim, a->shape, rt, a->device);
+        return run_new(call, 2, ins, a->ndim, a->shape, rt, a->device);
     }
     int nd;
     int64_t shape[WEFT_MAX_DIMS];
@@ -206,7 +210,7 @@ static weft_tensor *map2(struct weft_op_call *call, weft_tensor *a, weft_tensor 
     call->in[0] = prepare(a, ct, nd, shape);
     call->in[1] = prepare(b, ct, nd, shape);
     if (call->in[0] && call->in[1])
-        r = run_new(call, nd, shape, rt, a->device);
+        r = run_new(call, 2, ins, nd, shape, rt, a->device);
     return leave_scope(r);
 }
 
@@ -303,13 +307,29 @@ static int unary_dtypes(const struct unary_op *u, enum weft_dtype dt, enum weft_
     return 0;
 }
 
+/* A copy of t laid out as an elementwise result over t (PyTorch copies integers through
+ * its iterator for floor, ceil, round and trunc, not with clone's layout). */
+static weft_tensor *copy_as_result(weft_tensor *t)
+{
+    int64_t strides[WEFT_MAX_DIMS];
+    weft_scope_push();
+    weft_tensor *out = weft_elementwise_strides(1, (const weft_tensor *const *)&t, t->ndim,
+                                                t->shape, strides)
+                           ? weft_empty(t->ndim, t->shape, t->dtype, t->device)
+                           : weft_empty_dense_strided(t->ndim, t->shape, strides, t->dtype,
+                                                      t->device);
+    if (out && weft_copy_(out, t) != 0)
+        out = NULL;
+    return leave_scope(out);
+}
+
 static weft_tensor *unary(const struct unary_op *u, weft_tensor *t)
 {
     enum weft_dtype ct, rt;
     if (!t || unary_dtypes(u, t->dtype, &ct, &rt) < 0)
         return NULL;
     if (u->kind == U_ROUNDING && weft_dtype_is_integral(t->dtype))
-        return weft_clone(t);
+        return copy_as_result(t);
     return map1(&(struct weft_op_call){.op = u->id, .nin = 1}, t, ct, rt);
 }
 
@@ -466,6 +486,20 @@ static weft_tensor *binary_scalar_(const struct binary_op *op, weft_tensor *a, d
 BINARY_TABLE(DEFINE_BINARY)
 #undef DEFINE_BINARY
 
+/* A named binary op (weft/kernel.h) with add's promotion: the promoted dtype computes and
+ * is the result's (floor_divide, remainder: ops_divmod.c). */
+weft_tensor *weft_fwd_binary_named(int op, weft_tensor *a, weft_tensor *b)
+{
+    const struct binary_op named = {op, B_ARITH};
+    return binary(&named, a, b);
+}
+
+weft_tensor *weft_fwd_binary_named_scalar(int op, weft_tensor *a, double s)
+{
+    const struct binary_op named = {op, B_ARITH};
+    return binary_scalar(&named, a, s);
+}
+
 /* s op t: the scalar becomes a 0-dim tensor of the computation dtype on the left. */
 static weft_tensor *reversed_scalar(const struct binary_op *op, weft_tensor *t, double s)
 {
@@ -521,7 +555,7 @@ static weft_tensor *where_impl(weft_tensor *cond, weft_tensor *a, weft_tensor *b
     call.in[1] = prepare(a, ct, nd, shape);
     call.in[2] = b ? prepare(b, ct, nd, shape) : NULL;
     if (call.in[0] && call.in[1] && (!b || call.in[2]))
-        r = run_new(&call, nd, shape, ct, a->device);
+        r = run_new(&call, b ? 3 : 2, all, nd, shape, ct, a->device);
     return leave_scope(r);
 }
 
@@ -539,15 +573,10 @@ weft_tensor *weft_fwd_where_scalar(weft_tensor *cond, weft_tensor *a, double b)
     return where_impl(cond, a, NULL, b, weft_result_type_scalar(a, b));
 }
 
-/* The C type PyTorch's overflow message names for dt. */
+/* PyTorch's overflow message names a C++ type ("at::Half"); weft its dtype name. */
 static const char *c_type_name(enum weft_dtype dt)
 {
-    static const char *names[WEFT_DTYPE_COUNT] = {
-        [WEFT_BOOL] = "bool", [WEFT_U8] = "uint8_t", [WEFT_I8] = "int8_t",
-        [WEFT_I16] = "int16_t", [WEFT_I32] = "int", [WEFT_I64] = "int64_t",
-        [WEFT_F16] = "at::Half", [WEFT_BF16] = "at::BFloat16", [WEFT_F32] = "float",
-        [WEFT_F64] = "double"};
-    return (unsigned)dt < WEFT_DTYPE_COUNT ? names[dt] : "invalid";
+    return weft_dtype_meta_name(dt);
 }
 
 /* PyTorch's checked_convert of a fill value: a finite value outside the dtype's range is
@@ -602,8 +631,9 @@ weft_tensor *weft_fwd_masked_fill(weft_tensor *t, weft_tensor *mask, double valu
     struct weft_op_call call = {.op = WEFT_OP_WHERE, .nin = 3, .scalar = {value}};
     call.in[0] = prepare(mask, WEFT_BOOL, nd, shape);
     call.in[2] = prepare(t, t->dtype, nd, shape);
+    /* PyTorch clones the expanded self in the contiguous format, then fills */
     if (call.in[0] && call.in[2])
-        r = run_new(&call, nd, shape, t->dtype, t->device);
+        r = run_new(&call, 0, NULL, nd, shape, t->dtype, t->device);
     return leave_scope(r);
 }
 

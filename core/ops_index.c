@@ -295,8 +295,8 @@ weft_tensor *weft_fwd_gather(weft_tensor *t, int dim, weft_tensor *index)
     return weft_tensor_finish(result);
 }
 
-static int scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *index,
-                               const weft_tensor *src)
+int weft_scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *index,
+                             const weft_tensor *src)
 {
     int nd = nonempty_ndim(t);
     if (nd != nonempty_ndim(index))
@@ -344,7 +344,7 @@ weft_tensor *weft_fwd_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, 
         weft_error_set(WEFT_ERR_RUNTIME, "scatter(): Expected self.dtype to be equal to src.dtype");
         return NULL;
     }
-    if (!empty && scatter_shape_check(t, d, index, src) != 0)
+    if (!empty && weft_scatter_shape_check(t, d, index, src) != 0)
         return NULL;
     int rc = 0;
     if (!empty) {

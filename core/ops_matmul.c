@@ -8,16 +8,11 @@
 
 #include "forward.h"
 
-/* c10's names for the dtypes, as PyTorch prints them in "float != double". */
+/* PyTorch prints c10's C++ names here ("c10::Half != float"); weft its dtype names
+ * ("float16 != float32") in the same sentence. */
 static const char *c10_type_name(enum weft_dtype dt)
 {
-    static const char *const names[WEFT_DTYPE_COUNT] = {
-        [WEFT_BOOL] = "bool",      [WEFT_U8] = "unsigned char", [WEFT_I8] = "signed char",
-        [WEFT_I16] = "short int",  [WEFT_I32] = "int",          [WEFT_I64] = "long int",
-        [WEFT_F16] = "c10::Half",  [WEFT_BF16] = "c10::BFloat16", [WEFT_F32] = "float",
-        [WEFT_F64] = "double",
-    };
-    return weft_dtype_valid(dt) ? names[dt] : "invalid";
+    return weft_dtype_meta_name(dt);
 }
 
 /* PyTorch's message for mismatched inner sizes, which depends on the path it takes. */

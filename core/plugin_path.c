@@ -9,6 +9,7 @@
 #include "weft/plugin.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -166,6 +167,34 @@ static int add_exe_dirs(struct str_list *l)
     return rc;
 }
 
+/* <dir of libweft.so>/weft/plugins: where an install puts the plugins relative to the
+ * library, whatever its libdir (lib, lib64, lib/x86_64-linux-gnu) and wherever the tree
+ * was moved or staged (DESTDIR), so an installed program needs neither LD_LIBRARY_PATH
+ * nor WEFT_PLUGIN_PATH. */
+static int add_lib_dir(struct str_list *l)
+{
+    Dl_info info;
+    if (!dladdr((void *)weft_plugin_install_dir, &info) || !info.dli_fname)
+        return 0;
+    /* "<prefix>/bin/../lib/libweft.so" as the rpath found it: say it plainly */
+    char *lib = realpath(info.dli_fname, NULL);
+    if (!lib)
+        lib = strdup(info.dli_fname);
+    if (!lib)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "plugin loader: out of memory");
+    char *slash = strrchr(lib, '/');
+    int rc = 0;
+    if (slash) {
+        *slash = '\0';
+        char *dir = join_path(lib[0] ? lib : "/", "weft/plugins");
+        rc = dir ? list_add(l, dir, strlen(dir))
+                 : weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "plugin loader: out of memory");
+        free(dir);
+    }
+    free(lib);
+    return rc;
+}
+
 static bool env_changed(const char *env)
 {
     if (!env || !search_path_env)
@@ -191,6 +220,8 @@ static int refresh_search_path(void)
         rc = list_add_colon(&search_path, env);
     if (rc == 0)
         rc = add_exe_dirs(&search_path);
+    if (rc == 0)
+        rc = add_lib_dir(&search_path);
     if (rc == 0)
         rc = list_add(&search_path, WEFT_PLUGIN_DIR, strlen(WEFT_PLUGIN_DIR));
     search_path_valid = rc == 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "memory_format.h"
 
 /* Each thread keeps a few released tensor headers for reuse: a view or a tiny op then
  * costs no malloc/free pair. Sanitizer builds skip it so use-after-free stays visible. */
@@ -217,7 +218,12 @@ weft_tensor *weft_empty_like(const weft_tensor *t)
 {
     if (!t)
         return NULL;
-    return weft_empty(t->ndim, t->shape, t->dtype, t->device);
+    /* preserve_format, as PyTorch's default */
+    if (t->layout != WEFT_LAYOUT_STRIDED)
+        return weft_empty(t->ndim, t->shape, t->dtype, t->device);
+    int64_t strides[WEFT_MAX_DIMS];
+    weft_preserve_strides(t, strides);
+    return weft_empty_dense_strided(t->ndim, t->shape, strides, t->dtype, t->device);
 }
 
 int64_t weft_tensor_numel(const weft_tensor *t)
@@ -336,8 +342,10 @@ int weft_check_same_device(int n, const weft_tensor *const *ts)
 
 const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size)
 {
+    /* PyTorch prints Tensor.type() ("torch.cuda.FloatTensor"), a legacy class name; weft
+     * says the same with its dtype and device names ("float32 tensor on cuda"). */
     bool host = t->device.type == WEFT_DEVICE_CPU;
-    snprintf(buf, size, "torch.%s%s%sTensor", host ? "" : weft_device_type_name(t->device.type),
-             host ? "" : ".", weft_dtype_torch_name(t->dtype));
+    snprintf(buf, size, "%s tensor%s%s", weft_dtype_name(t->dtype), host ? "" : " on ",
+             host ? "" : weft_device_type_name(t->device.type));
     return buf;
 }

@@ -213,16 +213,10 @@ static weft_tensor *sdpa_fused(weft_tensor *q, weft_tensor *k, weft_tensor *v,
     return weft_nn_attach(node, out);
 }
 
-/* A dtype as PyTorch's caffe2::TypeMeta prints it (its sdpa messages use those). */
+/* PyTorch's sdpa messages print caffe2::TypeMeta's C++ names; weft its dtype names. */
 static const char *typemeta_name(enum weft_dtype dt)
 {
-    switch (dt) {
-    case WEFT_F32: return "float";
-    case WEFT_F64: return "double";
-    case WEFT_F16: return "c10::Half";
-    case WEFT_BF16: return "c10::BFloat16";
-    default: return weft_dtype_name(dt);
-    }
+    return weft_dtype_meta_name(dt);
 }
 
 static int check_sdpa(const weft_tensor *q, const weft_tensor *k, const weft_tensor *v,

@@ -706,9 +706,9 @@ static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight
     if (indices->dtype != WEFT_I64 && indices->dtype != WEFT_I32) {
         weft_error_set(WEFT_ERR_RUNTIME,
                        "Expected tensor for argument #1 'indices' to have one of the following "
-                       "scalar types: Long, Int; but got torch.%sTensor instead (while checking "
+                       "scalar types: Long, Int; but got %s tensor instead (while checking "
                        "arguments for embedding)",
-                       weft_dtype_torch_name(indices->dtype));
+                       weft_dtype_name(indices->dtype));
         return NULL;
     }
     if (indices->ndim + 1 > WEFT_MAX_DIMS) {

@@ -32,7 +32,20 @@ struct weft_module {
     weft_module *parent; /* the container that owns this module, if any */
     bool training;
     struct entries params, buffers, children;
+    /* weft_module_parameters()'s borrowed array, made on demand; NULL when stale. */
+    weft_tensor **param_cache;
+    int param_cache_n;
 };
+
+/* A parameter registered anywhere below changes the parameters of every ancestor. */
+static void invalidate_param_cache(weft_module *m)
+{
+    for (; m; m = m->parent) {
+        free(m->param_cache);
+        m->param_cache = NULL;
+        m->param_cache_n = 0;
+    }
+}
 
 /* ---- growable strings ------------------------------------------------------------- */
 
@@ -216,6 +229,7 @@ static void free_tree(weft_module *m)
     free(m->params.items);
     free(m->buffers.items);
     free(m->children.items);
+    free(m->param_cache);
     free_state(m->type, m->state);
     free(m);
 }
@@ -345,8 +359,10 @@ int weft_module_register_parameter(weft_module *m, const char *name, weft_tensor
     if (rc != 0)
         return rc;
     rc = entries_push(&m->params, name, t);
-    if (rc == 0)
+    if (rc == 0) {
         weft_tensor_retain(t);
+        invalidate_param_cache(m);
+    }
     return rc;
 }
 
@@ -387,6 +403,7 @@ int weft_module_add_child(weft_module *m, const char *name, weft_module *child)
         return rc;
     }
     child->parent = m;
+    invalidate_param_cache(m);
     return 0;
 }
 
@@ -537,6 +554,39 @@ int weft_module_named_parameters(const weft_module *m, struct weft_named_tensor 
 int weft_module_named_buffers(const weft_module *m, struct weft_named_tensor **out)
 {
     return collect(m, WALK_BUFFERS, out);
+}
+
+weft_tensor *const *weft_module_parameters(const weft_module *m, int *n)
+{
+    if (n)
+        *n = 0;
+    if (!m || !n) {
+        weft_error_set(WEFT_ERR_VALUE, "weft_module_parameters: needs a module and a count");
+        return NULL;
+    }
+    /* The cache is a memo of the tree, not part of its value: const for the caller. */
+    weft_module *mm = (weft_module *)m;
+    if (!mm->param_cache) {
+        struct weft_named_tensor *named;
+        int count = collect(m, WALK_PARAMS, &named);
+        if (count < 0)
+            return NULL;
+        /* one extra slot: a module without parameters still gets a non-NULL array */
+        weft_tensor **arr = malloc(((size_t)count + 1) * sizeof *arr);
+        if (!arr) {
+            free(named);
+            sb_oom("listing module parameters");
+            return NULL;
+        }
+        for (int i = 0; i < count; i++)
+            arr[i] = named[i].tensor;
+        arr[count] = NULL;
+        free(named);
+        mm->param_cache = arr;
+        mm->param_cache_n = count;
+    }
+    *n = mm->param_cache_n;
+    return mm->param_cache;
 }
 
 int64_t weft_module_num_parameters(const weft_module *m)

@@ -130,8 +130,9 @@ static int pool_backward(struct weft_node *node, weft_tensor *const *grad_output
 
 /* ---- front ends ---------------------------------------------------------------------------- */
 
+/* indices: NULL, or where max pooling's indices go (a reference in the open scope). */
 static weft_tensor *pool_batched(weft_tensor *x, const struct weft_pool2d_params *params,
-                                 bool is_max)
+                                 bool is_max, weft_tensor **indices)
 {
     struct pool_args a;
     if (pool_args_of(x, params, is_max, &a) != 0)
@@ -149,6 +150,8 @@ static weft_tensor *pool_batched(weft_tensor *x, const struct weft_pool2d_params
     pool_ints(&a, call.ints);
     if (weft_dispatch(&call) != 0)
         return NULL;
+    if (indices)
+        *indices = idx;
     if (!weft_autograd_needed(1, &x))
         return y;
     struct weft_node *node =
@@ -166,7 +169,7 @@ static weft_tensor *pool_batched(weft_tensor *x, const struct weft_pool2d_params
 }
 
 static weft_tensor *pool_in_scope(weft_tensor *x, const struct weft_pool2d_params *params,
-                                  bool is_max)
+                                  bool is_max, weft_tensor **indices)
 {
     if (check_input(x) != 0)
         return NULL;
@@ -176,8 +179,11 @@ static weft_tensor *pool_in_scope(weft_tensor *x, const struct weft_pool2d_param
         return NULL;
     }
     if (x->ndim == 4)
-        return pool_batched(x, params, is_max);
-    return weft_squeeze_dim(pool_batched(weft_unsqueeze(x, 0), params, is_max), 0);
+        return pool_batched(x, params, is_max, indices);
+    weft_tensor *y = weft_squeeze_dim(pool_batched(weft_unsqueeze(x, 0), params, is_max, indices), 0);
+    if (y && indices)
+        *indices = weft_squeeze_dim(*indices, 0);
+    return y;
 }
 
 weft_tensor *weft_max_pool2d(weft_tensor *x, const struct weft_pool2d_params *params)
@@ -185,8 +191,23 @@ weft_tensor *weft_max_pool2d(weft_tensor *x, const struct weft_pool2d_params *pa
     if (!x)
         return NULL;
     weft_scope_push();
-    weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, true));
+    weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, true, NULL));
     weft_scope_pop();
+    return weft_autorelease(y);
+}
+
+weft_tensor *weft_max_pool2d_with_indices(weft_tensor *x, const struct weft_pool2d_params *params,
+                                          weft_tensor **indices)
+{
+    if (!x || !indices)
+        return NULL;
+    *indices = NULL;
+    weft_scope_push();
+    weft_tensor *idx = NULL;
+    weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, true, &idx));
+    idx = y ? weft_tensor_retain(idx) : NULL;
+    weft_scope_pop();
+    *indices = weft_autorelease(idx);
     return weft_autorelease(y);
 }
 
@@ -195,7 +216,7 @@ weft_tensor *weft_avg_pool2d(weft_tensor *x, const struct weft_pool2d_params *pa
     if (!x)
         return NULL;
     weft_scope_push();
-    weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, false));
+    weft_tensor *y = weft_tensor_retain(pool_in_scope(x, params, false, NULL));
     weft_scope_pop();
     return weft_autorelease(y);
 }
@@ -261,7 +282,7 @@ static weft_tensor *adaptive_in_scope(weft_tensor *x, int64_t oh, int64_t ow)
     }
     if (oh > 0 && ow > 0 && H % oh == 0 && W % ow == 0) {
         struct weft_pool2d_params p = {.kernel = {H / oh, W / ow}, .count_include_pad = true};
-        return pool_in_scope(x, &p, false);
+        return pool_in_scope(x, &p, false, NULL);
     }
     weft_tensor *ph = window_matrix(oh, H, x->dtype, x->device);
     weft_tensor *pw = window_matrix(ow, W, x->dtype, x->device);

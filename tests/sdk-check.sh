@@ -38,7 +38,9 @@ pcdir="$root/$libdir/pkgconfig"
 # The staged tree lives away from its prefix: relocate the .pc (every other variable
 # is relative to ${prefix}), so -I, -L and plugindir name the staged files.
 mkdir -p "$tmp/pc"
-sed "s|^prefix=.*|prefix=$root|" "$pcdir/weft.pc" >"$tmp/pc/weft.pc"
+for pc in "$pcdir"/weft*.pc; do
+    sed "s|^prefix=.*|prefix=$root|" "$pc" >"$tmp/pc/${pc##*/}"
+done
 export PKG_CONFIG_PATH="$tmp/pc"
 export LD_LIBRARY_PATH="$root/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 plugindir=$(pkg-config --variable=plugindir weft)
@@ -85,9 +87,49 @@ ${CC:-cc} -std=gnu11 -o "$tmp/use-ref" "$template/use-ref.c" $(pkg-config --cfla
 awk '/^## A taste/ { taste = 1 } taste && /^```$/ && inside { exit }
      taste && inside { print } taste && /^```c$/ { inside = 1 }' "$src/README.md" >"$tmp/taste.c"
 # shellcheck disable=SC2046
-${CC:-cc} -std=gnu11 -o "$tmp/taste" "$tmp/taste.c" $(pkg-config --cflags --libs weft) ||
-    fail "compiling the README's example"
+${CC:-cc} -std=gnu11 -Werror=implicit-function-declaration -o "$tmp/taste" "$tmp/taste.c" \
+    $(pkg-config --cflags --libs weft) || fail "compiling the README's example"
 needed=$(readelf -d "$tmp/taste" | sed -n 's/.*Shared library: \[\(libweft[^]]*\)\].*/\1/p' | tr '\n' ' ')
 [ "$needed" = "libweft.so " ] || fail "the README's example links '$needed', not libweft.so alone"
 "$tmp/taste" | grep -qF 'tensor([[ 0.,  4.],' || fail "the README's example printed otherwise"
+
+# 7. The README's "Training from C" builds as the README's "Installing" says (weft.h and
+# weft/train.h declare every call: no implicit declarations) and runs with no
+# LD_LIBRARY_PATH and no WEFT_PLUGIN_PATH: the rpath finds libweft, libweft the plugins.
+awk '/^## Training from C/ { sec = 1 } sec && /^```$/ && inside { exit }
+     sec && inside { print } sec && /^```c$/ { inside = 1 }' "$src/README.md" >"$tmp/fit.c"
+[ -s "$tmp/fit.c" ] || fail "no 'Training from C' example in the README"
+# shellcheck disable=SC2046
+${CC:-cc} -std=gnu11 -Werror=implicit-function-declaration -o "$tmp/fit" "$tmp/fit.c" \
+    $(pkg-config --cflags --libs weft-train) -Wl,-rpath,"$(pkg-config --variable=libdir weft)" ||
+    fail "compiling the README's 'Training from C'"
+env -u LD_LIBRARY_PATH -u WEFT_PLUGIN_PATH "$tmp/fit" >"$tmp/fit.txt" 2>&1 ||
+    { cat "$tmp/fit.txt" >&2; fail "the README's 'Training from C' failed"; }
+grep -q '^weight 1x2, loss 0\.0000$' "$tmp/fit.txt" ||
+    { cat "$tmp/fit.txt" >&2; fail "the README's 'Training from C' did not fit"; }
+
+# 8. The installed apps on their own: RUNPATH relative to the executable, the plugins
+# found beside the installed libweft, a short training run with TensorBoard events.
+readelf -d "$info" | grep -q 'RUNPATH.*\$ORIGIN' ||
+    { readelf -d "$info" >&2; fail "weft-info has no \$ORIGIN-relative RUNPATH"; }
+# the cpu plugin keeps its OpenBLAS (OpenMP build) pin once installed
+pin=$(readelf -d "$build/plugins/weft-cpu.so" | sed -n 's/.*R[UN]*PATH.*\[\(.*\)\]/\1/p' | tr ':' '\n' |
+    grep -v ORIGIN || true)
+for dir in $pin; do
+    readelf -d "$plugindir/weft-cpu.so" | grep -q "PATH.*$dir" ||
+        fail "the installed weft-cpu.so lost the rpath $dir"
+done
+env -u LD_LIBRARY_PATH -u WEFT_PLUGIN_PATH "$info" >"$tmp/info-alone.txt" 2>&1 ||
+    { cat "$tmp/info-alone.txt" >&2; fail "the installed weft-info without LD_LIBRARY_PATH"; }
+grep -qF "$plugindir" "$tmp/info-alone.txt" ||
+    { cat "$tmp/info-alone.txt" >&2; fail "weft-info does not search the installed plugin dir"; }
+grep -A1 '^  cpu ' "$tmp/info-alone.txt" | grep -q 'usable' ||
+    { cat "$tmp/info-alone.txt" >&2; fail "the installed weft-info finds no usable cpu plugin"; }
+train="$root/$bindir/weft-train"
+(cd "$tmp" && env -u LD_LIBRARY_PATH -u WEFT_PLUGIN_PATH "$train" "$src/configs/mnist-mlp.ini" \
+    --set train.epochs=1 --set data.workers=0 --set train.checkpoint="$tmp/run/model.safetensors" \
+    --set train.log="$tmp/run/log.csv" --set train.tensorboard="$tmp/run/tb") \
+    >"$tmp/train.txt" 2>&1 || { cat "$tmp/train.txt" >&2; fail "the installed weft-train"; }
+[ -f "$tmp/run/model.safetensors" ] || { cat "$tmp/train.txt" >&2; fail "weft-train saved no model"; }
+ls "$tmp/run/tb"/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file"
 echo "sdk: ok"

@@ -496,8 +496,8 @@ Test(attention, errors_in_pytorchs_words)
     tu_assert_error(WEFT_ERR_RUNTIME, "value [..., S, Ev], got [2, 4, 8], [2, 5, 8] and [2, 6, 3]");
     cr_assert_null(weft_scaled_dot_product_attention(q, k, v64, NULL));
     tu_assert_error(WEFT_ERR_RUNTIME, "Expected query, key, and value to have the same dtype, "
-                                      "but got query.dtype: float key.dtype: float and "
-                                      "value.dtype: double instead.");
+                                      "but got query.dtype: float32 key.dtype: float32 and "
+                                      "value.dtype: float64 instead.");
     cr_assert_null(weft_scaled_dot_product_attention(q, k3, v, NULL));
     tu_assert_error(WEFT_ERR_RUNTIME, "The size of tensor a (2) must match the size of tensor b (3)");
     struct weft_sdpa_params p = {.is_causal = true,

@@ -198,7 +198,7 @@ Test(autograd, modifying_a_saved_tensor_in_place_is_caught_with_versions)
     cr_expect_neq(weft_backward(z, NULL, false), 0);
     tu_assert_error(WEFT_ERR_RUNTIME,
                     "one of the variables needed for gradient computation has been modified by "
-                    "an inplace operation: [torch.FloatTensor [64, 1]], which is output 0 of "
+                    "an inplace operation: [float32 tensor [64, 1]], which is output 0 of "
                     "ExpBackward0, is at version 1; expected version 0 instead.");
 }
 
@@ -230,14 +230,36 @@ Test(autograd, in_place_on_a_non_leaf_rebases_its_history)
     tu_assert_close(weft_grad(x), expected, 3, 0, 1e-12);
 }
 
-Test(autograd, in_place_on_a_view_while_recording_is_refused_not_silently_wrong)
+/* PyTorch's CopySlices (issue 16, item 2): the base's history is rebased onto the
+ * in-place op, the view is regenerated from the base. */
+Test(autograd, in_place_on_a_view_while_recording_rebases_the_base_as_copyslices)
 {
     const int64_t shape[1] = {4};
     const double v[4] = {1, 2, 3, 4};
     weft_tensor *x = leaf(1, shape, v);
     weft_tensor *y = weft_mul_scalar(x, 1);
     weft_tensor *part = weft_narrow(y, 0, 1, 2);
-    cr_expect_null(weft_mul_scalar_(part, 3));
+    uint64_t version = weft_tensor_version(y);
+    cr_assert_not_null(weft_mul_scalar_(part, 3), "%s", weft_error_message());
+    cr_expect_eq(weft_tensor_version(y), version + 1, "the view and its base share a version");
+    cr_expect_str_eq(weft_grad_fn_name(y), "CopySlices");
+    cr_expect_str_eq(weft_grad_fn_name(part), "AsStridedBackward0");
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    const double expected[4] = {1, 3, 3, 1};
+    tu_assert_close(weft_grad(x), expected, 4, 0, 1e-12);
+}
+
+/* A view made from a tensor without history (so no base was recorded) is still refused
+ * rather than given a wrong gradient. */
+Test(autograd, in_place_on_a_view_without_a_recorded_base_is_refused)
+{
+    const int64_t shape[1] = {4}, two = 2;
+    const double v[4] = {1, 2, 3, 4}, wv[2] = {2, 2};
+    weft_tensor *z = tu_tensor(1, shape, v, WEFT_F64);
+    weft_tensor *part = weft_narrow(z, 0, 1, 2);
+    weft_tensor *w = leaf(1, &two, wv);
+    cr_expect_null(weft_mul_(part, w));
     tu_assert_error(WEFT_ERR_RUNTIME, "in-place operations on views");
 }
 

@@ -276,7 +276,7 @@ Test(config, unknown_key_suggests_the_closest_known_one)
     weft_config_int(cfg, "runtime", "seed", 0, &v);
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
     tu_assert_error(WEFT_ERR_CONFIG,
-                    "mnist.ini: [runtime] unknown key 'thread' (did you mean 'threads'?)");
+                    "mnist.ini: line 3: [runtime] unknown key 'thread' (did you mean 'threads'?)");
     weft_config_free(cfg);
 }
 
@@ -288,7 +288,7 @@ Test(config, unknown_key_without_a_close_match_lists_the_known_keys)
     weft_config_int(cfg, "runtime", "seed", 0, &v);
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
     tu_assert_error(WEFT_ERR_CONFIG,
-                    "mnist.ini: [runtime] unknown key 'colour' (known keys: backend, seed)");
+                    "mnist.ini: line 3: [runtime] unknown key 'colour' (known keys: backend, seed)");
     weft_config_free(cfg);
 }
 
@@ -298,7 +298,7 @@ Test(config, one_letter_keys_are_not_typos_of_each_other)
     int64_t v;
     weft_config_int(cfg, "a", "z", 0, &v);
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
-    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [a] unknown key 'x' (known keys: z)");
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 2: [a] unknown key 'x' (known keys: z)");
     weft_config_free(cfg);
 }
 
@@ -309,7 +309,7 @@ Test(config, unknown_section_suggests_an_asked_for_section)
     weft_config_double(cfg, "optimizer", "lr", 0.01, &lr);
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
     tu_assert_error(WEFT_ERR_CONFIG,
-                    "mnist.ini: unknown section [optimiser] (did you mean [optimizer]?)");
+                    "mnist.ini: line 1: unknown section [optimiser] (did you mean [optimizer]?)");
     weft_config_free(cfg);
 }
 
@@ -321,7 +321,7 @@ Test(config, unknown_section_without_a_close_match_lists_the_known_ones)
     weft_config_double(cfg, "model", "dropout", 0, &lr);
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
     tu_assert_error(WEFT_ERR_CONFIG,
-                    "mnist.ini: unknown section [zzz] (known sections: [optimizer], [model])");
+                    "mnist.ini: line 1: unknown section [zzz] (known sections: [optimizer], [model])");
     weft_config_free(cfg);
 }
 
@@ -341,6 +341,55 @@ Test(config, everything_asked_for_passes_the_check)
     weft_config_double(cfg, "optimizer", "lr", 0, &d);
     weft_config_mark_known(cfg, "layer.fc1", NULL);
     cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
+    weft_config_free(cfg);
+}
+
+Test(config, an_unknown_key_given_by_set_names_the_set_argument_not_the_file)
+{
+    struct weft_config *cfg = parse("[runtime]\nseed = 1\n");
+    cr_assert_eq(weft_config_set(cfg, "runtime.thread=4"), 0);
+    int64_t v;
+    weft_config_int(cfg, "runtime", "seed", 0, &v);
+    weft_config_int(cfg, "runtime", "threads", 0, &v);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "--set runtime.thread=4: [runtime] unknown key 'thread' "
+                                     "(did you mean 'threads'?)");
+    weft_config_free(cfg);
+}
+
+Test(config, an_unknown_section_made_by_set_names_the_set_argument)
+{
+    struct weft_config *cfg = parse("[optimizer]\nlr = 0.1\n");
+    cr_assert_eq(weft_config_set(cfg, "optimiser.lr=0.5"), 0);
+    double lr;
+    weft_config_double(cfg, "optimizer", "lr", 0.01, &lr);
+    cr_assert_lt(weft_config_check_unknown(cfg), 0);
+    tu_assert_error(WEFT_ERR_CONFIG, "--set optimiser.lr=0.5: unknown section [optimiser] (did "
+                                     "you mean [optimizer]?)");
+    weft_config_free(cfg);
+}
+
+Test(config, a_bad_value_given_by_set_is_blamed_on_the_set_argument)
+{
+    struct weft_config *cfg = parse("[optimizer]\nlr = 0.1\n[train]\nepochs = 2\n");
+    cr_assert_eq(weft_config_set(cfg, "optimizer.lr=fast"), 0);
+    double lr;
+    int rc = weft_config_double(cfg, "optimizer", "lr", 0.01, &lr);
+    cr_assert_lt(rc, 0);
+    cr_assert_eq(weft_config_explain_error(cfg, rc), WEFT_ERR_CONFIG);
+    tu_assert_error(WEFT_ERR_CONFIG, "--set optimizer.lr=fast (set on the command line, over "
+                                     "mnist.ini): [optimizer] lr = 'fast'");
+    weft_config_free(cfg);
+}
+
+Test(config, an_error_about_a_value_of_the_file_still_names_the_file)
+{
+    struct weft_config *cfg = parse("[optimizer]\nlr = fast\n");
+    cr_assert_eq(weft_config_set(cfg, "optimizer.momentum=0.9"), 0);
+    double lr;
+    int rc = weft_config_double(cfg, "optimizer", "lr", 0.01, &lr);
+    cr_assert_eq(weft_config_explain_error(cfg, rc), WEFT_ERR_CONFIG);
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [optimizer] lr = 'fast'");
     weft_config_free(cfg);
 }
 
@@ -547,7 +596,7 @@ Test(config, a_misspelt_section_explains_the_missing_key_it_caused)
     weft_config_int(cfg, "runtime", "seed", 0, &seed);
     int rc = fail_on_missing(cfg, "data", "reader");
     cr_assert_eq(weft_config_explain_error(cfg, rc), WEFT_ERR_CONFIG);
-    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: unknown section [dta] (did you mean [data]?)");
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 3: unknown section [dta] (did you mean [data]?)");
     weft_config_free(cfg);
 }
 
@@ -556,7 +605,7 @@ Test(config, a_misspelt_key_explains_the_missing_key_it_caused)
     struct weft_config *cfg = parse("[data]\nreder = idx\nbatch_size = 4\n");
     int rc = fail_on_missing(cfg, "data", "reader");
     cr_assert_eq(weft_config_explain_error(cfg, rc), WEFT_ERR_CONFIG);
-    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: [data] unknown key 'reder' (did you mean "
+    tu_assert_error(WEFT_ERR_CONFIG, "mnist.ini: line 2: [data] unknown key 'reder' (did you mean "
                                      "'reader'?)");
     weft_config_free(cfg);
 }

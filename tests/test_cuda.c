@@ -56,14 +56,18 @@ static bool load_cuda(char *why, size_t size)
  * with 77, meson's SKIP, once nothing failed, so that `meson test` and bench/gpu-check.sh
  * never read an OK as "the GPU checks passed". The runner sees every test's outcome here. */
 static bool gpu_checks_skipped, any_failed;
+static int tests_total, tests_skipped;
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 {
     any_failed = stats->tests_failed > 0 || stats->tests_crashed > 0;
     for (struct criterion_suite_stats *s = stats->suites; s; s = s->next)
-        for (struct criterion_test_stats *t = s->tests; t; t = t->next)
+        for (struct criterion_test_stats *t = s->tests; t; t = t->next) {
+            tests_total++;
+            tests_skipped += t->test_status == CR_STATUS_SKIPPED;
             if (strcmp(t->test->name, "with_a_device_the_backend_describes_it") == 0)
                 gpu_checks_skipped = t->test_status == CR_STATUS_SKIPPED;
+        }
 }
 
 int main(int argc, char *argv[])
@@ -73,6 +77,10 @@ int main(int argc, char *argv[])
     if (criterion_handle_args(argc, argv, true))
         result = !criterion_run_all_tests(tests);
     criterion_finalize(tests);
+    /* Criterion's synthesis counts only the tests that ran ("Tested: 5 | Passing: 5"):
+     * say how many skipped, so that a run without a GPU never reads as a pass. */
+    fprintf(stderr, "cuda: %d of %d tests skipped%s\n", tests_skipped, tests_total,
+            gpu_checks_skipped ? " (no GPU: the suite reports SKIP, exit 77)" : "");
     return result == 0 && !any_failed && gpu_checks_skipped ? 77 : result;
 }
 

@@ -963,7 +963,7 @@ Test(elementwise, in_place_ops_refuse_overlapping_memory)
     int64_t sq[] = {2, 2};
     weft_tensor *m = tu_tensor(2, sq, v, WEFT_F32);
     cr_assert_null(weft_add_(m, weft_t(m)));
-    tu_assert_error(WEFT_ERR_RUNTIME, "some elements of the input tensors and the written-to tensor "
+    tu_assert_error(WEFT_ERR_RUNTIME, "some elements of the input tensor and the written-to tensor "
                                       "refer to a single memory location");
     double twice[] = {2, 4, 6, 8};
     expect_values(weft_add_(m, m), WEFT_F32, twice, 4); /* the tensor itself is fine */

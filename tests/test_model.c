@@ -110,7 +110,7 @@ Test(model, a_plugin_layers_own_keys_are_checked_by_the_unknown_key_check)
     weft_module *m = weft_model_from_config(cfg);
     cr_assert_not_null(m, "%s", weft_error_message());
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
-    tu_assert_error(WEFT_ERR_CONFIG, "model.ini: [layer.s] unknown key 'factr' (did you mean "
+    tu_assert_error(WEFT_ERR_CONFIG, "model.ini: line 4: [layer.s] unknown key 'factr' (did you mean "
                                      "'factor'?)");
     weft_module_free(m);
     weft_config_free(cfg);

@@ -689,7 +689,7 @@ Test(nn_functional, embedding_picks_rows_for_indices_of_any_shape)
     cr_expect_null(weft_embedding(weft_to_dtype(idx, WEFT_F32), w));
     tu_assert_error(WEFT_ERR_RUNTIME,
                     "Expected tensor for argument #1 'indices' to have one of the following scalar "
-                    "types: Long, Int; but got torch.FloatTensor instead (while checking arguments "
+                    "types: Long, Int; but got float32 tensor instead (while checking arguments "
                     "for embedding)");
 }
 

@@ -530,6 +530,14 @@ Test(plugin, search_path_order_is_added_then_env_then_exe_then_installed)
     while (path[n])
         n++;
     cr_assert_str_eq(path[n - 1], weft_plugin_install_dir());
+    /* before it, weft/plugins beside the libweft.so that is loaded (an installed tree) */
+    bool beside_lib = false;
+    for (int i = 0; i < n - 1; i++) {
+        size_t len = strlen(path[i]);
+        beside_lib |= len > 13 && strcmp(path[i] + len - 13, "/weft/plugins") == 0 &&
+                      strstr(path[i], "/core/") != NULL;
+    }
+    cr_assert(beside_lib, "no <dir of libweft.so>/weft/plugins on the search path");
 
     setenv("WEFT_PLUGIN_PATH", "/opt/env1:/opt/env2", 1);
     path = weft_plugin_search_path();
@@ -806,7 +814,7 @@ Test(plugin, runtime_hands_plugins_their_sections_and_the_unknown_check_covers_t
     weft_device dev;
     cr_assert_eq(weft_runtime_init(cfg, &dev), 0, "%s", weft_error_message());
     cr_assert_lt(weft_config_check_unknown(cfg), 0);
-    tu_assert_error(WEFT_ERR_CONFIG, "run.ini: [fixture] unknown key 'answr' (did you mean "
+    tu_assert_error(WEFT_ERR_CONFIG, "run.ini: line 5: [fixture] unknown key 'answr' (did you mean "
                                      "'answer'?)");
     weft_config_free(cfg);
 }

@@ -318,9 +318,9 @@ Test(random, randint_needs_low_below_high_within_the_dtype)
     cr_assert_null(weft_randint(5, 5, 1, shape, WEFT_I64, WEFT_CPU));
     tu_assert_error(WEFT_ERR_RUNTIME, "random_ expects 'from' to be less than 'to', but got from=5 >= to=5");
     cr_assert_null(weft_randint(0, 300, 1, shape, WEFT_U8, WEFT_CPU));
-    tu_assert_error(WEFT_ERR_RUNTIME, "to - 1 is out of bounds for unsigned char");
+    tu_assert_error(WEFT_ERR_RUNTIME, "to - 1 is out of bounds for uint8");
     cr_assert_null(weft_randint(-1, 3, 1, shape, WEFT_U8, WEFT_CPU));
-    tu_assert_error(WEFT_ERR_RUNTIME, "from is out of bounds for unsigned char");
+    tu_assert_error(WEFT_ERR_RUNTIME, "from is out of bounds for uint8");
 }
 
 Test(random, bad_distribution_parameters_are_refused)

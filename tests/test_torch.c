@@ -36,6 +36,8 @@ struct result {
     int64_t numel;
     double *v;
     bool none; /* a gradient PyTorch leaves at None */
+    bool has_strides; /* layout cases: PyTorch's strides follow ("S") */
+    int64_t strides[WEFT_MAX_DIMS];
 };
 
 struct tcase {
@@ -68,9 +70,9 @@ static struct xfail xfails[] = {
     {"reduce", "log_softmax", "int64", "weft fails", "empty int64 input: PyTorch skips the check"},
     /* PyTorch 1.13 takes an int64 mask in out-of-place masked_fill (an undocumented path,
      * gone in later versions); weft accepts bool and the deprecated uint8 only. */
-    {"elementwise", "masked_fill", "float32", "dtype long int", "int64 masks are refused"},
+    {"elementwise", "masked_fill", "float32", "dtype int64", "int64 masks are refused"},
     /* weft's matmul words a dtype mismatch as PyTorch 2 does ("expected m1 and m2 to have
-     * the same dtype, but got: float != double"); 1.13 says "expected scalar type Float but
+     * the same dtype, but got: float32 != float64", weft's dtype names); 1.13 says "expected scalar type Float but
      * found Double" (dot: "expected both vectors to have same dtype"). test_matmul.c pins
      * the current text. */
     {"shape", "matmul", NULL, "expected m1 and m2", "matmul's dtype-mismatch text"},
@@ -203,6 +205,13 @@ static void parse_case(char *line, int lineno, struct tcase *c)
             r->dt = dtype_tok(&cu);
             parse_shape(&cu, &r->ndim, r->shape, &r->numel);
             parse_values(&cu, r);
+        } else if (!strcmp(t, "S")) {
+            cr_assert(c->no > 0, "strides before any result on line %d", c->lineno);
+            struct result *r = &c->out[c->no - 1];
+            cr_assert_eq((int)num(&cu), r->ndim);
+            for (int d = 0; d < r->ndim; d++)
+                r->strides[d] = (int64_t)num(&cu);
+            r->has_strides = true;
         } else if (!strcmp(t, "E")) {
             char *msg = cu.s;
             size_t len = strcspn(msg, "\n");
@@ -267,6 +276,117 @@ static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static const char *const reduce_names[] = {"sum", "prod", "mean", "amax", "amin"};
+
+/* gen.py's view_inplace: in-place ops on views of a non-leaf (issue 16, item 2). */
+static weft_tensor *view_inplace(int variant, weft_tensor **in)
+{
+    weft_tensor *b = weft_mul_scalar(in[0], 2), *v = NULL;
+    bool ok = b != NULL;
+    switch (variant) {
+    case 0: ok = ok && weft_mul_scalar_(weft_select(b, 0, 1), 3); break;
+    case 1: ok = ok && weft_add_(weft_narrow(b, 1, 1, 2), in[1]); break;
+    case 2: ok = ok && weft_exp_(weft_t(b)); break;
+    case 3: ok = ok && weft_copy_(weft_narrow(b, 0, 0, 2), in[1]) == 0; break;
+    case 4:
+        v = weft_select(b, 0, 1);
+        ok = ok && weft_mul_scalar_(v, 3) && weft_add_scalar_(v, 1);
+        return ok ? weft_mul_scalar(v, 1.5) : NULL;
+    case 5: ok = ok && weft_mul_(weft_select(weft_narrow(b, 0, 1, 2), 1, 0), in[1]); break;
+    case 6:
+        ok = ok && weft_mul_scalar_(weft_select(b, 0, 1), 3) &&
+             weft_mul_(weft_narrow(b, 1, 0, 2), in[1]);
+        break;
+    }
+    return ok ? b : NULL;
+}
+/* gen.py's ALL, for arange's dtype parameter */
+static const char *const all_dtypes[] = {"bool",    "uint8",    "int8",    "int16",   "int32",
+                                         "int64",   "float16",  "bfloat16", "float32", "float64"};
+
+/* The ops of issue 16's items 4 and 7 (gen.py's run_op_16); false when op is not one.
+ * out[1] is set for ops with two results. */
+static bool run_op_16(const struct tcase *c, weft_tensor **in, weft_tensor **out)
+{
+    const char *op = c->op;
+    const double *p = c->p;
+    int dims[WEFT_MAX_DIMS];
+    if (!strcmp(op, "empty_like")) {
+        out[0] = weft_empty_like(in[0]);
+        if (out[0] && weft_copy_(out[0], weft_zeros_like(in[0])) != 0)
+            out[0] = NULL;
+    } else if (!strcmp(op, "zeros_like")) {
+        out[0] = weft_zeros_like(in[0]);
+    } else if (!strcmp(op, "ones_like")) {
+        out[0] = weft_ones_like(in[0]);
+    } else if (!strcmp(op, "full_like")) {
+        out[0] = weft_full_like(in[0], p[0]);
+    } else if (!strcmp(op, "clone")) {
+        out[0] = weft_clone(in[0]);
+    } else if (!strcmp(op, "to_float64")) {
+        out[0] = weft_to_dtype(in[0], WEFT_F64);
+    } else if (!strcmp(op, "addmm")) {
+        out[0] = weft_addmm(in[0], in[1], in[2], p[0], p[1]);
+    } else if (!strcmp(op, "baddbmm")) {
+        out[0] = weft_baddbmm(in[0], in[1], in[2], p[0], p[1]);
+    } else if (!strcmp(op, "logsumexp")) {
+        int nd = (int)p[1];
+        for (int d = 0; d < nd; d++)
+            dims[d] = (int)p[2 + d];
+        out[0] = weft_logsumexp(in[0], nd, dims, p[0] != 0);
+    } else if (!strcmp(op, "floor_divide")) {
+        out[0] = weft_floor_divide(in[0], in[1]);
+    } else if (!strcmp(op, "remainder")) {
+        out[0] = weft_remainder(in[0], in[1]);
+    } else if (!strcmp(op, "floor_divide_scalar")) {
+        out[0] = weft_floor_divide_scalar(in[0], p[0]);
+    } else if (!strcmp(op, "remainder_scalar")) {
+        out[0] = weft_remainder_scalar(in[0], p[0]);
+    } else if (!strcmp(op, "scatter")) {
+        out[0] = weft_scatter(in[0], (int)p[0], in[1], in[2]);
+    } else if (!strcmp(op, "scatter_value")) {
+        out[0] = weft_scatter_value(in[0], (int)p[0], in[1], p[1]);
+    } else if (!strcmp(op, "scatter_reduce")) {
+        out[0] = weft_scatter_reduce(in[0], (int)p[0], in[1], in[2], reduce_names[(int)p[1]],
+                                     p[2] != 0);
+    } else if (!strcmp(op, "max_pool2d_indices")) {
+        int64_t k = (int64_t)p[0], st = (int64_t)p[1], pad = (int64_t)p[2], dil = (int64_t)p[3];
+        struct weft_pool2d_params pp = {.kernel = {k, k}, .stride = {st, st}, .padding = {pad, pad},
+                                        .dilation = {dil, dil}};
+        out[0] = weft_max_pool2d_with_indices(in[0], &pp, &out[1]);
+    } else if (!strcmp(op, "unpool_of_pool")) {
+        int64_t k = (int64_t)p[0], st = (int64_t)p[1], size[2] = {(int64_t)p[2], (int64_t)p[2]};
+        struct weft_pool2d_params pp = {.kernel = {k, k}, .stride = {st, st}};
+        weft_tensor *idx = NULL, *y = weft_max_pool2d_with_indices(in[0], &pp, &idx);
+        out[0] = y ? weft_max_unpool2d(y, idx, &pp, p[2] > 0 ? size : NULL) : NULL;
+    } else if (!strcmp(op, "max_unpool2d")) {
+        int64_t k = (int64_t)p[0], st = (int64_t)p[1];
+        struct weft_pool2d_params pp = {.kernel = {k, k}, .stride = {st, st}};
+        out[0] = weft_max_unpool2d(in[0], in[1], &pp, NULL);
+    } else if (!strcmp(op, "dropout2d")) {
+        out[0] = weft_dropout2d(in[0], p[0], p[1] != 0);
+    } else if (!strcmp(op, "bce")) {
+        weft_tensor *x = p[1] != 0 ? weft_add_scalar(weft_mul_scalar(in[0], 0.8), 0.1) : in[0];
+        out[0] = weft_binary_cross_entropy(x, in[1], c->ni > 2 ? in[2] : NULL,
+                                           (enum weft_reduction)(int)p[0]);
+    } else if (!strcmp(op, "arange")) {
+        enum weft_dtype dt;
+        cr_assert(weft_dtype_parse(all_dtypes[(int)p[3]], &dt) == 0);
+        out[0] = weft_arange(p[0], p[1], p[2], dt, WEFT_CPU);
+    } else if (!strcmp(op, "view_inplace")) {
+        out[0] = view_inplace((int)p[0], in);
+    } else if (!strcmp(op, "copy_overlap") || !strcmp(op, "copy_transposed")) {
+        weft_tensor *x = weft_clone(in[0]);
+        int64_t a = (int64_t)p[0], b = (int64_t)p[1], n = (int64_t)p[2];
+        int rc = op[5] == 't' ? weft_copy_(x, weft_t(x))
+                              : weft_copy_(weft_slice(x, 0, a, a + n, 1), weft_slice(x, 0, b, b + n, 1));
+        out[0] = rc == 0 ? x : NULL;
+    } else {
+        return false;
+    }
+    return true;
 }
 
 /* Runs c->op on `in`; fills out[] (scope-owned) and returns how many, or -1 on error. */
@@ -369,6 +489,8 @@ static int run_op(const struct tcase *c, weft_tensor **in, weft_tensor **out)
         out[0] = weft_bmm(in[0], in[1]);
     } else if (!strcmp(op, "softmax") || !strcmp(op, "log_softmax")) {
         out[0] = (op[0] == 's' ? weft_softmax : weft_log_softmax)(in[0], (int)p[0]);
+    } else if (run_op_16(c, in, out)) {
+        return out[0] ? 1 + (out[1] != NULL) : -1;
     } else {
         cr_assert_fail("fixture op '%s' unknown to test_torch.c", op);
     }
@@ -404,6 +526,13 @@ static const char *compare(const weft_tensor *t, const struct result *r, char *b
                  weft_shape_str(r->ndim, r->shape, s2, sizeof s2));
         return buf;
     }
+    /* the layout PyTorch gives a result (issue 16, item 4); an empty one has none */
+    if (r->has_strides && r->numel > 0 &&
+        memcmp(t->stride, r->strides, (size_t)r->ndim * sizeof(int64_t))) {
+        snprintf(buf, n, "strides %s, PyTorch %s", weft_shape_str(t->ndim, t->stride, s1, sizeof s1),
+                 weft_shape_str(r->ndim, r->strides, s2, sizeof s2));
+        return buf;
+    }
     double *v = malloc((size_t)(r->numel > 0 ? r->numel : 1) * sizeof *v);
     cr_assert(v);
     tu_read(t, v);
@@ -424,8 +553,35 @@ static const char *compare(const weft_tensor *t, const struct result *r, char *b
 /* PyTorch's texts carry context weft's do not (and the reverse): one containing the other
  * counts as a match. Dispatch errors name PyTorch's kernel ("abs_cpu") where weft names
  * the op: there the dtype named after "not implemented for" must agree. */
-static bool error_matches(const char *weft, const char *torch)
+/* PyTorch's overflow message names a C++ type ("to type at::Half without overflow");
+ * weft names its dtype in the same sentence (issue 15): torch's text with that name
+ * translated, into buf, else torch itself. */
+static const char *weft_words(const char *torch, char *buf, size_t size)
 {
+    static const char key[] = "cannot be converted to type ";
+    static const char *const names[][2] = {
+        {"at::Half", "float16"}, {"at::BFloat16", "bfloat16"}, {"c10::Half", "float16"},
+        {"c10::BFloat16", "bfloat16"}, {"uint8_t", "uint8"}, {"int8_t", "int8"},
+        {"int16_t", "int16"}, {"int64_t", "int64"}, {"int", "int32"}, {"float", "float32"},
+        {"double", "float64"}, {"bool", "bool"},
+    };
+    const char *t = strstr(torch, key);
+    if (!t)
+        return torch;
+    t += sizeof key - 1;
+    size_t n = strcspn(t, " ");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i][0]) == n && !strncmp(t, names[i][0], n)) {
+            snprintf(buf, size, "%.*s%s%s", (int)(t - torch), torch, names[i][1], t + n);
+            return buf;
+        }
+    return torch;
+}
+
+static bool error_matches(const char *weft, const char *torch_text)
+{
+    char translated[512];
+    const char *torch = weft_words(torch_text, translated, sizeof translated);
     static const char key[] = "not implemented for '";
     const char *w = strstr(weft, key), *t = strstr(torch, key);
     if (w && t) {
@@ -572,6 +728,9 @@ Test(torch, elementwise) { replay("elementwise"); }
 Test(torch, reductions) { replay("reduce"); }
 Test(torch, gradients) { replay("grad"); }
 Test(torch, shapes_and_indexing) { replay("shape"); }
+Test(torch, layouts) { replay("layout"); }
+Test(torch, new_ops) { replay("newops"); }
+Test(torch, new_ops_gradients) { replay("grad16"); }
 
 /* ---- named cases the fixtures cannot express ----------------------------------------- */
 
@@ -594,6 +753,54 @@ Test(torch, gelu_float32_is_accurate_in_the_left_tail)
     tu_assert_close(weft_gelu(x), want, n, 1e-6, 0);
     tu_assert_close(weft_gelu_backward(weft_ones_like(x), x, 0), dwant, n, 1e-6, 0);
     tu_assert_no_error();
+    weft_scope_pop();
+}
+
+/* torch.logsumexp(tensor([[-inf, -inf], [1, inf]]), 1) is [-inf, inf] in PyTorch 1.13:
+ * infinite maxima are taken out as 0, so no inf - inf appears (issue 16, item 7). */
+Test(torch, logsumexp_of_infinite_rows_is_infinite_not_nan)
+{
+    int64_t shape[2] = {3, 2};
+    double v[] = {-INFINITY, -INFINITY, 1, INFINITY, -INFINITY, 0};
+    weft_scope_push();
+    weft_tensor *x = tu_tensor(2, shape, v, WEFT_F32);
+    int dim = 1;
+    double want[] = {-INFINITY, INFINITY, 0};
+    tu_assert_close(weft_logsumexp(x, 1, &dim, false), want, 3, 0, 0);
+    tu_assert_no_error();
+    weft_scope_pop();
+}
+
+/* dropout2d zeroes whole channels: each [n, c] plane is all zeros or all x / (1 - p), and
+ * both happen (issue 16, item 7). */
+Test(torch, dropout2d_drops_whole_channels)
+{
+    int64_t shape[4] = {4, 8, 3, 5};
+    weft_scope_push();
+    weft_manual_seed(7);
+    weft_tensor *x = weft_ones(4, shape, WEFT_F32, WEFT_CPU);
+    weft_tensor *y = weft_dropout2d(x, 0.5, true);
+    cr_assert(y, "%s", weft_error_message());
+    tu_assert_shape(y, 4, shape);
+    double v[4 * 8 * 15];
+    tu_read(y, v);
+    int kept = 0, dropped = 0;
+    for (int plane = 0; plane < 32; plane++) {
+        double first = v[plane * 15];
+        cr_assert(first == 0 || first == 2, "plane %d starts with %g", plane, first);
+        for (int i = 1; i < 15; i++)
+            cr_assert_eq(v[plane * 15 + i], first, "plane %d is not uniform", plane);
+        first == 0 ? dropped++ : kept++;
+    }
+    cr_assert(kept > 0 && dropped > 0, "kept %d, dropped %d", kept, dropped);
+    /* a 3-D input is (N, C, L): rows of the last dim drop together */
+    int64_t s3[3] = {4, 8, 6};
+    weft_tensor *y3 = weft_dropout2d(weft_ones(3, s3, WEFT_F32, WEFT_CPU), 0.5, true);
+    double v3[4 * 8 * 6];
+    tu_read(y3, v3);
+    for (int row = 0; row < 32; row++)
+        for (int i = 1; i < 6; i++)
+            cr_assert_eq(v3[row * 6 + i], v3[row * 6]);
     weft_scope_pop();
 }
 
@@ -720,6 +927,35 @@ static weft_tensor *build_named(const char *label)
     if (IS("nll_loss")) return weft_nll_loss(a, idx, NULL);
     if (IS("mse_loss")) return weft_mse_loss(a, leaf(2, 2, 3, 0, 0), WEFT_REDUCTION_MEAN);
     if (IS("l1_loss")) return weft_l1_loss(a, leaf(2, 2, 3, 0, 0), WEFT_REDUCTION_MEAN);
+    if (IS("copyslices_base")) {
+        weft_tensor *in0[1] = {leaf(2, 3, 4, 0, 0)};
+        return view_inplace(0, in0);
+    }
+    if (IS("copyslices_view")) {
+        weft_tensor *sel = weft_select(weft_mul_scalar(leaf(2, 3, 4, 0, 0), 2), 0, 1);
+        return weft_mul_scalar_(sel, 3);
+    }
+    if (IS("addmm")) return weft_addmm(v, weft_t(a), a, 1, 1);
+    if (IS("baddbmm")) return weft_baddbmm(v, t3, t3, 1, 1);
+    if (IS("logsumexp")) return weft_logsumexp(a, 1, &one, false);
+    if (IS("bce"))
+        return weft_binary_cross_entropy(weft_sigmoid(a), weft_rand(2, s23, WEFT_F64, WEFT_CPU),
+                                         NULL, WEFT_REDUCTION_MEAN);
+    if (IS("remainder")) return weft_remainder(a, v);
+    if (IS("remainder_scalar")) return weft_remainder_scalar(a, 2);
+    if (IS("floor_divide")) return weft_floor_divide(a, v);
+    if (IS("scatter")) return weft_scatter(a, 1, gidx, leaf(2, 2, 2, 0, 0));
+    if (IS("scatter_value")) return weft_scatter_value(a, 1, gidx, 2.0);
+    if (IS("scatter_reduce")) return weft_scatter_reduce(a, 1, gidx, leaf(2, 2, 2, 0, 0), "amax", true);
+    if (IS("max_pool2d_indices")) {
+        weft_tensor *idx2 = NULL;
+        return weft_max_pool2d_with_indices(img, &pool, &idx2);
+    }
+    if (IS("max_unpool2d")) {
+        weft_tensor *idx2 = NULL, *y = weft_max_pool2d_with_indices(img, &pool, &idx2);
+        return y ? weft_max_unpool2d(y, idx2, &pool, NULL) : NULL;
+    }
+    if (IS("dropout2d")) return weft_dropout2d(img, 0.5, true);
     if (IS("bce_with_logits"))
         return weft_binary_cross_entropy_with_logits(a, weft_rand(2, s23, WEFT_F64, WEFT_CPU),
                                                      NULL, WEFT_REDUCTION_MEAN);

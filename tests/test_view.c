@@ -336,7 +336,7 @@ Test(view, expand_errors_use_pytorch_texts)
                     "non-singleton dimension 1.  Target sizes: [2, 4].  Tensor sizes: [2, 3]");
     cr_assert_null(weft_expand(r, 1, SHAPE(3)));
     tu_assert_error(WEFT_ERR_RUNTIME,
-                    "expand(torch.FloatTensor{[2, 3]}, size=[3]): the number of sizes provided "
+                    "expand(float32 tensor{[2, 3]}, size=[3]): the number of sizes provided "
                     "(1) must be greater or equal to the number of dimensions in the tensor (2)");
     cr_assert_null(weft_expand(r, 3, SHAPE(-1, 2, 3)));
     tu_assert_error(WEFT_ERR_RUNTIME,

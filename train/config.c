@@ -26,12 +26,14 @@ struct entry {
     char *value;
     int line;   /* 0 when set by weft_config_set/put */
     bool known; /* a getter asked for it */
+    char *set_by; /* the weft_config_set assignment that gave the value ("layer.fc2.x=3") */
 };
 
 struct section {
     char *name;
     bool present;    /* in the file or set; absent sections only record what was asked */
     bool all_known;  /* weft_config_mark_known(cfg, section, NULL) */
+    int line;        /* its [header]'s line in the file, 0 when only set */
     struct entry *entries;
     size_t n, cap;
     char **asked;    /* keys asked for, present or not: the "did you mean" candidates */
@@ -171,6 +173,7 @@ struct parse_ctx {
     bool header_since_call; /* an unindented [section] line since the last handler call */
     struct entry *last;     /* the entry the last handler call wrote */
     struct section *last_section;
+    int header_line;        /* the line of the last [section] header */
     int error;              /* our first error (inih's line is reported otherwise) */
 };
 
@@ -201,8 +204,10 @@ static char *read_line(char *buf, int size, void *stream)
     buf[content + 1] = '\0';
     ctx->next += len;
     ctx->indented = buf[0] == ' ' || buf[0] == '\t';
-    if (!ctx->indented && buf[0] == '[')
+    if (!ctx->indented && buf[0] == '[') {
         ctx->header_since_call = true;
+        ctx->header_line = ctx->line;
+    }
     return buf;
 }
 
@@ -249,6 +254,8 @@ static int handle_pair(void *user, const char *section, const char *key, const c
                                     ctx->cfg->name, ctx->line, section, key, dup->line);
         return 0;
     }
+    if (!s->line)
+        s->line = ctx->header_line;
     ctx->error = add_entry(ctx->cfg, s, key, value, ctx->line);
     ctx->last = ctx->error ? NULL : &s->entries[s->n - 1];
     ctx->last_section = s;
@@ -368,6 +375,7 @@ static void free_section(struct section *s)
     for (size_t i = 0; i < s->n; i++) {
         free(s->entries[i].key);
         free(s->entries[i].value);
+        free(s->entries[i].set_by);
     }
     for (size_t i = 0; i < s->nasked; i++)
         free(s->asked[i]);
@@ -427,6 +435,21 @@ static char *trim(char *s)
     return s;
 }
 
+/* Errors about a value given by weft_config_set name the assignment, not the file. */
+static int remember_set(struct weft_config *cfg, const char *section, const char *key,
+                        const char *assignment)
+{
+    struct entry *e = find_entry(find_section(cfg, section), key);
+    char *copy = strdup(assignment);
+    if (!e || !copy) {
+        free(copy);
+        return oom();
+    }
+    free(e->set_by);
+    e->set_by = copy;
+    return 0;
+}
+
 int weft_config_set(struct weft_config *cfg, const char *assignment)
 {
     if (!cfg || !assignment)
@@ -443,6 +466,8 @@ int weft_config_set(struct weft_config *cfg, const char *assignment)
         if (dot && dot > left && dot[1]) {
             *dot = '\0';
             rc = weft_config_put(cfg, trim(left), trim(dot + 1), trim(eq + 1));
+            if (rc == 0)
+                rc = remember_set(cfg, left, trim(dot + 1), assignment);
         }
     }
     if (rc == WEFT_ERR_CONFIG && weft_error_code() == WEFT_OK)
@@ -647,8 +672,36 @@ static bool section_known(const struct section *s)
     return s->all_known || s->nasked > 0;
 }
 
+/* Where an entry came from: "mnist.ini: line 12", or "--set runtime.thread=4". */
+static const char *entry_where(const struct weft_config *cfg, const struct entry *e, char *buf,
+                               size_t size)
+{
+    if (e->set_by)
+        snprintf(buf, size, "--set %s", e->set_by);
+    else if (e->line > 0)
+        snprintf(buf, size, "%s: line %d", cfg->name, e->line);
+    else
+        snprintf(buf, size, "%s", cfg->name);
+    return buf;
+}
+
+/* Where a section came from: its header's line, or the --set that made it. */
+static const char *section_where(const struct weft_config *cfg, const struct section *s,
+                                 char *buf, size_t size)
+{
+    if (s->line > 0)
+        snprintf(buf, size, "%s: line %d", cfg->name, s->line);
+    else if (s->n > 0)
+        return entry_where(cfg, &s->entries[0], buf, size);
+    else
+        snprintf(buf, size, "%s", cfg->name);
+    return buf;
+}
+
 static int unknown_section(const struct weft_config *cfg, const struct section *s)
 {
+    char where[1024];
+    section_where(cfg, s, where, sizeof where);
     const char *asked[64] = {NULL};
     size_t n = 0;
     for (size_t i = 0; i < cfg->n && n < 64; i++)
@@ -657,26 +710,28 @@ static int unknown_section(const struct weft_config *cfg, const struct section *
     const char *hint = weft_closest_name(s->name, asked, n);
     if (hint)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (did you mean [%s]?)",
-                              cfg->name, s->name, hint);
+                              where, s->name, hint);
     char list[1024];
     join_list(list, sizeof list, asked, n, "[", "]");
     if (n == 0)
-        return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s]", cfg->name, s->name);
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s]", where, s->name);
     return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (known sections: %s)",
-                          cfg->name, s->name, list);
+                          where, s->name, list);
 }
 
 static int unknown_key(const struct weft_config *cfg, const struct section *s,
                        const struct entry *e)
 {
+    char where[1024];
+    entry_where(cfg, e, where, sizeof where);
     const char *hint = weft_closest_name(e->key, (const char *const *)s->asked, s->nasked);
     if (hint)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (did you mean '%s'?)",
-                              cfg->name, s->name, e->key, hint);
+                              where, s->name, e->key, hint);
     char list[1024];
     join_list(list, sizeof list, (const char *const *)s->asked, s->nasked, "", "");
     return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (known keys: %s)",
-                          cfg->name, s->name, e->key, list);
+                          where, s->name, e->key, list);
 }
 
 /* A section named after a plugin that did not load in this run ([cuda] in a config run
@@ -752,22 +807,69 @@ static const struct entry *misspelt_key(const struct weft_config *cfg,
     return NULL;
 }
 
+/* An error "<file>: [section] key ..." about a value that a --set gave, or about a
+ * section whose values --set changed, names those --set arguments in place of the file:
+ * the file is not where the mistake is. */
+static int blame_set(const struct weft_config *cfg, int rc)
+{
+    const char *msg = weft_error_message();
+    size_t n = strlen(cfg->name);
+    if (strncmp(msg, cfg->name, n) != 0 || strncmp(msg + n, ": [", 3) != 0)
+        return rc;
+    const char *sec = msg + n + 3, *close = strchr(sec, ']');
+    if (!close || (close[1] != ' ' && close[1] != '\0'))
+        return rc;
+    const char *after = close[1] ? close + 2 : close + 1;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(close - sec), sec);
+    const struct section *s = find_section(cfg, name);
+    if (!s)
+        return rc;
+    /* The key named after the section decides: blamed when --set gave it, not when the
+     * file did. A message about the whole section blames every --set of it. */
+    char sets[1024] = "";
+    size_t used = 0;
+    size_t klen = strcspn(after, " =:");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct entry *e = &s->entries[i];
+        if (klen && strlen(e->key) == klen && strncmp(after, e->key, klen) == 0) {
+            if (!e->set_by)
+                return rc;
+            snprintf(sets, sizeof sets, "--set %s", e->set_by);
+            used = 0;
+            break;
+        }
+        if (e->set_by && used < sizeof sets)
+            used += (size_t)snprintf(sets + used, sizeof sets - used, "%s--set %s",
+                                     used ? ", " : "", e->set_by);
+    }
+    if (!sets[0])
+        return rc;
+    char rest[1536];
+    snprintf(rest, sizeof rest, "%s", msg + n + 2);
+    int code = weft_error_code();
+    weft_error_clear();
+    return weft_error_set(code, "%s (set on the command line, over %s): %s", sets, cfg->name,
+                          rest);
+}
+
 int weft_config_explain_error(const struct weft_config *cfg, int rc)
 {
     if (!cfg || rc >= 0 || weft_error_code() != WEFT_ERR_CONFIG)
         return rc;
     const char *meant = NULL;
     const struct section *s = misspelt_section(cfg, &meant);
+    char where[1024];
     if (s) {
         weft_error_clear();
         return weft_error_set(WEFT_ERR_CONFIG, "%s: unknown section [%s] (did you mean [%s]?)",
-                              cfg->name, s->name, meant);
+                              section_where(cfg, s, where, sizeof where), s->name, meant);
     }
     const struct entry *e = misspelt_key(cfg, &s, &meant);
     if (e) {
         weft_error_clear();
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] unknown key '%s' (did you mean '%s'?)",
-                              cfg->name, s->name, e->key, meant);
+                              entry_where(cfg, e, where, sizeof where), s->name, e->key, meant);
     }
-    return rc;
+    return blame_set(cfg, rc);
 }

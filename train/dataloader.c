@@ -42,6 +42,7 @@ struct slot {
     weft_tensor *host[MAX_FIELDS]; /* the batch, owned until handed over */
     void *raw[MAX_FIELDS];         /* what the reader fills for converted fields; reused */
     size_t raw_bytes[MAX_FIELDS];
+    float *scratch;                /* the transforms' sample and steps; reused */
     struct failure failure;
 };
 
@@ -52,6 +53,9 @@ struct field_plan {
     int nchannels;
     int64_t sample_numel, channel_numel;
     double scale[WEFT_DATALOADER_MAX_CHANNELS], shift[WEFT_DATALOADER_MAX_CHANNELS];
+    bool transform;             /* run through opt.transforms after the conversion */
+    int ndim;                   /* the sample shape handed out (the pipeline's output) */
+    int64_t shape[WEFT_MAX_DIMS];
 };
 
 struct weft_dataloader {
@@ -63,6 +67,7 @@ struct weft_dataloader {
     int64_t length, nbatches; /* per epoch on this rank: its shard's samples, their batches */
     int64_t *order;           /* the epoch's order of all nsamples (see make_order) */
     int64_t *perm;            /* this rank's shard of it, as visited: order when unsharded */
+    int64_t epoch;            /* the transforms' key; written only while no worker reads */
     bool on_device; /* not the cpu: batches are copied */
     bool pinned;    /* host buffers from the device backend's pinned allocator */
     const struct weft_backend *backend;
@@ -137,6 +142,38 @@ static int check_field_options(const weft_dataset *ds, const struct weft_dataloa
     return 0;
 }
 
+static int check_transforms(const weft_dataset *ds, const struct weft_dataloader_options *o)
+{
+    if (!o->transforms)
+        return 0;
+    int f = o->transforms_field, ndim;
+    if (f < 0 || f >= weft_dataset_num_fields(ds))
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "dataloader: transforms_field %d, but dataset [%s] has %d fields", f,
+                              weft_dataset_section(ds), weft_dataset_num_fields(ds));
+    const struct weft_dataset_field *fd = weft_dataset_field(ds, f);
+    int64_t shape[WEFT_MAX_DIMS];
+    weft_transforms_in_shape(o->transforms, &ndim, shape);
+    char want[96], got[96];
+    if (fd->ndim != ndim || memcmp(fd->shape, shape, (size_t)ndim * sizeof *shape) != 0)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "dataloader: the transforms were built for samples of shape %s, "
+                              "but field '%s' of dataset [%s] has shape %s",
+                              weft_shape_str(ndim, shape, want, sizeof want), fd->name,
+                              weft_dataset_section(ds), weft_shape_str(fd->ndim, fd->shape, got, sizeof got));
+    if (o->fields[f].nchannels > 0 || (o->fields[f].convert && o->fields[f].dtype != WEFT_F32))
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "dataloader: field '%s' has transforms, so it is float32 and "
+                              "normalised by the transforms' normalize, not by its field options",
+                              fd->name);
+    if (weft_dataset_length(ds) >= ((int64_t)1 << 30))
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "dataloader: transforms key their draws by sample index below 2^30, "
+                              "but dataset [%s] has %lld samples",
+                              weft_dataset_section(ds), (long long)weft_dataset_length(ds));
+    return 0;
+}
+
 static int check_options(const weft_dataset *ds, const struct weft_dataloader_options *o)
 {
     if (o->batch_size < 1)
@@ -163,7 +200,9 @@ static int check_options(const weft_dataset *ds, const struct weft_dataloader_op
         return weft_error_set(WEFT_ERR_VALUE,
                               "Invalid rank %d, rank should be in the interval [0, %d]", o->rank,
                               o->num_replicas - 1);
-    return check_field_options(ds, o);
+    if (check_field_options(ds, o) < 0)
+        return weft_error_code();
+    return check_transforms(ds, o);
 }
 
 static void make_plans(weft_dataloader *dl)
@@ -183,6 +222,13 @@ static void make_plans(weft_dataloader *dl)
         for (int c = 0; c < p->nchannels; c++) {
             p->scale[c] = unit / fo->std[c];
             p->shift[c] = -fo->mean[c] / fo->std[c];
+        }
+        p->ndim = fd->ndim;
+        memcpy(p->shape, fd->shape, sizeof p->shape);
+        if (dl->opt.transforms && f == dl->opt.transforms_field) {
+            p->transform = p->convert = true;
+            p->dst = WEFT_F32;
+            weft_transforms_out_shape(dl->opt.transforms, p->shape);
         }
     }
 }
@@ -358,6 +404,46 @@ static void *grow(struct slot *s, int f, size_t nbytes)
     return p;
 }
 
+/* Field f of the batch at start..start+count through the transforms: each sample made
+ * float32 as ToTensor does, then run with its own stream (seed, epoch, dataset index). */
+static int transform_field(weft_dataloader *dl, struct slot *s, int f, const void *raw,
+                           int64_t start, int64_t count)
+{
+    const struct field_plan *p = &dl->plan[f];
+    const weft_transforms *tf = dl->opt.transforms;
+    int64_t in_numel = p->sample_numel, out_numel = weft_shape_numel(p->ndim, p->shape);
+    if (!s->scratch) {
+        size_t n = (size_t)(in_numel + 2 * weft_transforms_max_numel(tf));
+        if (!(s->scratch = malloc(n * sizeof *s->scratch)))
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory for the "
+                                                          "transforms' buffers");
+    }
+    float *sample = s->scratch, *work = s->scratch + in_numel;
+    float *out = weft_tensor_data(s->host[f]);
+    size_t si = weft_dtype_size(p->src);
+    double tmp[CHUNK];
+    for (int64_t k = 0; k < count; k++) {
+        const char *src = (const char *)raw + (size_t)(k * in_numel) * si;
+        if (p->src == WEFT_U8) {
+            for (int64_t i = 0; i < in_numel; i++)
+                sample[i] = (float)((const uint8_t *)src)[i] / 255.0f;
+        } else {
+            for (int64_t i = 0; i < in_numel; i += CHUNK) {
+                int64_t m = in_numel - i < CHUNK ? in_numel - i : CHUNK;
+                load_doubles(p->src, src + (size_t)i * si, m, tmp);
+                for (int64_t j = 0; j < m; j++)
+                    sample[i + j] = (float)tmp[j];
+            }
+        }
+        struct weft_transform_rng rng =
+            weft_transform_rng_sample(dl->opt.seed, dl->epoch, dl->perm[start + k]);
+        if (weft_transforms_apply(tf, sample, out + k * out_numel, work, &rng,
+                                  !dl->opt.transforms_eval) < 0)
+            return weft_error_code();
+    }
+    return 0;
+}
+
 /* Reads batch k into s->host; negative with the thread's error set on failure. Runs in
  * a worker without the lock: only the slot and the reader's thread-safe read are used. */
 static int fill_slot(weft_dataloader *dl, struct slot *s, int64_t k)
@@ -370,11 +456,11 @@ static int fill_slot(weft_dataloader *dl, struct slot *s, int64_t k)
      * the slot keeps its own references. */
     weft_scope_push();
     for (int f = 0; f < dl->nfields; f++) {
-        const struct weft_dataset_field *fd = weft_dataset_field(dl->ds, f);
+        const struct field_plan *p = &dl->plan[f];
         int64_t shape[WEFT_MAX_DIMS];
         shape[0] = count;
-        memcpy(shape + 1, fd->shape, (size_t)fd->ndim * sizeof *shape);
-        weft_tensor *t = host_tensor(dl, fd->ndim + 1, shape, dl->plan[f].dst);
+        memcpy(shape + 1, p->shape, (size_t)p->ndim * sizeof *shape);
+        weft_tensor *t = host_tensor(dl, p->ndim + 1, shape, p->dst);
         s->host[f] = weft_tensor_retain(t);
         if (!s->host[f])
             goto fail;
@@ -393,9 +479,14 @@ static int fill_slot(weft_dataloader *dl, struct slot *s, int64_t k)
                            weft_dataset_reader_name(dl->ds));
         goto fail;
     }
-    for (int f = 0; f < dl->nfields; f++)
-        if (dl->plan[f].convert && weft_tensor_numel(s->host[f]) > 0)
+    for (int f = 0; f < dl->nfields; f++) {
+        if (dl->plan[f].transform && weft_tensor_numel(s->host[f]) > 0) {
+            if (transform_field(dl, s, f, buffers[f], start, count) < 0)
+                goto fail;
+        } else if (dl->plan[f].convert && weft_tensor_numel(s->host[f]) > 0) {
             convert_field(&dl->plan[f], buffers[f], weft_tensor_data(s->host[f]), count);
+        }
+    }
     weft_scope_pop();
     return 0;
 fail:
@@ -483,6 +574,12 @@ static int pick_backend(weft_dataloader *dl)
     dl->pinned = dl->opt.pin_memory && dl->on_device &&
                  WEFT_VTABLE_HAS(dl->backend, host_alloc_pinned) &&
                  WEFT_VTABLE_HAS(dl->backend, host_free_pinned);
+    /* PyTorch's UserWarning, once per process as Python's warnings filter shows it: a
+     * setting that does nothing should say so rather than be accepted silently. */
+    static int warned;
+    if (dl->opt.pin_memory && !dl->pinned && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "weft: UserWarning: 'pin_memory' argument is set as true but no "
+                        "accelerator is found, then device pinned memory won't be used.\n");
     return 0;
 }
 
@@ -521,6 +618,7 @@ weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
     }
     dl->ds = ds;
     dl->opt = *options;
+    weft_transforms_retain(dl->opt.transforms);
     dl->nfields = weft_dataset_num_fields(ds);
     dl->nsamples = weft_dataset_length(ds);
     /* DistributedSampler's num_samples = ceil(n / R) with drop_last=False. */
@@ -559,7 +657,9 @@ void weft_dataloader_free(weft_dataloader *dl)
         release_all(dl->slots[i].host, MAX_FIELDS);
         for (int f = 0; f < MAX_FIELDS; f++)
             free(dl->slots[i].raw[f]);
+        free(dl->slots[i].scratch);
     }
+    weft_transforms_release(dl->opt.transforms);
     drop_staged(dl);
     pthread_cond_destroy(&dl->ready);
     pthread_cond_destroy(&dl->work);
@@ -621,7 +721,8 @@ int weft_dataloader_epoch(weft_dataloader *dl, int64_t epoch)
     pthread_mutex_unlock(&dl->lock);
     drop_staged(dl);
 
-    make_order(dl, epoch); /* no worker reads perm while inactive */
+    make_order(dl, epoch); /* no worker reads perm (or epoch) while inactive */
+    dl->epoch = epoch;
 
     pthread_mutex_lock(&dl->lock);
     dl->next_issue = dl->next_consume = 0;
@@ -887,6 +988,24 @@ static int config_normalize(const weft_dataset *ds, struct weft_config *cfg, con
     return 0;
 }
 
+/* `transforms` and their keys, for the field mean/std would normalise. */
+static int config_transforms(const weft_dataset *ds, struct weft_config *cfg,
+                             const char *section, struct weft_dataloader_options *o)
+{
+    if (!weft_config_has(cfg, section, "transforms"))
+        return 0;
+    int f = normalised_field(ds);
+    if (f < 0)
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: [%s] transforms: dataset [%s] has no field to transform (no "
+                              "'image' field and every field holds class labels)",
+                              weft_config_name(cfg), section, weft_dataset_section(ds));
+    const struct weft_dataset_field *fd = weft_dataset_field(ds, f);
+    o->transforms = weft_transforms_from_config(cfg, section, fd->ndim, fd->shape);
+    o->transforms_field = f;
+    return o->transforms ? 0 : weft_error_code();
+}
+
 /* An integer key within [lo, hi]; the error quotes the value. */
 static int config_range(struct weft_config *cfg, const char *section, const char *key,
                         int64_t def, int64_t lo, int64_t hi, const char *what, int64_t *out)
@@ -921,7 +1040,8 @@ weft_dataloader *weft_dataloader_from_config(const weft_dataset *ds, struct weft
         weft_config_bool(cfg, section, "shuffle", false, &o.shuffle) < 0 ||
         weft_config_bool(cfg, section, "drop_last", false, &o.drop_last) < 0 ||
         weft_config_bool(cfg, section, "pin_memory", false, &o.pin_memory) < 0 ||
-        config_normalize(ds, cfg, section, &o) < 0)
+        config_transforms(ds, cfg, section, &o) < 0 ||
+        (!o.transforms && config_normalize(ds, cfg, section, &o) < 0))
         return NULL;
     o.batch_size = bs;
     o.num_workers = (int)workers;
@@ -933,5 +1053,7 @@ weft_dataloader *weft_dataloader_from_config(const weft_dataset *ds, struct weft
             o.fields[f].convert = true;
             o.fields[f].dtype = WEFT_I64;
         }
-    return weft_dataloader_new(ds, &o);
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    weft_transforms_release(o.transforms); /* the loader holds its own */
+    return dl;
 }

@@ -32,6 +32,8 @@ struct train_inputs {
     char values_name[WEFT_DATASET_NAME_MAX];
     int64_t in_features;
     int input, indices, values, target;      /* field numbers, set by train_inputs_resolve */
+    bool optional_target; /* predict on unlabelled data: no target is target = -1 */
+    const weft_module *model; /* floating input is cast to its parameters' dtype */
 };
 
 /* Builds the model from [model] and the [layer.*] sections in file order, and fills
@@ -81,6 +83,8 @@ struct train_epoch_metrics {
     double lr;
     double images_per_s;       /* samples/s, or tokens/s for a language model */
     double seconds;
+    bool partial;              /* the row covers part of the epoch (interrupted, or resumed
+                                * inside it): the CSV's `partial` column */
 };
 
 struct train_log;
@@ -89,11 +93,31 @@ struct train_log;
  * throughput column is tokens_per_s, else images_per_s. */
 struct train_log *train_log_open(const char *path, bool append, bool by_step, bool tokens);
 int train_log_epoch(struct train_log *log, const struct train_epoch_metrics *m);
+/* [train] log_every: one row of the steps log ("<log>.steps.csv": step, epoch, batch, loss
+ * since the last row, lr, throughput, seconds); opened on first use. */
+int train_log_step(struct train_log *log, int64_t step, int epoch, int64_t batch, double loss,
+                   double lr, double per_s, double seconds);
 void train_log_close(struct train_log *log);
+/* [train] tensorboard = DIR (train_tensorboard.c): the log's scalars as TensorBoard event
+ * files too; train_log_epoch and train_log_step feed it once it is open (rank 0). tokens:
+ * the throughput is tokens/s. 0 or negative with the key named. */
+int train_tensorboard_open(const char *dir, bool tokens);
+int train_tensorboard_epoch(const struct train_epoch_metrics *m);
+int train_tensorboard_step(int64_t step, double loss, double lr, double per_s);
+void train_tensorboard_close(void);
 
-/* A one-line progress bar on a TTY, plain lines otherwise. */
+/* Where a run stands, for the progress line: seconds since the epoch and the run began
+ * and the estimated seconds left in each. */
+struct train_times {
+    double epoch_elapsed, epoch_eta, run_elapsed, run_eta;
+};
+/* A one-line progress bar on a TTY (nothing otherwise): "epoch 2/5 [###...] 120/469
+ * loss 0.3120  5210 img/s  lr 0.01  epoch 12s<31s  run 1m02s<2m40s". */
 void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss,
-                    double per_s, const char *unit, double lr, double eta_s, bool tty);
+                    double per_s, const char *unit, double lr, const struct train_times *tm,
+                    bool tty);
+/* Erases the progress bar's line on a TTY, so the epoch's line replaces it. */
+void train_progress_clear(bool tty);
 /* "1h02m", "3m05s", "12s" into buf. */
 const char *train_format_duration(double seconds, char *buf, size_t size);
 
@@ -114,6 +138,35 @@ struct train_settings {
     double validation_split;
     uint64_t seed;
     enum weft_dtype precision; /* [train] precision: F32, or autocast's BF16 / F16 */
+    bool keep_best;        /* [train] keep_best: <checkpoint stem>.best.safetensors */
+    int64_t log_every;     /* [train] log_every: a line and a steps-log row every N steps */
+    const char *tensorboard; /* [train] tensorboard: event files' directory ("" none) */
+};
+
+/* The model summary (train_summary.c), one row per layer of the check on one sample. */
+struct train_summary_row {
+    char name[64], type[48];
+    int ndim;
+    int64_t shape[8];
+    int64_t params, bytes; /* bytes of the output for one sample */
+};
+struct train_summary {
+    struct train_summary_row *rows;
+    int count, capacity;
+    int64_t input_bytes; /* of one sample */
+};
+int train_summary_add(struct train_summary *s, const char *name, const weft_module *m,
+                      const weft_tensor *out);
+/* torchinfo's table: layers, totals (trainable or not), sizes in MB for a batch. */
+int train_summary_print(const struct train_summary *s, const weft_module *model, int64_t batch,
+                        int64_t input_bytes, FILE *f);
+void train_summary_free(struct train_summary *s);
+
+/* The best validation loss so far ([train] keep_best, train_best.c). */
+struct train_best {
+    bool have;
+    double val_loss;
+    int64_t epoch, step;
 };
 
 struct trainer {
@@ -142,6 +195,15 @@ struct trainer {
     int rank, world;
     weft_ddp *ddp;
     struct weft_ddp_options ddp_options;
+    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT } command;
+    const char *data_section;     /* eval/predict --data */
+    weft_dataset *extra_set;      /* --data names a [data.*] section training does not read */
+    struct train_inputs extra_inputs;
+    struct train_summary summary; /* filled by train_check_model */
+    int argc;                     /* the command line, for the resume command */
+    char **argv;
+    struct train_best best;
+    double run_t0;                /* when training began (this process), for the ETA */
 };
 
 /* What one micro-batch gave. */
@@ -180,6 +242,34 @@ int train_save_checkpoint(struct trainer *t, int64_t epoch, int64_t batches_done
 int train_resume(struct trainer *t, const char *path);
 /* "runs/x/model.safetensors" -> "runs/x/model.train.safetensors" */
 void train_state_path(const char *model_path, char *out, size_t size);
+/* "runs/x/model.safetensors" -> "runs/x/model.best.safetensors" */
+void train_best_path(const char *model_path, char *out, size_t size);
+/* Loads model weights (a safetensors state dict) into t->model; *meta (may be NULL) gets
+ * the file's metadata. */
+int train_load_weights(struct trainer *t, const char *path, struct weft_metadata **meta);
+
+/* ---- the best checkpoint (train_best.c) ---------------------------------------------------- */
+
+/* [train] keep_best: after an evaluation with a validation loss below the best so far,
+ * the model goes to the best file (atomically, with weft.best_epoch, weft.best_step,
+ * weft.best_metric = "val_loss" and weft.best_value); *improved says whether it did. */
+int train_best_update(struct trainer *t, int64_t epoch, double val_loss, bool *improved);
+/* On resume: the best so far, read from the best file's metadata (none: no best yet). */
+int train_best_resume(struct trainer *t);
+/* Early stopping with keep_best: the best model's weights back into t->model, saying so. */
+int train_best_restore(struct trainer *t);
+
+/* ---- eval and predict (train_predict.c) ------------------------------------------------------- */
+
+/* weft-train eval: loss and accuracy of the checkpoint on [data.test], else the validation
+ * set, or on the section named (data, data.val, data.test). Prints one line. */
+int train_eval_command(struct trainer *t, const char *section);
+/* weft-train predict: the model's outputs for every sample of the section, in order, to
+ * out (.csv: index, class and probabilities, or the raw outputs; .npy: float32). */
+int train_predict_command(struct trainer *t, const char *section, const char *out);
+
+/* The exact command that resumes this run: the same arguments, --resume CHECKPOINT. */
+void train_print_resume_command(const struct trainer *t, FILE *f);
 
 /* ---- checks before the first step (train_check.c) ---------------------------------------- */
 
@@ -191,6 +281,9 @@ int train_check_paths(const struct trainer *t);
 /* A section header of the config file with no key under it (inih would drop it):
  * WEFT_ERR_CONFIG naming the line and the section. */
 int train_check_sections(struct weft_config *cfg);
+/* weft_dataset_open of [section]; a data file that cannot be read (missing, no
+ * permission) is a config error naming its key: "cfg.ini: [data] images = x.idx: ...". */
+weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section);
 /* A dataset with no samples: WEFT_ERR_VALUE naming its section, file key and reader. */
 int train_check_samples(struct weft_config *cfg, const weft_dataset *ds);
 /* The model on one sample of the training set (evaluation mode, no autograd), layer by
@@ -198,6 +291,11 @@ int train_check_samples(struct weft_config *cfg, const weft_dataset *ds);
  * its input (and the input's shape), a last layer with fewer outputs than the labels
  * have classes, or a loss that does not take the output and the target. */
 int train_check_model(struct trainer *t);
+/* After the model's forward on x failed: runs it again layer by layer (a sequential model
+ * of [layer.*] sections) and prefixes the pending error with the section of the layer
+ * that fails, "[layer.fc2] mat1 and mat2 shapes cannot be multiplied (...)"; the code is
+ * kept. Returns it. */
+int train_blame_layer(struct trainer *t, weft_tensor *x);
 /* Iteration mode (train_iters.c): max_iters optimizer steps over epochs of the loader. */
 int train_run_iters(struct trainer *t);
 double train_now(void);

@@ -108,6 +108,34 @@ int train_check_sections(struct weft_config *cfg)
     return rc;
 }
 
+weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
+{
+    const weft_options *o = weft_config_options(cfg, section);
+    weft_dataset *ds = weft_dataset_open(o);
+    if (ds || weft_error_code() != WEFT_ERR_IO)
+        return ds;
+    /* The reader names the file; the user wrote a key. Find the key whose file it is. */
+    char why[1536];
+    snprintf(why, sizeof why, "%s", weft_error_message());
+    for (const char *const *k = weft_config_keys(cfg, section); *k; k++) {
+        char path[4096];
+        const char *value = weft_config_string(cfg, section, *k, "");
+        if (weft_options_path(o, *k, path, sizeof path) != 1) {
+            weft_error_clear();
+            weft_error_set(WEFT_ERR_IO, "%s", why);
+            continue;
+        }
+        size_t n = strlen(path);
+        if (strncmp(why, path, n) != 0 || why[n] != ':' || access(path, R_OK) == 0)
+            continue;
+        weft_error_clear();
+        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s: %s", weft_config_name(cfg), section,
+                       *k, value, why + n + 2);
+        return NULL;
+    }
+    return NULL;
+}
+
 int train_check_samples(struct weft_config *cfg, const weft_dataset *ds)
 {
     if (!ds || weft_dataset_length(ds) > 0)
@@ -161,7 +189,8 @@ static int blame(const char *prefix)
 
 /* The model's forward on x, layer by layer for a sequential model, so that an error
  * names its section; *last_section the section of the last layer (or "model"). */
-static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char **last_section)
+static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char *data,
+                                  bool record, const char **last_section)
 {
     struct weft_config *cfg = t->cfg;
     const char *file = weft_config_name(cfg);
@@ -170,10 +199,12 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
     if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
         weft_tensor *y = weft_module_forward(t->model, x);
         if (!y) {
-            snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [data] "
-                                            "(shape %s)", file, shape_str(x, shape, sizeof shape));
+            snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [%s] "
+                                            "(shape %s)", file, data, shape_str(x, shape, sizeof shape));
             blame(prefix);
         }
+        if (y && record && train_summary_add(&t->summary, "model", t->model, y) != 0)
+            return NULL;
         return y;
     }
     weft_tensor *h = x;
@@ -188,25 +219,56 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
         weft_tensor *y = weft_module_forward(layer, h);
         if (!y) {
             snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input, of shape %s "
-                                            "for one sample of [data]%s",
+                                            "for one sample of [%s]%s",
                      file, *last_section, weft_module_type_name(layer),
-                     shape_str(h, shape, sizeof shape),
+                     shape_str(h, shape, sizeof shape), data,
                      i ? " after the layers before it" : "");
             blame(prefix);
             return NULL;
         }
+        if (record && train_summary_add(&t->summary, *last_section, layer, y) != 0)
+            return NULL;
         h = y;
     }
 }
 
+int train_blame_layer(struct trainer *t, weft_tensor *x)
+{
+    int code = weft_error_code();
+    char first[1536];
+    snprintf(first, sizeof first, "%s", weft_error_message());
+    if (code == WEFT_OK || strncmp(first, "[layer.", 7) == 0 ||
+        strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
+        return code;
+    weft_error_clear();
+    const char *sec = NULL;
+    weft_tensor *h = x;
+    weft_scope_push();
+    for (int i = 0; !sec; i++) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        weft_module *layer = weft_module_child(t->model, idx);
+        if (!layer)
+            break;
+        if (!(h = weft_module_forward(layer, h)))
+            sec = layer_section(t->cfg, i);
+    }
+    weft_scope_pop();
+    weft_error_clear();
+    if (sec)
+        return weft_error_set(code, "[%s] %s", sec, first);
+    return weft_error_set(code, "%s", first);
+}
+
 /* Too few outputs for the labels: cross-entropy would fail at the first batch (or, on
  * some devices, read out of bounds). */
-static int check_classes(struct trainer *t, const weft_tensor *out, const weft_tensor *target,
+static int check_classes(struct trainer *t, const weft_dataset *ds, const struct train_inputs *in,
+                         const weft_tensor *out, const weft_tensor *target,
                          const char *last_section)
 {
-    if (!t->loss.classification || t->inputs.sparse || !out || out->ndim < 2)
+    if (!t->loss.classification || in->sparse || !out || out->ndim < 2 || in->target < 0)
         return 0;
-    const struct weft_dataset_field *f = weft_dataset_field(t->train_all, t->inputs.target);
+    const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
     if (!f || f->num_classes <= 0)
         return 0;
     bool seq = train_loss_is_sequence(&t->loss, out, target);
@@ -216,16 +278,20 @@ static int check_classes(struct trainer *t, const weft_tensor *out, const weft_t
     const char *file = weft_config_name(t->cfg);
     if (weft_config_has(t->cfg, last_section, "out_features"))
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] out_features = %lld, but field '%s' "
-                                               "of [data] has %lld classes: expected "
+                                               "of [%s] has %lld classes: expected "
                                                "out_features = %lld",
-                              file, last_section, (long long)c, f->name,
+                              file, last_section, (long long)c, f->name, weft_dataset_section(ds),
                               (long long)f->num_classes, (long long)f->num_classes);
     return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] gives %lld outputs per position, but "
-                                           "field '%s' of [data] has %lld classes",
-                          file, last_section, (long long)c, f->name, (long long)f->num_classes);
+                                           "field '%s' of [%s] has %lld classes",
+                          file, last_section, (long long)c, f->name, weft_dataset_section(ds),
+                          (long long)f->num_classes);
 }
 
-int train_check_model(struct trainer *t)
+/* The model on one sample of ds (the section `data` names in messages); record: fill the
+ * summary. */
+static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
+                    const char *data, bool record)
 {
     struct weft_dataloader_options o = *weft_dataloader_options(t->train_loader);
     o.batch_size = 1;
@@ -234,7 +300,13 @@ int train_check_model(struct trainer *t)
     o.num_workers = 0;
     o.num_replicas = 1;
     o.rank = 0;
-    weft_dataloader *dl = weft_dataloader_new(t->train_set, &o);
+    /* a validation or test set may lack fields the options of [data] name */
+    for (int f = weft_dataset_num_fields(ds); f < WEFT_DATASET_MAX_FIELDS; f++)
+        memset(&o.fields[f], 0, sizeof o.fields[f]);
+    if (o.transforms_field >= weft_dataset_num_fields(ds))
+        o.transforms = NULL;
+    o.transforms_eval = true;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
     if (!dl)
         return weft_error_code();
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
@@ -244,33 +316,37 @@ int train_check_model(struct trainer *t)
     if (got <= 0) {
         weft_dataloader_free(dl);
         return got < 0 ? weft_error_code()
-                       : train_check_samples(t->cfg, t->train_set); /* no sample at all */
+                       : train_check_samples(t->cfg, ds); /* no sample at all */
     }
     /* Evaluation mode, no autograd: no running statistics change, no random draw. */
     weft_module_train(t->model, false);
     bool prev = weft_no_grad_begin();
     int rc = train_batch_scope(fields, weft_dataloader_num_fields(dl)) != 0 ? weft_error_code() : 0;
     const char *file = weft_config_name(t->cfg), *last = "model";
-    weft_tensor *x = rc == 0 ? train_batch_input(&t->inputs, fields, t->device) : NULL;
-    weft_tensor *target = rc == 0 ? train_batch_target(&t->inputs, fields, t->device) : NULL;
+    weft_tensor *x = rc == 0 ? train_batch_input(in, fields, t->device) : NULL;
+    weft_tensor *target = rc == 0 ? train_batch_target(in, fields, t->device) : NULL;
+    if (record)
+        train_summary_free(&t->summary);
+    if (x && record) /* a sparse input counts as the dense matrix it stands for */
+        t->summary.input_bytes = weft_tensor_numel(x) * (int64_t)weft_dtype_size(x->dtype);
     if (rc == 0 && (!x || !target)) {
         char prefix[512];
-        snprintf(prefix, sizeof prefix, "%s: one sample of [data] could not be made the model's "
-                                        "input and target", file);
+        snprintf(prefix, sizeof prefix, "%s: one sample of [%s] could not be made the model's "
+                                        "input and target", file, data);
         rc = blame(prefix);
     }
-    weft_tensor *out = rc == 0 ? forward_named(t, x, &last) : NULL;
+    weft_tensor *out = rc == 0 ? forward_named(t, x, data, record, &last) : NULL;
     if (rc == 0 && !out)
         rc = weft_error_code();
     if (rc == 0)
-        rc = check_classes(t, out, target, last);
+        rc = check_classes(t, ds, in, out, target, last);
     if (rc == 0 && !train_loss_compute(&t->loss, out, target)) {
         char prefix[512], so[128], st[128];
         snprintf(prefix, sizeof prefix, "%s: [loss] type = %s does not take the model's output "
-                                        "(shape %s, from [%s]) and the target of [data] (shape "
+                                        "(shape %s, from [%s]) and the target of [%s] (shape "
                                         "%s)",
                  file, weft_config_string(t->cfg, "loss", "type", "cross_entropy"),
-                 shape_str(out, so, sizeof so), last, shape_str(target, st, sizeof st));
+                 shape_str(out, so, sizeof so), last, data, shape_str(target, st, sizeof st));
         rc = blame(prefix);
     }
     weft_scope_pop();
@@ -278,4 +354,15 @@ int train_check_model(struct trainer *t)
     weft_module_train(t->model, true);
     weft_dataloader_free(dl);
     return rc;
+}
+
+int train_check_model(struct trainer *t)
+{
+    /* the validation and test sets too: a set whose samples the model does not take
+     * would fail only after the first epoch */
+    if (check_on(t, t->train_set, &t->inputs, "data", true) != 0 ||
+        (t->own_val && check_on(t, t->val_set, &t->val_inputs, "data.val", false) != 0) ||
+        (t->test_set && check_on(t, t->test_set, &t->test_inputs, "data.test", false) != 0))
+        return weft_error_code();
+    return 0;
 }

@@ -52,6 +52,64 @@ static void next_state_path(const char *model_path, char *out, size_t size)
     sibling_path(model_path, ".train.next", out, size);
 }
 
+void train_best_path(const char *model_path, char *out, size_t size)
+{
+    sibling_path(model_path, ".best", out, size);
+}
+
+int train_load_weights(struct trainer *t, const char *path, struct weft_metadata **meta)
+{
+    struct weft_tensor_dict *model = NULL;
+    struct weft_metadata *m = NULL;
+    int rc = weft_safetensors_load(path, t->device, &model, &m);
+    if (rc == 0)
+        rc = weft_module_load_state_dict(t->model, model, true);
+    weft_tensor_dict_free(model);
+    if (rc == 0 && meta)
+        *meta = m;
+    else
+        weft_metadata_free(m);
+    if (rc != 0)
+        weft_error_prefix("%s", path);
+    return rc ? weft_error_code() : 0;
+}
+
+/* An argument as the shell reads it back: as is when it is plain, else in single quotes. */
+static void print_shell_word(FILE *f, const char *arg)
+{
+    bool plain = *arg != '\0';
+    for (const char *p = arg; *p && plain; p++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%",
+                       *p) != NULL;
+    if (plain) {
+        fputs(arg, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *p = arg; *p; p++)
+        if (*p == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*p, f);
+    fputc('\'', f);
+}
+
+void train_print_resume_command(const struct trainer *t, FILE *f)
+{
+    fputs("resume with: ", f);
+    for (int i = 0; i < t->argc; i++) {
+        if (!strcmp(t->argv[i], "--resume") && i + 1 < t->argc) { /* replaced below */
+            i++;
+            continue;
+        }
+        print_shell_word(f, t->argv[i]);
+        fputc(' ', f);
+    }
+    fputs("--resume ", f);
+    print_shell_word(f, t->s.checkpoint);
+    fputc('\n', f);
+}
+
 /* The scheduler as the config gives it, "type=step, gamma=0.5, step_size=2" (keys
  * sorted), or "none": a resumed run must continue the schedule it was saved with. */
 static void describe_scheduler(struct trainer *t, char *out, size_t size)

@@ -40,7 +40,7 @@ static int window_global(const struct trainer *t, struct window *w)
     return rc;
 }
 
-/* "step 100/3000  loss 2.4312  lr 9.98e-04  24512 tok/s  31.3 ms/step  ETA 1m31s" */
+/* "step 100/3000  loss 2.4312  lr 9.98e-04  24512 tok/s  31.3 ms/step  elapsed 3s  ETA 1m31s" */
 static int progress_line(const struct trainer *t, struct window w_local, double run_seconds,
                          int64_t run_steps)
 {
@@ -50,13 +50,19 @@ static int progress_line(const struct trainer *t, struct window w_local, double 
         return rc;
     double dt = train_now() - w->t0;
     int64_t steps = t->step - w->step0;
-    char eta[32];
+    char eta[32], elapsed[32];
     double per_step = run_steps > 0 ? run_seconds / (double)run_steps : NAN;
-    printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  ETA %s\n",
+    if (t->s.log_every > 0 &&
+        (rc = train_log_step(t->log, t->step, 0, 0, w->micro ? w->loss_sum / (double)w->micro : NAN,
+                             weft_optimizer_get_lr(t->opt), (double)w->tokens / dt,
+                             run_seconds)) != 0)
+        return rc;
+    printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  elapsed %s  ETA %s\n",
            (long long)t->step, (long long)t->s.max_iters,
            w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
            (double)w->tokens / dt, t->sequence ? "tok/s" : "img/s",
            steps > 0 ? 1e3 * dt / (double)steps : NAN,
+           train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
            train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta, sizeof eta));
     fflush(stdout);
     return 0;
@@ -85,6 +91,9 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
         .images_per_s = (double)w->tokens / (t0 - w->t0),
         .seconds = run_seconds,
     };
+    bool improved;
+    if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
+        return rc;
     printf("step %lld: train loss %.4f", (long long)t->step, m.train_loss);
     if (!isnan(val.loss))
         printf(", val loss %.4f", val.loss);
@@ -92,7 +101,7 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
         printf(", val acc %.2f%%", 100 * val.acc);
     if (val.samples > 0)
         printf(" (%lld samples, %.1f s)", (long long)val.samples, train_now() - t0);
-    printf("\n");
+    printf("%s\n", improved ? "  best" : "");
     fflush(stdout);
     if ((rc = train_log_epoch(t->log, &m)) != 0)
         return rc;
@@ -103,6 +112,7 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
             printf("early stopping: validation loss has not improved for %lld evaluations\n",
                    (long long)*since_best);
             *stop = true;
+            return train_best_restore(t);
         }
     }
     return 0;
@@ -197,6 +207,7 @@ int train_run_iters(struct trainer *t)
         if (rc == 0 && interrupted) {
             printf("interrupted at step %lld: checkpoint saved to %s\n", (long long)t->step,
                    s->checkpoint);
+            train_print_resume_command(t, stdout);
             return 0;
         }
         /* Evaluations and checkpoints do not count in the pace of training. */

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "train.h"
 
@@ -11,25 +13,153 @@
 
 struct train_log {
     FILE *csv;
-    char *svg_path;
-    struct train_epoch_metrics *rows;
+    char *path, *svg_path;
+    FILE *steps;        /* [train] log_every's rows, opened on first use */
+    struct train_epoch_metrics *rows; /* what the plot draws: one row per epoch (step) */
     int count, capacity;
     bool by_step, tokens;
 };
 
-static char *svg_path_for(const char *csv_path)
+/* "runs/log.csv" -> "runs/log<suffix>" */
+static char *sibling(const char *csv_path, const char *suffix)
 {
-    size_t n = strlen(csv_path);
+    size_t n = strlen(csv_path), k = strlen(suffix);
     const char *dot = strrchr(csv_path, '.');
     const char *slash = strrchr(csv_path, '/');
     if (dot && (!slash || dot > slash))
         n = (size_t)(dot - csv_path);
-    char *p = malloc(n + 5);
+    char *p = malloc(n + k + 1);
     if (p) {
         memcpy(p, csv_path, n);
-        memcpy(p + n, ".svg", 5);
+        memcpy(p + n, suffix, k + 1);
     }
     return p;
+}
+
+static const char *header(const struct train_log *log)
+{
+    if (log->by_step)
+        return log->tokens ? "step,epoch,train_loss,val_loss,lr,tokens_per_s,seconds"
+                           : "step,epoch,train_loss,val_loss,lr,images_per_s,seconds";
+    return "epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds,partial";
+}
+
+static void write_row(const struct train_log *log, FILE *f, const struct train_epoch_metrics *m)
+{
+    if (log->by_step)
+        fprintf(f, "%lld,%d,%.6f,%.6f,%.6g,%.1f,%.3f\n", (long long)m->step, m->epoch,
+                m->train_loss, m->val_loss, m->lr, m->images_per_s, m->seconds);
+    else
+        fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.6g,%.1f,%.3f,%d\n", m->epoch, m->train_loss,
+                m->train_acc, m->val_loss, m->val_acc, m->lr, m->images_per_s, m->seconds,
+                m->partial ? 1 : 0);
+}
+
+/* The plot's key of a row: its step (iteration mode) or epoch. */
+static double row_key(const struct train_log *log, const struct train_epoch_metrics *m)
+{
+    return log->by_step ? (double)m->step : (double)m->epoch;
+}
+
+/* Keeps m for the plot. A row at or before the last one's epoch (step) replaces those
+ * from there on: a resumed run that went back to its checkpoint, or an epoch finished
+ * after its interrupted part was logged. */
+static int plot_add(struct train_log *log, const struct train_epoch_metrics *m)
+{
+    while (log->count > 0 && row_key(log, &log->rows[log->count - 1]) >= row_key(log, m))
+        log->count--;
+    if (log->count == log->capacity && log->count < MAX_EPOCHS_PLOTTED) {
+        int cap = log->capacity ? log->capacity * 2 : 16;
+        struct train_epoch_metrics *p = realloc(log->rows, (size_t)cap * sizeof *p);
+        if (!p)
+            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory in the training log");
+        log->rows = p;
+        log->capacity = cap;
+    }
+    if (log->count < log->capacity)
+        log->rows[log->count++] = *m;
+    return 0;
+}
+
+/* The rows of an existing log, by its header's column names (a log of an older weft
+ * has no `partial` column), for the plot of a resumed run. */
+static int read_rows(struct train_log *log, FILE *f, bool *same_header)
+{
+    char line[1024];
+    *same_header = false;
+    if (!fgets(line, sizeof line, f))
+        return 0;
+    line[strcspn(line, "\r\n")] = '\0';
+    *same_header = strcmp(line, header(log)) == 0;
+    enum { C_STEP, C_EPOCH, C_TL, C_TA, C_VL, C_VA, C_LR, C_PS, C_SEC, C_PART, C_N };
+    static const char *const names[C_N] = {"step", "epoch", "train_loss", "train_acc",
+                                           "val_loss", "val_acc", "lr", "_per_s", "seconds",
+                                           "partial"};
+    int col[C_N];
+    for (int c = 0; c < C_N; c++)
+        col[c] = -1;
+    int ncol = 0;
+    for (char *tok = strtok(line, ","); tok; tok = strtok(NULL, ","), ncol++)
+        for (int c = 0; c < C_N; c++)
+            if (strcmp(tok, names[c]) == 0 ||
+                (c == C_PS && strlen(tok) > 6 && strcmp(tok + strlen(tok) - 6, "_per_s") == 0))
+                col[c] = ncol;
+    if (col[log->by_step ? C_STEP : C_EPOCH] < 0)
+        return 0; /* not a log of this mode: plotted from this run on */
+    while (fgets(line, sizeof line, f)) {
+        double v[32];
+        int n = 0;
+        for (char *p = line; n < 32;) {
+            v[n++] = strtod(p, &p);
+            if (*p != ',')
+                break;
+            p++;
+        }
+        double get[C_N];
+        for (int c = 0; c < C_N; c++)
+            get[c] = col[c] >= 0 && col[c] < n ? v[col[c]] : (c == C_PART ? 0 : NAN);
+        struct train_epoch_metrics m = {
+            .epoch = (int)get[C_EPOCH], .step = (int64_t)get[C_STEP],
+            .train_loss = get[C_TL], .train_acc = get[C_TA], .val_loss = get[C_VL],
+            .val_acc = get[C_VA], .lr = get[C_LR], .images_per_s = get[C_PS],
+            .seconds = get[C_SEC], .partial = get[C_PART] != 0,
+        };
+        if (isnan(get[log->by_step ? C_STEP : C_EPOCH]))
+            continue;
+        if (plot_add(log, &m) != 0)
+            return weft_error_code();
+    }
+    return 0;
+}
+
+/* A resumed run's log: its rows, and the file rewritten (through a temporary) when its
+ * header is an older one, so that every row has the same columns. */
+static int reopen(struct train_log *log, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0; /* no log yet */
+    bool same;
+    int rc = read_rows(log, f, &same);
+    fclose(f);
+    if (rc != 0 || same || log->count == 0)
+        return rc;
+    char *tmp = sibling(path, ".csv.tmp");
+    FILE *out = tmp ? fopen(tmp, "w") : NULL;
+    if (!out) {
+        free(tmp);
+        return weft_error_set(WEFT_ERR_IO, "%s: cannot rewrite the training log: %s", path,
+                              strerror(errno));
+    }
+    fprintf(out, "%s\n", header(log));
+    for (int i = 0; i < log->count; i++)
+        write_row(log, out, &log->rows[i]);
+    rc = fclose(out) == 0 && rename(tmp, path) == 0
+             ? 0
+             : weft_error_set(WEFT_ERR_IO, "%s: cannot rewrite the training log: %s", path,
+                              strerror(errno));
+    free(tmp);
+    return rc;
 }
 
 struct train_log *train_log_open(const char *path, bool append, bool by_step, bool tokens)
@@ -43,18 +173,25 @@ struct train_log *train_log_open(const char *path, bool append, bool by_step, bo
     log->tokens = tokens;
     if (!path || !*path)
         return log;
+    log->path = strdup(path);
+    log->svg_path = sibling(path, ".svg");
+    if (!log->path || !log->svg_path) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory opening the training log");
+        train_log_close(log);
+        return NULL;
+    }
+    if (append && reopen(log, path) != 0) {
+        train_log_close(log);
+        return NULL;
+    }
     log->csv = fopen(path, append ? "a" : "w");
-    log->svg_path = svg_path_for(path);
-    if (!log->csv || !log->svg_path) {
+    if (!log->csv) {
         weft_error_set(WEFT_ERR_IO, "%s: cannot open the training log: %s", path, strerror(errno));
         train_log_close(log);
         return NULL;
     }
-    if ((!append || ftell(log->csv) == 0) && by_step)
-        fprintf(log->csv, "step,epoch,train_loss,val_loss,lr,%s,seconds\n",
-                tokens ? "tokens_per_s" : "images_per_s");
-    else if (!append || ftell(log->csv) == 0)
-        fprintf(log->csv, "epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds\n");
+    if (!append || ftell(log->csv) == 0)
+        fprintf(log->csv, "%s\n", header(log));
     fflush(log->csv);
     return log;
 }
@@ -65,42 +202,93 @@ static double scale(double v, double lo, double hi, double p0, double p1)
     return hi > lo ? p0 + (v - lo) / (hi - lo) * (p1 - p0) : (p0 + p1) / 2;
 }
 
-static void svg_series(FILE *f, const struct train_log *log, size_t offset, double lo, double hi,
-                       const char *color, const char *dash, double x0, double x1, double y0, double y1)
+struct frame {
+    double x0, x1, y0, y1; /* the plot area in pixels */
+    double klo, khi;       /* the x axis: epochs (steps) */
+};
+
+/* One series as a polyline, or a dot when it has a single point; nothing when it has
+ * none (an empty points list is invalid SVG: renderers refuse the file). */
+static void svg_series(FILE *f, const struct train_log *log, const struct frame *fr,
+                       size_t offset, double lo, double hi, const char *color, const char *dash)
 {
+    int n = 0;
+    for (int i = 0; i < log->count; i++)
+        n += !isnan(*(const double *)((const char *)&log->rows[i] + offset));
+    if (n == 0)
+        return;
+    if (n == 1)
+        fprintf(f, "<circle r=\"3\" fill=\"%s\"", color);
+    else
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", color,
+                dash);
     bool started = false;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", color, dash);
     for (int i = 0; i < log->count; i++) {
         double v = *(const double *)((const char *)&log->rows[i] + offset);
         if (isnan(v))
             continue;
-        double x = log->by_step ? scale((double)log->rows[i].step, 0,
-                                        (double)log->rows[log->count - 1].step, x0, x1)
-                                : scale(i, 0, log->count > 1 ? log->count - 1 : 1, x0, x1);
-        fprintf(f, "%s%.1f,%.1f", started ? " " : "", x, scale(v, lo, hi, y1, y0));
+        double x = scale(row_key(log, &log->rows[i]), fr->klo, fr->khi, fr->x0, fr->x1);
+        double y = scale(v, lo, hi, fr->y1, fr->y0);
+        if (n == 1)
+            fprintf(f, " cx=\"%.1f\" cy=\"%.1f\"/>\n", x, y);
+        else
+            fprintf(f, "%s%.1f,%.1f", started ? " " : "", x, y);
         started = true;
     }
-    fprintf(f, "\"/>\n");
+    if (n > 1)
+        fprintf(f, "\"/>\n");
 }
 
-/* Loss (left axis) and accuracy (right axis, 0..100%) per epoch. */
+/* A tick spacing of 1, 2 or 5 times a power of ten giving at most about 10 ticks. */
+static double tick_step(double span)
+{
+    double raw = span / 10, p = pow(10, floor(log10(raw > 0 ? raw : 1)));
+    double step = raw <= p ? p : raw <= 2 * p ? 2 * p : raw <= 5 * p ? 5 * p : 10 * p;
+    return step < 1 ? 1 : step; /* epochs and steps are whole */
+}
+
+/* The x axis: ticks with labels at whole epochs (steps), the axis title under them. */
+static void svg_x_axis(FILE *f, const struct train_log *log, const struct frame *fr, double h)
+{
+    double step = tick_step(fr->khi - fr->klo);
+    for (double k = ceil(fr->klo / step) * step; k <= fr->khi + 1e-9; k += step) {
+        double x = scale(k, fr->klo, fr->khi, fr->x0, fr->x1);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#999\"/>\n", x,
+                fr->y1, x, fr->y1 + 5);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f</text>\n", x,
+                fr->y1 + 18, k);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">%s</text>\n",
+            (fr->x0 + fr->x1) / 2, h - 8, log->by_step ? "step" : "epoch");
+}
+
+/* Loss (left axis) and accuracy (right axis, 0..100%) per epoch (step), over every row
+ * of the log, a resumed run's earlier ones included. */
 static void write_svg(const struct train_log *log)
 {
-    const double w = 640, h = 360, x0 = 60, x1 = 580, y0 = 30, y1 = 310;
+    const double w = 640, h = 360;
+    struct frame fr = {.x0 = 60, .x1 = 580, .y0 = 30, .y1 = 310};
     double lo = INFINITY, hi = -INFINITY;
+    bool acc = false, val = false;
     for (int i = 0; i < log->count; i++) {
-        const double vals[2] = {log->rows[i].train_loss, log->rows[i].val_loss};
+        const struct train_epoch_metrics *m = &log->rows[i];
+        const double vals[2] = {m->train_loss, m->val_loss};
         for (int k = 0; k < 2; k++)
-            if (!isnan(vals[k])) {
+            if (!isnan(vals[k]) && isfinite(vals[k])) {
                 lo = fmin(lo, vals[k]);
                 hi = fmax(hi, vals[k]);
             }
+        acc = acc || !isnan(m->train_acc) || !isnan(m->val_acc);
+        val = val || !isnan(m->val_loss);
     }
     if (!isfinite(lo)) {
         lo = 0;
         hi = 1;
     }
     lo = fmin(lo, 0);
+    /* from epoch 1 (step 0) to the last; one epoch alone sits in the middle */
+    fr.klo = log->by_step ? 0 : 1;
+    fr.khi = log->count ? fmax(fr.klo, row_key(log, &log->rows[log->count - 1])) : fr.klo;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", log->svg_path);
     FILE *f = fopen(tmp, "w");
@@ -110,32 +298,25 @@ static void write_svg(const struct train_log *log)
                "font-family=\"sans-serif\" font-size=\"12\">\n", w, h);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#999\"/>\n",
-            x0, y0, x1 - x0, y1 - y0);
-    bool acc = false;
-    for (int i = 0; i < log->count; i++)
-        acc = acc || !isnan(log->rows[i].train_acc) || !isnan(log->rows[i].val_acc);
+            fr.x0, fr.y0, fr.x1 - fr.x0, fr.y1 - fr.y0);
     for (int t = 0; t <= 4; t++) {
-        double y = y1 - (y1 - y0) * t / 4;
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", x0 - 6, y + 4,
-                lo + (hi - lo) * t / 4);
+        double y = fr.y1 - (fr.y1 - fr.y0) * t / 4;
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", fr.x0 - 6,
+                y + 4, lo + (hi - lo) * t / 4);
         if (acc)
-            fprintf(f, "<text x=\"%.0f\" y=\"%.1f\">%d%%</text>\n", x1 + 6, y + 4, 25 * t);
+            fprintf(f, "<text x=\"%.0f\" y=\"%.1f\">%d%%</text>\n", fr.x1 + 6, y + 4, 25 * t);
     }
-    if (log->by_step)
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step (0..%lld)</text>\n",
-                (x0 + x1) / 2, h - 20, log->count ? (long long)log->rows[log->count - 1].step : 0LL);
-    else
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">epoch (1..%d)</text>\n",
-                (x0 + x1) / 2, h - 20, log->count);
-    svg_series(f, log, offsetof(struct train_epoch_metrics, train_loss), lo, hi, "#1f77b4", "", x0, x1, y0, y1);
-    svg_series(f, log, offsetof(struct train_epoch_metrics, val_loss), lo, hi, "#1f77b4",
-               " stroke-dasharray=\"6 4\"", x0, x1, y0, y1);
-    svg_series(f, log, offsetof(struct train_epoch_metrics, train_acc), 0, 1, "#d62728", "", x0, x1, y0, y1);
-    svg_series(f, log, offsetof(struct train_epoch_metrics, val_acc), 0, 1, "#d62728",
-               " stroke-dasharray=\"6 4\"", x0, x1, y0, y1);
-    fprintf(f, "<text x=\"%.0f\" y=\"20\" fill=\"#1f77b4\">loss (train solid, validation dashed)</text>\n", x0);
+    svg_x_axis(f, log, &fr, h);
+    svg_series(f, log, &fr, offsetof(struct train_epoch_metrics, train_loss), lo, hi, "#1f77b4", "");
+    svg_series(f, log, &fr, offsetof(struct train_epoch_metrics, val_loss), lo, hi, "#1f77b4",
+               " stroke-dasharray=\"6 4\"");
+    svg_series(f, log, &fr, offsetof(struct train_epoch_metrics, train_acc), 0, 1, "#d62728", "");
+    svg_series(f, log, &fr, offsetof(struct train_epoch_metrics, val_acc), 0, 1, "#d62728",
+               " stroke-dasharray=\"6 4\"");
+    fprintf(f, "<text x=\"%.0f\" y=\"20\" fill=\"#1f77b4\">%s</text>\n", fr.x0,
+            val ? "loss (train solid, validation dashed)" : "loss (train)");
     if (acc)
-        fprintf(f, "<text x=\"%.0f\" y=\"20\" fill=\"#d62728\" text-anchor=\"end\">accuracy</text>\n", x1);
+        fprintf(f, "<text x=\"%.0f\" y=\"20\" fill=\"#d62728\" text-anchor=\"end\">accuracy</text>\n", fr.x1);
     fprintf(f, "</svg>\n");
     if (fclose(f) == 0)
         rename(tmp, log->svg_path);
@@ -143,26 +324,42 @@ static void write_svg(const struct train_log *log)
 
 int train_log_epoch(struct train_log *log, const struct train_epoch_metrics *m)
 {
+    if (train_tensorboard_epoch(m) != 0)
+        return weft_error_code();
     if (!log || !log->csv)
         return 0;
-    if (log->by_step)
-        fprintf(log->csv, "%lld,%d,%.6f,%.6f,%.6g,%.1f,%.3f\n", (long long)m->step, m->epoch,
-                m->train_loss, m->val_loss, m->lr, m->images_per_s, m->seconds);
-    else
-        fprintf(log->csv, "%d,%.6f,%.6f,%.6f,%.6f,%.6g,%.1f,%.3f\n", m->epoch, m->train_loss,
-                m->train_acc, m->val_loss, m->val_acc, m->lr, m->images_per_s, m->seconds);
+    write_row(log, log->csv, m);
     fflush(log->csv);
-    if (log->count == log->capacity && log->count < MAX_EPOCHS_PLOTTED) {
-        int cap = log->capacity ? log->capacity * 2 : 16;
-        struct train_epoch_metrics *p = realloc(log->rows, (size_t)cap * sizeof *p);
-        if (!p)
-            return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory in the training log");
-        log->rows = p;
-        log->capacity = cap;
-    }
-    if (log->count < log->capacity)
-        log->rows[log->count++] = *m;
+    if (plot_add(log, m) != 0)
+        return weft_error_code();
     write_svg(log);
+    return 0;
+}
+
+int train_log_step(struct train_log *log, int64_t step, int epoch, int64_t batch, double loss,
+                   double lr, double per_s, double seconds)
+{
+    if (train_tensorboard_step(step, loss, lr, per_s) != 0)
+        return weft_error_code();
+    if (!log || !log->path)
+        return 0;
+    if (!log->steps) {
+        char *p = sibling(log->path, ".steps.csv");
+        log->steps = p ? fopen(p, "a") : NULL;
+        if (!log->steps) {
+            int rc = weft_error_set(WEFT_ERR_IO, "%s: cannot open the steps log: %s",
+                                    p ? p : log->path, strerror(errno));
+            free(p);
+            return rc;
+        }
+        free(p);
+        if (ftell(log->steps) == 0)
+            fprintf(log->steps, "step,epoch,batch,loss,lr,%s,seconds\n",
+                    log->tokens ? "tokens_per_s" : "images_per_s");
+    }
+    fprintf(log->steps, "%lld,%d,%lld,%.6f,%.6g,%.1f,%.3f\n", (long long)step, epoch,
+            (long long)batch, loss, lr, per_s, seconds);
+    fflush(log->steps);
     return 0;
 }
 
@@ -172,6 +369,9 @@ void train_log_close(struct train_log *log)
         return;
     if (log->csv)
         fclose(log->csv);
+    if (log->steps)
+        fclose(log->steps);
+    free(log->path);
     free(log->svg_path);
     free(log->rows);
     free(log);
@@ -189,20 +389,69 @@ const char *train_format_duration(double seconds, char *buf, size_t size)
     return buf;
 }
 
+/* The terminal's width, 80 when it cannot be told. */
+static int columns(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *env = getenv("COLUMNS");
+    return env && atoi(env) > 0 ? atoi(env) : 80;
+}
+
 void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss,
-                    double per_s, const char *unit, double lr, double eta_s, bool tty)
+                    double per_s, const char *unit, double lr, const struct train_times *tm,
+                    bool tty)
 {
     if (!tty)
         return; /* plain output gets only the per-epoch lines */
-    const int width = 30;
-    int filled = batches > 0 ? (int)(width * batch / batches) : width;
-    char bar[64];
-    for (int i = 0; i < width; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[width] = '\0';
-    char eta[32];
-    fprintf(stdout, "\repoch %d/%d [%s] %lld/%lld  loss %.4f  %.0f %s  lr %.3g  ETA %s ", epoch,
-            epochs, bar, (long long)batch, (long long)batches, loss, per_s, unit, lr,
-            train_format_duration(eta_s, eta, sizeof eta));
+    /* at most 10 redraws a second (tqdm's mininterval): a fast epoch would flood the
+     * terminal, and a log of it, with lines nobody sees */
+    static double last;
+    double now = train_now();
+    if (batch > 1 && batch < batches && now - last < 0.1)
+        return;
+    last = now;
+    char ee[32], el[32], re[32], rl[32], head[64], tail[256];
+    snprintf(head, sizeof head, "epoch %d/%d ", epoch, epochs);
+    /* tqdm's elapsed<remaining, for the epoch and for the run */
+    snprintf(tail, sizeof tail, " %lld/%lld  loss %.4f  %.0f %s  lr %.3g  epoch %s<%s  run %s<%s",
+             (long long)batch, (long long)batches, loss, per_s, unit, lr,
+             train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
+             train_format_duration(tm->epoch_eta, el, sizeof el),
+             train_format_duration(tm->run_elapsed, re, sizeof re),
+             train_format_duration(tm->run_eta, rl, sizeof rl));
+    /* One line that fits: a wrapped line would not be overwritten by the next. */
+    int cols = columns() - 1;
+    int width = cols - (int)strlen(head) - (int)strlen(tail) - 2;
+    /* the bar only shrinks within an epoch (as the numbers grow), so it does not jitter */
+    static int stable = 30;
+    if (batch <= 1)
+        stable = 30;
+    width = width > stable ? stable : width;
+    stable = width;
+    char bar[40];
+    snprintf(bar, sizeof bar, "%3d%%", batches > 0 ? (int)(100 * batch / batches) : 100);
+    if (width >= 10) { /* else the percentage alone: a narrow terminal */
+        int filled = batches > 0 ? (int)(width * batch / batches) : width;
+        bar[0] = '[';
+        for (int i = 0; i < width; i++)
+            bar[i + 1] = i < filled ? '#' : '.';
+        bar[width + 1] = ']';
+        bar[width + 2] = '\0';
+    }
+    char line[512];
+    snprintf(line, sizeof line, "%s%s%s", head, bar, tail);
+    if (cols > 0 && (int)strlen(line) > cols)
+        line[cols] = '\0';
+    fprintf(stdout, "\r%s\033[K", line);
     fflush(stdout);
+}
+
+void train_progress_clear(bool tty)
+{
+    if (tty) {
+        fputs("\r\033[K", stdout);
+        fflush(stdout);
+    }
 }

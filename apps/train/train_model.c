@@ -195,7 +195,7 @@ static int resolve_sparse(struct train_inputs *in, const weft_dataset *ds, const
                               (long long)fi->num_classes, fi->name, (long long)fi->num_classes);
     in->input = -1;
     in->target = weft_dataset_field_index(ds, "label");
-    if (in->target < 0)
+    if (in->target < 0 && !in->optional_target)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: the data of [%s] (reader %s) has no 'label' "
                                                "field for the loss (its fields: %s)",
                               file, sec, weft_dataset_reader_name(ds),
@@ -213,7 +213,9 @@ int train_inputs_resolve(struct train_inputs *in, const weft_dataset *ds,
     in->target = weft_dataset_field_index(ds, "label");
     if (in->target < 0)
         in->target = 1;
-    if (in->target >= weft_dataset_num_fields(ds)) {
+    if (in->target >= weft_dataset_num_fields(ds) && in->optional_target)
+        in->target = -1;
+    else if (in->target >= weft_dataset_num_fields(ds)) {
         char names[256];
         return weft_error_set(WEFT_ERR_CONFIG, "%s: the data of [%s] (reader %s) has no target "
                                                "field for the loss (its fields: %s)",
@@ -281,8 +283,17 @@ static weft_tensor *csr_from_padded(const struct train_inputs *in, weft_tensor *
 weft_tensor *train_batch_input(const struct train_inputs *in, weft_tensor *const *fields,
                                weft_device dev)
 {
-    if (!in->sparse)
-        return weft_autorelease(weft_tensor_retain(fields[in->input]));
+    if (!in->sparse) {
+        /* x.to(model.dtype): float16 data from an NPY file feeds a float32 model, as a
+         * PyTorch script casts its batch; integer inputs (token ids) stay as they are. */
+        weft_tensor *x = fields[in->input];
+        int n = 0;
+        weft_tensor *const *p = in->model ? weft_module_parameters(in->model, &n) : NULL;
+        if (x && n > 0 && weft_dtype_is_floating(x->dtype) &&
+            weft_dtype_is_floating(p[0]->dtype) && x->dtype != p[0]->dtype)
+            return weft_to_dtype(x, p[0]->dtype);
+        return weft_autorelease(weft_tensor_retain(x));
+    }
     weft_tensor *indices = fields[in->indices], *values = fields[in->values];
     if (!indices || !values)
         return NULL;
@@ -313,6 +324,7 @@ weft_module *train_build_model(struct weft_config *cfg, struct train_inputs *inp
     if (weft_register(&sparse_linear_type) < 0)
         return NULL;
     weft_module *model = weft_model_from_config(cfg);
+    inputs->model = model;
     if (model && find_sparse_input(model, cfg, inputs) != 0) {
         weft_module_free(model);
         return NULL;

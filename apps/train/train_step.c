@@ -40,6 +40,8 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
     weft_tensor *out = x && (!backward || !t->ddp || weft_ddp_sync_buffers(t->ddp) == 0)
                            ? weft_module_forward(t->model, x)
                            : NULL;
+    if (x && !out) /* an error of the model's: name the layer */
+        train_blame_layer(t, x);
     weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
     weft_autocast_end(prev);
     if (!loss)
@@ -109,6 +111,7 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
     struct weft_dataloader_options o = *weft_dataloader_options(t->train_loader);
     o.shuffle = false;
     o.drop_last = false;
+    o.transforms_eval = true; /* torchvision's test transforms: no random step */
     /* Every rank evaluates the whole set: the same figures everywhere (early stopping
      * agrees) and no sample counted twice, as a padded shard would. */
     o.num_replicas = 1;

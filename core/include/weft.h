@@ -15,5 +15,8 @@
 #include "weft/ops.h"
 #include "weft/autograd.h"
 #include "weft/autocast.h"
+#include "weft/memory.h"
+#include "weft/dlpack.h"
+#include "weft/plugin.h"
 
 #endif

@@ -27,6 +27,11 @@ int cpu_register_norm_kernels(void); /* native_layer_norm and its backward */
 int cpu_register_activation_kernels(void); /* gelu_tanh, gelu_backward, add_bias_gelu */
 int cpu_register_embedding_kernels(void);  /* embedding_dense_backward */
 int cpu_register_attention_kernels(void);  /* sdpa_flash and its backward */
+int cpu_register_divmod_kernels(void);     /* floor_divide, remainder */
+int cpu_register_scatter_kernels(void);    /* scatter, scatter_reduce */
+int cpu_register_interpolate_kernels(void); /* upsample and its backward */
+int cpu_register_cdist_kernels(void);       /* cdist and its backward */
+int cpu_register_rnn_kernels(void);        /* rnn_layer and its backward */
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);

@@ -9,7 +9,8 @@
  * shape uses the faster one, as cudnn.benchmark does.
  * The choice is per process: two runs may pick differently and round differently in the
  * last bits, so a resumed training run would not match an uninterrupted one; that is why
- * [cpu] gemm defaults to openblas and auto is asked for. */
+ * [cpu] gemm defaults to a fixed provider (oneDNN where built with it) and auto is asked
+ * for. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 extern char *openblas_get_config(void);
 extern char *openblas_get_corename(void);
 
+/* Until the options are read; plugin.c's default is oneDNN where the build has it. */
 static enum cpu_gemm_mode mode = CPU_GEMM_OPENBLAS;
 static bool report;
 
@@ -43,10 +45,30 @@ static void openblas_sgemm(const struct cpu_gemm *g)
 }
 
 #ifdef WEFT_HAVE_ONEDNN
+/* Below this many multiply-adds oneDNN's sgemm runs on the calling thread alone. It splits
+ * any product across every OpenMP thread, and on the MLP's last layer (64x10x128) that
+ * cost 5x the single-threaded time on 2 threads (process CPU time, passive threads: 16.0
+ * against 2.4 us; 256x10x128: 20.5 against 7.3 us), where OpenBLAS, which keeps products
+ * under 65536 * 4 multiply-adds on one thread, was at 3.2 us. A fixed rule of the shape,
+ * so the results do not depend on timings. */
+#define ONEDNN_SERIAL_MACS ((int64_t)1 << 19)
+
 static int onednn_sgemm(const struct cpu_gemm *g)
 {
+#ifdef _OPENMP
+    /* omp_set_num_threads sets the calling thread's own setting, read by oneDNN per call */
+    int threads = (int64_t)g->M * g->N * g->K < ONEDNN_SERIAL_MACS && !omp_in_parallel()
+                      ? omp_get_max_threads()
+                      : 1;
+    if (threads > 1)
+        omp_set_num_threads(1);
+#endif
     dnnl_status_t st = dnnl_sgemm(g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N', g->M, g->N,
                                   g->K, 1.0f, g->A, g->lda, g->B, g->ldb, 0.0f, g->C, g->ldc);
+#ifdef _OPENMP
+    if (threads > 1)
+        omp_set_num_threads(threads);
+#endif
     if (st == dnnl_success)
         return 0;
     return weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's sgemm failed (status %d) for "

@@ -6,10 +6,16 @@
  * divisors agree, padding and ceil_mode included. Backward passes accumulate in the
  * compute type: 16-bit floats sum in a float buffer and are rounded once. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define POOL_X86 1
+#endif
 
 struct pool_geom {
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
@@ -105,6 +111,28 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
+    /* Outputs [ox0, ox1) of output row oy, whose window rows are [y0, y1). */               \
+    static void max_cols_##name(const T *x, int64_t sy, int64_t sx, T *y, int64_t *idx,       \
+                                const struct pool_geom *g, int64_t oy, int64_t y0, int64_t y1, \
+                                int64_t ox0, int64_t ox1)                                     \
+    {                                                                                         \
+        for (int64_t ox = ox0; ox < ox1; ox++) {                                              \
+            int64_t x0, x1;                                                                   \
+            max_span(ox, g->sw, g->pw, g->kw, g->dw, g->W, &x0, &x1);                         \
+            C best = (C)-INFINITY;                                                            \
+            int64_t at = y0 < y1 && x0 < x1 ? y0 * g->W + x0 : -1;                            \
+            for (int64_t r = y0; r < y1; r += g->dh)                                          \
+                for (int64_t c = x0; c < x1; c += g->dw) {                                    \
+                    C v = weft_load_##name(x + r * sy + c * sx);                               \
+                    if (v > best || isnan(v)) {                                               \
+                        best = v;                                                             \
+                        at = r * g->W + c;                                                    \
+                    }                                                                         \
+                }                                                                             \
+            weft_store_##name(y + oy * g->OW + ox, best);                                      \
+            idx[oy * g->OW + ox] = at;                                                        \
+        }                                                                                     \
+    }                                                                                         \
     static void max_plane_##name(const T *x, int64_t sy, int64_t sx, T *y, int64_t *idx,      \
                                  const struct pool_geom *g)                                   \
     {                                                                                         \
@@ -117,22 +145,7 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
         for (int64_t oy = 0; oy < g->OH; oy++) {                                              \
             int64_t y0, y1;                                                                   \
             max_span(oy, g->sh, g->ph, g->kh, g->dh, g->H, &y0, &y1);                         \
-            for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
-                int64_t x0, x1;                                                               \
-                max_span(ox, g->sw, g->pw, g->kw, g->dw, g->W, &x0, &x1);                     \
-                C best = (C)-INFINITY;                                                        \
-                int64_t at = y0 < y1 && x0 < x1 ? y0 * g->W + x0 : -1;                        \
-                for (int64_t r = y0; r < y1; r += g->dh)                                      \
-                    for (int64_t c = x0; c < x1; c += g->dw) {                                \
-                        C v = weft_load_##name(x + r * sy + c * sx);                           \
-                        if (v > best || isnan(v)) {                                           \
-                            best = v;                                                         \
-                            at = r * g->W + c;                                                \
-                        }                                                                     \
-                    }                                                                         \
-                weft_store_##name(y + oy * g->OW + ox, best);                                  \
-                idx[oy * g->OW + ox] = at;                                                    \
-            }                                                                                 \
+            max_cols_##name(x, sy, sx, y, idx, g, oy, y0, y1, 0, g->OW);                      \
         }                                                                                     \
     }                                                                                         \
     static void max_backward_plane_##name(const T *gy, int64_t gsy, int64_t gsx,              \
@@ -188,6 +201,163 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
 WEFT_FOR_FLOATING_DTYPES(INST)
 #undef INST
 
+/* ---- float32 max pooling, eight outputs at a time (AVX2) ------------------------------------
+ * The general loop's rule lane by lane: a tap replaces the running maximum when it is
+ * greater or NaN, taps in the same order (rows, then columns), so values and indices agree
+ * bit for bit with max_cols (first maximum, last NaN, -0 against 0 the first). Outputs
+ * whose window columns all lie inside the image run here, eight at a time, a row's short
+ * tail as one masked block; windows past the left or right edge (padding, ceil_mode) take
+ * max_cols. Indices are built in 32 bits (the plane has fewer than 2^31 pixels) and
+ * widened on store. On 64x32x28x28, one thread, loaded machine: 2x2 stride 2 from 2.4-2.6
+ * to 1.1-1.8 ms, 3x3 stride 1 padding 1 from 35-40 to 6.9 ms.
+ * x: [H, W] rows sy apart, columns contiguous; y, idx: [OH, OW]. */
+#ifdef POOL_X86
+#define POOL_AVX2 __attribute__((target("avx2")))
+
+/* x[lane * sw] for the eight lanes; lanes holds lane * sw. Stride 2 deinterleaves two
+ * loads: the odd lanes of x[-1 .. 14] where x[-1] is in the row (left > 0), else the even
+ * lanes of x[0 .. 15] (the caller keeps x[15] inside the row then). */
+POOL_AVX2 static inline __m256 taps8(const float *x, int64_t sw, __m256i lanes, int64_t left)
+{
+    if (sw == 1)
+        return _mm256_loadu_ps(x);
+    if (sw == 2) {
+        __m256 v = left > 0
+                       ? _mm256_shuffle_ps(_mm256_loadu_ps(x - 1), _mm256_loadu_ps(x + 7), 0xDD)
+                       : _mm256_shuffle_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8), 0x88);
+        /* a0 a2 b0 b2 | a4 a6 b4 b6 -> a0 a2 a4 a6 b0 b2 b4 b6 */
+        return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+    }
+    return _mm256_i32gather_ps(x, lanes, 4);
+}
+
+/* taps8 for a block whose lanes from some n on are not outputs: only row elements (column
+ * < W; x is at column col) are read, the rest load as 0 into lanes that are dropped. */
+POOL_AVX2 static inline __m256 taps8_masked(const float *x, int64_t sw, __m256i lanes,
+                                            int64_t col, int64_t W)
+{
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+#define ROW_MASK(from) _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(W - (from))), iota)
+    if (sw == 1)
+        return _mm256_maskload_ps(x, ROW_MASK(col));
+    if (sw == 2) {
+        __m256 v = col > 0 ? _mm256_shuffle_ps(_mm256_maskload_ps(x - 1, ROW_MASK(col - 1)),
+                                               _mm256_maskload_ps(x + 7, ROW_MASK(col + 7)), 0xDD)
+                           : _mm256_shuffle_ps(_mm256_maskload_ps(x, ROW_MASK(col)),
+                                               _mm256_maskload_ps(x + 8, ROW_MASK(col + 8)), 0x88);
+        return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+    }
+    __m256 in_row = _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(W - col)), lanes));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, lanes, in_row, 4);
+#undef ROW_MASK
+}
+
+/* Whether the block of outputs [ox, ox + 8) of one row can run as a vector: every tap
+ * column inside the row, with what taps8 reads. */
+static inline bool block_inside(const struct pool_geom *g, int64_t ox)
+{
+    int64_t x0 = ox * g->sw - g->pw, last = x0 + 7 * g->sw + (g->kw - 1) * g->dw;
+    return ox + 8 <= g->OW && x0 >= 0 && last < g->W && (g->sw != 2 || x0 > 0 || g->W >= 16);
+}
+
+/* How many outputs from ox on (at most 8) a masked block can take: their windows start
+ * in the row (x0 >= 0) and end in it. */
+static inline int64_t tail_lanes(const struct pool_geom *g, int64_t ox)
+{
+    if (ox * g->sw - g->pw < 0)
+        return 0;
+    int64_t n = 0;
+    while (n < 8 && ox + n < g->OW && (ox + n) * g->sw - g->pw + (g->kw - 1) * g->dw < g->W)
+        n++;
+    return n;
+}
+
+/* Outputs [ox, ox + n) of output row oy (window rows [y0, y1)): n is 8 for a block that
+ * block_inside allows; below 8 (a row's tail) the loads and stores are masked, and every
+ * tap of those n outputs must lie inside the row. */
+POOL_AVX2 static void max_block8(const float *x, int64_t sy, float *yrow, int64_t *irow,
+                                 const struct pool_geom *g, int64_t y0, int64_t y1, int64_t ox,
+                                 __m256i lanes, int64_t n)
+{
+    const int64_t W = g->W, x0 = ox * g->sw - g->pw;
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    __m256i at = y0 < y1 ? _mm256_add_epi32(_mm256_set1_epi32((int)(y0 * W + x0)), lanes)
+                         : _mm256_set1_epi32(-1);
+    for (int64_t r = y0; r < y1; r += g->dh)
+        for (int64_t c = x0; c <= x0 + (g->kw - 1) * g->dw; c += g->dw) {
+            __m256 v = n == 8 ? taps8(x + r * sy + c, g->sw, lanes, c)
+                              : taps8_masked(x + r * sy + c, g->sw, lanes, c, W);
+            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
+                                       _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            __m256i here = _mm256_add_epi32(_mm256_set1_epi32((int)(r * W + c)), lanes);
+            best = _mm256_blendv_ps(best, v, take);
+            at = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(at),
+                                                      _mm256_castsi256_ps(here), take));
+        }
+    __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)),
+            i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+    if (n == 8) {
+        _mm256_storeu_ps(yrow + ox, best);
+        _mm256_storeu_si256((__m256i *)(irow + ox), i0);
+        _mm256_storeu_si256((__m256i *)(irow + ox + 4), i1);
+        return;
+    }
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(yrow + ox, keep, best);
+    _mm256_maskstore_epi64((long long *)(irow + ox),
+                           _mm256_cvtepi32_epi64(_mm256_castsi256_si128(keep)), i0);
+    _mm256_maskstore_epi64((long long *)(irow + ox + 4),
+                           _mm256_cvtepi32_epi64(_mm256_extracti128_si256(keep, 1)), i1);
+}
+
+POOL_AVX2 static void max_plane_f32_avx2(const float *x, int64_t sy, float *y, int64_t *idx,
+                                         const struct pool_geom *g)
+{
+    const int64_t first = (g->pw + g->sw - 1) / g->sw; /* the first window starting >= 0 */
+    const __m256i lanes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                             _mm256_set1_epi32((int)g->sw));
+    for (int64_t oy = 0; oy < g->OH; oy++) {
+        int64_t y0, y1;
+        max_span(oy, g->sh, g->ph, g->kh, g->dh, g->H, &y0, &y1);
+        float *yrow = y + oy * g->OW;
+        int64_t *irow = idx + oy * g->OW, ox = first < g->OW ? first : g->OW;
+        max_cols_f32(x, sy, 1, y, idx, g, oy, y0, y1, 0, ox);
+        int64_t start = ox;
+        for (; block_inside(g, ox); ox += 8)
+            max_block8(x, sy, yrow, irow, g, y0, y1, ox, lanes, 8);
+        /* the rest as one more block ending where the vector part may end, overlapping
+         * the last (its outputs come out the same), when there was a block before it */
+        int64_t end = ox;
+        while (end < g->OW && block_inside(g, end + 1 - 8))
+            end++;
+        if (end > ox && ox > start) {
+            max_block8(x, sy, yrow, irow, g, y0, y1, end - 8, lanes, 8);
+            ox = end;
+        }
+        /* a short row, or what is left: masked blocks while the windows lie in the row
+         * (a ceil_mode window past the edge takes the scalar loop) */
+        for (int64_t n; (n = tail_lanes(g, ox)) > 0; ox += n)
+            max_block8(x, sy, yrow, irow, g, y0, y1, ox, lanes, n);
+        max_cols_f32(x, sy, 1, y, idx, g, oy, y0, y1, ox, g->OW);
+    }
+}
+
+/* Whether a float32 plane takes max_plane_f32_avx2: rows contiguous, indices in 32 bits,
+ * and a cpu ([cpu] simd) with AVX2. */
+static bool max_plane_f32_vector(int64_t sx, const struct pool_geom *g)
+{
+    return sx == 1 && g->H * g->W < INT32_MAX && g->sw * 8 < INT32_MAX &&
+           cpu_simd_level() >= CPU_SIMD_AVX2;
+}
+#else
+static bool max_plane_f32_vector(int64_t sx, const struct pool_geom *g)
+{
+    return false;
+}
+#endif
+
 /* ---- kernels ---------------------------------------------------------------------------- */
 
 struct pool_job {
@@ -195,6 +365,7 @@ struct pool_job {
     struct pool_geom g;
     int64_t channels; /* plane p is image p / channels, channel p % channels */
     int failed;     /* a thread could not get its scratch buffer */
+    bool vector;    /* float32 max planes take max_plane_f32_avx2 */
 };
 
 /* Element address of plane p of t (element offsets; t's dims 0 and 1 are N and C). */
@@ -214,6 +385,12 @@ static void max_range(void *ctx, int64_t begin, int64_t end)
         const char *xp = plane_of(x, p, job->channels);
         char *yp = (char *)weft_tensor_data(y) + p * L * (int64_t)weft_tensor_itemsize(y);
         int64_t *ip = (int64_t *)weft_tensor_data(idx) + p * L;
+#ifdef POOL_X86
+        if (x->dtype == WEFT_F32 && job->vector) {
+            max_plane_f32_avx2((const float *)xp, x->stride[2], (float *)yp, ip, &job->g);
+            continue;
+        }
+#endif
         switch (x->dtype) {
 #define CASE(name, id, T, C)                                                                  \
     case id:                                                                                  \
@@ -296,9 +473,11 @@ static int pool_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0];
     weft_tensor *y = call->out[0];
-    struct pool_job job = {call, geom_of(call, x, y), x->shape[1], 0};
+    struct pool_job job = {call, geom_of(call, x, y), x->shape[1], 0, false};
     if (weft_tensor_numel(y) == 0)
         return 0;
+    job.vector = call->op == WEFT_OP_MAX_POOL2D && x->dtype == WEFT_F32 &&
+                 max_plane_f32_vector(x->stride[3], &job.g);
     int64_t work = job.g.OH * job.g.OW * job.g.kh * job.g.kw;
     cpu_parallel_for(x->shape[0] * job.channels, plane_grain(work),
                      call->op == WEFT_OP_MAX_POOL2D ? max_range : avg_range, &job);

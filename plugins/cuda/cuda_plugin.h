@@ -56,6 +56,15 @@ int cuda_register_norm_kernels(void);        /* native_layer_norm and its backwa
 int cuda_register_activation_kernels(void);  /* gelu_tanh, gelu_backward, add_bias_gelu */
 int cuda_register_embedding_kernels(void);   /* embedding_dense_backward */
 int cuda_register_attention_kernels(void);   /* sdpa_flash and its backward */
+int cuda_register_divmod_kernels(void);      /* floor_divide, remainder */
+int cuda_register_scatter_kernels(void);     /* scatter, scatter_reduce */
+int cuda_register_interpolate_kernels(void); /* upsample and its backward */
+int cuda_register_cdist_kernels(void);       /* cdist and its backward */
+int cuda_register_rnn_kernels(void);         /* rnn_layer and its backward */
+/* The device's cuBLAS handle (a cublasHandle_t; kernels_matmul.c makes it on first use),
+ * bound to its current stream; NULL with the error set. The caller has made `index` the
+ * current device. */
+void *cuda_blas_handle(int index);
 /* "cuBLAS 13.0.2" into buf (for features). */
 void cuda_blas_version(char *buf, size_t size);
 /* Destroys the cuBLAS handles (plugin fini). */

@@ -42,6 +42,11 @@ static cublasHandle_t blas_handle(int index)
     return h;
 }
 
+void *cuda_blas_handle(int index)
+{
+    return blas_handle(index);
+}
+
 void cuda_blas_shutdown(void)
 {
     pthread_mutex_lock(&handle_lock);

@@ -25,6 +25,11 @@ static int cuda_init(const weft_options *options)
         cuda_register_activation_kernels,
         cuda_register_embedding_kernels,
         cuda_register_attention_kernels,
+        cuda_register_divmod_kernels,
+        cuda_register_scatter_kernels,
+        cuda_register_rnn_kernels,
+        cuda_register_interpolate_kernels,
+        cuda_register_cdist_kernels,
     };
     for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
         int rc = steps[i]();

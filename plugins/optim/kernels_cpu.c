@@ -59,6 +59,15 @@ static void run_parallel(const struct weft_op_call *c, int64_t n, range_fn fn)
  * compiler vectorizes (meson.build builds this plugin with -O3 -fno-math-errno); with the
  * options tested inside the loop every step ran scalar, at a third of memory speed. */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* The update loops are elementwise over distinct arrays: `omp simd` lets GCC vectorise them
+ * at -O2 (its cheap cost model will not add the alias checks itself; the SGD loop ran
+ * scalar, 7.7% of the MNIST MLP's step). Lanes compute what the scalar loop computes, in
+ * the same order, so the values are the same bit for bit. */
+#ifdef _OPENMP
+#define OPT_SIMD _Pragma("omp simd")
+#else
+#define OPT_SIMD
+#endif
 #define UNPACK(...) __VA_ARGS__
 #define SPECIALIZE_CASE(k, fn, args)                                                          \
     case k:                                                                                   \
@@ -92,6 +101,7 @@ static inline unsigned flag_bits(bool f0, bool f1, bool f2, bool f3)
                                        T lr, T mu, T keep, T wd, bool decay, bool momentum,   \
                                        bool nesterov, bool first)                             \
     {                                                                                         \
+        OPT_SIMD                                                                              \
         for (int64_t i = begin; i < end; i++) {                                              \
             T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
             if (decay)                                                                        \
@@ -127,6 +137,7 @@ OPT_FOR_DTYPES(SGD_KERNEL)
                                         bool amsgrad, bool unused)                            \
     {                                                                                         \
         (void)unused;                                                                         \
+        OPT_SIMD                                                                              \
         for (int64_t i = begin; i < end; i++) {                                              \
             T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
             if (decoupled)                                                                    \

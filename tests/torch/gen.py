@@ -125,7 +125,8 @@ def layouts(dt, seed, lo, hi, shape):
 DIGITS = {torch.float16: "%.5g", torch.bfloat16: "%.4g", torch.float32: "%.9g"}
 
 
-def out_tokens(t):
+def out_tokens(t, strides=False):
+    """strides: also the result's strides ("S ndim strides..."), for layout cases."""
     t = t.detach()
     vals = t.to(torch.float64).reshape(-1).tolist() if t.dtype != torch.bool else \
         [int(x) for x in t.reshape(-1).tolist()]
@@ -138,7 +139,10 @@ def out_tokens(t):
             toks.append(f % v)
         else:
             toks.append(fmt(v))
-    return ["R", NAME[t.dtype], str(t.dim())] + [str(s) for s in t.shape] + toks
+    toks = ["R", NAME[t.dtype], str(t.dim())] + [str(s) for s in t.shape] + toks
+    if strides:
+        toks += ["S", str(t.dim())] + [str(s) for s in t.stride()]
+    return toks
 
 
 def err_tokens(e):
@@ -255,10 +259,105 @@ def run_op(op, ts, p):
         return ts[0].flatten(int(p[0]), int(p[1]))
     if op in ("matmul", "mm", "bmm"):
         return getattr(torch, op)(ts[0], ts[1])
+    return run_op_16(op, ts, p)
+
+
+def view_inplace(variant, ts):
+    """In-place ops on views of a non-leaf (issue 16, item 2: CopySlices). ts[0] a [3, 4]
+    leaf, ts[1] another operand where the variant takes one."""
+    b = ts[0] * 2
+    if variant == 0:
+        b.select(0, 1).mul_(3)
+    elif variant == 1:
+        b.narrow(1, 1, 2).add_(ts[1])
+    elif variant == 2:
+        b.t().exp_()
+    elif variant == 3:
+        b.narrow(0, 0, 2).copy_(ts[1])
+    elif variant == 4:
+        v = b.select(0, 1)
+        v.mul_(3)
+        v.add_(1)
+        return v * 1.5
+    elif variant == 5:
+        b.narrow(0, 1, 2).select(1, 0).mul_(ts[1])
+    elif variant == 6:
+        v = b.select(0, 1)
+        v.mul_(3)
+        b.narrow(1, 0, 2).mul_(ts[1])
+    return b
+
+
+REDUCE = ["sum", "prod", "mean", "amax", "amin"]
+REDUCTION = ["mean", "sum", "none"]
+
+
+def run_op_16(op, ts, p):
+    """The ops of issue 16's items 4 and 7 (layouts and the missing API)."""
+    if op in ("empty_like", "zeros_like", "ones_like", "full_like", "clone", "to_float64"):
+        x = ts[0]
+        if op == "empty_like":
+            return torch.empty_like(x).zero_()
+        if op == "full_like":
+            return torch.full_like(x, p[0])
+        if op == "clone":
+            return x.clone()
+        if op == "to_float64":
+            return x.to(torch.float64)
+        return getattr(torch, op)(x)
+    if op in ("addmm", "baddbmm"):
+        return getattr(torch, op)(ts[0], ts[1], ts[2], beta=pyscalar(p[0]), alpha=pyscalar(p[1]))
+    if op == "logsumexp":
+        keep, nd, dims = bool(p[0]), int(p[1]), [int(d) for d in p[2:]]
+        return torch.logsumexp(ts[0], dims if nd else list(range(ts[0].dim())), keepdim=keep)
+    if op in ("floor_divide", "remainder"):
+        return getattr(torch, op)(ts[0], ts[1])
+    if op in ("floor_divide_scalar", "remainder_scalar"):
+        return getattr(torch, op[:-7])(ts[0], pyscalar(p[0]))
+    if op == "scatter":
+        return ts[0].scatter(int(p[0]), ts[1], ts[2])
+    if op == "scatter_value":
+        return ts[0].scatter(int(p[0]), ts[1], pyscalar(p[1]))
+    if op == "scatter_reduce":
+        return ts[0].scatter_reduce(int(p[0]), ts[1], ts[2], REDUCE[int(p[1])],
+                                    include_self=bool(p[2]))
+    if op == "max_pool2d_indices":
+        k, st, pad, dil = (int(p[0]), int(p[0])), (int(p[1]), int(p[1])), int(p[2]), int(p[3])
+        return F.max_pool2d(ts[0], k, st, pad, dil, return_indices=True)
+    if op == "unpool_of_pool":
+        # max_unpool2d of max_pool2d's result (indices without duplicates); p[2] > 0: an
+        # output_size of p[2] x p[2]
+        k = int(p[0])
+        o, i = F.max_pool2d(ts[0], k, int(p[1]), return_indices=True)
+        size = None if p[2] <= 0 else (int(p[2]), int(p[2]))
+        return F.max_unpool2d(o, i, k, int(p[1]), output_size=size)
+    if op == "max_unpool2d":
+        return F.max_unpool2d(ts[0], ts[1], int(p[0]), int(p[1]))
+    if op == "dropout2d":
+        return F.dropout2d(ts[0], p[0], training=bool(p[1]))
+    if op == "bce":
+        # p[0] reduction, p[1] 1: input mapped to 0.8 x + 0.1 (inside (0, 1), for gradients)
+        x = ts[0] * 0.8 + 0.1 if p[1] else ts[0]
+        w = ts[2] if len(ts) > 2 else None
+        return F.binary_cross_entropy(x, ts[1], weight=w, reduction=REDUCTION[int(p[0])])
+    if op == "arange":
+        return torch.arange(p[0], p[1], p[2], dtype=DT[ALL[int(p[3])]])
+    if op == "view_inplace":
+        return view_inplace(int(p[0]), ts)
+    if op == "copy_transposed":
+        c = ts[0].clone()
+        c.copy_(c.t())
+        return c
+    if op == "copy_overlap":
+        # x.clone()[a:a+n].copy_(x[b:b+n]) on the clone itself, then the clone
+        c = ts[0].clone()
+        a, b, n = int(p[0]), int(p[1]), int(p[2])
+        c[a:a + n].copy_(c[b:b + n])
+        return c
     raise KeyError(op)
 
 
-def case(op, params, inputs):
+def case(op, params, inputs, strides=False):
     line = [op, str(len(params))] + [fmt(x) for x in params] + [str(len(inputs))]
     for i in inputs:
         line += i.tokens()
@@ -285,7 +384,7 @@ def case(op, params, inputs):
             r = ts[0]
         rs = r if isinstance(r, tuple) else (r,)
         for x in rs:
-            line += out_tokens(x)
+            line += out_tokens(x, strides)
     except (RuntimeError, IndexError, ValueError, TypeError) as e:
         # one error per op, input dtypes and text is enough (layouts do not change it)
         key = (op, tuple(i.dt for i in inputs), str(e))
@@ -538,6 +637,286 @@ def shapes_and_indexing():
     return L
 
 
+def strided_inputs(dt, seed, lo=-4, hi=4):
+    """Operands whose layout PyTorch keeps or rebuilds: transposed, permuted 3-D,
+    channels-last 4-D, a gapped (every other element) and a gapped transposed view, a
+    [1, 3] row of a wider matrix, an expanded one, and plain contiguous ones."""
+    def perm(shape, order):
+        base = Inp(dt, seed, lo, hi, [shape[i] for i in order])
+        st = [0] * len(shape)
+        for k, i in enumerate(order):
+            st[i] = base.strides[k]
+        return Inp(dt, seed, lo, hi, shape, st, 0, base.n)
+    return {
+        "contiguous": Inp(dt, seed, lo, hi, [4, 6]),
+        "transposed": perm([4, 6], [1, 0]),
+        "permuted": perm([2, 3, 4], [2, 0, 1]),
+        "permuted_c": Inp(dt, seed, lo, hi, [2, 3, 4]),
+        "channels_last": perm([2, 3, 4, 5], [0, 2, 3, 1]),
+        "gapped": Inp(dt, seed, lo, hi, [4, 6], [12, 2], 1),
+        "gapped_t": Inp(dt, seed, lo, hi, [4, 6], [2, 8], 1),
+        "row": Inp(dt, seed, lo, hi, [1, 3], [7, 1], 0, 8),
+        "expanded": Inp(dt, seed, lo, hi, [4, 6], [0, 1], 0, 6),
+        "size1": perm([4, 1, 3], [2, 1, 0]),
+    }
+
+
+def layout():
+    """Issue 16, item 4: results keep their inputs' layout as TensorIterator and
+    empty_like(preserve_format) lay them out (every case also compares strides)."""
+    L = []
+    seed = 30000
+    for dt in ("float32", "int64", "float16", "bool"):
+        ins = strided_inputs(dt, seed)
+        for name, x in ins.items():
+            for op in ("exp", "neg", "abs", "relu", "floor", "sigmoid", "logical_not"):
+                L.append(case(op, [], [x], True))
+            for op in ("empty_like", "zeros_like", "ones_like", "clone", "to_float64"):
+                L.append(case(op, [], [x], True))
+            L.append(case("full_like", [2.0], [x], True))
+            L.append(case("clamp", [-1.0, 2.0], [x], True))
+            L.append(case("add_scalar", [2.0], [x], True))
+            L.append(case("mul_scalar", [-1.5], [x], True))
+            L.append(case("rsub_scalar", [2.0], [x], True))
+        seed += 1
+    # binary ops over pairs of layouts (and of dtypes), with broadcasting
+    a = strided_inputs("float32", seed)
+    b = strided_inputs("float32", seed + 1, 1, 4)
+    bi = strided_inputs("int64", seed + 2, 1, 4)
+    seed += 3
+    pairs = [("transposed", "transposed"), ("transposed", "contiguous"),
+             ("contiguous", "transposed"), ("gapped", "transposed"), ("gapped_t", "gapped_t"),
+             ("gapped_t", "contiguous"), ("expanded", "transposed"), ("transposed", "expanded"),
+             ("permuted", "permuted"), ("permuted", "permuted_c"), ("permuted_c", "permuted"),
+             ("channels_last", "channels_last"), ("row", "row")]
+    for op in ("add", "mul", "div", "eq", "maximum", "pow", "floor_divide", "remainder"):
+        for x, y in pairs:
+            L.append(case(op, [], [a[x], b[y]], True))
+        L.append(case(op, [], [bi["transposed"], b["contiguous"]], True))
+        L.append(case(op, [], [a["contiguous"], bi["transposed"]], True))
+        L.append(case(op, [], [bi["gapped_t"], b["gapped"]], True))
+    bshapes = [([6], [6]), ([4, 1], [1, 4]), ([1, 6], [6]), ([], [])]
+    for x in ("transposed", "gapped_t", "permuted", "channels_last"):
+        t = a[x]
+        for shape in ([t.shape[-1]], [1] + t.shape[1:], t.shape[:1] + [1] * (len(t.shape) - 1), []):
+            o = Inp("float32", seed, 1, 4, shape)
+            L.append(case("add", [], [t, o], True))
+            L.append(case("add", [], [o, t], True))
+            seed += 1
+        # a size-1 dim of the other operand decides nothing
+        L.append(case("mul", [], [t, strided_inputs("float32", seed)["contiguous"]], True)
+                 if t.shape == [4, 6] else None)
+    for x in ("transposed", "gapped_t", "channels_last", "permuted"):
+        t = a[x]
+        cond = Inp("bool", seed, 0, 2, t.shape)
+        L.append(case("where", [], [cond, t, b[x]], True))
+        L.append(case("where", [], [cond, b["contiguous"] if x in ("transposed", "gapped_t")
+                                    else b[x], t], True))
+        L.append(case("masked_fill", [2.0], [t, cond], True))
+        seed += 1
+    # in-place ops write through the given layout and keep it
+    for x in ("transposed", "gapped", "permuted"):
+        L.append(case("add_", [], [a[x], b[x]], True))
+        L.append(case("exp_", [], [a[x]], True))
+    return L
+
+
+def newops():
+    """Issue 16, item 7: the API a ported program needs."""
+    L = []
+    seed = 40000
+    # addmm / baddbmm
+    for dt in ("float32", "float64", "int64"):
+        m1, m2 = Inp(dt, seed, -3, 4, [2, 3]), Inp(dt, seed + 1, -3, 4, [3, 4])
+        m1t = Inp(dt, seed, -3, 4, [2, 3], [1, 2], 0, 6)
+        for ishape in ([2, 4], [4], [1, 4], [2, 1], [], [3], [3, 2, 4]):
+            inp = Inp(dt, seed + 2, -3, 4, ishape)
+            for beta, alpha in ((1, 1), (0.5, 2), (0, 1), (2, -1)):
+                L.append(case("addmm", [beta, alpha], [inp, m1, m2], True))
+            L.append(case("addmm", [1, 1], [inp, m1t, m2], True))
+        L.append(case("addmm", [1, 1], [Inp(dt, seed, -3, 4, [4]), Inp(dt, seed, -3, 4, [3]), m2]))
+        L.append(case("addmm", [1, 1], [Inp(dt, seed, -3, 4, [4]), m1, Inp(dt, seed, -3, 4, [3])]))
+        L.append(case("addmm", [1, 1], [Inp(dt, seed, -3, 4, [4]), m1, Inp(dt, seed, -3, 4, [4, 4])]))
+        b1, b2 = Inp(dt, seed, -3, 4, [2, 2, 3]), Inp(dt, seed + 1, -3, 4, [2, 3, 4])
+        b1t = Inp(dt, seed, -3, 4, [2, 2, 3], [6, 1, 2], 0, 12)
+        for ishape in ([2, 2, 4], [4], [2, 1, 4], [], [3]):
+            inp = Inp(dt, seed + 2, -3, 4, ishape)
+            for beta, alpha in ((1, 1), (0.5, 2), (0, 1)):
+                L.append(case("baddbmm", [beta, alpha], [inp, b1, b2]))
+            L.append(case("baddbmm", [1, 1], [inp, b1t, b2]))
+        L.append(case("baddbmm", [1, 1], [Inp(dt, seed, -3, 4, [4]), Inp(dt, seed, -3, 4, [2, 3]), b2]))
+        L.append(case("baddbmm", [1, 1], [Inp(dt, seed, -3, 4, [4]), b1, Inp(dt, seed, -3, 4, [3, 3, 4])]))
+        L.append(case("baddbmm", [1, 1], [Inp(dt, seed, -3, 4, [4]), b1, Inp(dt, seed, -3, 4, [2, 4, 4])]))
+        seed += 3
+    for da, db in (("float32", "float64"), ("float64", "float32")):
+        L.append(case("addmm", [1, 1], [Inp(da, 1, 0, 3, [2]), Inp("float32", 1, 0, 3, [2, 2]),
+                                         Inp(db, 1, 0, 3, [2, 2])]))
+        L.append(case("addmm", [1, 1], [Inp("float32", 1, 0, 3, [2]), Inp(da, 1, 0, 3, [2, 2]),
+                                         Inp(db, 1, 0, 3, [2, 2])]))
+        L.append(case("baddbmm", [1, 1], [Inp(da, 1, 0, 3, [2]), Inp("float32", 1, 0, 3, [1, 2, 2]),
+                                           Inp("float32", 1, 0, 3, [1, 2, 2])]))
+    # logsumexp
+    for dt in ALL:
+        for shape, dimsets in (([3, 4], [[1], [0], [0, 1], [], [-1], [2]]), ([2, 3, 2], [[0, 2], [1]]),
+                               ([0, 3], [[0], [1]]), ([], [[0], []])):
+            for dims in dimsets:
+                for keep in (0, 1):
+                    for inp in (layouts(dt, seed, -3, 4, shape) if shape == [3, 4] and keep == 0
+                                else [Inp(dt, seed, -3, 4, shape)]):
+                        L.append(case("logsumexp", [keep, len(dims)] + dims, [inp]))
+                seed += 1
+    # floor_divide and remainder: every dtype, signs, zero divisors, scalars, broadcasting
+    for op in ("floor_divide", "remainder"):
+        for da in ALL:
+            for db in (ALL if op == "remainder" else [da, "float32", "int64"]):
+                L.append(case(op, [], [Inp(da, seed, -6, 7, [8]), Inp(db, seed + 1, -3, 4, [8])]))
+                L.append(case(op, [], [Inp(da, seed, -6, 7, [8]), Inp(db, seed + 1, 1, 4, [8])]))
+                seed += 2
+            for s in (2.0, -3.0, 2.5, -0.75, 0.0):
+                L.append(case(op + "_scalar", [s], [Inp(da, seed, -6, 7, [2, 4])]))
+            for a in layouts(da, seed, -6, 7, [3, 4]):
+                L.append(case(op, [], [a, Inp(da, seed + 1, 1, 4, [4])]))
+                L.append(case(op, [], [Inp(da, seed + 1, 1, 4, [3, 1]), a]))
+            seed += 2
+    # scatter (src and value) and scatter_reduce
+    for dt in ("float32", "int64", "float64", "bool", "float16", "int8"):
+        for sshape, ishape, dim in (([3, 5], [2, 3], 1), ([3, 5], [2, 3], 0), ([3, 5], [3, 2], -1),
+                                    ([4], [3], 0), ([2, 3, 4], [2, 2, 3], 2), ([], [], 0),
+                                    ([3, 5], [0, 3], 1)):
+            hi = ([3, 5, 4, 1][0] if not sshape else sshape[dim])
+            selfs = layouts(dt, seed, -3, 4, sshape) if sshape == [3, 5] else \
+                [Inp(dt, seed, -3, 4, sshape)]
+            idx = Inp("int64", seed + 1, 0, max(hi, 1), ishape)
+            src = Inp(dt, seed + 2, -3, 4, [d + 1 for d in ishape] if ishape else [])
+            for t in selfs:
+                L.append(case("scatter", [dim], [t, idx, src]))
+                L.append(case("scatter_value", [dim, 2.5], [t, idx]))
+                if dt != "bool":
+                    for r in range(5):
+                        for inc in (0, 1):
+                            L.append(case("scatter_reduce", [dim, r, inc], [t, idx, src]))
+            seed += 3
+    t, src = Inp("float32", 1, 0, 3, [2, 3]), Inp("float32", 2, 0, 3, [2, 2])
+    for idx in (Inp("int32", 3, 0, 3, [2, 2]), Inp("int64", 3, 3, 6, [2, 2]),
+                Inp("int64", 3, -4, -3, [2, 2]), Inp("int64", 3, 0, 3, [2]),
+                Inp("int64", 3, 0, 2, [3, 3])):
+        L.append(case("scatter", [1], [t, idx, src]))
+        L.append(case("scatter_value", [1, 1.0], [t, idx]))
+        L.append(case("scatter_reduce", [1, 0, 1], [t, idx, src]))
+    L.append(case("scatter", [1], [t, Inp("int64", 3, 0, 3, [2, 2]), Inp("float64", 2, 0, 3, [2, 2])]))
+    L.append(case("scatter", [2], [t, Inp("int64", 3, 0, 3, [2, 2]), src]))
+    # max_pool2d(return_indices) and max_unpool2d
+    for dt in ("float32", "float64"):
+        for shape in ([1, 2, 6, 6], [2, 3, 5, 7], [2, 4, 4]):
+            for k, st, pad, dil in ((2, 2, 0, 1), (3, 2, 1, 1), (2, 1, 0, 2), (3, 3, 1, 1)):
+                for x in layouts(dt, seed, -3, 4, shape) if len(shape) == 4 and k == 2 \
+                        else [Inp(dt, seed, -3, 4, shape)]:
+                    L.append(case("max_pool2d_indices", [k, st, pad, dil], [x]))
+            for k, st, size in ((2, 2, 0), (3, 2, 0), (2, 2, 7), (2, 1, 0), (2, 2, 9)):
+                L.append(case("unpool_of_pool", [k, st, size], [Inp(dt, seed, -3, 4, shape)]))
+            seed += 1
+    x = Inp("float32", 1, 0, 3, [1, 2, 2, 2])
+    for idx in (Inp("float32", 2, 0, 16, [1, 2, 2, 2]), Inp("int64", 2, 0, 16, [1, 1, 2, 2]),
+                Inp("int64", 2, 16, 20, [1, 2, 2, 2]), Inp("int64", 2, -3, -1, [1, 2, 2, 2])):
+        L.append(case("max_unpool2d", [2, 2], [x, idx]))
+    L.append(case("max_unpool2d", [2, 2], [Inp("float32", 1, 0, 3, [2, 2]), Inp("int64", 2, 0, 3, [2, 2])]))
+    # dropout2d: the cases whose values do not depend on the draw
+    for dt in ("float32", "float64", "int64"):
+        for shape in ([2, 3, 4, 5], [2, 3, 4], [3, 4], [5]):
+            for p, train in ((0.5, 0), (0.0, 1), (1.0, 1), (1.5, 1), (-0.1, 0)):
+                L.append(case("dropout2d", [p, train], [Inp(dt, seed, -3, 4, shape)]))
+            seed += 1
+    # binary_cross_entropy
+    for dt in ("float32", "float64", "float16", "bfloat16"):
+        for shape, wshape in (([3, 4], None), ([3, 4], [4]), ([5], [5]), ([], None), ([0, 2], None)):
+            x, tg = Inp(dt, seed, 0, 1, shape), Inp(dt, seed + 1, 0, 1, shape)
+            ins = [x, tg] + ([Inp(dt, seed + 2, 0, 3, wshape)] if wshape else [])
+            for r in range(3):
+                L.append(case("bce", [r, 0], ins))
+                L.append(case("bce", [r, 1], ins))
+            seed += 3
+    L.append(case("bce", [0, 0], [Inp("float32", 1, 0, 2, [4]), Inp("float32", 2, 0, 1, [4])]))
+    L.append(case("bce", [0, 0], [Inp("float32", 1, -1, 1, [4]), Inp("float32", 2, 0, 1, [4])]))
+    L.append(case("bce", [0, 0], [Inp("float32", 1, 0, 1, [4]), Inp("float32", 2, 0, 1, [3])]))
+    L.append(case("bce", [0, 0], [Inp("float32", 1, 0, 1, [4]), Inp("float64", 2, 0, 1, [4])]))
+    L.append(case("bce", [0, 0], [Inp("int64", 1, 0, 1, [4]), Inp("int64", 2, 0, 1, [4])]))
+    # arange with integer dtypes truncating start, end and step
+    for args in ((0, 5, 1.5), (0.5, 5, 1.5), (-1, 5, 0.5), (2.7, -3, -1.5), (0.5, 3.7, 1),
+                 (0, 10, 3), (-2.5, 2.5, 0.75), (5, 0, 1), (0, 5, -1.5), (1.9, 1.2, -0.2)):
+        for dt in ("int64", "int32", "uint8", "int8", "float32", "float64", "float16"):
+            L.append(case("arange", list(args) + [ALL.index(dt)], []))
+    # copy_ between overlapping views: PyTorch's error, except the very same elements
+    for dt in ("float32", "int32", "float64"):
+        x = Inp(dt, seed, -3, 4, [10])
+        for a, b, n in ((1, 0, 9), (0, 1, 9), (0, 5, 5), (2, 2, 4), (0, 3, 5), (3, 0, 5)):
+            L.append(case("copy_overlap", [a, b, n], [x]))
+        L.append(case("copy_transposed", [], [Inp(dt, seed, -3, 4, [3, 3])]))
+        seed += 1
+    # all / any / argmax / argmin with dim and keepdim on every dtype and layout
+    for op in ("all", "any", "argmax", "argmin"):
+        for dt in ALL:
+            for shape, dims in (([3, 4], (0, 1, -1)), ([2, 3, 4], (0, 2, -2))):
+                for dim in dims:
+                    for keep in (0, 1):
+                        for inp in layouts(dt, seed, -3, 4, shape):
+                            L.append(case(op, [dim, keep] if op.startswith("arg")
+                                          else [keep, 1, dim], [inp]))
+                seed += 1
+    return [x for x in L if x is not None]
+
+
+def grads16():
+    """Gradients of the item 7 ops (float64, central to issue 16)."""
+    L = []
+    seed = 50000
+    for beta, alpha in ((1, 1), (0.5, 2), (0, -1)):
+        for ishape in ([2, 4], [4], []):
+            L.append(grad_case("addmm", [beta, alpha], [f64(seed, ishape), f64(seed + 1, [2, 3]),
+                                                        f64(seed + 2, [3, 4])]))
+            L.append(grad_case("baddbmm", [beta, alpha], [f64(seed, ishape), f64(seed + 1, [2, 2, 3]),
+                                                          f64(seed + 2, [2, 3, 4])]))
+            seed += 3
+    L.append(grad_case("addmm", [1, 1], [f64(seed, [4]), f64(seed + 1, [2, 3]), f64(seed + 2, [3, 4])],
+                       [False, True, False]))
+    for shape, dims in (([3, 4], [1]), ([3, 4], [0, 1]), ([2, 3, 4], [0, 2]), ([5], [])):
+        for keep in (0, 1):
+            L.append(grad_case("logsumexp", [keep, len(dims)] + dims, [f64(seed, shape)]))
+        seed += 1
+    for sa, sb in (([3, 4], [3, 4]), ([3, 4], [4]), ([4], [3, 4])):
+        L.append(grad_case("remainder", [], [f64(seed, sa, -6, 7), f64(seed + 1, sb, 1, 4)]))
+        seed += 2
+    for sv in (2.5, -1.5):
+        L.append(grad_case("remainder_scalar", [sv], [f64(seed, [3, 4], -6, 7)]))
+    for dim, ishape in ((1, [2, 3]), (0, [2, 5])):
+        idx = Inp("int64", seed, 0, [3, 5][dim], ishape)
+        L.append(grad_case("scatter", [dim], [f64(seed, [3, 5]), idx, f64(seed + 1, ishape)],
+                           [True, False, True]))
+        L.append(grad_case("scatter_value", [dim, 2.0], [f64(seed, [3, 5]), idx], [True, False]))
+        for r in range(5):
+            for inc in (0, 1):
+                lo = 1 if r == 1 else -3
+                L.append(grad_case("scatter_reduce", [dim, r, inc],
+                                   [f64(seed, [3, 5], lo), idx, f64(seed + 1, ishape, lo)],
+                                   [True, False, True]))
+        seed += 2
+    for variant, other in ((0, None), (1, [3, 2]), (2, None), (3, [2, 4]), (4, None), (5, [2]),
+                           (6, [3, 2])):
+        ins = [f64(seed, [3, 4])] + ([f64(seed + 1, other)] if other else [])
+        L.append(grad_case("view_inplace", [variant], ins))
+        seed += 2
+    for k, st, pad, dil in ((2, 2, 0, 1), (3, 2, 1, 1), (2, 1, 0, 2)):
+        L.append(grad_case("max_pool2d_indices", [k, st, pad, dil], [f64(seed, [2, 2, 5, 6])]))
+    L.append(grad_case("unpool_of_pool", [2, 2, 0], [f64(seed, [2, 2, 4, 6])]))
+    L.append(grad_case("unpool_of_pool", [3, 2, 6], [f64(seed, [1, 2, 6, 6])]))
+    for r in range(3):
+        L.append(grad_case("bce", [r, 1], [f64(seed, [3, 4], 0, 1), f64(seed + 1, [3, 4], 0, 1)]))
+        L.append(grad_case("bce", [r, 1], [f64(seed, [3, 4], 0, 1), f64(seed + 1, [3, 4], 0, 1),
+                                           f64(seed + 2, [4], 0, 3)], [True, True, False]))
+        L.append(grad_case("bce", [r, 0], [f64(seed, [3, 4], 0, 1), f64(seed + 1, [3, 4], 0, 1)],
+                           [False, True]))
+    return L
+
+
 def f64(seed, shape, lo=-3, hi=4):
     return Inp("float64", seed, lo, hi, shape)
 
@@ -683,6 +1062,21 @@ def grad_fn_names():
         "nll_loss": lambda: F.nll_loss(a, tgt),
         "mse_loss": lambda: F.mse_loss(a, x(2, 3)),
         "l1_loss": lambda: F.l1_loss(a, x(2, 3)),
+        "copyslices_base": lambda: view_inplace(0, [x(3, 4)]),
+        "copyslices_view": lambda: (x(3, 4) * 2).select(0, 1).mul_(3),
+        "addmm": lambda: torch.addmm(v, a.t(), a),
+        "baddbmm": lambda: torch.baddbmm(v, t3, t3),
+        "logsumexp": lambda: torch.logsumexp(a, 1),
+        "bce": lambda: F.binary_cross_entropy(a.sigmoid(), torch.rand(2, 3, dtype=torch.float64)),
+        "remainder": lambda: torch.remainder(a, v),
+        "remainder_scalar": lambda: torch.remainder(a, 2),
+        "floor_divide": lambda: torch.floor_divide(a, v),
+        "scatter": lambda: a.scatter(1, torch.tensor([[0, 1], [2, 0]]), x(2, 2)),
+        "scatter_value": lambda: a.scatter(1, torch.tensor([[0, 1], [2, 0]]), 2.0),
+        "scatter_reduce": lambda: a.scatter_reduce(1, torch.tensor([[0, 1], [2, 0]]), x(2, 2), "amax"),
+        "max_pool2d_indices": lambda: F.max_pool2d(img, 2, return_indices=True)[0],
+        "max_unpool2d": lambda: F.max_unpool2d(*F.max_pool2d(img, 2, return_indices=True), 2),
+        "dropout2d": lambda: F.dropout2d(img, 0.5),
         "bce_with_logits": lambda: F.binary_cross_entropy_with_logits(a, torch.rand(2, 3,
                                                                            dtype=torch.float64)),
     }
@@ -693,7 +1087,8 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     families = {"elementwise": elementwise, "reduce": reductions, "grad": grads,
-                "shape": shapes_and_indexing,
+                "shape": shapes_and_indexing, "layout": layout, "newops": newops,
+                "grad16": grads16,
                 "grad_fn": grad_fn_names}
     for name, fn in families.items():
         lines = [x for x in fn() if x is not None]

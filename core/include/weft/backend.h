@@ -14,27 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/memory.h" /* struct weft_memory_stats and the user-facing calls */
 #include "weft/registry.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Allocator statistics, in bytes unless named otherwise. Append only; callers pass
- * their sizeof and backends fill what they know. */
-struct weft_memory_stats {
-    size_t struct_size;
-    uint64_t allocated_bytes;      /* handed out to tensors now */
-    uint64_t reserved_bytes;       /* obtained from the system/driver now (incl. cache) */
-    uint64_t peak_allocated_bytes;
-    uint64_t peak_reserved_bytes;
-    uint64_t num_allocs;           /* requests served */
-    uint64_t num_frees;
-    uint64_t num_cache_hits;       /* requests served from the cache */
-    uint64_t num_alloc_retries;    /* allocations retried after freeing the cache */
-    uint64_t num_ooms;
-};
 
 struct weft_backend {
     struct weft_vtable base;       /* kind WEFT_KIND_BACKEND; name: the device type */
@@ -92,24 +78,13 @@ const struct weft_backend *weft_backend_get(int device_type);
 /* The backend if registered, without loading anything. */
 const struct weft_backend *weft_backend_find(int device_type);
 
-/* Generic helpers over all registered backends. */
-int weft_device_count(int device_type);
-int weft_synchronize(weft_device dev);
+/* Helpers over all registered backends; the user-facing ones (device_count, synchronize,
+ * memory stats, empty_cache, threads) are in weft/memory.h. */
 /* copy_side when dev's backend has it: 1 when queued there, 0 when it has none (nothing
  * done: copy another way), negative on error. */
 int weft_copy_side(weft_tensor *dst, const weft_tensor *src);
 /* wait_side when dev's backend has it; 0 otherwise. */
 int weft_wait_side(weft_device dev);
-int weft_memory_stats(weft_device dev, struct weft_memory_stats *out);
-void weft_empty_cache(weft_device dev);
-/* torch.cuda.memory_summary(device, abbreviated): a table of the device allocator's
- * statistics as a malloc'd string the caller frees (NULL with an error): the backend's
- * own memory_summary when it has one, else one made from weft_memory_stats. */
-char *weft_memory_summary(weft_device dev, bool abbreviated);
-/* torch.cuda.reset_peak_memory_stats; nothing when the backend keeps no peaks. */
-void weft_reset_peak_memory_stats(weft_device dev);
-int weft_set_num_threads(int n); /* every registered backend that takes threads */
-int weft_get_num_threads(void);  /* the cpu backend's, or 1 */
 
 #ifdef __cplusplus
 }

@@ -40,8 +40,9 @@ size_t weft_dtype_size(enum weft_dtype dt);
 const char *weft_dtype_name(enum weft_dtype dt);
 /* PyTorch's capitalised scalar type name used in error texts ("Float", "Long", "Bool"). */
 const char *weft_dtype_torch_name(enum weft_dtype dt);
-/* caffe2::TypeMeta's name ("float", "long int", "unsigned char"), which some PyTorch
- * messages print. */
+/* The name for the messages where PyTorch prints caffe2::TypeMeta's C++ name ("float",
+ * "long int", "c10::Half"): weft keeps PyTorch's sentence but prints its own dtype name
+ * ("float32", "int64", "float16"), the same as weft_dtype_name. */
 const char *weft_dtype_meta_name(enum weft_dtype dt);
 /* Parses "float32"/"f32"/"float" etc.; returns 0 and sets *out, or -1 (no error set). */
 int weft_dtype_parse(const char *name, enum weft_dtype *out);

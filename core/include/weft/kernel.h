@@ -246,6 +246,101 @@ struct weft_sdpa_kernel_params {
     const weft_tensor *out, *logsumexp;
     weft_tensor *grad_value;
 };
+/* RNN_LAYER (one layer and direction of torch.nn.RNN/LSTM/GRU over a whole sequence):
+ * in[0] gi [T, B, G*H], the input projection x W_ih^T + b_ih of every step (G = 1 for
+ * RNN, 4 gates i, f, g, o for LSTM, 3 gates r, z, n for GRU), out[0] = params.out; every
+ * tensor contiguous, one floating dtype, on one device. params: struct
+ * weft_rnn_kernel_params. Per step (t = 0..T-1, or T-1..0 when reverse) one GEMM
+ * h_prev W_hh^T into scratch, then one gate pass adding gi[t] and b_hh, applying the
+ * nonlinearities and writing the step's state (LSTM with proj_size: then one GEMM
+ * h = (o tanh c) W_hr^T). A batch row b with t >= lengths[b] is not a step: its state
+ * passes through unchanged and out[t, b] is 0 (pack_padded_sequence's semantics; the
+ * reverse direction starts at each row's own end). */
+#define WEFT_OP_RNN_LAYER_NAME "rnn_layer"
+/* RNN_LAYER_BACKWARD: backpropagation through time over what RNN_LAYER saved (the same
+ * params, with hs, gates, cs and aux as it wrote them); in[0] and out[0] are
+ * params.grad_gi (dispatch dtype). Overwrites grad_gi (d loss /
+ * d gi), grad_gh (GRU only: d loss / d (h W_hh^T + b_hh), which differs from grad_gi in
+ * gate n), grad_h (proj_size only: the total gradient reaching each step's h, for
+ * W_hr's), grad_h0 and grad_c0; rows and steps past a length get 0. The weight gradients
+ * are then GEMMs over all steps, which the caller does. */
+#define WEFT_OP_RNN_LAYER_BACKWARD_NAME "rnn_layer_backward"
+enum weft_rnn_mode { WEFT_RNN_TANH = 0, WEFT_RNN_RELU = 1, WEFT_RNN_LSTM = 2, WEFT_RNN_GRU = 3 };
+struct weft_rnn_kernel_params {
+    int mode;           /* enum weft_rnn_mode */
+    bool reverse;
+    int64_t T, B, H, P; /* steps, batch, hidden size, state size (proj_size, else H) */
+    const weft_tensor *w_hh;    /* [G*H, P] */
+    const weft_tensor *b_hh;    /* [G*H] or NULL */
+    const weft_tensor *w_hr;    /* [P, H] (LSTM with proj_size) or NULL */
+    const weft_tensor *h0;      /* [B, P] */
+    const weft_tensor *c0;      /* [B, H], LSTM only */
+    const weft_tensor *lengths; /* int64 [B], each in [1, T], any order; NULL: all T */
+    /* Forward outputs. out [T, B, P]; h_n [B, P], c_n [B, H] (LSTM); hs [T, B, P] the
+     * state after step t, carried through steps past a length (may be out itself when
+     * lengths is NULL); gates [T, B, G*H] the activated gates (LSTM, GRU; NULL for RNN);
+     * cs [T, B, H] the cell state after step t, carried (LSTM); aux [T, B, H]: LSTM with
+     * proj_size o * tanh(c) before the projection, GRU h W_hn^T + b_hn; else NULL. The
+     * backward reads hs, gates, cs and aux back. */
+    weft_tensor *out, *h_n, *c_n, *hs, *gates, *cs, *aux;
+    /* Backward: gradients of out, h_n, c_n (each NULL for none) and the results. */
+    const weft_tensor *grad_out, *grad_hn, *grad_cn;
+    weft_tensor *grad_gi, *grad_gh, *grad_h, *grad_h0, *grad_c0;
+};
+
+/* UPSAMPLE (PyTorch's upsample_{nearest,linear,bilinear,bicubic} with the formulas of
+ * aten/src/ATen/native/UpSample.h): in[0] x [N, C, H, W] floating, any strides (a 1-d
+ * signal is H = 1); out[0] contiguous [N, C, OH, OW] of x's dtype. ints[0] the mode
+ * (WEFT_UPSAMPLE_*), ints[1] align_corners (linear and cubic only); scalar[0], scalar[1]
+ * the scale factors for H and W that PyTorch passes on (its source position uses 1 /
+ * scale), <= 0 for none (then in / out). Nearest indices are computed in float whatever
+ * the dtype, as PyTorch does; linear and cubic taps in the compute type (double for
+ * float64, else float): compute_source_index_and_lambda, and cubic convolution with
+ * A = -0.75 over 4 taps whose indices are clamped to the border. */
+#define WEFT_OP_UPSAMPLE_NAME "upsample"
+enum { WEFT_UPSAMPLE_NEAREST = 0, WEFT_UPSAMPLE_NEAREST_EXACT = 1, WEFT_UPSAMPLE_LINEAR = 2,
+       WEFT_UPSAMPLE_CUBIC = 3 };
+/* UPSAMPLE_BACKWARD, its adjoint: in[0] grad_output [N, C, OH, OW] (any strides) ->
+ * out[0] contiguous [N, C, H, W] overwritten with, per input pixel, the sum of grad *
+ * tap weight over the output pixels that read it, added in output-pixel order (the same
+ * bits for any number of threads). ints and scalars as UPSAMPLE. Dispatch dtype: in[0]'s. */
+#define WEFT_OP_UPSAMPLE_BACKWARD_NAME "upsample_backward"
+/* CDIST (torch.cdist's direct formula): in[0] x1 [B, P, M], in[1] x2 [B, R, M], one
+ * floating dtype, any strides -> out[0] contiguous [B, P, R] = (sum_k |x1[b,i,k] -
+ * x2[b,j,k]|^p)^(1/p), scalar[0] = p >= 0: p = 0 counts the nonzero differences, p = inf
+ * takes the largest, p = 2 is sqrt(sum diff^2). M = 0 gives zeros. */
+#define WEFT_OP_CDIST_NAME "cdist"
+/* CDIST_BACKWARD (PyTorch's _cdist_backward): in[0] grad [B, P, R], in[1] x1 [B, P, M],
+ * in[2] x2 [B, R, M], in[3] dist [B, P, R] as CDIST gave it, any strides; scalar[0] = p.
+ * out[0] contiguous [B, P, M] = grad_x1, overwritten: for each j, grad * d dist / d x1
+ * summed in the order of j, with PyTorch's conventions: p = 0 zero; p = 1 sign(diff);
+ * p < 2 zero where dist = 0 (and where diff = 0 for p < 1); p = 2 diff / dist, zero
+ * where dist = 0; p = inf sign(diff) on every coordinate with |diff| == dist. x2's
+ * gradient is this op on (grad^T, x2, x1, dist^T). Dispatch dtype: in[0]'s. */
+#define WEFT_OP_CDIST_BACKWARD_NAME "cdist_backward"
+
+/* FLOOR_DIVIDE and REMAINDER (torch.floor_divide, torch.remainder): the binary contract
+ * (out[0], in[0] and in[1] of one shape and dtype; a NULL in[1] means scalar[0]), every
+ * integral and floating dtype. The quotient rounds toward -inf (floats: PyTorch's
+ * div_floor_floating, fmod-based, IEEE results for a zero divisor); the remainder is
+ * a - b * floor(a / b) with the divisor's sign (fmod, then + b when the signs differ). An
+ * integer divisor of 0 fails with "ZeroDivisionError" where the backend can tell. */
+#define WEFT_OP_FLOOR_DIVIDE_NAME "floor_divide"
+#define WEFT_OP_REMAINDER_NAME "remainder"
+/* SCATTER (Tensor.scatter_ with src or value, reduce=None): in place on out[0] (any
+ * strides): out[0][.. in[0][..i..] ..] = in[1][..i..] along ints[0], in[0] the int64 index,
+ * in[1] the src of out[0]'s dtype or NULL for the value scalar[0]; i runs over the index's
+ * shape (src and out[0] at least as large in every dim). Indices are checked: "index 5 is
+ * out of bounds for dimension 1 with size 3". Duplicate indices: the last i in row-major
+ * order wins on the cpu (PyTorch leaves it unspecified). */
+#define WEFT_OP_SCATTER_NAME "scatter"
+/* SCATTER_REDUCE (Tensor.scatter_reduce_): as SCATTER with a src, combining instead of
+ * assigning: ints[1] 0 sum, 1 prod, 2 mean, 3 amax, 4 amin; ints[2] include_self. Where
+ * include_self is 0 the scattered-to elements start from the first value scattered there.
+ * mean divides by the number of values combined (plus one with include_self), integer
+ * dtypes by floor division; amax/amin propagate NaN. Elements no index names keep their
+ * value. */
+#define WEFT_OP_SCATTER_REDUCE_NAME "scatter_reduce"
 
 /* Registers a plugin-defined op by name (or finds it) and returns its id. */
 int weft_op_register(const char *name);

@@ -62,6 +62,15 @@ weft_tensor *weft_threshold_backward(weft_tensor *grad, weft_tensor *t, double t
  * floating dtype. One pass where the backend has the gelu_backward kernel (weft/kernel.h),
  * else composed of ops; not itself recorded by autograd. */
 weft_tensor *weft_gelu_backward(weft_tensor *grad, weft_tensor *x, int approximate);
+/* torch.floor_divide and torch.remainder (Python's // and %), broadcasting with add's type
+ * promotion: the quotient rounds toward -inf, the remainder has the divisor's sign. An
+ * integer divided by 0 is "ZeroDivisionError"; floats give IEEE's inf/NaN. remainder is
+ * differentiable (RemainderBackward0/1); floor_divide records a "NotImplemented" node whose
+ * backward fails, as PyTorch's does. */
+weft_tensor *weft_floor_divide(weft_tensor *a, weft_tensor *b);
+weft_tensor *weft_floor_divide_scalar(weft_tensor *a, double b);
+weft_tensor *weft_remainder(weft_tensor *a, weft_tensor *b);
+weft_tensor *weft_remainder_scalar(weft_tensor *a, double b);
 /* Bounds given as NAN mean "no bound" (torch.clamp's None); at least one must be set. */
 weft_tensor *weft_clamp(weft_tensor *t, double min, double max);
 weft_tensor *weft_clamp_(weft_tensor *t, double min, double max);
@@ -98,6 +107,11 @@ weft_tensor *weft_argmin(weft_tensor *t, int dim, bool keepdim);
 weft_tensor *weft_argmax_all(weft_tensor *t);
 weft_tensor *weft_argmin_all(weft_tensor *t);
 
+/* log(sum(exp(t))) over dims (ndims == 0: all), as torch.logsumexp: the maximum is taken
+ * out first (infinite maxima as 0, so a row of -inf gives -inf and one holding +inf gives
+ * +inf); bool and integer inputs give the default floating dtype. */
+weft_tensor *weft_logsumexp(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+
 /* ---- softmax ------------------------------------------------------------------------ */
 weft_tensor *weft_softmax(weft_tensor *t, int dim);
 weft_tensor *weft_log_softmax(weft_tensor *t, int dim);
@@ -110,6 +124,15 @@ weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b);
  * texts ("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"), no broadcasting. */
 weft_tensor *weft_mm(weft_tensor *a, weft_tensor *b);
 weft_tensor *weft_bmm(weft_tensor *a, weft_tensor *b);
+/* torch.addmm: beta * input + alpha * (mat1 @ mat2), mat1 [n, m], mat2 [m, p], input
+ * expandable to [n, p] (an error otherwise, as expand's); one dtype ("self and mat2 must
+ * have the same dtype"). beta == 0 ignores input (its NaNs too); integer dtypes truncate
+ * alpha and beta. torch.baddbmm likewise over batches: batch1 [b, n, m], batch2 [b, m, p],
+ * input expandable to [b, n, p] (cast to the batches' dtype, as PyTorch 1.13 does). */
+weft_tensor *weft_addmm(weft_tensor *input, weft_tensor *mat1, weft_tensor *mat2, double beta,
+                        double alpha);
+weft_tensor *weft_baddbmm(weft_tensor *input, weft_tensor *batch1, weft_tensor *batch2,
+                          double beta, double alpha);
 /* torch.backends.cuda.matmul.allow_tf32: whether float32 matmuls may use TF32 tensor
  * cores (about 10 mantissa bits per product). Off by default, as in PyTorch >= 1.12;
  * [runtime] allow_tf32 sets it. Backends read it at every matmul. */
@@ -125,6 +148,19 @@ weft_tensor *weft_index_select(weft_tensor *t, int dim, weft_tensor *index);
 weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index);
 weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
 weft_tensor *weft_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+/* Tensor.scatter(dim, index, src) and scatter(dim, index, value): a copy of t with the
+ * elements the index names along dim replaced (src: the element at the index's position;
+ * value: the scalar cast to t's dtype). index int64, of t's ndim, no larger than src and,
+ * outside dim, than t; out-of-range indices are "index 5 is out of bounds for dimension 1
+ * with size 3". Of duplicates the last in row-major order wins on the cpu. */
+weft_tensor *weft_scatter(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+weft_tensor *weft_scatter_value(weft_tensor *t, int dim, weft_tensor *index, double value);
+/* Tensor.scatter_reduce: reduce "sum", "prod", "mean", "amax" or "amin" of the scattered
+ * values, with t's own value when include_self (else the places written start from the
+ * first value scattered there); mean of integers rounds toward -inf. Integral and floating
+ * dtypes. */
+weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src,
+                                 const char *reduce, bool include_self);
 /* int64 class indices -> int64 one-hot with a new last dim of num_classes
  * (num_classes < 0: max + 1). */
 weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes);

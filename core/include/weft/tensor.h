@@ -83,6 +83,18 @@ weft_tensor *weft_autorelease_shared(weft_tensor *t);
 /* ---- properties ---------------------------------------------------------------- */
 
 int64_t weft_tensor_numel(const weft_tensor *t);
+/* Tensor.dim(); -1 for NULL. */
+int weft_tensor_ndim(const weft_tensor *t);
+/* Tensor.shape and Tensor.stride() as arrays of ndim values, borrowed from t (valid while
+ * t is); NULL for NULL. Strides are in elements, as PyTorch's. */
+const int64_t *weft_tensor_shape(const weft_tensor *t);
+const int64_t *weft_tensor_strides(const weft_tensor *t);
+/* Tensor.storage_offset(), in elements; -1 for NULL. */
+int64_t weft_tensor_storage_offset(const weft_tensor *t);
+/* Tensor.dtype; WEFT_DTYPE_COUNT (not a valid dtype) for NULL. */
+enum weft_dtype weft_tensor_dtype(const weft_tensor *t);
+/* Tensor.device; {-1, -1} for NULL. */
+weft_device weft_tensor_device(const weft_tensor *t);
 /* Size/stride of dim (negative allowed); -1 with an IndexError when out of range. */
 int64_t weft_tensor_size(const weft_tensor *t, int dim);
 int64_t weft_tensor_stride(const weft_tensor *t, int dim);
@@ -112,6 +124,8 @@ int weft_check_same_device(int n, const weft_tensor *const *ts);
 
 /* Uninitialised contiguous tensor. shape may be NULL when ndim is 0. */
 weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* The *_like functions keep t's layout (preserve_format, PyTorch's default): t's strides
+ * when t is dense and non-overlapping, else dense strides in the order of t's. */
 weft_tensor *weft_empty_like(const weft_tensor *t);
 weft_tensor *weft_zeros(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
 weft_tensor *weft_ones(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
@@ -122,7 +136,9 @@ weft_tensor *weft_ones_like(const weft_tensor *t);
 weft_tensor *weft_full_like(const weft_tensor *t, double value);
 /* 0-dim tensor holding value. */
 weft_tensor *weft_scalar_tensor(double value, enum weft_dtype dtype, weft_device dev);
-/* [start, end) by step, length ceil((end - start) / step), as torch.arange. */
+/* [start, end) by step, length ceil((end - start) / step), as torch.arange. An integer
+ * dtype truncates start, end and step first (a step of 0.5 is "step must be nonzero"), and
+ * int64 counts the elements from the truncated values, as PyTorch does. */
 weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
                          weft_device dev);
 /* `steps` values evenly from start to end inclusive, as torch.linspace. */

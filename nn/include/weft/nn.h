@@ -19,6 +19,7 @@
 
 #include "weft/options.h"
 #include "weft/registry.h"
+#include "weft/rnn.h" /* RNN, LSTM, GRU */
 #include "weft/state_dict.h"
 #include "weft/tensor.h"
 
@@ -57,6 +58,16 @@ struct weft_pool2d_params {
 };
 weft_tensor *weft_max_pool2d(weft_tensor *x, const struct weft_pool2d_params *params);
 weft_tensor *weft_avg_pool2d(weft_tensor *x, const struct weft_pool2d_params *params);
+/* F.max_pool2d(return_indices=True): the values, and in *indices (a new reference, NULL
+ * on error) the int64 position h * W + w of each maximum within its input plane. */
+weft_tensor *weft_max_pool2d_with_indices(weft_tensor *x, const struct weft_pool2d_params *params,
+                                          weft_tensor **indices);
+/* F.max_unpool2d: x [N, C, H, W] (or [C, H, W]) placed at the int64 indices (of x's shape)
+ * into zeros of [N, C, oH, oW]; output_size NULL gives (H - 1) * stride - 2 * padding +
+ * kernel per dim (params' kernel, stride, padding), else output_size[0..1]. Node
+ * MaxUnpool2DBackward0 (the gradient gathered back at the indices). */
+weft_tensor *weft_max_unpool2d(weft_tensor *x, weft_tensor *indices,
+                               const struct weft_pool2d_params *params, const int64_t *output_size);
 weft_tensor *weft_adaptive_avg_pool2d(weft_tensor *x, int64_t out_h, int64_t out_w);
 
 /* Batch norm over dim 1 of [N, C] or [N, C, ...]. In training, normalises with the
@@ -72,6 +83,11 @@ weft_tensor *weft_layer_norm(weft_tensor *x, int ndims, const int64_t *normalize
 /* Zeroes elements with probability p (Philox) and scales the rest by 1/(1-p) when
  * training; identity otherwise. */
 weft_tensor *weft_dropout(weft_tensor *x, double p, bool training);
+/* F.dropout2d: whole channels zeroed with probability p (the mask [N, C, 1, ...] drawn as
+ * weft_dropout draws), the kept scaled by 1 / (1 - p). PyTorch 1.13's shapes: a 3-D input
+ * is (N, C, L) (channel-wise 1-D dropout) and a 2-D one element-wise, each with its
+ * UserWarning (printed once to stderr); fewer than 2 dims is an error. */
+weft_tensor *weft_dropout2d(weft_tensor *x, double p, bool training);
 /* Rows of weight [num, dim] picked by integer indices of any shape. */
 weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight);
 weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope);
@@ -88,6 +104,49 @@ weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate ap
  * GELU). Without a bias it is gelu(linear(...)). */
 weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
                               enum weft_gelu_approximate approximate);
+
+/* ---- resampling and distances ------------------------------------------------------ */
+
+#define WEFT_INTERPOLATE_MAX_DIMS 3
+/* F.interpolate's keyword arguments. A count of -1 is a single number for every spatial
+ * dim (size=5), 0 is None, n > 0 a list of n (size=(5, 7)). */
+struct weft_interpolate_params {
+    /* "nearest" (also NULL), "nearest-exact", "linear" (3-D), "bilinear", "bicubic"
+     * (4-D), "area" (adaptive average pooling) */
+    const char *mode;
+    int nsize;
+    int64_t size[WEFT_INTERPOLATE_MAX_DIMS];
+    int nscale;
+    double scale_factor[WEFT_INTERPOLATE_MAX_DIMS];
+    int align_corners;          /* -1 None (False for linear modes), 0 False, 1 True */
+    int recompute_scale_factor; /* -1 None, 0 False, 1 True */
+};
+/* F.interpolate(x, size, scale_factor, mode, align_corners, recompute_scale_factor) on
+ * [N, C, L] or [N, C, H, W] (any strides), floating dtypes: PyTorch 1.13's values (the
+ * scale_factor given without recompute_scale_factor also places the samples, at
+ * 1 / scale), its errors (ValueError / NotImplementedError / RuntimeError with its words)
+ * and its grad_fn (UpsampleBilinear2DBackward1, ...). The backward is the deterministic
+ * adjoint; it is not itself differentiable. params NULL is an error (no size). 5-D inputs
+ * and antialias are not implemented. */
+weft_tensor *weft_interpolate(weft_tensor *x, const struct weft_interpolate_params *params);
+
+/* torch.cdist's compute_mode: use_mm_for_euclid_dist_if_necessary (p = 2 by matrix
+ * multiplication when either side has more than 25 rows), use_mm_for_euclid_dist,
+ * donot_use_mm_for_euclid_dist. */
+enum weft_cdist_compute_mode {
+    WEFT_CDIST_USE_MM_IF_NECESSARY = 0,
+    WEFT_CDIST_USE_MM = 1,
+    WEFT_CDIST_DONOT_USE_MM = 2,
+};
+/* torch.cdist(x1, x2, p): x1 [..., P, M], x2 [..., R, M] (batch dims broadcast, any
+ * strides, one floating dtype) -> [..., P, R], the p-norm (p >= 0; 0 counts differing
+ * coordinates, INFINITY takes the largest) of each row difference. Differentiable with
+ * PyTorch's conventions (zero gradient at zero distance; for p = inf the gradient goes to
+ * every coordinate attaining the maximum). The matrix-multiply formula for p = 2 is
+ * faster but loses precision for distances much smaller than the points' norms. */
+weft_tensor *weft_cdist(weft_tensor *x1, weft_tensor *x2, double p);
+weft_tensor *weft_cdist_mode(weft_tensor *x1, weft_tensor *x2, double p,
+                             enum weft_cdist_compute_mode compute_mode);
 
 /* ---- attention ------------------------------------------------------------------- */
 
@@ -130,6 +189,12 @@ weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
                            const struct weft_cross_entropy_params *params);
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
+/* F.binary_cross_entropy on probabilities: -w (t log(x) + (1 - t) log(1 - x)) with each
+ * log clamped at -100, as PyTorch; input values outside [0, 1] are "all elements of input
+ * should be between 0 and 1". target of input's shape and dtype, weight NULL or
+ * broadcastable to it. Node BinaryCrossEntropyBackward0 (input and target). */
+weft_tensor *weft_binary_cross_entropy(weft_tensor *input, weft_tensor *target,
+                                       weft_tensor *weight, enum weft_reduction reduction);
 /* pos_weight [C] or NULL. */
 weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tensor *target,
                                                    weft_tensor *pos_weight,
@@ -213,6 +278,12 @@ struct weft_named_tensor {
 };
 int weft_module_named_parameters(const weft_module *m, struct weft_named_tensor **out);
 int weft_module_named_buffers(const weft_module *m, struct weft_named_tensor **out);
+/* Module.parameters(): the tensors of weft_module_named_parameters, in the same order,
+ * as an array borrowed from m (no names copied; NULL-terminated; *n its length). It stays
+ * valid until a parameter or child is added to m or below it, or m is freed; the
+ * tensors are m's own (borrowed). Pass it straight to an optimizer. NULL with an error
+ * on failure. Not for concurrent calls on one module tree. */
+weft_tensor *const *weft_module_parameters(const weft_module *m, int *n);
 /* Total number of parameter elements (a tied weight counted once). */
 int64_t weft_module_num_parameters(const weft_module *m);
 /* PyTorch's repr of a module tree, malloc'd. */

@@ -28,7 +28,9 @@ struct weft_config *weft_config_new(const char *name);
 void weft_config_free(struct weft_config *cfg);
 
 /* Applies "section.key=value" (the section is everything before the last '.' of the
- * left side, so "layer.fc1.out_features=10" works). Errors on malformed text. */
+ * left side, so "layer.fc1.out_features=10" works). Errors on malformed text. The value
+ * remembers the assignment: an unknown key it adds is reported as "--set a.b=1: [a] unknown
+ * key 'b'", and weft_config_explain_error() names it in errors about its value. */
 int weft_config_set(struct weft_config *cfg, const char *assignment);
 /* Sets one value directly (replaces an existing one). */
 int weft_config_put(struct weft_config *cfg, const char *section, const char *key,
@@ -71,15 +73,18 @@ const char *const *weft_config_keys(const struct weft_config *cfg, const char *s
 /* Marks a key as known (key NULL: the whole section), for sections read by other means. */
 void weft_config_mark_known(struct weft_config *cfg, const char *section, const char *key);
 
-/* Error for the first section/key present but never asked for:
- * "config.ini: [runtime] unknown key 'thread' (did you mean 'threads'?)". */
+/* Error for the first section/key present but never asked for, with its line:
+ * "config.ini: line 4: [runtime] unknown key 'thread' (did you mean 'threads'?)". */
 int weft_config_check_unknown(const struct weft_config *cfg);
 /* For a program whose setup failed with rc before it could call the check above: when the
  * pending error is a config error and a section or key present but never asked for is a
  * near miss of one asked for and absent ([dta] beside a missing [data], 'reder' beside a
  * missing 'reader'), the typo is the cause: the error becomes "config.ini: unknown
- * section [dta] (did you mean [data]?)" and its code is returned. Otherwise rc, error
- * untouched. */
+ * section [dta] (did you mean [data]?)" and its code is returned. Otherwise, when the
+ * error is "config.ini: [section] key ..." about a value weft_config_set gave (or about
+ * a section whose values it changed, naming no key of the file), it becomes "--set
+ * section.key=v (set on the command line, over config.ini): [section] key ...". Otherwise
+ * rc, error untouched. */
 int weft_config_explain_error(const struct weft_config *cfg, int rc);
 const char *weft_config_name(const struct weft_config *cfg);
 

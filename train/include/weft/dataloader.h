@@ -39,6 +39,13 @@
  * 0 when one mean/std is given; the result is float32 unless another floating dtype is
  * asked for. A field can also just be converted to another dtype (labels to int64).
  *
+ * Transforms (weft/transforms.h): with a pipeline, each sample of transforms_field is
+ * made float32 (x/255 for uint8, as ToTensor), run through it in the worker that reads the
+ * batch, and handed out in the pipeline's output shape (a crop or resize changes the
+ * field's sample shape). The random steps of sample i in epoch e draw from
+ * weft_transform_rng_sample(seed, e, i), i its index in the dataset: batches are the same
+ * for any number of workers, differ between epochs, and a resumed epoch repeats them.
+ *
  * Ownership: next() returns new references (recorded in the innermost scope, if any).
  * Threading: one thread drives a loader; its workers are internal.
  * Errors: NULL or negative with the thread's error set; a reader's error inside a
@@ -54,6 +61,7 @@
 #include "weft/device.h"
 #include "weft/dtype.h"
 #include "weft/tensor.h"
+#include "weft/transforms.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,6 +93,10 @@ struct weft_dataloader_options {
     struct weft_dataloader_field_options fields[WEFT_DATASET_MAX_FIELDS]; /* by field index */
     int num_replicas;    /* shards of each epoch (processes), >= 1; 1: not distributed */
     int rank;            /* the shard read here, 0 <= rank < num_replicas (see Sharding) */
+    /* Data augmentation (see Transforms). */
+    weft_transforms *transforms; /* NULL: none; the loader holds its own reference */
+    int transforms_field;        /* the field they transform (an image [C, H, W] or [H, W]) */
+    bool transforms_eval;        /* their evaluation form: no random step (test sets) */
 };
 
 typedef struct weft_dataloader weft_dataloader;
@@ -97,7 +109,8 @@ struct weft_dataloader_options weft_dataloader_options_default(void);
  * (WEFT_ERR_VALUE, PyTorch's words where it has some): batch_size < 1, num_workers < 0,
  * prefetch_factor < 1 with workers, an unknown device, a field option for a field the
  * dataset lacks, nchannels not 1 nor the sample's first dim, std <= 0, normalising to a
- * non-floating dtype, num_replicas < 1, rank outside [0, num_replicas - 1]. */
+ * non-floating dtype, num_replicas < 1, rank outside [0, num_replicas - 1], transforms
+ * on a field whose sample shape is not theirs, or on a dataset of 2^30 samples or more. */
 weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
                                      const struct weft_dataloader_options *options);
 
@@ -106,7 +119,9 @@ weft_dataloader *weft_dataloader_new(const weft_dataset *ds,
  * workers (0), prefetch (2), pin_memory (false), seed (0), and mean/std: a number or
  * comma-separated numbers, one per channel, for the field called "image" if there is
  * one, else the first field that is not class labels; both or neither. Fields with
- * num_classes > 0 (labels) are handed out as int64. Errors (WEFT_ERR_CONFIG) name the
+ * num_classes > 0 (labels) are handed out as int64. `transforms` and the sections of its
+ * steps (weft_transforms_from_config) augment that same field; normalize, listed there, then
+ * takes mean/std at its place in the list. Errors (WEFT_ERR_CONFIG) name the
  * file, section, key and value. No key shards the loader (num_replicas 1, rank 0): a
  * distributed trainer copies weft_dataloader_options(), sets num_replicas and rank from
  * its process group and makes the loader it uses with weft_dataloader_new(). */

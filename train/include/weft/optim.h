@@ -150,6 +150,63 @@ int weft_optimizer_state_export(const weft_optimizer *opt, struct weft_tensor_di
 int weft_optimizer_state_import(weft_optimizer *opt, const struct weft_tensor_dict *d,
                                 const struct weft_metadata *m);
 
+/* ---- optimizers from C: torch.optim's constructors ----------------------------------
+ * The hyperparameters as structs, field for field torch.optim's keyword arguments, for
+ * programs that do not read an INI file. Start from the *_INIT macro (PyTorch's
+ * defaults) and change what differs:
+ *
+ *     struct weft_adam_options o = WEFT_ADAM_OPTIONS_INIT;
+ *     o.lr = 3e-4;
+ *     weft_optimizer *opt = weft_adam(n, params, &o);   // torch.optim.Adam(params, lr=3e-4)
+ *
+ * Each makes an optimizer as weft_optimizer_create would from the same keys (options
+ * NULL: the defaults), with the same checks and PyTorch's messages ("Invalid learning
+ * rate: -0.1"). `fused` false asks for the op-by-op update (foreach=False). Free with
+ * weft_optimizer_free(). */
+struct weft_sgd_options {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+    bool fused;
+};
+#define WEFT_SGD_OPTIONS_INIT                                                                 \
+    ((struct weft_sgd_options){                                                               \
+        .lr = 1e-3, .momentum = 0, .dampening = 0, .weight_decay = 0, .nesterov = false,      \
+        .fused = true})
+
+struct weft_adam_options {
+    double lr;
+    double betas[2];
+    double eps, weight_decay;
+    bool amsgrad;
+    bool fused;
+};
+#define WEFT_ADAM_OPTIONS_INIT                                                                \
+    ((struct weft_adam_options){                                                              \
+        .lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .weight_decay = 0, .amsgrad = false,  \
+        .fused = true})
+/* AdamW takes Adam's arguments; only weight_decay's default differs (1e-2). */
+#define WEFT_ADAMW_OPTIONS_INIT                                                               \
+    ((struct weft_adam_options){                                                              \
+        .lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .weight_decay = 1e-2,                 \
+        .amsgrad = false, .fused = true})
+
+struct weft_rmsprop_options {
+    double lr, alpha, eps, weight_decay, momentum;
+    bool centered;
+    bool fused;
+};
+#define WEFT_RMSPROP_OPTIONS_INIT                                                             \
+    ((struct weft_rmsprop_options){                                                           \
+        .lr = 1e-2, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0, .momentum = 0,             \
+        .centered = false, .fused = true})
+
+weft_optimizer *weft_sgd(int n, weft_tensor *const *params, const struct weft_sgd_options *o);
+weft_optimizer *weft_adam(int n, weft_tensor *const *params, const struct weft_adam_options *o);
+weft_optimizer *weft_adamw(int n, weft_tensor *const *params,
+                           const struct weft_adam_options *o);
+weft_optimizer *weft_rmsprop(int n, weft_tensor *const *params,
+                             const struct weft_rmsprop_options *o);
+
 /* ---- fused update ops --------------------------------------------------------------
  * The named ops (weft_op_register, weft/kernel.h) an optimizer's step dispatches, one
  * in-place pass each with PyTorch's formulas. weft-optim.so registers their cpu kernels,

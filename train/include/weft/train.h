@@ -10,9 +10,11 @@
 #include "weft/runtime.h"
 #include "weft/dataset.h"
 #include "weft/dataloader.h"
+#include "weft/transforms.h"
 #include "weft/checkpoint.h"
 #include "weft/optim.h"
 #include "weft/grad_scaler.h"
 #include "weft/model.h"
+#include "weft/tensorboard.h"
 
 #endif

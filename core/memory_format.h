@@ -1,0 +1,33 @@
+/* core/memory_format.h: the strides a result gets from its inputs' layout (PyTorch's
+ * preserve_format and TensorIterator's output rule); not installed, not ABI. */
+#ifndef WEFT_CORE_MEMORY_FORMAT_H
+#define WEFT_CORE_MEMORY_FORMAT_H
+
+#include "internal.h"
+
+/* PyTorch's is_non_overlapping_and_dense: the elements tile numel slots exactly, in some
+ * order of the dims. */
+WEFT_INTERNAL bool weft_is_non_overlapping_and_dense(const weft_tensor *t);
+
+/* Strides (in elements) for the output of an elementwise op of shape [ndim, shape] over
+ * the inputs ins[0..n) (each broadcastable to shape, before expansion), as PyTorch 1.13's
+ * TensorIterator gives them: contiguous when every input has the shape and is contiguous;
+ * the inputs' strides when they all have the shape, are non-overlapping and dense and
+ * agree; else the dims ordered by the inputs' strides (the first input that orders a pair
+ * decides; broadcast dims abstain) and laid out densely in that order. Returns true when
+ * the result is plain contiguous (strides then hold the contiguous ones). */
+WEFT_INTERNAL bool weft_elementwise_strides(int n, const weft_tensor *const *ins, int ndim,
+                                            const int64_t *shape, int64_t *strides);
+
+/* Strides for empty_like(t, memory_format=preserve): t's own when t is non-overlapping
+ * and dense (those of its size-1 dims too), else dense strides in the order of t's
+ * (infer_dense_strides). Returns true when the tensor they describe is contiguous. */
+WEFT_INTERNAL bool weft_preserve_strides(const weft_tensor *t, int64_t *strides);
+
+/* An uninitialised tensor of that geometry (strides must be dense and non-overlapping):
+ * a new reference recorded in the open scope, as weft_empty. */
+WEFT_INTERNAL weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape,
+                                                    const int64_t *strides,
+                                                    enum weft_dtype dtype, weft_device dev);
+
+#endif
