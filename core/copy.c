@@ -12,37 +12,6 @@
 
 /* ---- geometry --------------------------------------------------------------------------- */
 
-/* PyTorch's is_non_overlapping_and_dense: the elements tile a block of numel slots
- * exactly, in some order of the dims. */
-static bool is_dense(const weft_tensor *t)
-{
-    int n = t->ndim;
-    int perm[WEFT_MAX_DIMS];
-    for (int i = 0; i < n; i++)
-        perm[i] = i;
-    /* Insertion sort by stride, size-1 dims last (their stride does not matter). */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0; j--) {
-            int a = perm[j - 1], b = perm[j];
-            bool swap = t->shape[a] < 2 ? t->shape[b] >= 2
-                                        : t->shape[b] >= 2 && t->stride[b] < t->stride[a];
-            if (!swap)
-                break;
-            perm[j - 1] = b;
-            perm[j] = a;
-        }
-    int64_t expected = 1;
-    for (int i = 0; i < n; i++) {
-        int d = perm[i];
-        if (t->shape[d] < 2)
-            return true;
-        if (t->stride[d] != expected)
-            return false;
-        expected *= t->shape[d];
-    }
-    return true;
-}
-
 static bool same_geometry(const weft_tensor *a, const weft_tensor *b)
 {
     if (a->ndim != b->ndim)
@@ -117,9 +86,9 @@ static int copy_to_device(weft_tensor *dst, const weft_tensor *src, bool non_blo
     const struct weft_backend *b = weft_backend_get(dst->device.type);
     if (!b)
         return weft_error_code();
-    bool dst_dense = is_dense(dst);
+    bool dst_dense = weft_is_non_overlapping_and_dense(dst);
     const weft_tensor *host = src;
-    if (!(dst_dense && src->dtype == dst->dtype && same_geometry(src, dst) && is_dense(src))) {
+    if (!(dst_dense && src->dtype == dst->dtype && same_geometry(src, dst) && weft_is_non_overlapping_and_dense(src))) {
         weft_tensor *stage = dst_dense ? empty_preserving(dst, dst->dtype, WEFT_CPU)
                                        : weft_empty(dst->ndim, dst->shape, dst->dtype, WEFT_CPU);
         if (!stage || copy_impl(stage, src, false) != 0)
@@ -143,13 +112,13 @@ static int copy_from_device(weft_tensor *dst, const weft_tensor *src, bool non_b
     if (!b)
         return weft_error_code();
     const weft_tensor *ready = src;
-    if (!is_dense(src)) {
+    if (!weft_is_non_overlapping_and_dense(src)) {
         weft_tensor *c = weft_empty(src->ndim, src->shape, src->dtype, src->device);
         if (!c || dispatch_copy(c, src) != 0)
             return weft_error_code();
         ready = c;
     }
-    if (is_dense(dst) && dst->dtype == ready->dtype && same_geometry(dst, ready))
+    if (weft_is_non_overlapping_and_dense(dst) && dst->dtype == ready->dtype && same_geometry(dst, ready))
         return transfer(b, dst, ready, non_blocking);
     weft_tensor *landing = empty_preserving(ready, ready->dtype, dst->device);
     if (!landing || transfer(b, landing, ready, false) != 0)
@@ -205,7 +174,7 @@ static int check_writable(const weft_tensor *dst)
 static bool partial_overlap(const weft_tensor *dst, const weft_tensor *src)
 {
     if (dst->storage != src->storage || weft_tensor_numel(dst) == 0 ||
-        weft_tensor_numel(src) == 0 || !is_dense(dst) || !is_dense(src))
+        weft_tensor_numel(src) == 0 || !weft_is_non_overlapping_and_dense(dst) || !weft_is_non_overlapping_and_dense(src))
         return false;
     size_t a = (size_t)dst->offset * weft_dtype_size(dst->dtype);
     size_t a_end = a + (size_t)weft_tensor_numel(dst) * weft_dtype_size(dst->dtype);

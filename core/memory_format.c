@@ -224,23 +224,3 @@ bool weft_preserve_strides(const weft_tensor *t, int64_t *strides)
         weft_contiguous_strides(t->ndim, t->shape, strides);
     return contiguous;
 }
-
-weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int64_t *strides,
-                                      enum weft_dtype dtype, weft_device dev)
-{
-    int64_t numel = weft_shape_numel(ndim, shape);
-    if (numel < 0)
-        return NULL;
-    size_t nbytes;
-    if (__builtin_mul_overflow((size_t)numel, weft_dtype_size(dtype), &nbytes)) {
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "tensor of %lld elements is too large",
-                       (long long)numel);
-        return NULL;
-    }
-    struct weft_storage *s = weft_storage_new(dev, nbytes);
-    if (!s)
-        return NULL;
-    weft_tensor *t = weft_tensor_make(s, ndim, shape, strides, 0, dtype);
-    weft_storage_release(s);
-    return weft_tensor_finish(t);
-}

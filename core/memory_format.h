@@ -24,8 +24,9 @@ WEFT_INTERNAL bool weft_elementwise_strides(int n, const weft_tensor *const *ins
  * (infer_dense_strides). Returns true when the tensor they describe is contiguous. */
 WEFT_INTERNAL bool weft_preserve_strides(const weft_tensor *t, int64_t *strides);
 
-/* An uninitialised tensor of that geometry (strides must be dense and non-overlapping):
- * a new reference recorded in the open scope, as weft_empty. */
+/* An uninitialised tensor of that geometry (strides must be dense and non-overlapping;
+ * NULL: contiguous): a new reference recorded in the open scope. weft_empty is this with
+ * NULL strides (core/tensor.c). */
 WEFT_INTERNAL weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape,
                                                     const int64_t *strides,
                                                     enum weft_dtype dtype, weft_device dev);

@@ -191,12 +191,9 @@ weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
     return weft_tensor_finish(v);
 }
 
-weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev)
+weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int64_t *strides,
+                                      enum weft_dtype dtype, weft_device dev)
 {
-    if (!weft_dtype_valid(dtype)) {
-        weft_error_set(WEFT_ERR_TYPE, "invalid dtype %d", (int)dtype);
-        return NULL;
-    }
     int64_t numel = weft_shape_numel(ndim, shape);
     if (numel < 0)
         return NULL;
@@ -209,9 +206,18 @@ weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, w
     struct weft_storage *s = weft_storage_new(dev, nbytes);
     if (!s)
         return NULL;
-    weft_tensor *t = weft_tensor_make(s, ndim, shape, NULL, 0, dtype);
+    weft_tensor *t = weft_tensor_make(s, ndim, shape, strides, 0, dtype);
     weft_storage_release(s);
     return weft_tensor_finish(t);
+}
+
+weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev)
+{
+    if (!weft_dtype_valid(dtype)) {
+        weft_error_set(WEFT_ERR_TYPE, "invalid dtype %d", (int)dtype);
+        return NULL;
+    }
+    return weft_empty_dense_strided(ndim, shape, NULL, dtype, dev);
 }
 
 weft_tensor *weft_empty_like(const weft_tensor *t)
