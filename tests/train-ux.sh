@@ -326,4 +326,22 @@ grep -q 'points=""' "$tmp/int/log.svg" && fail "SVG (resumed run): an empty poly
 if command -v rsvg-convert >/dev/null 2>&1; then
     rsvg-convert "$tmp/int/log.svg" -o "$tmp/int.png" || fail "rsvg-convert rejected the resumed run's plot"
 fi
+# early stopping counts on across a resume: with these settings the validation loss is
+# best at epoch 2 and worse at 3, 4 and 5, so patience 3 stops after epoch 5, unbroken or
+# resumed after epoch 4 (a counter restarted on resume would run all 6 epochs)
+pat="--set optimizer.lr=1 --set optimizer.momentum=0.9 --set train.patience=3"
+"$train" "$tmp/ok.ini" $pat --set train.epochs=6 --set train.checkpoint="$tmp/pat1/m.safetensors" \
+    --set train.log="$tmp/pat1/log.csv" >"$tmp/pat1.txt" 2>&1 || { cat "$tmp/pat1.txt"; fail "patience: the unbroken run failed"; }
+grep -q "early stopping: validation loss has not improved for 3 epochs" "$tmp/pat1.txt" ||
+    { cat "$tmp/pat1.txt"; fail "patience: the unbroken run did not stop after 3 epochs without improvement"; }
+"$train" "$tmp/ok.ini" $pat --set train.epochs=4 --set train.checkpoint="$tmp/pat2/m.safetensors" \
+    --set train.log="$tmp/pat2/log.csv" >"$tmp/pat2.txt" 2>&1 || { cat "$tmp/pat2.txt"; fail "patience: the first half failed"; }
+"$train" "$tmp/ok.ini" $pat --set train.epochs=6 --set train.checkpoint="$tmp/pat2/m.safetensors" \
+    --set train.log="$tmp/pat2/log.csv" --resume "$tmp/pat2/m.safetensors" >"$tmp/pat3.txt" 2>&1 ||
+    { cat "$tmp/pat3.txt"; fail "patience: the resumed run failed"; }
+grep -q "early stopping: validation loss has not improved for 3 epochs" "$tmp/pat3.txt" ||
+    { cat "$tmp/pat3.txt"; fail "patience: the resumed run forgot how long the loss had not improved"; }
+[ "$(grep -c '^5,' "$tmp/pat1/log.csv")" = 1 ] && ! grep -q '^6,' "$tmp/pat1/log.csv" &&
+    ! grep -q '^6,' "$tmp/pat2/log.csv" || fail "patience: both runs should end at epoch 5"
+echo "patience: early stopping after epoch 5, unbroken and resumed after epoch 4"
 echo "train-ux: ok"

@@ -203,6 +203,13 @@ struct trainer {
     int argc;                     /* the command line, for the resume command */
     char **argv;
     struct train_best best;
+    /* Early stopping's state, saved in the checkpoint so a resumed run counts on: the best
+     * validation loss so far (when seen) and the evaluations since it improved. */
+    struct train_patience {
+        bool seen;
+        double best;
+        int64_t since;
+    } patience;
     double run_t0;                /* when training began (this process), for the ETA */
 };
 
@@ -258,6 +265,9 @@ int train_best_update(struct trainer *t, int64_t epoch, double val_loss, bool *i
 int train_best_resume(struct trainer *t);
 /* Early stopping with keep_best: the best model's weights back into t->model, saying so. */
 int train_best_restore(struct trainer *t);
+/* Counts an evaluation's validation loss against [train] patience (NaN is not counted);
+ * true when patience has run out. */
+bool train_patience_update(struct trainer *t, double val_loss);
 
 /* ---- eval and predict (train_predict.c) ------------------------------------------------------- */
 

@@ -83,3 +83,15 @@ int train_best_restore(struct trainer *t)
                path);
     return rc;
 }
+
+bool train_patience_update(struct trainer *t, double val_loss)
+{
+    struct train_patience *p = &t->patience;
+    if (t->s.patience <= 0 || isnan(val_loss))
+        return false;
+    p->since = p->seen && val_loss >= p->best ? p->since + 1 : 0;
+    if (!p->seen || val_loss < p->best)
+        p->best = val_loss;
+    p->seen = true;
+    return p->since >= t->s.patience;
+}

@@ -209,6 +209,12 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
              weft_metadata_set(meta, "weft.config", weft_config_name(t->cfg)) ||
              weft_metadata_set(meta, "weft.scheduler", sched) ||
              weft_metadata_set(meta, "weft.checkpoint", id);
+    if (rc == 0 && t->patience.seen) {
+        char best[40];
+        snprintf(best, sizeof best, "%.17g", t->patience.best);
+        rc = weft_metadata_set(meta, "weft.patience_best", best) ||
+             weft_metadata_set_int(meta, "weft.patience_since", t->patience.since);
+    }
     if (rc == 0) {
         remove_stale_temporaries(t->s.checkpoint);
         remove_stale_temporaries(state_path);
@@ -382,6 +388,25 @@ static int check_left_to_train(const struct trainer *t)
     return 0;
 }
 
+/* Early stopping's state (absent from checkpoints of runs before it was saved: count anew). */
+static int read_patience(struct trainer *t, const char *state_path, const struct weft_metadata *meta)
+{
+    const char *best = weft_metadata_get(meta, "weft.patience_best");
+    if (!best)
+        return 0;
+    char *end;
+    errno = 0;
+    t->patience.best = strtod(best, &end);
+    if (errno || end == best || *end || weft_metadata_get_int(meta, "weft.patience_since",
+                                                               &t->patience.since) != 0 ||
+        t->patience.since < 0)
+        return weft_error_set(WEFT_ERR_VALUE, "%s: metadata weft.patience_best = '%s' / "
+                                              "weft.patience_since: expected a number and a "
+                                              "count of evaluations", state_path, best);
+    t->patience.seen = true;
+    return 0;
+}
+
 int train_resume(struct trainer *t, const char *path)
 {
     char state_path[4096];
@@ -411,6 +436,8 @@ int train_resume(struct trainer *t, const char *path)
               weft_metadata_get_int(meta, "weft.step", &t->start_step)) ||
              weft_metadata_get_uint(meta, "weft.rng_seed", &seed) ||
              weft_metadata_get_uint(meta, "weft.rng_offset", &offset);
+    if (rc == 0)
+        rc = read_patience(t, state_path, meta);
     if (rc == 0)
         rc = check_left_to_train(t);
     /* weft.batch counts one rank's batches: under another number of processes, resume

@@ -70,7 +70,7 @@ static int progress_line(const struct trainer *t, struct window w_local, double 
 
 /* Evaluates, prints and logs; *stop when patience ran out. */
 static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, double run_seconds,
-                      double *best_val, int64_t *since_best, bool *stop)
+                      bool *stop)
 {
     double t0 = train_now();
     struct eval_result val;
@@ -105,15 +105,11 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
     fflush(stdout);
     if ((rc = train_log_epoch(t->log, &m)) != 0)
         return rc;
-    if (t->s.patience > 0 && !isnan(val.loss)) {
-        *since_best = val.loss < *best_val ? 0 : *since_best + 1;
-        *best_val = fmin(*best_val, val.loss);
-        if (*since_best >= t->s.patience) {
-            printf("early stopping: validation loss has not improved for %lld evaluations\n",
-                   (long long)*since_best);
-            *stop = true;
-            return train_best_restore(t);
-        }
+    if (train_patience_update(t, val.loss)) {
+        printf("early stopping: validation loss has not improved for %lld evaluations\n",
+               (long long)t->patience.since);
+        *stop = true;
+        return train_best_restore(t);
     }
     return 0;
 }
@@ -127,8 +123,8 @@ int train_run_iters(struct trainer *t)
 {
     const struct train_settings *s = &t->s;
     int64_t epoch = t->start_epoch, skip = t->skip_batches, b = 0, micro = 0;
-    int64_t since_best = 0, run_step0 = t->step;
-    double best_val = INFINITY, outside = 0; /* seconds spent evaluating and saving */
+    int64_t run_step0 = t->step;
+    double outside = 0; /* seconds spent evaluating and saving */
     double run_t0 = train_now();
     bool open = false, stop = false;
     struct window logw, evalw;
@@ -194,7 +190,7 @@ int train_run_iters(struct trainer *t)
         double t_out = train_now();
         bool evaluated = every(t->step, s->eval_interval) || last;
         if (rc == 0 && evaluated) {
-            rc = evaluation(t, epoch, evalw, train_now() - run_t0, &best_val, &since_best, &stop);
+            rc = evaluation(t, epoch, evalw, train_now() - run_t0, &stop);
             weft_module_train(t->model, true);
             window_reset(&evalw, t->step);
         }

@@ -383,8 +383,6 @@ static int finish(struct trainer *t)
 
 static int run_epochs(struct trainer *t)
 {
-    double best_val = INFINITY;
-    int64_t since_best = 0;
     bool stopped = false;
     for (int64_t epoch = t->start_epoch; epoch < t->s.epochs; epoch++) {
         struct train_epoch_metrics m = {0};
@@ -423,20 +421,17 @@ static int run_epochs(struct trainer *t)
         fflush(stdout);
         if ((rc = train_log_epoch(t->log, &m)) != 0)
             return rc;
+        bool out_of_patience = train_patience_update(t, val.loss);
         bool last = epoch + 1 == t->s.epochs;
         if (t->s.checkpoint_interval > 0 && ((epoch + 1) % t->s.checkpoint_interval == 0 || last) &&
             (rc = train_save_checkpoint(t, epoch + 1, 0)) != 0)
             return rc;
-        if (t->s.patience > 0 && !isnan(val.loss)) {
-            since_best = val.loss < best_val ? 0 : since_best + 1;
-            best_val = fmin(best_val, val.loss);
-            if (since_best >= t->s.patience) {
-                printf("early stopping: validation loss has not improved for %lld epochs\n",
-                       (long long)since_best);
-                if ((rc = train_best_restore(t)) != 0)
-                    return rc;
-                break;
-            }
+        if (out_of_patience) {
+            printf("early stopping: validation loss has not improved for %lld epochs\n",
+                   (long long)t->patience.since);
+            if ((rc = train_best_restore(t)) != 0)
+                return rc;
+            break;
         }
     }
     return finish(t);
