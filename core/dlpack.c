@@ -2,6 +2,7 @@
  * the weft storage one way, and the weft storage carries the managed tensor the other. */
 #include "weft/dlpack.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,8 +10,14 @@
 #include "weft/autograd.h"
 #include "weft/error.h"
 
-/* DLPack's kDLCUDA device is the device type PyTorch (and weft) call by this name. */
-static const char DLPACK_CUDA_TYPE_NAME[] = "cuda";
+/* DLPack device types of backends' devices, as the backends register them. */
+enum { MAX_DL_DEVICES = 16 };
+static struct {
+    int weft_type;
+    int32_t dl_type;
+} dl_devices[MAX_DL_DEVICES];
+static int num_dl_devices;
+static pthread_mutex_t dl_devices_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- dtypes -------------------------------------------------------------------------- */
 
@@ -54,14 +61,51 @@ static int dtype_from_dl(DLDataType d, enum weft_dtype *out)
 
 /* ---- devices ------------------------------------------------------------------------- */
 
+int weft_dlpack_register_device_type(int weft_device_type, int32_t dl_device_type)
+{
+    if (weft_device_type <= WEFT_DEVICE_CPU || dl_device_type == kDLCPU)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_dlpack_register_device_type: the cpu is "
+                                              "built in; got weft device type %d, DLPack %d",
+                              weft_device_type, (int)dl_device_type);
+    int rc = 0;
+    pthread_mutex_lock(&dl_devices_lock);
+    int i = 0;
+    while (i < num_dl_devices && dl_devices[i].dl_type != dl_device_type)
+        i++;
+    if (i < num_dl_devices && dl_devices[i].weft_type != weft_device_type)
+        rc = weft_error_set(WEFT_ERR_VALUE, "DLPack device type %d is weft's %s already, not %s",
+                            (int)dl_device_type, weft_device_type_name(dl_devices[i].weft_type),
+                            weft_device_type_name(weft_device_type));
+    else if (i == num_dl_devices && i == MAX_DL_DEVICES)
+        rc = weft_error_set(WEFT_ERR_VALUE, "weft_dlpack_register_device_type: more than %d "
+                                            "DLPack device types", MAX_DL_DEVICES);
+    else if (i == num_dl_devices)
+        dl_devices[num_dl_devices++] = (typeof(dl_devices[0])){weft_device_type, dl_device_type};
+    pthread_mutex_unlock(&dl_devices_lock);
+    return rc;
+}
+
+/* The registered partner of a weft type (want_dl) or of a DLPack type; -1 when none. */
+static int64_t dl_device_lookup(int64_t key, bool want_dl)
+{
+    int64_t found = -1;
+    pthread_mutex_lock(&dl_devices_lock);
+    for (int i = 0; i < num_dl_devices && found < 0; i++)
+        if ((want_dl ? dl_devices[i].weft_type : dl_devices[i].dl_type) == key)
+            found = want_dl ? dl_devices[i].dl_type : dl_devices[i].weft_type;
+    pthread_mutex_unlock(&dl_devices_lock);
+    return found;
+}
+
 static int device_to_dl(weft_device dev, DLDevice *out)
 {
     if (dev.type == WEFT_DEVICE_CPU) {
         *out = (DLDevice){kDLCPU, 0};
         return 0;
     }
-    if (strcmp(weft_device_type_name(dev.type), DLPACK_CUDA_TYPE_NAME) == 0) {
-        *out = (DLDevice){kDLCUDA, dev.index};
+    int64_t dl = dl_device_lookup(dev.type, true);
+    if (dl >= 0) {
+        *out = (DLDevice){(DLDeviceType)dl, dev.index};
         return 0;
     }
     char buf[32];
@@ -77,21 +121,23 @@ static int device_from_dl(DLDevice d, weft_device *out)
     case kDLROCMHost:
         *out = WEFT_CPU;
         return 0;
-    case kDLCUDA:
-    case kDLCUDAManaged: {
-        int type = weft_device_type_id(DLPACK_CUDA_TYPE_NAME, true);
-        if (type < 0 || d.device_id < 0 || d.device_id > INT16_MAX)
-            return weft_error_set(WEFT_ERR_DEVICE, "from_dlpack: cannot name cuda:%d",
-                                  (int)d.device_id);
-        *out = (weft_device){(int16_t)type, (int16_t)d.device_id};
-        return 0;
-    }
     default:
-        return weft_error_set(WEFT_ERR_DEVICE,
-                              "from_dlpack: unsupported DLPack device type %d; weft takes "
-                              "the cpu, pinned host memory and cuda",
-                              (int)d.device_type);
+        break;
     }
+    /* managed memory is the device's memory to the device's kernels */
+    int32_t dl = d.device_type == kDLCUDAManaged ? kDLCUDA : (int32_t)d.device_type;
+    int64_t type = dl_device_lookup(dl, false);
+    if (type < 0)
+        return weft_error_set(WEFT_ERR_DEVICE,
+                              "from_dlpack: unsupported DLPack device type %d: no loaded backend "
+                              "registered it; weft takes the cpu, pinned host memory and the "
+                              "devices of its backends",
+                              (int)d.device_type);
+    if (d.device_id < 0 || d.device_id > INT16_MAX)
+        return weft_error_set(WEFT_ERR_DEVICE, "from_dlpack: device index %d is out of range",
+                              (int)d.device_id);
+    *out = (weft_device){(int16_t)type, (int16_t)d.device_id};
+    return 0;
 }
 
 /* ---- export ---------------------------------------------------------------------------

@@ -208,6 +208,16 @@ Test(dlpack, cuda_memory_becomes_a_cuda_tensor_without_touching_it)
     struct producer p;
     producer_init(&p);
     p.m.dl_tensor.device = (DLDevice){kDLCUDA, 1};
+    /* without a backend that registered kDLCUDA, it names no device */
+    cr_assert_null(weft_from_dlpack(&p.m));
+    tu_assert_error(WEFT_ERR_DEVICE, "unsupported DLPack device type 2");
+    weft_error_clear();
+    /* what the cuda plugin does when it loads */
+    int cuda = weft_device_type_id("cuda", true);
+    cr_assert_eq(weft_dlpack_register_device_type(cuda, kDLCUDA), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_dlpack_register_device_type(cuda, kDLCUDA), 0, "again: a no-op");
+    cr_assert_neq(weft_dlpack_register_device_type(weft_device_type_id("other", true), kDLCUDA), 0);
+    weft_error_clear();
     weft_tensor *t = weft_from_dlpack(&p.m);
     cr_assert_not_null(t, "%s", weft_error_message());
     char buf[32];

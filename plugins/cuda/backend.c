@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <weft/cuda.h>
+#include <weft/dlpack.h>
 #include <weft/plugin.h>
 
 #include "caching_allocator.h"
@@ -652,6 +653,8 @@ int cuda_backend_register(void)
     cuda_device_type = weft_register(&cuda_backend);
     if (cuda_device_type < 0)
         return cuda_device_type;
+    if (weft_dlpack_register_device_type(cuda_device_type, kDLCUDA) != 0)
+        return weft_error_code();
     return weft_register(&cuda_api) < 0 ? WEFT_ERR_PLUGIN : 0;
 }
 

@@ -95,6 +95,12 @@ typedef struct DLManagedTensorVersioned {
 } DLManagedTensorVersioned;
 #endif
 
+/* A backend says which DLPack device type its weft device type is (the cuda plugin:
+ * kDLCUDA, which kDLCUDAManaged memory maps to as well), so that the core names no
+ * backend's device. Registering the same pair again is a no-op; 0, or an error when the
+ * DLPack type belongs to another weft device type already. */
+int weft_dlpack_register_device_type(int weft_device_type, int32_t dl_device_type);
+
 /* torch.utils.dlpack.to_dlpack: a DLManagedTensor over t's memory (no copy). weft keeps
  * the storage alive until the consumer calls the result's deleter exactly once. data is
  * t's first element (byte_offset 0), strides are always given. Errors (NULL): t is not
