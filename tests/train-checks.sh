@@ -43,20 +43,7 @@ checkpoint = $tmp/run/m.safetensors
 log = $tmp/run/log.csv
 INI
 
-# expect_error NAME EXIT PATTERN [weft-train arguments...]: fails before training, with
-# exit code EXIT and a message matching PATTERN
-expect_error() {
-    name=$1 want=$2 pattern=$3
-    shift 3
-    set +e
-    "$train" "$@" >"$tmp/$name.txt" 2>&1
-    code=$?
-    set -e
-    [ "$code" = "$want" ] || { cat "$tmp/$name.txt"; fail "$name: exit $code, expected $want"; }
-    grep -q "$pattern" "$tmp/$name.txt" || { cat "$tmp/$name.txt"; fail "$name: no message matching '$pattern'"; }
-    grep -q '^epoch 1/' "$tmp/$name.txt" && fail "$name: reported after an epoch had trained"
-    echo "$name: $(grep 'weft-train:' "$tmp/$name.txt" | tail -1)"
-}
+. "$(dirname "$0")/lib.sh" # expect_error
 
 "$train" "$tmp/ok.ini" >"$tmp/ok.txt" 2>&1 || { cat "$tmp/ok.txt"; fail "the good config failed"; }
 
