@@ -125,7 +125,7 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
 static struct weft_autograd_meta *meta_get(weft_tensor *t)
 {
     if (!t->autograd) {
-        t->autograd = calloc(1, sizeof *t->autograd);
+        t->autograd = weft_small_calloc(sizeof *t->autograd);
         if (!t->autograd)
             weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for autograd metadata");
     }
@@ -149,7 +149,7 @@ void weft_autograd_meta_free(weft_tensor *t)
     weft_tensor_release(m->base);
     node_release(m->grad_fn);
     free(m->hooks);
-    free(m);
+    weft_small_free(m, sizeof *m);
     t->autograd = NULL;
 }
 
@@ -311,15 +311,19 @@ bool weft_autograd_needed(int n, weft_tensor *const *tensors)
 
 /* ---- nodes -------------------------------------------------------------------------- */
 
+/* One block: the node, then its edges, input shapes and saved slots. A node per op is
+ * the hot path of recording; four allocations each were most of its cost. */
+static size_t node_size(int num_inputs, int num_saved)
+{
+    return sizeof(struct weft_node) + (size_t)num_inputs * sizeof(struct edge) +
+           (size_t)num_inputs * sizeof(struct input_info) +
+           (size_t)num_saved * sizeof(struct saved_tensor);
+}
+
 static struct weft_node *node_alloc(const char *name, weft_backward_fn backward, int num_inputs,
                                     int num_saved)
 {
-    /* One block: the node, then its edges, input shapes and saved slots. A node per op
-     * is the hot path of recording; four allocations each were most of its cost. */
-    size_t size = sizeof(struct weft_node) + (size_t)num_inputs * sizeof(struct edge) +
-                  (size_t)num_inputs * sizeof(struct input_info) +
-                  (size_t)num_saved * sizeof(struct saved_tensor);
-    struct weft_node *n = calloc(1, size);
+    struct weft_node *n = weft_small_calloc(node_size(num_inputs, num_saved));
     if (!n) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for an autograd node");
         return NULL;
@@ -359,7 +363,7 @@ static void node_release(struct weft_node *node)
     stack[count++] = node;
     while (count > 0) {
         struct weft_node *n = stack[--count];
-        if (WEFT_ATOMIC_DEC(&n->refcount) != 0)
+        if (!weft_refcount_release(&n->refcount))
             continue;
         for (int i = 0; i < n->num_inputs; i++) {
             if (!n->next[i].node)
@@ -393,7 +397,7 @@ static void node_release(struct weft_node *node)
                 if (n->retained[j] && n->retained[j]->autograd)
                     n->retained[j]->autograd->retains_grad = false;
         free(n->retained);
-        free(n); /* edges, inputs and saved slots live in the same block */
+        weft_small_free(n, node_size(n->num_inputs, n->num_saved));
     }
     if (stack != stack_small)
         free(stack);
@@ -874,7 +878,7 @@ static int discover(struct weft_node *root, struct node_list *all)
 static int buffer_add(struct weft_node *n, int slot, weft_tensor *grad)
 {
     if (!n->buffer) {
-        n->buffer = calloc((size_t)n->num_outputs, sizeof *n->buffer);
+        n->buffer = weft_small_calloc((size_t)n->num_outputs * sizeof *n->buffer);
         if (!n->buffer)
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
     }
@@ -1148,7 +1152,7 @@ static void engine_cleanup(struct node_list *all)
         if (n->buffer) {
             for (int j = 0; j < n->num_outputs; j++)
                 weft_tensor_release(n->buffer[j]);
-            free(n->buffer);
+            weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
             n->buffer = NULL;
         }
         n->deps = 0;

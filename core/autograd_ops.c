@@ -151,30 +151,60 @@ static const char *backward_name(int op)
     }
 }
 
-/* The backend's threshold_backward in one pass where it has one (weft/kernel.h), else
- * gt and where. */
-weft_tensor *weft_threshold_backward(weft_tensor *g, weft_tensor *t, double threshold)
+/* A named elementwise backward op out = f(g, t) (weft/kernel.h) in one pass, where the
+ * backend has it for g and t of one shape, dtype and device; *cached holds the op's id.
+ * Returns NULL with *composite set (and no error) where it has not: the caller then
+ * composes the formula from built-in ops. */
+static weft_tensor *named_backward(int *cached, const char *name, weft_tensor *g, weft_tensor *t,
+                                   double scalar, int64_t integer, bool *composite)
 {
     /* Threads may race to set it; weft_op_register gives them all the same id. */
-    static int cached = -1;
-    int op = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    int op = __atomic_load_n(cached, __ATOMIC_RELAXED);
     if (op < 0) {
-        op = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_NAME);
-        __atomic_store_n(&cached, op, __ATOMIC_RELAXED);
+        op = weft_op_register(name);
+        __atomic_store_n(cached, op, __ATOMIC_RELAXED);
     }
-    bool fused = op >= 0 && g && t && g->dtype == t->dtype && g->ndim == t->ndim &&
-                 memcmp(g->shape, t->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
-                 weft_device_equal(g->device, t->device) && g->layout == WEFT_LAYOUT_STRIDED &&
-                 t->layout == WEFT_LAYOUT_STRIDED &&
-                 weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype) != NULL;
-    if (!fused)
-        return weft_where_scalar(weft_gt_scalar(t, threshold), g, 0);
+    *composite = !(op >= 0 && g && t && g->dtype == t->dtype && g->ndim == t->ndim &&
+                   memcmp(g->shape, t->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
+                   weft_device_equal(g->device, t->device) && g->layout == WEFT_LAYOUT_STRIDED &&
+                   t->layout == WEFT_LAYOUT_STRIDED &&
+                   weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype) != NULL);
+    if (*composite)
+        return NULL;
     weft_tensor *out = weft_empty_like(g);
     if (!out)
         return NULL;
     struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g, t}, .out = {out},
-                             .scalar = {threshold}};
-    return weft_dispatch(&c) == 0 ? out : NULL;
+                             .scalar = {scalar}, .ints = {integer}};
+    return weft_dispatch(&c) == 0 ? out : fail_output(out);
+}
+
+/* The backend's threshold_backward in one pass where it has one, else gt and where. */
+weft_tensor *weft_threshold_backward(weft_tensor *g, weft_tensor *t, double threshold)
+{
+    static int op = -1;
+    bool composite;
+    weft_tensor *out = named_backward(&op, WEFT_OP_THRESHOLD_BACKWARD_NAME, g, t, threshold, 0,
+                                      &composite);
+    return composite ? weft_where_scalar(weft_gt_scalar(t, threshold), g, 0) : out;
+}
+
+/* tanh's backward from its result y: g (1 - y^2), one pass where the backend has it. */
+static weft_tensor *tanh_backward(weft_tensor *g, weft_tensor *y)
+{
+    static int op = -1;
+    bool composite;
+    weft_tensor *out = named_backward(&op, WEFT_OP_TANH_BACKWARD_NAME, g, y, 0, 0, &composite);
+    return composite ? weft_mul(g, weft_rsub_scalar(weft_mul(y, y), 1)) : out;
+}
+
+/* sigmoid's backward from its result y: g (1 - y) y, one pass where the backend has it. */
+static weft_tensor *sigmoid_backward(weft_tensor *g, weft_tensor *y)
+{
+    static int op = -1;
+    bool composite;
+    weft_tensor *out = named_backward(&op, WEFT_OP_SIGMOID_BACKWARD_NAME, g, y, 0, 0, &composite);
+    return composite ? weft_mul(weft_mul(g, weft_rsub_scalar(y, 1)), y) : out;
 }
 
 /* d/dx of x Phi(x) (approximate 0) or of 0.5 x (1 + tanh(k (x + c x^3))) (1), composed
@@ -207,26 +237,11 @@ weft_tensor *weft_gelu_backward(weft_tensor *g, weft_tensor *x, int approximate)
         weft_error_set(WEFT_ERR_VALUE, "approximate argument must be either none or tanh.");
         return NULL;
     }
-    /* Threads may race to set it; weft_op_register gives them all the same id. */
-    static int cached = -1;
-    int op = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (op < 0) {
-        op = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
-        __atomic_store_n(&cached, op, __ATOMIC_RELAXED);
-    }
-    bool fused = op >= 0 && g && x && g->dtype == x->dtype && g->ndim == x->ndim &&
-                 memcmp(g->shape, x->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
-                 weft_device_equal(g->device, x->device) && g->layout == WEFT_LAYOUT_STRIDED &&
-                 x->layout == WEFT_LAYOUT_STRIDED &&
-                 weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype) != NULL;
-    if (!fused)
-        return gelu_backward_composite(g, x, approximate);
-    weft_tensor *out = weft_empty_like(g);
-    if (!out)
-        return NULL;
-    struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g, x}, .out = {out},
-                             .ints = {approximate}};
-    return weft_dispatch(&c) == 0 ? out : fail_output(out);
+    static int op = -1;
+    bool composite;
+    weft_tensor *out = named_backward(&op, WEFT_OP_GELU_BACKWARD_NAME, g, x, 0, approximate,
+                                      &composite);
+    return composite ? gelu_backward_composite(g, x, approximate) : out;
 }
 
 static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
@@ -253,8 +268,8 @@ static int unary_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     case WEFT_OP_RECIPROCAL: r = weft_mul(g, weft_neg(weft_mul(y, y))); break;
     case WEFT_OP_SIN: r = weft_mul(g, weft_cos(x)); break;
     case WEFT_OP_COS: r = weft_mul(g, weft_neg(weft_sin(x))); break;
-    case WEFT_OP_TANH: r = weft_mul(g, weft_rsub_scalar(weft_mul(y, y), 1)); break;
-    case WEFT_OP_SIGMOID: r = weft_mul(g, weft_mul(y, weft_rsub_scalar(y, 1))); break;
+    case WEFT_OP_TANH: r = tanh_backward(g, y); break;
+    case WEFT_OP_SIGMOID: r = sigmoid_backward(g, y); break;
     case WEFT_OP_RELU: r = weft_threshold_backward(g, y, 0); break;
     case WEFT_OP_GELU: r = weft_gelu_backward(g, x, 0); break;
     case WEFT_OP_SILU: {

@@ -121,6 +121,18 @@ uint32_t weft_kernel_dtypes(int op, int device_type, int layout)
     return mask;
 }
 
+/* weft_kernel_lookup for a dispatch: the table's bounds are the only checks needed, as
+ * no op id past the registered ones has kernels. */
+static inline weft_kernel_fn dispatch_lookup(int op, int device_type, int layout,
+                                             enum weft_dtype dtype)
+{
+    if ((unsigned)op >= MAX_OPS || (unsigned)device_type >= WEFT_MAX_DEVICE_TYPES ||
+        (unsigned)layout >= WEFT_MAX_LAYOUTS || (unsigned)dtype >= WEFT_DTYPE_COUNT)
+        return NULL;
+    struct op_kernels *k = __atomic_load_n(&kernels[op], __ATOMIC_ACQUIRE);
+    return k ? __atomic_load_n(&k->fn[device_type][layout][dtype], __ATOMIC_ACQUIRE) : NULL;
+}
+
 int weft_dispatch(const struct weft_op_call *call)
 {
     const weft_tensor *key = call->nin > 0 && call->in[0] ? call->in[0] : call->out[0];
@@ -140,7 +152,7 @@ int weft_dispatch(const struct weft_op_call *call)
                                       weft_layout_name(t->layout), i);
         }
     }
-    weft_kernel_fn fn = weft_kernel_lookup(call->op, device_type, layout, key->dtype);
+    weft_kernel_fn fn = dispatch_lookup(call->op, device_type, layout, key->dtype);
     if (fn)
         return fn(call);
     if (!weft_backend_find(device_type) && !weft_backend_get(device_type))

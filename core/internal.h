@@ -29,6 +29,19 @@ WEFT_INTERNAL extern WEFT_FAST_TLS struct weft_autocast_state weft_autocast_curr
 /* Atomic refcount helpers. */
 #define WEFT_ATOMIC_INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
 #define WEFT_ATOMIC_DEC(p) __atomic_sub_fetch((p), 1, __ATOMIC_ACQ_REL)
+/* Drops a reference; true when it was the last. Holding the only one, no other thread
+ * can take another, so a count of 1 needs no atomic decrement (a locked instruction
+ * per release was a tenth of a tiny op). */
+static inline bool weft_refcount_release(uint32_t *count)
+{
+    return __atomic_load_n(count, __ATOMIC_ACQUIRE) == 1 || WEFT_ATOMIC_DEC(count) == 0;
+}
+
+/* Small core objects (headers, autograd nodes) from thread-local free lists
+ * (small_alloc.c); the free must pass the size the block was asked with. */
+WEFT_INTERNAL void *weft_small_alloc(size_t n);
+WEFT_INTERNAL void *weft_small_calloc(size_t n);
+WEFT_INTERNAL void weft_small_free(void *p, size_t n);
 
 /* A tensor struct with refcount 1 and no storage; metadata zeroed. Autoreleased by the
  * caller through weft_tensor_finish(). */

@@ -67,9 +67,30 @@ static void channels_last_strides(int ndim, const int64_t *shape, int64_t *strid
     }
 }
 
-static bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
+/* Inline loops rather than memcmp: these run for every operand of every small op, whose
+ * shapes have a few dims. */
+static inline bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
 {
-    return t->ndim == ndim && memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0;
+    if (t->ndim != ndim)
+        return false;
+    for (int d = 0; d < ndim; d++)
+        if (t->shape[d] != shape[d])
+            return false;
+    return true;
+}
+
+/* weft_tensor_is_contiguous for a strided tensor, its common answer inline. */
+static inline bool contiguous_inline(const weft_tensor *t)
+{
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 1)
+            continue;
+        if (t->stride[d] != expected)
+            return weft_tensor_is_contiguous(t); /* also true when t has no elements */
+        expected *= t->shape[d];
+    }
+    return true;
 }
 
 /* TensorIterator's fast_set_up: 1 contiguous, 2 channels-last, 3 the inputs' strides,
@@ -82,7 +103,7 @@ static int fast_setup(int n, const weft_tensor *const *ins, int ndim, const int6
     for (int k = 0; k < n; k++) {
         if (!same_shape(ins[k], ndim, shape))
             return 0;
-        contiguous = contiguous && weft_tensor_is_contiguous(ins[k]);
+        contiguous = contiguous && contiguous_inline(ins[k]);
     }
     if (contiguous)
         return 1;
@@ -164,6 +185,8 @@ bool weft_elementwise_strides(int n, const weft_tensor *const *ins, int ndim,
                               const int64_t *shape, int64_t *strides)
 {
     int kind = ndim > 0 && n > 0 ? fast_setup(n, ins, ndim, shape) : 1;
+    if (kind == 1)
+        return true;
     if (kind == 2) {
         channels_last_strides(ndim, shape, strides);
         return false;

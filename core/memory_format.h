@@ -15,7 +15,7 @@ WEFT_INTERNAL bool weft_is_non_overlapping_and_dense(const weft_tensor *t);
  * the inputs' strides when they all have the shape, are non-overlapping and dense and
  * agree; else the dims ordered by the inputs' strides (the first input that orders a pair
  * decides; broadcast dims abstain) and laid out densely in that order. Returns true when
- * the result is plain contiguous (strides then hold the contiguous ones). */
+ * the result is plain contiguous, and then leaves strides unset. */
 WEFT_INTERNAL bool weft_elementwise_strides(int n, const weft_tensor *const *ins, int ndim,
                                             const int64_t *shape, int64_t *strides);
 

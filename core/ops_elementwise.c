@@ -513,9 +513,16 @@ static weft_tensor *reversed_scalar(const struct binary_op *op, weft_tensor *t, 
     return leave_scope(r);
 }
 
+/* s - t for a float32/float64 t: (-t) + s, the same bits (IEEE defines x - y as
+ * x + (-y)), in two passes over t instead of a 0-dim tensor broadcast through the
+ * general path, which cost a tiny backward (tanh's, sigmoid's) more than the rest of it. */
 weft_tensor *weft_fwd_rsub_scalar(weft_tensor *t, double s)
 {
-    return reversed_scalar(&binary_sub, t, s);
+    if (!t || (t->dtype != WEFT_F32 && t->dtype != WEFT_F64) ||
+        weft_result_type_scalar(t, s) != t->dtype)
+        return reversed_scalar(&binary_sub, t, s);
+    weft_tensor *neg = map1(&(struct weft_op_call){.op = WEFT_OP_NEG, .nin = 1}, t, t->dtype, t->dtype);
+    return neg ? map1_(&scalar_call(WEFT_OP_ADD, s), neg, t->dtype, t->dtype) : NULL;
 }
 
 weft_tensor *weft_fwd_rdiv_scalar(weft_tensor *t, double s)

@@ -7,7 +7,7 @@
 
 static struct weft_storage *storage_header(weft_device dev, void *data, size_t nbytes)
 {
-    struct weft_storage *s = malloc(sizeof *s);
+    struct weft_storage *s = weft_small_alloc(sizeof *s);
     if (!s) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a storage header");
         return NULL;
@@ -59,13 +59,13 @@ void weft_storage_retain(struct weft_storage *s)
 
 void weft_storage_release(struct weft_storage *s)
 {
-    if (!s || WEFT_ATOMIC_DEC(&s->refcount) != 0)
+    if (!s || !weft_refcount_release(&s->refcount))
         return;
     if (s->backend)
         s->backend->free(s->device.index, s->data, s->nbytes);
     else if (s->deleter)
         s->deleter(s->deleter_ctx, s->data);
-    free(s);
+    weft_small_free(s, sizeof *s);
 }
 
 /* Moves `nbytes` from old to new memory on the storage's device. */

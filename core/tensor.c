@@ -1,5 +1,4 @@
 /* core/tensor.c: tensor headers, references and properties. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,72 +6,9 @@
 #include "internal.h"
 #include "memory_format.h"
 
-/* Each thread keeps a few released tensor headers for reuse: a view or a tiny op then
- * costs no malloc/free pair. Sanitizer builds skip it so use-after-free stays visible. */
-#if defined(__SANITIZE_ADDRESS__)
-#define HEADER_CACHE 0
-#else
-#define HEADER_CACHE 32
-#endif
-
-#if HEADER_CACHE > 0
-struct header_cache {
-    weft_tensor *items[HEADER_CACHE];
-    int count;
-    bool registered; /* this thread's drain at exit is set up */
-};
-static WEFT_FAST_TLS struct header_cache header_cache;
-static pthread_key_t header_cache_key;
-static pthread_once_t header_cache_once = PTHREAD_ONCE_INIT;
-
-/* At thread exit, free what the thread cached (the main thread's stay until exit). */
-static void header_cache_drain(void *unused)
-{
-    (void)unused;
-    while (header_cache.count > 0)
-        free(header_cache.items[--header_cache.count]);
-}
-
-static void header_cache_drain_at_exit(void)
-{
-    header_cache_drain(NULL);
-}
-
-static void header_cache_init(void)
-{
-    pthread_key_create(&header_cache_key, header_cache_drain);
-    atexit(header_cache_drain_at_exit); /* key destructors do not run for the main thread */
-}
-#endif
-
-static weft_tensor *header_get(void)
-{
-#if HEADER_CACHE > 0
-    if (header_cache.count > 0)
-        return header_cache.items[--header_cache.count];
-#endif
-    return malloc(sizeof(weft_tensor));
-}
-
-static void header_put(weft_tensor *t)
-{
-#if HEADER_CACHE > 0
-    if (header_cache.count < HEADER_CACHE) {
-        if (!header_cache.registered) {
-            pthread_once(&header_cache_once, header_cache_init);
-            pthread_setspecific(header_cache_key, (void *)1);
-            header_cache.registered = true;
-        }
-        header_cache.items[header_cache.count++] = t;
-        return;
-    }
-#endif
-    free(t);
-}
-
 weft_tensor *weft_tensor_alloc_struct(void)
 {
-    weft_tensor *t = header_get();
+    weft_tensor *t = weft_small_alloc(sizeof *t);
     if (!t) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a tensor header");
         return NULL;
@@ -103,14 +39,14 @@ weft_tensor *weft_tensor_retain(weft_tensor *t)
 
 void weft_tensor_release(weft_tensor *t)
 {
-    if (!t || WEFT_ATOMIC_DEC(&t->refcount) != 0)
+    if (!t || !weft_refcount_release(&t->refcount))
         return;
     if (t->autograd)
         weft_autograd_meta_free(t);
     if (t->layout_data)
         weft_layout_data_free(t);
     weft_storage_release(t->storage);
-    header_put(t);
+    weft_small_free(t, sizeof *t);
 }
 
 int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
@@ -159,12 +95,15 @@ int64_t weft_shape_numel(int ndim, const int64_t *shape)
     return n;
 }
 
-weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim, const int64_t *shape,
-                              const int64_t *stride, int64_t offset, enum weft_dtype dtype)
+/* weft_tensor_make, taking over the caller's reference to storage (also on failure). */
+static weft_tensor *tensor_make_owning(struct weft_storage *storage, int ndim, const int64_t *shape,
+                                      const int64_t *stride, int64_t offset, enum weft_dtype dtype)
 {
     weft_tensor *t = weft_tensor_alloc_struct();
-    if (!t)
+    if (!t) {
+        weft_storage_release(storage);
         return NULL;
+    }
     t->ndim = ndim;
     t->dtype = dtype;
     t->layout = WEFT_LAYOUT_STRIDED;
@@ -177,9 +116,15 @@ weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim, const int6
         else
             weft_contiguous_strides(ndim, shape, t->stride);
     }
-    weft_storage_retain(storage);
     t->storage = storage;
     return t;
+}
+
+weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim, const int64_t *shape,
+                              const int64_t *stride, int64_t offset, enum weft_dtype dtype)
+{
+    weft_storage_retain(storage);
+    return tensor_make_owning(storage, ndim, shape, stride, offset, dtype);
 }
 
 weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
@@ -206,9 +151,7 @@ weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int6
     struct weft_storage *s = weft_storage_new(dev, nbytes);
     if (!s)
         return NULL;
-    weft_tensor *t = weft_tensor_make(s, ndim, shape, strides, 0, dtype);
-    weft_storage_release(s);
-    return weft_tensor_finish(t);
+    return weft_tensor_finish(tensor_make_owning(s, ndim, shape, strides, 0, dtype));
 }
 
 weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev)

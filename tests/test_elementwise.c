@@ -668,6 +668,46 @@ Test(elementwise, rsub_and_rdiv_put_the_scalar_on_the_left)
     weft_scope_pop();
 }
 
+/* rsub's float path computes (-t) + s: the same bits as s - t, signed zeros, infinities
+ * and NaN included, in float32 and float64, on contiguous and strided t. */
+Test(elementwise, rsub_scalar_gives_the_bits_of_s_minus_t)
+{
+    const double vals[] = {0.0, -0.0, 1.0, -1.5, 1e-30, 3.4e38, INFINITY, -INFINITY, NAN, 0.1};
+    const double scalars[] = {0.0, -0.0, 1.0, -2.5, INFINITY, NAN, 0.1};
+    const int n = (int)(sizeof vals / sizeof *vals);
+    for (int f64 = 0; f64 < 2; f64++)
+        for (size_t k = 0; k < sizeof scalars / sizeof *scalars; k++)
+            for (int strided = 0; strided < 2; strided++) {
+                weft_scope_push();
+                enum weft_dtype dt = f64 ? WEFT_F64 : WEFT_F32;
+                double spread[2 * (sizeof vals / sizeof *vals)]; /* vals at the odd places */
+                for (int i = 0; i < n; i++)
+                    spread[2 * i] = 7.0, spread[2 * i + 1] = vals[i];
+                weft_tensor *t = strided ? weft_as_strided(tu_tensor(1, (const int64_t[]){2 * n}, spread, dt), 1,
+                                                           (const int64_t[]){n}, (const int64_t[]){2}, 1)
+                                         : tu_tensor(1, (const int64_t[]){n}, vals, dt);
+                weft_tensor *r = weft_rsub_scalar(t, scalars[k]);
+                cr_assert_not_null(r, "%s", weft_error_message());
+                cr_assert_eq(weft_tensor_dtype(r), dt);
+                weft_tensor *rc = weft_contiguous(r);
+                weft_tensor *tc = weft_contiguous(t);
+                for (int i = 0; i < n; i++) {
+                    if (f64) {
+                        double want = scalars[k] - ((const double *)weft_tensor_data(tc))[i];
+                        double got = ((const double *)weft_tensor_data(rc))[i];
+                        cr_expect(memcmp(&want, &got, sizeof want) == 0 || (isnan(want) && isnan(got)),
+                                  "f64 %g - %g: %g, want %g", scalars[k], vals[i], got, want);
+                    } else {
+                        float want = (float)scalars[k] - ((const float *)weft_tensor_data(tc))[i];
+                        float got = ((const float *)weft_tensor_data(rc))[i];
+                        cr_expect(memcmp(&want, &got, sizeof want) == 0 || (isnan(want) && isnan(got)),
+                                  "f32 %g - %g: %g, want %g", scalars[k], vals[i], got, want);
+                    }
+                }
+                weft_scope_pop();
+            }
+}
+
 Test(elementwise, gelu_is_the_exact_erf_form)
 {
     weft_scope_push();

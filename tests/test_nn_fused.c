@@ -65,6 +65,11 @@ static void expect_close(weft_tensor *t, const double *expected, double tol, con
     tu_assert_close(t, expected, weft_tensor_numel(t), tol, tol);
 }
 
+static weft_tensor *apply_unary_fn(void *ctx, weft_tensor *const *in)
+{
+    return ((weft_tensor * (*)(weft_tensor *)) ctx)(in[0]);
+}
+
 static void expect_gradcheck(weft_gradcheck_fn fn, void *ctx, int n, weft_tensor *const *inputs,
                              const char *what)
 {
@@ -580,6 +585,85 @@ Test(nn_fused, gelu_falls_back_to_the_composite_without_the_kernels)
         double *e = read_all(weft_grad(x));
         expect_close(grad_on_cpu(px), e, 1e-14, "composite gelu gradient");
         free(yv), free(e);
+        weft_scope_pop();
+    }
+}
+
+/* ---- tanh_backward, sigmoid_backward ----------------------------------------------------- */
+
+typedef weft_tensor *(*unary_fn)(weft_tensor *);
+
+/* x's gradient through fn (tanh or sigmoid) for upstream g against g f'(y), f' from y's
+ * own values in double; g strided (every other element) when asked. */
+static void check_result_backward(unary_fn fn, bool is_tanh, enum weft_dtype dt, int64_t n,
+                                  bool strided, uint64_t *seed)
+{
+    weft_tensor *x = leaf(tu_random_tensor(1, &n, dt, -3, 3, seed, NULL));
+    weft_tensor *g = strided
+                         ? weft_as_strided(tu_random_tensor(1, (const int64_t[]){2 * n}, dt, -2, 2, seed, NULL),
+                                           1, &n, (const int64_t[]){2}, 1)
+                         : tu_random_tensor(1, &n, dt, -2, 2, seed, NULL);
+    weft_tensor *y = fn(x);
+    cr_assert(y && g, "%s", weft_error_message());
+    double *yv = read_all(y), *gv = read_all(g), *want = alloc_doubles(n);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = is_tanh ? gv[i] * (1 - yv[i] * yv[i]) : gv[i] * (1 - yv[i]) * yv[i];
+    cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+    expect_close(weft_grad(x), want, dtype_tol(dt) * 4, is_tanh ? "tanh_backward" : "sigmoid_backward");
+    free(yv), free(gv), free(want);
+}
+
+/* Every floating dtype, lengths around the vector widths and past the parallel grain. */
+Test(nn_fused, tanh_and_sigmoid_backward_match_the_plain_formulas)
+{
+    for (int op = 0; op < 2; op++) {
+        const char *name = op == 0 ? WEFT_OP_TANH_BACKWARD_NAME : WEFT_OP_SIGMOID_BACKWARD_NAME;
+        int id = weft_op_lookup(name);
+        cr_assert_geq(id, 0, "%s is registered", name);
+        cr_expect_not_null(weft_kernel_lookup(id, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32),
+                           "the cpu has %s", name);
+    }
+    const enum weft_dtype dts[] = {WEFT_F64, WEFT_F32, WEFT_BF16, WEFT_F16};
+    const int64_t lens[] = {1, 7, 17, 33, 100000};
+    uint64_t seed = 31;
+    for (size_t d = 0; d < 4; d++)
+        for (size_t l = 0; l < 5; l++)
+            for (int strided = 0; strided < 2; strided++) {
+                weft_scope_push();
+                check_result_backward(weft_tanh, true, dts[d], lens[l], strided, &seed);
+                check_result_backward(weft_sigmoid, false, dts[d], lens[l], strided, &seed);
+                weft_scope_pop();
+            }
+}
+
+Test(nn_fused, tanh_and_sigmoid_pass_gradcheck)
+{
+    uint64_t seed = 37;
+    weft_tensor *in[1] = {leaf64(2, (const int64_t[]){4, 9}, -3, 3, &seed)};
+    expect_gradcheck(apply_unary_fn, (void *)weft_tanh, 1, in, "tanh");
+    expect_gradcheck(apply_unary_fn, (void *)weft_sigmoid, 1, in, "sigmoid");
+}
+
+/* Where the backend lacks tanh_backward and sigmoid_backward: the same gradients. */
+Test(nn_fused, tanh_and_sigmoid_backward_fall_back_to_the_composite)
+{
+    uint64_t seed = 41;
+    const unary_fn fns[2] = {weft_tanh, weft_sigmoid};
+    const char *names[2] = {"TanhBackward0", "SigmoidBackward0"};
+    for (int k = 0; k < 2; k++) {
+        weft_scope_push();
+        weft_tensor *x = leaf64(2, (const int64_t[]){5, 11}, -3, 3, &seed);
+        weft_tensor *g = tu_random_tensor(2, (const int64_t[]){5, 11}, WEFT_F64, -1, 1, &seed, NULL);
+        weft_tensor *px = on_plain(x);
+        weft_tensor *y = fns[k](x), *py = fns[k](px);
+        cr_assert_not_null(py, "%s", weft_error_message());
+        cr_expect_str_eq(weft_grad_fn_name(py), names[k]);
+        cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_backward(py, weft_to_device(g, plain_device()), false), 0, "%s",
+                     weft_error_message());
+        double *e = read_all(weft_grad(x));
+        expect_close(grad_on_cpu(px), e, 1e-15, names[k]);
+        free(e);
         weft_scope_pop();
     }
 }

@@ -1,5 +1,6 @@
 /* tests/test_tensor.c: references, autorelease scopes, sticky errors, the properties of a
  * tensor header, and the cpu allocator's cache. */
+#include <pthread.h>
 #include <string.h>
 
 #include <weft/backend.h>
@@ -199,6 +200,104 @@ Test(tensor, the_cpu_allocator_reuses_freed_blocks)
     cr_assert_eq(s4.reserved_bytes, s4.allocated_bytes, "empty_cache returns every cached block");
     cr_assert_geq(s4.peak_allocated_bytes, s1.allocated_bytes);
     cr_assert_geq(s4.peak_reserved_bytes, s1.reserved_bytes);
+}
+
+/* Small blocks wait on the freeing thread's own lists (plugins/cpu/allocator.c); the
+ * statistics must not show it. */
+static void *alloc_and_free_small(void *arg)
+{
+    weft_tensor **handed = arg; /* tensors made on the main thread, released here */
+    for (int i = 0; i < 20; i++) {
+        weft_tensor *t = weft_empty(1, SHAPE(1 + i), WEFT_F32, WEFT_CPU);
+        weft_tensor_release(t);
+    }
+    for (int i = 0; handed && handed[i]; i++)
+        weft_tensor_release(handed[i]);
+    return NULL;
+}
+
+Test(tensor, small_blocks_cached_per_thread_keep_the_statistics_exact)
+{
+    weft_empty_cache(WEFT_CPU);
+    struct weft_memory_stats s0 = cpu_stats();
+    /* the same thread: the blocks come back from its lists, counted as cache hits */
+    weft_tensor *t[64];
+    for (int i = 0; i < 64; i++)
+        t[i] = weft_empty(1, SHAPE(1 + i % 16), WEFT_F32, WEFT_CPU);
+    struct weft_memory_stats s1 = cpu_stats();
+    cr_assert_eq(s1.num_allocs, s0.num_allocs + 64);
+    cr_assert_gt(s1.allocated_bytes, s0.allocated_bytes);
+    cr_assert_geq(s1.peak_allocated_bytes, s1.allocated_bytes, "a reading is a peak");
+    for (int i = 0; i < 64; i++)
+        weft_tensor_release(t[i]);
+    struct weft_memory_stats s2 = cpu_stats();
+    cr_assert_eq(s2.num_frees, s1.num_frees + 64);
+    cr_assert_eq(s2.allocated_bytes, s0.allocated_bytes);
+    for (int i = 0; i < 64; i++)
+        t[i] = weft_empty(1, SHAPE(1 + i % 16), WEFT_F32, WEFT_CPU);
+    struct weft_memory_stats s3 = cpu_stats();
+    cr_assert_eq(s3.num_cache_hits, s2.num_cache_hits + 64);
+    cr_assert_eq(s3.reserved_bytes, s2.reserved_bytes, "no new memory");
+    cr_assert_eq(s3.allocated_bytes, s1.allocated_bytes);
+
+    /* another thread makes and frees its own, and frees ours: exact once it has exited,
+     * its blocks back in the pool */
+    weft_tensor *handed[65];
+    memcpy(handed, t, sizeof t);
+    handed[64] = NULL;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, alloc_and_free_small, handed), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    struct weft_memory_stats s4 = cpu_stats();
+    cr_assert_eq(s4.num_allocs, s3.num_allocs + 20);
+    cr_assert_eq(s4.num_frees, s3.num_frees + 20 + 64);
+    cr_assert_eq(s4.allocated_bytes, s0.allocated_bytes);
+    weft_empty_cache(WEFT_CPU);
+    struct weft_memory_stats s5 = cpu_stats();
+    cr_assert_eq(s5.reserved_bytes, s5.allocated_bytes, "empty_cache returns every cached block");
+    cr_assert_geq(s5.peak_allocated_bytes, s3.allocated_bytes);
+}
+
+static pthread_barrier_t parked;
+
+/* Fills its lists (one block of 64 bytes and one of 128: each is freed before the next
+ * is made), waits while the main thread empties the cache, then makes and frees one more
+ * block. */
+static void *cache_then_wait(void *arg)
+{
+    (void)arg;
+    alloc_and_free_small(NULL);
+    pthread_barrier_wait(&parked); /* lists full */
+    pthread_barrier_wait(&parked); /* the main thread has called empty_cache */
+    weft_tensor_release(weft_empty(1, SHAPE(1), WEFT_F32, WEFT_CPU));
+    pthread_barrier_wait(&parked);
+    pthread_barrier_wait(&parked); /* the main thread has read the statistics */
+    return NULL;
+}
+
+/* empty_cache empties the other threads' lists at their next allocation or free. */
+Test(tensor, empty_cache_reaches_the_other_threads_lists)
+{
+    weft_empty_cache(WEFT_CPU);
+    cr_assert_eq(pthread_barrier_init(&parked, NULL, 2), 0);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, cache_then_wait, NULL), 0);
+    pthread_barrier_wait(&parked);
+    weft_empty_cache(WEFT_CPU);
+    struct weft_memory_stats s0 = cpu_stats();
+    cr_expect_eq(s0.reserved_bytes - s0.allocated_bytes, 64 + 128,
+                 "the parked thread still holds its lists");
+    pthread_barrier_wait(&parked);
+    pthread_barrier_wait(&parked);
+    struct weft_memory_stats s1 = cpu_stats();
+    cr_expect_eq(s1.reserved_bytes - s1.allocated_bytes, 64,
+                 "its next free emptied its lists, then kept that one block");
+    pthread_barrier_wait(&parked);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    pthread_barrier_destroy(&parked);
+    weft_empty_cache(WEFT_CPU);
+    struct weft_memory_stats s2 = cpu_stats();
+    cr_expect_eq(s2.reserved_bytes, s2.allocated_bytes);
 }
 
 Test(tensor, large_blocks_are_cached_too)

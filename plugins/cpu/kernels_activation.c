@@ -1,4 +1,5 @@
-/* plugins/cpu/kernels_activation.c: gelu_tanh, gelu_backward and add_bias_gelu
+/* plugins/cpu/kernels_activation.c: gelu_tanh, gelu_backward, tanh_backward,
+ * sigmoid_backward and add_bias_gelu
  * (weft/kernel.h), each one pass over its operands, with PyTorch's formulas
  * (aten/src/ATen/native/cpu/Activation.cpp) in the compute type (float for 16-bit
  * floats). */
@@ -117,6 +118,45 @@ WEFT_FOR_FLOATING_DTYPES(GELU_TANH_LOOP)
     }
 WEFT_FOR_FLOATING_DTYPES(GELU_BACKWARD_LOOP)
 
+/* ---- tanh_backward, sigmoid_backward (weft/kernel.h) ------------------------------------
+ * out = g * f(y) from the forward's result y, PyTorch's expressions in its order. */
+#define TANH_GRAD_EXPR(C, g, y) ((g) * ((C)1 - (y) * (y)))
+#define SIGMOID_GRAD_EXPR(C, g, y) ((g) * ((C)1 - (y)) * (y))
+
+/* out, g, y: n elements, byte strides s[0..2]. */
+#define RESULT_BACKWARD(op, EXPR, name, id, T, C)                                             \
+    static void op##_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n)         \
+    {                                                                                         \
+        (void)ctx;                                                                            \
+        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T) &&                      \
+            s[2] == (int64_t)sizeof(T)) {                                                     \
+            T *o = (T *)data[0];                                                              \
+            const T *g = (const T *)data[1], *y = (const T *)data[2];                         \
+            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
+            {                                                                                 \
+                C gv = weft_load_##name(g + i), yv = weft_load_##name(y + i);                 \
+                weft_store_##name(o + i, EXPR(C, gv, yv));                                    \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
+        for (int64_t i = 0; i < n; i++) {                                                     \
+            C gv = weft_load_##name((const T *)(data[1] + i * s[1]));                         \
+            C yv = weft_load_##name((const T *)(data[2] + i * s[2]));                         \
+            weft_store_##name((T *)(data[0] + i * s[0]), EXPR(C, gv, yv));                    \
+        }                                                                                     \
+    }                                                                                         \
+    static int op##_##name(const struct weft_op_call *call)                                   \
+    {                                                                                         \
+        const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};                 \
+        const int64_t itemsize[3] = {sizeof(T), sizeof(T), sizeof(T)};                       \
+        return cpu_elementwise_run(3, ops, itemsize, op##_loop_##name, NULL);                 \
+    }
+#define TANH_BACKWARD(name, id, T, C) RESULT_BACKWARD(tanh_backward, TANH_GRAD_EXPR, name, id, T, C)
+#define SIGMOID_BACKWARD(name, id, T, C)                                                      \
+    RESULT_BACKWARD(sigmoid_backward, SIGMOID_GRAD_EXPR, name, id, T, C)
+WEFT_FOR_FLOATING_DTYPES(TANH_BACKWARD)
+WEFT_FOR_FLOATING_DTYPES(SIGMOID_BACKWARD)
+
 /* ---- add_bias_gelu (weft/kernel.h) -----------------------------------------------------
  * Linear's epilogue: h[M, N] += bias[N] in place, y = gelu(h), rows split across threads. */
 
@@ -202,6 +242,12 @@ int cpu_register_activation_kernels(void)
     int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
     if (gelu_backward < 0)
         return gelu_backward;
+    int tanh_backward = weft_op_register(WEFT_OP_TANH_BACKWARD_NAME);
+    if (tanh_backward < 0)
+        return tanh_backward;
+    int sigmoid_backward = weft_op_register(WEFT_OP_SIGMOID_BACKWARD_NAME);
+    if (sigmoid_backward < 0)
+        return sigmoid_backward;
     int rc;
 #define ACTIVATION_REGISTER(name, id, T, C)                                                   \
     rc = weft_kernel_register(gelu_tanh, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,                 \
@@ -210,6 +256,14 @@ int cpu_register_activation_kernels(void)
         return rc;                                                                            \
     rc = weft_kernel_register(gelu_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
                               WEFT_DTYPE_BIT(id), gelu_backward_##name);                      \
+    if (rc != 0)                                                                              \
+        return rc;                                                                            \
+    rc = weft_kernel_register(tanh_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
+                              WEFT_DTYPE_BIT(id), tanh_backward_##name);                      \
+    if (rc != 0)                                                                              \
+        return rc;                                                                            \
+    rc = weft_kernel_register(sigmoid_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,          \
+                              WEFT_DTYPE_BIT(id), sigmoid_backward_##name);                   \
     if (rc != 0)                                                                              \
         return rc;
     WEFT_FOR_FLOATING_DTYPES(ACTIVATION_REGISTER)

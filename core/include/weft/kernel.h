@@ -199,6 +199,12 @@ int weft_dispatch(const struct weft_op_call *call);
  * 0 for the erf form (Phi(x) + x phi(x)), 1 for the tanh form. One pass where the
  * composite is about ten. */
 #define WEFT_OP_GELU_BACKWARD_NAME "gelu_backward"
+/* TANH_BACKWARD (PyTorch's tanh_backward): out[0] = in[0] * (1 - in[1] * in[1]), in[0]
+ * the gradient and in[1] tanh's result; SIGMOID_BACKWARD (sigmoid_backward): out[0] =
+ * in[0] * (1 - in[1]) * in[1], in[1] sigmoid's result. Same shape, one floating dtype,
+ * any strides; one pass where the composite is three ops. */
+#define WEFT_OP_TANH_BACKWARD_NAME "tanh_backward"
+#define WEFT_OP_SIGMOID_BACKWARD_NAME "sigmoid_backward"
 /* EMBEDDING_DENSE_BACKWARD (PyTorch's embedding_dense_backward): in[0] grad [N, D]
  * contiguous floating, in[1] indices int64 [N] contiguous; out[0] [num_weights, D]
  * contiguous of grad's dtype, overwritten: zeros, then row i of grad added to row
