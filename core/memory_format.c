@@ -67,30 +67,9 @@ static void channels_last_strides(int ndim, const int64_t *shape, int64_t *strid
     }
 }
 
-/* Inline loops rather than memcmp: these run for every operand of every small op, whose
- * shapes have a few dims. */
-static inline bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
+static bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
 {
-    if (t->ndim != ndim)
-        return false;
-    for (int d = 0; d < ndim; d++)
-        if (t->shape[d] != shape[d])
-            return false;
-    return true;
-}
-
-/* weft_tensor_is_contiguous for a strided tensor, its common answer inline. */
-static inline bool contiguous_inline(const weft_tensor *t)
-{
-    int64_t expected = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] == 1)
-            continue;
-        if (t->stride[d] != expected)
-            return weft_tensor_is_contiguous(t); /* also true when t has no elements */
-        expected *= t->shape[d];
-    }
-    return true;
+    return weft_same_shape_inline(t, ndim, shape);
 }
 
 /* TensorIterator's fast_set_up: 1 contiguous, 2 channels-last, 3 the inputs' strides,
@@ -103,7 +82,7 @@ static int fast_setup(int n, const weft_tensor *const *ins, int ndim, const int6
     for (int k = 0; k < n; k++) {
         if (!same_shape(ins[k], ndim, shape))
             return 0;
-        contiguous = contiguous && contiguous_inline(ins[k]);
+        contiguous = contiguous && weft_contiguous_inline(ins[k]);
     }
     if (contiguous)
         return 1;
@@ -181,8 +160,8 @@ static int iterator_cmp(const void *ctx, int dim0, int dim1)
     return should_swap(ctx, dim0, dim1);
 }
 
-bool weft_elementwise_strides(int n, const weft_tensor *const *ins, int ndim,
-                              const int64_t *shape, int64_t *strides)
+bool weft_elementwise_strides_general(int n, const weft_tensor *const *ins, int ndim,
+                                      const int64_t *shape, int64_t *strides)
 {
     int kind = ndim > 0 && n > 0 ? fast_setup(n, ins, ndim, shape) : 1;
     if (kind == 1)

@@ -28,7 +28,7 @@ static void drop(weft_tensor *t)
 
 static bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
 {
-    return t->ndim == ndim && memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0;
+    return weft_same_shape_inline(t, ndim, shape);
 }
 
 const char *weft_dtype_meta_name(enum weft_dtype dt)

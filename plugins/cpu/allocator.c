@@ -22,7 +22,7 @@
  * refuses a request, the cache is emptied and the request retried once.
  *
  * Thread caches. A tiny op's alloc/free pair through the pool's lock was an eighth of
- * its cost, so small blocks (up to 4 KiB) freed by a thread first wait on that thread's
+ * its cost, so small blocks (up to 1 KiB) freed by a thread first wait on that thread's
  * own lists (at most 32 KiB per class), and its next request of the class takes one back
  * with no lock and no atomic instruction. What a thread counts on its own (requests,
  * frees, and the bytes it handed out less those it took back) is summed by
@@ -53,6 +53,11 @@ struct free_block {
     struct free_block *next;
 };
 
+/* Classes up to 1 KiB: that keeps this file's thread-locals (struct thread_cache) under
+ * the 512 bytes of static TLS glibc lends a dlopen()ed module, whose thread-locals then
+ * cost two instructions to find rather than a call into _dl_tlsdesc_dynamic (6% of a
+ * tiny op). */
+#define THREAD_CLASSES 16u
 #define THREAD_LIST_BYTES (32u << 10)
 #define THREAD_BALANCE_LIMIT ((int64_t)64 << 10)
 
@@ -74,8 +79,8 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct thread_cache {
-    struct free_block *head[SMALL_CLASSES];
-    uint32_t bytes[SMALL_CLASSES];
+    struct free_block *head[THREAD_CLASSES];
+    uint32_t bytes[THREAD_CLASSES];
     uint32_t generation;
     uint8_t state; /* 0 new, 1 in use (registered), 2 its thread has exited */
     struct thread_counts counts;
@@ -245,7 +250,7 @@ static void note_allocation(size_t bytes, bool from_cache)
 static size_t thread_cache_empty_locked(struct thread_cache *tc, bool to_system)
 {
     size_t moved = 0;
-    for (int c = 0; c < (int)SMALL_CLASSES; c++) {
+    for (int c = 0; c < (int)THREAD_CLASSES; c++) {
         size_t bytes = class_bytes(c);
         struct free_block *b = tc->head[c];
         while (b) {
@@ -328,7 +333,7 @@ static __attribute__((noinline)) bool thread_cache_ready(struct thread_cache *tc
 static inline int thread_class(size_t nbytes)
 {
     size_t c = (nbytes - 1) / SMALL_STEP; /* 0 wraps around: the pool's */
-    return c < SMALL_CLASSES ? (int)c : -1;
+    return c < THREAD_CLASSES ? (int)c : -1;
 }
 
 static inline bool thread_cache_current(const struct thread_cache *tc)
