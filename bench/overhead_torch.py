@@ -11,20 +11,10 @@
   usage: overhead_torch.py [--threads N] [--repeats N] [--filter TEXT]
 Run by bench/op-overhead.sh beside weft-bench."""
 import argparse
-import statistics
-import time
 
 import torch
 
-
-def median_time(fn, repeats):
-    fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+from timing import time_median
 
 
 def main():
@@ -45,12 +35,12 @@ def main():
         def views():
             for _ in range(calls):
                 a.view(4, 4)
-        report("view_16", median_time(views, args.repeats) / calls * 1e6, "us/call")
+        report("view_16", time_median(views, args.repeats) / calls * 1e6, "us/call")
     if args.filter in "add_16":
         def adds():
             for _ in range(calls):
                 torch.add(a, b)
-        report("add_16", median_time(adds, args.repeats) / calls * 1e6, "us/call")
+        report("add_16", time_median(adds, args.repeats) / calls * 1e6, "us/call")
     if args.filter in "autograd_chain100_fwd_bwd":
         x = torch.rand(16, requires_grad=True)
         c = torch.rand(16)
@@ -62,16 +52,16 @@ def main():
                     y = y * c if i % 3 == 0 else (y + c if i % 3 == 1 else torch.tanh(y))
                 y.sum().backward()
                 x.grad = None
-        report("autograd_chain100_fwd_bwd", median_time(chains, args.repeats) / 20000 * 1e6, "us/op")
+        report("autograd_chain100_fwd_bwd", time_median(chains, args.repeats) / 20000 * 1e6, "us/op")
     n = 4096
     x = torch.rand(n, n)
     nbytes = 2.0 * n * n * 4
     if args.filter in "transpose_contiguous_4096":
         xt = x.t()
-        report("transpose_contiguous_4096", nbytes / median_time(lambda: xt.contiguous(), args.repeats) / 1e9,
+        report("transpose_contiguous_4096", nbytes / time_median(lambda: xt.contiguous(), args.repeats) / 1e9,
                "GB/s")
     if args.filter in "clone_4096":
-        report("clone_4096", nbytes / median_time(lambda: x.clone(), args.repeats) / 1e9, "GB/s")
+        report("clone_4096", nbytes / time_median(lambda: x.clone(), args.repeats) / 1e9, "GB/s")
 
 
 if __name__ == "__main__":

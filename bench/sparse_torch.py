@@ -16,11 +16,12 @@ Needs PyTorch (Debian's python3-torch, 1.13) and NumPy.
 import argparse
 import math
 import sys
-import time
 import warnings
 
 import numpy as np
 import torch
+
+from timing import time_median
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -67,16 +68,6 @@ def dense_draw(shape, seed):
     n = math.prod(shape)
     return torch.from_numpy(unit_float(splitmix64(seed, n)).reshape(shape))
 
-
-def time_median(fn, repeats):
-    fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    samples.sort()
-    return samples[len(samples) // 2]
 
 
 def report(name, value, unit):
