@@ -14,7 +14,15 @@ for weft and for every PyTorch setting, and the ratio of weft's median to the be
 PyTorch setting's median. --bf16 adds weft with [train] precision = bf16 and PyTorch
 under bf16 autocast (1 and 2 threads), and sets the bf16 runs against each other.
 --weft names another weft-train binary (default build/apps/weft-train). Run from the repository root after `make`, with nothing else
-running; PyTorch is Debian's python3-torch (/usr/bin/python3)."""
+running; PyTorch is Debian's python3-torch (/usr/bin/python3).
+
+PyTorch's GEMMs run in Debian's OpenBLAS, whose kernels follow the processor it detects
+(OPENBLAS_CORETYPE overrides it), and the detected one is not always its fastest: on a
+Sapphire Rapids VM it chose Cooperlake and trained the MLP at 23k images/s, where
+SkylakeX gave 55k. So before its rounds each model calibrates: one epoch of PyTorch at 2
+threads under each of --torch-coretypes (default: detected, Haswell, SkylakeX), and
+every PyTorch run of that model uses the fastest. weft's own OpenBLAS is left as
+detected (weft measures its GEMM providers per shape itself)."""
 import argparse
 import csv
 import os
@@ -47,11 +55,14 @@ def weft_run(model, epochs, extra, tmp):
         return max(float(r["images_per_s"]) for r in csv.DictReader(f))
 
 
-def torch_run(model, epochs, threads, policy, bf16=False):
+def torch_run(model, epochs, threads, policy, bf16=False, coretype="detected"):
     env = dict(os.environ)
     env.pop("OMP_WAIT_POLICY", None)
     if policy:
         env["OMP_WAIT_POLICY"] = policy
+    env.pop("OPENBLAS_CORETYPE", None)
+    if coretype != "detected":
+        env["OPENBLAS_CORETYPE"] = coretype
     out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/torch_train.py"),
                           "--epochs", str(epochs), "--threads", str(threads), "--model", model]
                          + (["--bf16"] if bf16 else []),
@@ -74,6 +85,8 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--weft", default=None, metavar="PATH")
+    ap.add_argument("--torch-coretypes", default="detected,Haswell,SkylakeX",
+                    metavar="NAME[,NAME...]", help="OpenBLAS core types PyTorch may run with")
     args = ap.parse_args()
     global WEFT_TRAIN
     WEFT_TRAIN = os.path.abspath(args.weft) if args.weft else WEFT_TRAIN
@@ -99,12 +112,20 @@ def main():
         for model in models:
             weft = {name: [] for name, _ in variants}
             torch = {name: [] for name, _, _, _ in settings}
+            coretype = "detected"
+            if have_torch:
+                speeds = {c: torch_run(model, 1, 2, None, False, c)
+                          for c in args.torch_coretypes.split(",")}
+                coretype = max(speeds, key=speeds.get)
+                print("# %s: PyTorch's OpenBLAS core type %s (one epoch at 2 threads: %s)" %
+                      (model, coretype, ", ".join("%s %.0f" % kv for kv in speeds.items())))
             for _ in range(args.rounds):
                 for name, sets in variants:
                     weft[name].append(weft_run(model, args.epochs, args.weft_set + sets, tmp))
                 if have_torch:
                     for name, threads, policy, bf16 in settings:
-                        torch[name].append(torch_run(model, args.epochs, threads, policy, bf16))
+                        torch[name].append(torch_run(model, args.epochs, threads, policy, bf16,
+                                                     coretype))
             for name, values in weft.items():
                 print("%s weft_%-11s %s" % (model, name, summary(values)))
             if not have_torch:
