@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from torch_blas import CORETYPES, fastest_coretype, with_coretype
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_SETTINGS = [("t1", 1, None), ("t1_passive", 1, "PASSIVE"), ("t2", 2, None),
                   ("t2_passive", 2, "PASSIVE")]
@@ -95,8 +97,8 @@ def torch_worker(iters, warmup, threads):
           (1e3 * seconds / iters, iters * BATCH * T / seconds, loss.item()))
 
 
-def torch_run(iters, warmup, threads, policy):
-    env = dict(os.environ)
+def torch_run(iters, warmup, threads, policy, coretype="detected"):
+    env = with_coretype(dict(os.environ), coretype)
     env.pop("OMP_WAIT_POLICY", None)
     if policy:
         env["OMP_WAIT_POLICY"] = policy
@@ -156,6 +158,8 @@ def main():
     ap.add_argument("--build", default="build", help="the build folder holding apps/weft-train")
     ap.add_argument("--weft-set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch-coretypes", default=CORETYPES, metavar="NAME[,NAME...]",
+                    help="OpenBLAS core types PyTorch may run with (bench/torch_blas.py)")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -175,6 +179,12 @@ def main():
                                                    BATCH * GPT["block_size"]))
     sys.stdout.flush()
     results = {}  # name -> [(ms/step, tokens/s)]
+    coretype = "detected"
+    if have_torch:
+        coretype, line = fastest_coretype(
+            lambda c: torch_run(args.warmup, args.warmup, 2, None, c)[1], args.torch_coretypes)
+        print("# %s, tokens/s" % line)
+        sys.stdout.flush()
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for name, threads in WEFT_SETTINGS:
@@ -183,7 +193,7 @@ def main():
             if have_torch:
                 for name, threads, policy in TORCH_SETTINGS:
                     results.setdefault("torch_" + name, []).append(
-                        torch_run(args.iters, args.warmup, threads, policy))
+                        torch_run(args.iters, args.warmup, threads, policy, coretype))
             print("# round %d/%d done" % (r + 1, args.rounds), file=sys.stderr)
     print("%-17s %-32s %s" % ("setting", "tokens/s median (min-max)",
                               "ms/step median (min-max)"))

@@ -16,13 +16,9 @@ under bf16 autocast (1 and 2 threads), and sets the bf16 runs against each other
 --weft names another weft-train binary (default build/apps/weft-train). Run from the repository root after `make`, with nothing else
 running; PyTorch is Debian's python3-torch (/usr/bin/python3).
 
-PyTorch's GEMMs run in Debian's OpenBLAS, whose kernels follow the processor it detects
-(OPENBLAS_CORETYPE overrides it), and the detected one is not always its fastest: on a
-Sapphire Rapids VM it chose Cooperlake and trained the MLP at 23k images/s, where
-SkylakeX gave 55k. So before its rounds each model calibrates: one epoch of PyTorch at 2
-threads under each of --torch-coretypes (default: detected, Haswell, SkylakeX), and
-every PyTorch run of that model uses the fastest. weft's own OpenBLAS is left as
-detected (weft measures its GEMM providers per shape itself)."""
+Before its rounds each model finds PyTorch's fastest OpenBLAS core type (bench/torch_blas.py):
+one epoch at 2 threads under each of --torch-coretypes, and every PyTorch run of that
+model uses the fastest."""
 import argparse
 import csv
 import os
@@ -30,6 +26,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from torch_blas import CORETYPES, fastest_coretype, with_coretype
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {"mlp_b64": ("configs/mnist-mlp.ini", 64), "mlp_b256": ("configs/mnist-mlp.ini", 256),
@@ -60,9 +58,7 @@ def torch_run(model, epochs, threads, policy, bf16=False, coretype="detected"):
     env.pop("OMP_WAIT_POLICY", None)
     if policy:
         env["OMP_WAIT_POLICY"] = policy
-    env.pop("OPENBLAS_CORETYPE", None)
-    if coretype != "detected":
-        env["OPENBLAS_CORETYPE"] = coretype
+    with_coretype(env, coretype)
     out = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench/torch_train.py"),
                           "--epochs", str(epochs), "--threads", str(threads), "--model", model]
                          + (["--bf16"] if bf16 else []),
@@ -85,7 +81,7 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--weft", default=None, metavar="PATH")
-    ap.add_argument("--torch-coretypes", default="detected,Haswell,SkylakeX",
+    ap.add_argument("--torch-coretypes", default=CORETYPES,
                     metavar="NAME[,NAME...]", help="OpenBLAS core types PyTorch may run with")
     args = ap.parse_args()
     global WEFT_TRAIN
@@ -114,11 +110,9 @@ def main():
             torch = {name: [] for name, _, _, _ in settings}
             coretype = "detected"
             if have_torch:
-                speeds = {c: torch_run(model, 1, 2, None, False, c)
-                          for c in args.torch_coretypes.split(",")}
-                coretype = max(speeds, key=speeds.get)
-                print("# %s: PyTorch's OpenBLAS core type %s (one epoch at 2 threads: %s)" %
-                      (model, coretype, ", ".join("%s %.0f" % kv for kv in speeds.items())))
+                coretype, line = fastest_coretype(lambda c: torch_run(model, 1, 2, None, False, c),
+                                                  args.torch_coretypes)
+                print("# %s: %s, images/s" % (model, line))
             for _ in range(args.rounds):
                 for name, sets in variants:
                     weft[name].append(weft_run(model, args.epochs, args.weft_set + sets, tmp))

@@ -11,6 +11,16 @@
 #include <weft/dtype_kernels.h>
 #include <weft/kernel.h>
 
+/* Hot loops that compute (transcendental activations, attention) are also compiled for
+ * x86-64-v3 (AVX2, FMA) beside the baseline's SSE2, one chosen at load time (GCC's
+ * target_clones: an ifunc). GELU's loops alone were a third of a GPT step at SSE2 width.
+ * Helpers such a loop calls must be inlined to be compiled into each version. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CPU_CLONES
+#endif
+
 /* ---- kernel families: each registers its kernels for device type cpu ---------------- */
 int cpu_register_copy_kernels(void);
 int cpu_register_fill_kernels(void);   /* fill, arange, linspace */

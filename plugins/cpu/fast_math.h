@@ -109,12 +109,17 @@ static inline __attribute__((always_inline)) float exp_poly_f32(float r)
 static inline __attribute__((always_inline)) float exp_f32(float a)
 {
     float x = a < -87.3f ? -87.3f : a > 88.3f ? 88.3f : a;
-    float fn = x * 1.44269504088896341f;
-    int n = (int)(fn + (fn >= 0 ? 0.5f : -0.5f)); /* nearest, |n| <= 127 */
-    float r = x - (float)n * 0.693359375f;
-    r = r - (float)n * -2.12194440e-4f;
+    /* n = round(x / ln 2), |n| <= 127, through the float adder (+ 1.5 * 2^23), as
+     * exp_nonpos_f32 does: a float-to-int conversion after the clamp kept gcc 12 from
+     * vectorising the x86-64-v3 clones of the loops that call this (CPU_CLONES). */
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
     float y = exp_poly_f32(r);
-    int32_t bits = (n + 127) << 23; /* 2^n */
+    int32_t tbits;
+    memcpy(&tbits, &t, sizeof tbits);
+    int32_t bits = (tbits - 0x4b400000 + 127) << 23; /* 2^n */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return y * scale;

@@ -46,6 +46,7 @@
 
 /* out, x: n elements, byte strides s[0], s[1]. */
 #define GELU_TANH_LOOP(name, id, T, C)                                                        \
+    CPU_CLONES                                                                                \
     static void gelu_tanh_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n)    \
     {                                                                                         \
         (void)ctx;                                                                            \
@@ -74,6 +75,7 @@ WEFT_FOR_FLOATING_DTYPES(GELU_TANH_LOOP)
 
 /* out, g, x: n elements, byte strides s[0..2]; ctx points at the int approximate. */
 #define GELU_BACKWARD_LOOP(name, id, T, C)                                                    \
+    CPU_CLONES                                                                                \
     static void gelu_backward_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n) \
     {                                                                                         \
         const bool tanh_form = *(const int *)ctx != 0;                                        \
@@ -125,6 +127,7 @@ WEFT_FOR_FLOATING_DTYPES(GELU_BACKWARD_LOOP)
 
 /* out, g, y: n elements, byte strides s[0..2]. */
 #define RESULT_BACKWARD(op, EXPR, name, id, T, C)                                             \
+    CPU_CLONES                                                                                \
     static void op##_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n)         \
     {                                                                                         \
         (void)ctx;                                                                            \
@@ -168,7 +171,8 @@ struct bias_gelu_job {
 };
 
 #define ADD_BIAS_GELU(name, id, T, C)                                                         \
-    static void add_bias_gelu_rows_##name(void *ctx, int64_t begin, int64_t end)             \
+    CPU_CLONES                                                                                \
+    static void add_bias_gelu_rows_##name(void *ctx, int64_t begin, int64_t end)              \
     {                                                                                         \
         const struct bias_gelu_job *j = ctx;                                                  \
         const T *bias = (const T *)j->bias;                                                   \

@@ -17,8 +17,8 @@
  *
  * Tiles hold the compute type (float for 16-bit floats), copied from any strides, and
  * every product is one small register-blocked GEMM (att_gemm). The hot functions are
- * compiled for x86-64-v3 (AVX2 FMA) beside the baseline, chosen at load time, as the
- * sparse plugin's SpMM is. */
+ * compiled for x86-64-v3 (AVX2 FMA) beside the baseline, chosen at load time (CPU_CLONES,
+ * cpu.h), as the sparse plugin's SpMM is. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,11 +41,7 @@
 #define ATT_SIMD_SUM(v)
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define ATT_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define ATT_HOT
-#endif
+#define ATT_HOT CPU_CLONES
 /* Helpers of a hot function are compiled into each of its versions. */
 #define ATT_INLINE static inline __attribute__((always_inline))
 

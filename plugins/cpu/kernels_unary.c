@@ -46,7 +46,8 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
 
 /* ID: op id suffix; name/T/C: input dtype (cpu.h); ON/OT: output dtype name and storage. */
 #define UNARY_KERNEL(ID, name, id, T, C, ON, OT, EXPR)                                        \
-    static void unary_loop_##ID##_##name(void *ctx, char **data, const int64_t *s, int64_t n) \
+    CPU_CLONES static void unary_loop_##ID##_##name(void *ctx, char **data, const int64_t *s,  \
+                                                    int64_t n)                                \
     {                                                                                         \
         (void)ctx;                                                                            \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {                      \
