@@ -16,7 +16,9 @@ extern "C" {
 #endif
 
 /* Allocator statistics, in bytes unless named otherwise. Append only; callers pass
- * their sizeof and backends fill what they know. */
+ * their sizeof and backends fill what they know. The cpu backend's figures are exact
+ * while no other thread is allocating; its peak may miss a short-lived high by up to
+ * 64 KiB per thread (small blocks are counted per thread: plugins/cpu/allocator.c). */
 struct weft_memory_stats {
     size_t struct_size;
     uint64_t allocated_bytes;      /* handed out to tensors now */
