@@ -8,20 +8,10 @@ printed as weft-bench prints its figures:
   torch_lstm_T64_B32_H128_fwd_ms      12.345 ms
 """
 import sys
-import time
 
 import torch
 
-
-def median_ms(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    times.sort()
-    return times[len(times) // 2] * 1e3
+from timing import time_median
 
 
 def main():
@@ -43,7 +33,7 @@ def main():
 
         for name, fn in (("fwd", fwd), ("fwdbwd", fwdbwd)):
             print("torch_lstm_T%d_B%d_H%d_%s_ms %12.3f ms" % (T, B, H, name,
-                                                               median_ms(fn, repeats)))
+                                                               time_median(fn, repeats) * 1e3))
             sys.stdout.flush()
 
 
