@@ -644,6 +644,29 @@ Test(nn_fused, tanh_and_sigmoid_pass_gradcheck)
     expect_gradcheck(apply_unary_fn, (void *)weft_sigmoid, 1, in, "sigmoid");
 }
 
+/* The one-pass kernels really run: tanh's and sigmoid's backward allocate one tensor
+ * (its result, which becomes x.grad), where the composite allocates three or more. */
+Test(nn_fused, tanh_and_sigmoid_backward_allocate_only_their_result)
+{
+    const unary_fn fns[2] = {weft_tanh, weft_sigmoid};
+    uint64_t seed = 43;
+    for (int k = 0; k < 2; k++) {
+        weft_scope_push();
+        weft_tensor *x = leaf(tu_random_tensor(1, (const int64_t[]){1000}, WEFT_F32, -2, 2, &seed, NULL));
+        weft_tensor *g = tu_random_tensor(1, (const int64_t[]){1000}, WEFT_F32, -1, 1, &seed, NULL);
+        weft_tensor *y = fns[k](x);
+        cr_assert_not_null(y, "%s", weft_error_message());
+        struct weft_memory_stats before = {.struct_size = sizeof before}, after = before;
+        cr_assert_eq(weft_memory_stats(WEFT_CPU, &before), 0);
+        cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_memory_stats(WEFT_CPU, &after), 0);
+        cr_expect_eq(after.num_allocs - before.num_allocs, 1, "%s backward made %llu allocations",
+                     k ? "sigmoid" : "tanh",
+                     (unsigned long long)(after.num_allocs - before.num_allocs));
+        weft_scope_pop();
+    }
+}
+
 /* Where the backend lacks tanh_backward and sigmoid_backward: the same gradients. */
 Test(nn_fused, tanh_and_sigmoid_backward_fall_back_to_the_composite)
 {
