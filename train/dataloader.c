@@ -301,9 +301,12 @@ static void convert_run(const struct field_plan *p, const void *src, void *dst, 
     bool affine = p->nchannels > 0;
     double a = affine ? p->scale[channel] : 1.0, b = affine ? p->shift[channel] : 0.0;
     if (affine && p->src == WEFT_U8 && p->dst == WEFT_F32) {
-        /* The image case, kept free of the double round trip so it vectorises. */
+        /* The image case, kept free of the double round trip so it vectorises: gcc's -O2
+         * cost model kept it scalar (3% of an MLP b256 step) until told. */
         const uint8_t *s = src;
-        float *d = dst, fa = (float)a, fb = (float)b;
+        float *d = dst;
+        const float fa = (float)a, fb = (float)b;
+#pragma omp simd
         for (int64_t i = 0; i < n; i++)
             d[i] = (float)s[i] * fa + fb;
         return;
