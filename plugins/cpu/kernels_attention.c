@@ -17,8 +17,7 @@
  *
  * Tiles hold the compute type (float for 16-bit floats), copied from any strides, and
  * every product is one small register-blocked GEMM (att_gemm). The hot functions are
- * compiled for x86-64-v3 (AVX2 FMA) beside the baseline, chosen at load time (CPU_CLONES,
- * cpu.h), as the sparse plugin's SpMM is. */
+ * also compiled for x86-64-v4 and v3 (CPU_CLONES, cpu.h), one chosen at load time. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,7 +40,6 @@
 #define ATT_SIMD_SUM(v)
 #endif
 
-#define ATT_HOT CPU_CLONES
 /* Helpers of a hot function are compiled into each of its versions. */
 #define ATT_INLINE static inline __attribute__((always_inline))
 
@@ -267,7 +265,7 @@ DEFINE_GEMM(double)
  * sums need no horizontal reduction. Only q is transposed (once per unit); k and v rows
  * are copied as they lie. */
 #define DEFINE_FORWARD(name, id, T, C)                                                        \
-    ATT_HOT static void att_forward_##name(void *ctx, int64_t begin, int64_t end)            \
+    CPU_CLONES static void att_forward_##name(void *ctx, int64_t begin, int64_t end)         \
     {                                                                                         \
         struct att_job *j = ctx;                                                              \
         const int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                               \
@@ -368,7 +366,7 @@ WEFT_FOR_FLOATING_DTYPES(DEFINE_FORWARD)
  * columns give finite values that no product reads). Then per key block, for each query
  * tile that sees it, transposed like the forward: pt = k qs^T, dpt = v dO^T. */
 #define DEFINE_BACKWARD(name, id, T, C)                                                       \
-    ATT_HOT static void att_backward_##name(void *ctx, int64_t begin, int64_t end)           \
+    CPU_CLONES static void att_backward_##name(void *ctx, int64_t begin, int64_t end)        \
     {                                                                                         \
         struct att_job *j = ctx;                                                              \
         const int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev;                               \

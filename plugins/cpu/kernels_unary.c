@@ -44,10 +44,12 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
     return cpu_elementwise_run(2, ops, itemsize, loop, NULL);
 }
 
-/* ID: op id suffix; name/T/C: input dtype (cpu.h); ON/OT: output dtype name and storage. */
-#define UNARY_KERNEL(ID, name, id, T, C, ON, OT, EXPR)                                        \
-    CPU_CLONES static void unary_loop_##ID##_##name(void *ctx, char **data, const int64_t *s,  \
-                                                    int64_t n)                                \
+/* ID: op id suffix; name/T/C: input dtype (cpu.h); ON/OT: output dtype name and storage;
+ * ATTR: CPU_CLONES for the floating loops, which compute (exp, erf...), nothing for the
+ * integer and bool ones, which gain nothing from wider vectors but size. */
+#define UNARY_KERNEL_(ATTR, ID, name, id, T, C, ON, OT, EXPR)                                 \
+    ATTR static void unary_loop_##ID##_##name(void *ctx, char **data, const int64_t *s,        \
+                                              int64_t n)                                      \
     {                                                                                         \
         (void)ctx;                                                                            \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {                      \
@@ -70,6 +72,9 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
         static const int64_t itemsize[2] = {sizeof(OT), sizeof(T)};                           \
         return run_unary(call, itemsize, unary_loop_##ID##_##name);                           \
     }
+
+#define UNARY_KERNEL(...) UNARY_KERNEL_(, __VA_ARGS__)
+#define UNARY_KERNEL_CLONED(...) UNARY_KERNEL_(CPU_CLONES, __VA_ARGS__)
 
 #define UNARY_REGISTER(ID, name, id, T, C, ON, OT, EXPR)                                      \
     rc = weft_kernel_register(WEFT_OP_##ID, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,              \
@@ -115,7 +120,7 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
     Y(SIGN, name, id, T, C, name, T, a)                                                       \
     Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
 
-#define FLOATING_KERNELS(name, id, T, C) UNARY_FLOATING_OPS(UNARY_KERNEL, name, id, T, C)
+#define FLOATING_KERNELS(name, id, T, C) UNARY_FLOATING_OPS(UNARY_KERNEL_CLONED, name, id, T, C)
 #define INTEGRAL_KERNELS(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_KERNEL, name, id, T, C)
 WEFT_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
 WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
