@@ -133,6 +133,13 @@ static inline weft_kernel_fn dispatch_lookup(int op, int device_type, int layout
     return k ? __atomic_load_n(&k->fn[device_type][layout][dtype], __ATOMIC_ACQUIRE) : NULL;
 }
 
+int weft_dispatch_strided(const struct weft_op_call *call)
+{
+    weft_kernel_fn fn = dispatch_lookup(call->op, call->out[0]->device.type, WEFT_LAYOUT_STRIDED,
+                                        call->in[0]->dtype);
+    return fn ? fn(call) : weft_dispatch(call);
+}
+
 int weft_dispatch(const struct weft_op_call *call)
 {
     const weft_tensor *key = call->nin > 0 && call->in[0] ? call->in[0] : call->out[0];

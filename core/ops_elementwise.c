@@ -120,14 +120,23 @@ static weft_tensor *prepare(weft_tensor *t, enum weft_dtype dt, int ndim, const 
     return weft_expand(c, ndim, shape);
 }
 
+/* weft_dispatch; all_strided: the caller saw that every operand in call is strided, so
+ * the dispatch need not check. */
+static int dispatch_call(const struct weft_op_call *call, bool all_strided)
+{
+    return all_strided ? weft_dispatch_strided(call) : weft_dispatch(call);
+}
+
 /* ---- the generic drivers ------------------------------------------------------------------
  * `call` carries the op id and any scalars/ints; the drivers fill inputs and outputs. */
 
 /* Fresh output of shape/dtype laid out as PyTorch lays out a result over the inputs `ins`
  * (their layout before conversion and broadcasting; memory_format.h), then the kernel;
- * the output is already finished. */
+ * the output is already finished. strided_ins: every input in call is strided
+ * (dispatch_call). */
 static weft_tensor *run_new(struct weft_op_call *call, int nins, const weft_tensor *const *ins,
-                            int ndim, const int64_t *shape, enum weft_dtype rt, weft_device dev)
+                            int ndim, const int64_t *shape, enum weft_dtype rt, weft_device dev,
+                            bool strided_ins)
 {
     int64_t strides[WEFT_MAX_DIMS];
     weft_tensor *out = weft_elementwise_strides(nins, ins, ndim, shape, strides)
@@ -137,7 +146,7 @@ static weft_tensor *run_new(struct weft_op_call *call, int nins, const weft_tens
         return NULL;
     call->nout = 1;
     call->out[0] = out;
-    if (weft_dispatch(call) != 0) {
+    if (dispatch_call(call, strided_ins) != 0) {
         drop(out);
         return NULL;
     }
@@ -160,10 +169,11 @@ static weft_tensor *map1(struct weft_op_call *call, weft_tensor *t, enum weft_dt
     const weft_tensor *ins[1] = {t};
     call->in[0] = t;
     if (t->dtype == ct)
-        return run_new(call, 1, ins, t->ndim, t->shape, rt, t->device);
+        return run_new(call, 1, ins, t->ndim, t->shape, rt, t->device,
+                       t->layout == WEFT_LAYOUT_STRIDED);
     weft_scope_push();
     call->in[0] = weft_to_dtype(t, ct);
-    weft_tensor *r = call->in[0] ? run_new(call, 1, ins, t->ndim, t->shape, rt, t->device) : NULL;
+    weft_tensor *r = call->in[0] ? run_new(call, 1, ins, t->ndim, t->shape, rt, t->device, false) : NULL;
     return leave_scope(r);
 }
 
@@ -177,7 +187,7 @@ static weft_tensor *map1_(struct weft_op_call *call, weft_tensor *t, enum weft_d
         call->in[0] = t;
         call->nout = 1;
         call->out[0] = t;
-        if (weft_dispatch(call) != 0)
+        if (dispatch_call(call, t->layout == WEFT_LAYOUT_STRIDED) != 0)
             return NULL;
         weft_tensor_bump_version(t);
         return t;
@@ -199,7 +209,8 @@ static weft_tensor *map2(struct weft_op_call *call, weft_tensor *a, weft_tensor 
     if (a->dtype == ct && b->dtype == ct && same_shape(b, a->ndim, a->shape)) {
         call->in[0] = a;
         call->in[1] = b;
-        return run_new(call, 2, ins, a->ndim, a->shape, rt, a->device);
+        return run_new(call, 2, ins, a->ndim, a->shape, rt, a->device,
+                       (a->layout | b->layout) == WEFT_LAYOUT_STRIDED);
     }
     int nd;
     int64_t shape[WEFT_MAX_DIMS];
@@ -210,7 +221,7 @@ static weft_tensor *map2(struct weft_op_call *call, weft_tensor *a, weft_tensor 
     call->in[0] = prepare(a, ct, nd, shape);
     call->in[1] = prepare(b, ct, nd, shape);
     if (call->in[0] && call->in[1])
-        r = run_new(call, 2, ins, nd, shape, rt, a->device);
+        r = run_new(call, 2, ins, nd, shape, rt, a->device, false);
     return leave_scope(r);
 }
 
@@ -232,7 +243,7 @@ static weft_tensor *map2_(struct weft_op_call *call, weft_tensor *a, weft_tensor
         call->in[0] = a;
         call->in[1] = b;
         call->out[0] = a;
-        if (weft_dispatch(call) != 0)
+        if (dispatch_call(call, (a->layout | b->layout) == WEFT_LAYOUT_STRIDED) != 0)
             return NULL;
         weft_tensor_bump_version(a);
         return a;
@@ -562,7 +573,7 @@ static weft_tensor *where_impl(weft_tensor *cond, weft_tensor *a, weft_tensor *b
     call.in[1] = prepare(a, ct, nd, shape);
     call.in[2] = b ? prepare(b, ct, nd, shape) : NULL;
     if (call.in[0] && call.in[1] && (!b || call.in[2]))
-        r = run_new(&call, b ? 3 : 2, all, nd, shape, ct, a->device);
+        r = run_new(&call, b ? 3 : 2, all, nd, shape, ct, a->device, false);
     return leave_scope(r);
 }
 
@@ -640,7 +651,7 @@ weft_tensor *weft_fwd_masked_fill(weft_tensor *t, weft_tensor *mask, double valu
     call.in[2] = prepare(t, t->dtype, nd, shape);
     /* PyTorch clones the expanded self in the contiguous format, then fills */
     if (call.in[0] && call.in[2])
-        r = run_new(&call, 0, NULL, nd, shape, t->dtype, t->device);
+        r = run_new(&call, 0, NULL, nd, shape, t->dtype, t->device, false);
     return leave_scope(r);
 }
 

@@ -82,16 +82,27 @@ int weft_check_shape(int ndim, const int64_t *shape)
 
 int64_t weft_shape_numel(int ndim, const int64_t *shape)
 {
-    if (weft_check_shape(ndim, shape) != 0)
+    /* One pass for the valid shapes every op allocates; weft_check_shape names what is
+     * wrong with the others. */
+    if ((unsigned)ndim > WEFT_MAX_DIMS) {
+        weft_check_shape(ndim, shape);
         return -1;
+    }
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            weft_check_shape(ndim, shape);
+            return -1;
+        }
         if (__builtin_mul_overflow(n, shape[i], &n)) {
+            if (weft_check_shape(ndim, shape) != 0) /* a negative size later on */
+                return -1;
             char buf[160];
             weft_error_set(WEFT_ERR_RUNTIME, "shape %s has more elements than fit in int64",
                            weft_shape_str(ndim, shape, buf, sizeof buf));
             return -1;
         }
+    }
     return n;
 }
 
@@ -109,13 +120,14 @@ static weft_tensor *tensor_make_owning(struct weft_storage *storage, int ndim, c
     t->layout = WEFT_LAYOUT_STRIDED;
     t->device = storage->device;
     t->offset = offset;
-    if (ndim > 0) {
-        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-        if (stride)
-            memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
-        else
-            weft_contiguous_strides(ndim, shape, t->stride);
-    }
+    /* Element by element: a memcpy call of a few bytes costs more than the loop. */
+    for (int d = 0; d < ndim; d++)
+        t->shape[d] = shape[d];
+    if (stride)
+        for (int d = 0; d < ndim; d++)
+            t->stride[d] = stride[d];
+    else
+        weft_contiguous_strides(ndim, shape, t->stride);
     t->storage = storage;
     return t;
 }

@@ -115,7 +115,12 @@ int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *
         n *= out->shape[d];
     if (n == 0)
         return 0;
-    struct flat_job job = {loop, ctx, nops};
+    /* Only the first nops slots are set: zeroing the rest cost a small op more than its
+     * arithmetic. */
+    struct flat_job job;
+    job.loop = loop;
+    job.ctx = ctx;
+    job.nops = nops;
     bool flat = true;
     for (int k = 0; k < nops && flat; k++) {
         const weft_tensor *t = ops[k];
