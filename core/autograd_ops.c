@@ -164,19 +164,22 @@ static weft_tensor *named_backward(int *cached, const char *name, weft_tensor *g
         op = weft_op_register(name);
         __atomic_store_n(cached, op, __ATOMIC_RELAXED);
     }
-    *composite = !(op >= 0 && g && t && g->dtype == t->dtype && g->ndim == t->ndim &&
-                   memcmp(g->shape, t->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
-                   weft_device_equal(g->device, t->device) && g->layout == WEFT_LAYOUT_STRIDED &&
-                   t->layout == WEFT_LAYOUT_STRIDED &&
-                   weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype) != NULL);
+    weft_kernel_fn fn = NULL;
+    if (op >= 0 && g && t && g->dtype == t->dtype && g->ndim == t->ndim &&
+        memcmp(g->shape, t->shape, (size_t)g->ndim * sizeof *g->shape) == 0 &&
+        weft_device_equal(g->device, t->device) && g->layout == WEFT_LAYOUT_STRIDED &&
+        t->layout == WEFT_LAYOUT_STRIDED)
+        fn = weft_kernel_lookup(op, g->device.type, WEFT_LAYOUT_STRIDED, g->dtype);
+    *composite = fn == NULL;
     if (*composite)
         return NULL;
     weft_tensor *out = weft_empty_like(g);
     if (!out)
         return NULL;
+    /* The operands were checked above: the kernel runs without a second dispatch. */
     struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g, t}, .out = {out},
                              .scalar = {scalar}, .ints = {integer}};
-    return weft_dispatch(&c) == 0 ? out : fail_output(out);
+    return fn(&c) == 0 ? out : fail_output(out);
 }
 
 /* The backend's threshold_backward in one pass where it has one, else gt and where. */

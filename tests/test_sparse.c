@@ -981,6 +981,30 @@ Test(sparse, add_refuses_mismatched_operands)
     weft_scope_pop();
 }
 
+/* The elementwise front ends skip the dispatch's layout check when they saw every operand
+ * strided (weft_dispatch_strided): a sparse operand beside a strided one of the same shape
+ * and dtype must still be refused by name, not read as a strided tensor. */
+Test(sparse, strided_elementwise_kernels_refuse_a_sparse_operand_by_name)
+{
+    weft_scope_push();
+    weft_tensor *s = coo(2, 1, LONGS(0, 0), DOUBLES(1), SHAPE(2, 3), WEFT_F32);
+    weft_tensor *d = weft_ones(2, SHAPE(2, 3), WEFT_F32, WEFT_CPU);
+    cr_assert_null(weft_mul(d, s));
+    tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "no kernel for op 'mul' on device 'cpu' with a "
+                                              "sparse_coo operand (operand 1; the first operand "
+                                              "is strided)");
+    cr_assert_null(weft_mul_(d, s));
+    tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "with a sparse_coo operand (operand 1");
+    cr_assert_null(weft_maximum(d, weft_to_sparse_csr(s)));
+    tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "with a sparse_csr operand (operand 1");
+    weft_tensor *sum = weft_mul(d, d); /* the strided pair still runs */
+    cr_assert_not_null(sum);
+    double total = 0;
+    cr_assert_eq(weft_tensor_item(weft_sum(sum, 0, NULL, false), &total), 0);
+    cr_assert_float_eq(total, 6.0, 0);
+    weft_scope_pop();
+}
+
 Test(sparse, mul_scalar_scales_values_and_shares_the_pattern)
 {
     weft_scope_push();
