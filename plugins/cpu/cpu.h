@@ -24,6 +24,14 @@
 #define CPU_CLONES
 #endif
 
+/* Asks for vectorisation of a loop whose iterations are independent: -O2's cheap cost
+ * model would not vectorise these loops otherwise. */
+#ifdef _OPENMP
+#define CPU_SIMD _Pragma("omp simd")
+#else
+#define CPU_SIMD
+#endif
+
 /* ---- kernel families: each registers its kernels for device type cpu ---------------- */
 int cpu_register_copy_kernels(void);
 int cpu_register_fill_kernels(void);   /* fill, arange, linspace */

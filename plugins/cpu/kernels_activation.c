@@ -15,12 +15,6 @@
 #include "cpu.h"
 #include "fast_math.h"
 
-#ifdef _OPENMP
-#define CPU_SIMD _Pragma("omp simd")
-#else
-#define CPU_SIMD
-#endif
-
 /* fast_math.h's float versions, libm's for double. */
 #define FN1(fn, x) _Generic((x), float: fn##_f32, default: fn)(x)
 

@@ -13,14 +13,6 @@
 /* Integer ops on unsigned types compare against 0 on purpose (one expression for all). */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
-/* Asks for vectorisation of a loop whose iterations are independent: -O2's cheap cost
- * model would not vectorise these loops otherwise. */
-#ifdef _OPENMP
-#define CPU_SIMD _Pragma("omp simd")
-#else
-#define CPU_SIMD
-#endif
-
 /* The libm function for the compute type: powf for float, pow for double. */
 #define FN2(fn, x, y) _Generic((x), float: fn##f, default: fn)(x, y)
 

@@ -8,12 +8,6 @@
 
 #include "cpu.h"
 
-#ifdef _OPENMP
-#define CPU_SIMD _Pragma("omp simd")
-#else
-#define CPU_SIMD
-#endif
-
 struct embedding_job {
     const char *grad;
     const int64_t *idx;

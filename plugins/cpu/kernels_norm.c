@@ -14,12 +14,10 @@
 #include "cpu.h"
 
 #ifdef _OPENMP
-#define CPU_SIMD _Pragma("omp simd")
 #define CPU_PRAGMA_STR(x) #x
 /* a simd loop summing into the doubles a and b */
 #define CPU_SIMD_SUM2(a, b) _Pragma(CPU_PRAGMA_STR(omp simd reduction(+ : a, b)))
 #else
-#define CPU_SIMD
 #define CPU_SIMD_SUM2(a, b)
 #endif
 

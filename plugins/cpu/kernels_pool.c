@@ -344,6 +344,79 @@ POOL_AVX2 static void max_plane_f32_avx2(const float *x, int64_t sy, float *y, i
     }
 }
 
+/* Even and odd lanes of the sixteen floats a:b, in order (a 2-wide stride-2 window's left
+ * and right taps). */
+POOL_AVX2 static inline void deinterleave8(__m256 a, __m256 b, __m256 *even, __m256 *odd)
+{
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+/* 2x2 windows at stride 2 without padding or dilation, each inside the plane (the MNIST
+ * CNN's pools). On its rows of 14 and 7 outputs the general body's per-row set-up (spans,
+ * block checks, the tail search) cost more than the arithmetic. The rule is the same:
+ * taps in row-major order, the first tap's index to start, a tap replacing the maximum
+ * when greater or NaN. A row's last OW % 8 outputs are one masked block. */
+POOL_AVX2 static void max_plane_2x2s2_f32_avx2(const float *x, int64_t sy, float *y, int64_t *idx,
+                                               const struct pool_geom *g)
+{
+    const int64_t W = g->W, OW = g->OW;
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i even_cols = _mm256_add_epi32(iota, iota);
+    const int tail = (int)(OW % 8);
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), iota);
+    const __m256i load_a = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * tail), iota);
+    const __m256i load_b = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * tail - 8), iota);
+    const __m256i right = _mm256_set1_epi32(1), below = _mm256_set1_epi32((int)W);
+    for (int64_t oy = 0; oy < g->OH; oy++) {
+        const float *r0 = x + 2 * oy * sy, *r1 = r0 + sy;
+        float *yrow = y + oy * OW;
+        int64_t *irow = idx + oy * OW;
+        for (int64_t ox = 0; ox < OW; ox += 8) {
+            const bool full = ox + 8 <= OW;
+            const float *p0 = r0 + 2 * ox, *p1 = r1 + 2 * ox;
+            __m256 a0 = full ? _mm256_loadu_ps(p0) : _mm256_maskload_ps(p0, load_a);
+            __m256 b0 = full ? _mm256_loadu_ps(p0 + 8) : _mm256_maskload_ps(p0 + 8, load_b);
+            __m256 a1 = full ? _mm256_loadu_ps(p1) : _mm256_maskload_ps(p1, load_a);
+            __m256 b1 = full ? _mm256_loadu_ps(p1 + 8) : _mm256_maskload_ps(p1 + 8, load_b);
+            __m256 tap[4];
+            deinterleave8(a0, b0, &tap[0], &tap[1]);
+            deinterleave8(a1, b1, &tap[2], &tap[3]);
+            __m256i here = _mm256_add_epi32(_mm256_set1_epi32((int)(2 * oy * W + 2 * ox)), even_cols);
+            __m256i at = here;
+            __m256 best = tap[0]; /* replaces -inf unless it is -inf: the same value and index */
+            for (int t = 1; t < 4; t++) {
+                here = _mm256_add_epi32(here, t == 2 ? _mm256_sub_epi32(below, right) : right);
+                __m256 take = _mm256_or_ps(_mm256_cmp_ps(tap[t], best, _CMP_GT_OQ),
+                                           _mm256_cmp_ps(tap[t], tap[t], _CMP_UNORD_Q));
+                best = _mm256_blendv_ps(best, tap[t], take);
+                at = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(at),
+                                                          _mm256_castsi256_ps(here), take));
+            }
+            __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)),
+                    i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+            if (full) {
+                _mm256_storeu_ps(yrow + ox, best);
+                _mm256_storeu_si256((__m256i *)(irow + ox), i0);
+                _mm256_storeu_si256((__m256i *)(irow + ox + 4), i1);
+                continue;
+            }
+            _mm256_maskstore_ps(yrow + ox, keep, best);
+            _mm256_maskstore_epi64((long long *)(irow + ox),
+                                   _mm256_cvtepi32_epi64(_mm256_castsi256_si128(keep)), i0);
+            _mm256_maskstore_epi64((long long *)(irow + ox + 4),
+                                   _mm256_cvtepi32_epi64(_mm256_extracti128_si256(keep, 1)), i1);
+        }
+    }
+}
+
+/* Whether max_plane_2x2s2_f32_avx2 applies: every window whole and inside the plane. */
+static bool max_plane_is_2x2s2(const struct pool_geom *g)
+{
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
+           g->dh == 1 && g->dw == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
+}
+
 /* Whether a float32 plane takes max_plane_f32_avx2: rows contiguous, indices in 32 bits,
  * and a cpu ([cpu] simd) with AVX2. */
 static bool max_plane_f32_vector(int64_t sx, const struct pool_geom *g)
@@ -387,7 +460,11 @@ static void max_range(void *ctx, int64_t begin, int64_t end)
         int64_t *ip = (int64_t *)weft_tensor_data(idx) + p * L;
 #ifdef POOL_X86
         if (x->dtype == WEFT_F32 && job->vector) {
-            max_plane_f32_avx2((const float *)xp, x->stride[2], (float *)yp, ip, &job->g);
+            if (max_plane_is_2x2s2(&job->g))
+                max_plane_2x2s2_f32_avx2((const float *)xp, x->stride[2], (float *)yp, ip,
+                                         &job->g);
+            else
+                max_plane_f32_avx2((const float *)xp, x->stride[2], (float *)yp, ip, &job->g);
             continue;
         }
 #endif

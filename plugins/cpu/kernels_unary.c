@@ -19,14 +19,6 @@
 /* Integer ops on unsigned types compare against 0 on purpose (one expression for all). */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
-/* Asks for vectorisation of a loop whose iterations are independent: -O2's cheap cost
- * model would not vectorise these loops otherwise. */
-#ifdef _OPENMP
-#define CPU_SIMD _Pragma("omp simd")
-#else
-#define CPU_SIMD
-#endif
-
 /* The libm function for the compute type: expf for float, exp for double. */
 #define FN1(fn, x) _Generic((x), float: fn##f, default: fn)(x)
 /* fast_math.h's vectorisable float version (within 4.3e-7), libm's for double: libm's
