@@ -741,6 +741,11 @@ void bench_rnn(bool (*selected)(const char *name),
                double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
                void (*report)(const char *name, double value, const char *unit), int repeats);
 
+/* apps/bench_conv.c: the MNIST CNN's convolutions, weft against oneDNN (names "conv_..."). */
+void bench_conv(bool (*selected)(const char *name),
+                double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
+                void (*report)(const char *name, double value, const char *unit), int repeats);
+
 /* apps/bench_sparse.c: the sparse group (names "sparse_..."). */
 void bench_sparse(bool (*selected)(const char *name),
                   double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
@@ -840,5 +845,6 @@ int main(int argc, char **argv)
     bench_sparse(selected, time_median, report, opt.repeats);
     bench_augment(selected, time_median, report, opt.repeats);
     bench_rnn(selected, time_median, report, opt.repeats);
+    bench_conv(selected, time_median, report, opt.repeats);
     return 0;
 }
