@@ -9,7 +9,11 @@
  *   grad input  = col2im(W^T @ g)            (COL2IM is IM2COL's adjoint)
  *   grad weight = sum over images of g @ columns^T  (columns recomputed, not saved:
  *                 they are kH*kW times the input)
- *   grad bias   = g summed over N, H, W. */
+ *   grad bias   = g summed over N, H, W.
+ *
+ * Where the backend has the named ops CONV2D and its two backward passes (weft/kernel.h;
+ * the cpu plugin through oneDNN's direct convolution, [cpu] conv), float32 convolutions
+ * without groups run there instead, forward and backward: no columns at all. */
 #include <string.h>
 
 #include "functional.h"
@@ -165,14 +169,66 @@ static weft_tensor *grouped_columns(weft_tensor *cols, const struct conv_args *a
     return weft_reshape(cols, 4, shape);
 }
 
+/* ---- the backend's convolution (named ops) ------------------------------------------------ */
+
+static int conv2d_op(void)
+{
+    static int cached = -1;
+    return nn_named_op(&cached, WEFT_OP_CONV2D_NAME);
+}
+
+static int conv2d_backward_input_op(void)
+{
+    static int cached = -1;
+    return nn_named_op(&cached, WEFT_OP_CONV2D_BACKWARD_INPUT_NAME);
+}
+
+static int conv2d_backward_weight_op(void)
+{
+    static int cached = -1;
+    return nn_named_op(&cached, WEFT_OP_CONV2D_BACKWARD_WEIGHT_NAME);
+}
+
+/* Whether this convolution runs as the backend's named ops: all three where it will be
+ * recorded, as the backward pass follows the forward's choice. */
+static bool use_named_conv(const weft_tensor *x, const struct conv_args *a, bool rec)
+{
+    if (a->G != 1 || x->dtype != WEFT_F32 || a->N == 0 || a->C == 0 || a->Cout == 0 ||
+        a->OH * a->OW == 0)
+        return false;
+    return nn_have_kernel(conv2d_op(), x) &&
+           (!rec || (nn_have_kernel(conv2d_backward_input_op(), x) &&
+                     nn_have_kernel(conv2d_backward_weight_op(), x)));
+}
+
+/* One named conv op: ins and outs contiguous (copies where they are not). */
+static int run_named_conv(int op, const struct conv_args *a, int nin, weft_tensor *const *in,
+                          int nout, weft_tensor *const *out)
+{
+    struct weft_op_call call = {.op = op, .nin = nin, .nout = nout};
+    for (int i = 0; i < nin; i++)
+        if (in[i] && !(call.in[i] = weft_contiguous(in[i])))
+            return weft_error_code();
+    for (int i = 0; i < nout; i++)
+        call.out[i] = out[i];
+    geometry_ints(a, call.ints);
+    return weft_dispatch(&call);
+}
+
 /* ---- forward and backward ------------------------------------------------------------------ */
 
 /* *cols_out: the im2col columns, kept for the weight gradient (as PyTorch's slow_conv2d
  * keeps its finput) so the backward pass does not unfold the input a second time. */
 static weft_tensor *conv_forward(weft_tensor *x, weft_tensor *w, weft_tensor *b,
-                                 const struct conv_args *a, weft_tensor **cols_out)
+                                 const struct conv_args *a, bool named, weft_tensor **cols_out)
 {
     const int64_t out_shape[4] = {a->N, a->Cout, a->OH, a->OW};
+    *cols_out = NULL;
+    if (named) {
+        weft_tensor *y = weft_empty(4, out_shape, x->dtype, x->device);
+        weft_tensor *in[3] = {x, w, b};
+        return y && run_named_conv(conv2d_op(), a, b ? 3 : 2, in, 1, &y) == 0 ? y : NULL;
+    }
     weft_tensor *cols = columns(x, a);
     *cols_out = cols;
     weft_tensor *y = weft_matmul(grouped_weight(w, a), grouped_columns(cols, a));
@@ -184,13 +240,45 @@ static weft_tensor *conv_forward(weft_tensor *x, weft_tensor *w, weft_tensor *b,
     return y;
 }
 
-/* Geometry back from a node: ints[0..7] kernel/stride/padding/dilation, ints[8] groups. */
+/* Geometry back from a node: ints[0..7] kernel/stride/padding/dilation, ints[8] groups
+ * (ints[9]: the forward ran as the named CONV2D op). */
 static struct conv_args node_args(struct weft_node *node, const weft_tensor *g)
 {
     const int64_t *k = weft_node_ints(node), *xs = weft_node_input_shape(node, 0),
                   *ws = weft_node_input_shape(node, 1);
     return (struct conv_args){xs[0], xs[1], xs[2], xs[3], ws[0], k[8], k[0], k[1], k[2], k[3],
                               k[4], k[5], k[6], k[7], g->shape[2], g->shape[3]};
+}
+
+/* The backward of a forward that ran as the named CONV2D op. */
+static int named_conv_backward(struct weft_node *node, weft_tensor *g, weft_tensor *x,
+                               weft_tensor *w, const struct conv_args *a,
+                               weft_tensor **grad_inputs)
+{
+    if (weft_node_needs_input_grad(node, 0)) {
+        weft_tensor *gx = weft_empty(4, (const int64_t[4]){a->N, a->C, a->H, a->W}, g->dtype,
+                                     g->device);
+        weft_tensor *in[2] = {g, w};
+        if (!gx || run_named_conv(conv2d_backward_input_op(), a, 2, in, 1, &gx) != 0)
+            return weft_error_code();
+        grad_inputs[0] = gx;
+    }
+    bool need_w = weft_node_needs_input_grad(node, 1), need_b = weft_node_needs_input_grad(node, 2);
+    if (need_w) {
+        weft_tensor *out[2] = {weft_empty(4, weft_node_input_shape(node, 1), g->dtype, g->device),
+                               need_b ? weft_empty(1, &a->Cout, g->dtype, g->device) : NULL};
+        weft_tensor *in[2] = {g, x};
+        if (!out[0] || (need_b && !out[1]) ||
+            run_named_conv(conv2d_backward_weight_op(), a, 2, in, need_b ? 2 : 1, out) != 0)
+            return weft_error_code();
+        grad_inputs[1] = out[0];
+        grad_inputs[2] = out[1];
+    } else if (need_b) {
+        const int dims[3] = {0, 2, 3};
+        if (!(grad_inputs[2] = weft_sum(g, 3, dims, false)))
+            return weft_error_code();
+    }
+    return 0;
 }
 
 static int conv_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
@@ -201,6 +289,8 @@ static int conv_backward(struct weft_node *node, weft_tensor *const *grad_output
         return 0;
     weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
     struct conv_args a = node_args(node, g);
+    if (weft_node_ints(node)[9])
+        return named_conv_backward(node, g, x, w, &a, grad_inputs);
     const int64_t gshape[4] = {a.N, a.G, a.Cout / a.G, a.OH * a.OW};
     weft_tensor *g4 = weft_reshape(g, 4, gshape);
     if (weft_node_needs_input_grad(node, 0)) {
@@ -232,9 +322,10 @@ static weft_tensor *conv2d_batched(weft_tensor *x, weft_tensor *w, weft_tensor *
         return NULL;
     weft_tensor *in[3] = {x, w, b};
     bool rec = weft_autograd_needed(3, in);
+    bool named = use_named_conv(x, a, rec);
     bool prev = weft_no_grad_begin();
     weft_tensor *cols = NULL;
-    weft_tensor *y = conv_forward(x, w, b, a, &cols);
+    weft_tensor *y = conv_forward(x, w, b, a, named, &cols);
     weft_grad_mode_restore(prev);
     if (!y || !rec)
         return y;
@@ -243,6 +334,7 @@ static weft_tensor *conv2d_batched(weft_tensor *x, weft_tensor *w, weft_tensor *
         return NULL;
     geometry_ints(a, weft_node_ints(node));
     weft_node_ints(node)[8] = a->G;
+    weft_node_ints(node)[9] = named; /* the backward takes the same path */
     /* The columns only when the weight needs a gradient. */
     bool keep_cols = weft_requires_grad(w) && cols;
     if (weft_node_save(node, 0, x) != 0 || weft_node_save(node, 1, w) != 0 ||

@@ -977,6 +977,115 @@ Test(nn_functional, bce_with_logits_is_stable_and_weights_positives)
 
 /* ---- gradients ------------------------------------------------------------------------------------- */
 
+/* Forward and backward of sum(conv2d(x, w, b) * r) for one geometry in dt; the output
+ * and the three gradients into out (y, gx, gw, gb, each as doubles). */
+static void conv_fwd_bwd(const struct conv_case *c, enum weft_dtype dt, uint64_t seed,
+                         bool x_grad, double **out, int64_t *counts)
+{
+    weft_scope_push();
+    const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->Cout, c->C, c->kh, c->kw},
+                  bs[1] = {c->Cout};
+    /* float32 values in both runs, so that only the arithmetic differs */
+#define VALUES(nd, shape) \
+    weft_to_dtype(weft_to_dtype(tu_random_tensor(nd, shape, WEFT_F64, -1, 1, &seed, NULL), \
+                                WEFT_F32), dt)
+    weft_tensor *x = VALUES(4, xs), *w = VALUES(4, ws), *b = VALUES(1, bs);
+    cr_assert(x && w && b);
+    cr_assert_eq(weft_requires_grad_(w, true), 0);
+    cr_assert_eq(weft_requires_grad_(b, true), 0);
+    cr_assert_eq(weft_requires_grad_(x, x_grad), 0);
+    weft_tensor *y = weft_conv2d(x, w, b, &c->p);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    /* a gradient that is not all ones, so that every tap's weight matters */
+    weft_tensor *r = VALUES(y->ndim, y->shape);
+#undef VALUES
+    cr_assert_eq(weft_backward(weft_sum(weft_mul(y, r), 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    weft_tensor *parts[4] = {y, x_grad ? weft_grad(x) : NULL, weft_grad(w), weft_grad(b)};
+    for (int i = 0; i < 4; i++) {
+        out[i] = NULL;
+        counts[i] = 0;
+        if (!parts[i])
+            continue;
+        counts[i] = weft_tensor_numel(parts[i]);
+        out[i] = read_all(parts[i]);
+    }
+    weft_scope_pop();
+}
+
+/* How far the cpu allocator's peak rose over a conv2d forward with a weight that needs
+ * its gradient (the columns of im2col are kept for it). */
+static uint64_t conv_forward_peak_rise(enum weft_dtype dt)
+{
+    weft_scope_push();
+    uint64_t seed = 5;
+    const int64_t xs[4] = {8, 16, 14, 14}, ws[4] = {8, 16, 3, 3};
+    weft_tensor *x = tu_random_tensor(4, xs, dt, -1, 1, &seed, NULL);
+    weft_tensor *w = tu_random_tensor(4, ws, dt, -1, 1, &seed, NULL);
+    cr_assert_eq(weft_requires_grad_(w, true), 0);
+    struct weft_memory_stats before = {.struct_size = sizeof before}, after = before;
+    /* cached blocks of an earlier call would serve smaller requests and count whole */
+    weft_empty_cache(WEFT_CPU);
+    weft_reset_peak_memory_stats(WEFT_CPU);
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &before), 0);
+    const struct weft_conv2d_params p = {{1, 1}, {1, 1}, {1, 1}, 1};
+    cr_assert_not_null(weft_conv2d(x, w, NULL, &p), "%s", weft_error_message());
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &after), 0);
+    weft_scope_pop();
+    return after.peak_allocated_bytes - before.allocated_bytes;
+}
+
+/* The named path makes no columns: im2col's [8, 144, 196] would be 903 KB in float32. The
+ * float64 run (im2col: no float64 kernel) shows that the measure sees columns. */
+Test(nn_functional, conv2d_named_forward_makes_no_im2col_columns)
+{
+    int op = weft_op_register(WEFT_OP_CONV2D_NAME);
+    if (op < 0 || !weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32))
+        cr_skip_test("this weft-cpu has no conv2d kernel (built without oneDNN)");
+    const uint64_t columns = 8 * 144 * 196;
+    uint64_t f64 = conv_forward_peak_rise(WEFT_F64), f32 = conv_forward_peak_rise(WEFT_F32);
+    cr_expect_geq(f64, columns * 8, "float64 (im2col) peak rose %llu bytes", (unsigned long long)f64);
+    cr_expect_lt(f32, columns * 4, "float32 peak rose %llu bytes: columns were made",
+                 (unsigned long long)f32);
+}
+
+/* float32 convolutions without groups run as the backend's named ops where it has them
+ * (the cpu plugin's oneDNN convolution, [cpu] conv = onednn): forward and both backward
+ * passes against the float64 im2col path, whose gradients gradcheck verifies. */
+Test(nn_functional, conv2d_named_ops_match_the_float64_im2col_path_forward_and_backward)
+{
+    int op = weft_op_register(WEFT_OP_CONV2D_NAME);
+    if (op < 0 || !weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32))
+        cr_skip_test("this weft-cpu has no conv2d kernel (built without oneDNN)");
+    static const struct conv_case cases[] = {
+        {4, 1, 28, 28, 8, 3, 3, {{1, 1}, {1, 1}, {1, 1}, 1}, true},   /* the MNIST CNN's conv1 */
+        {4, 8, 14, 14, 16, 3, 3, {{1, 1}, {1, 1}, {1, 1}, 1}, true},  /* and its conv2 */
+        {2, 3, 9, 8, 5, 3, 2, {{2, 3}, {1, 0}, {1, 1}, 1}, true},     /* strides, non-square */
+        {2, 2, 11, 9, 3, 3, 3, {{1, 2}, {2, 1}, {2, 3}, 1}, true},    /* dilation */
+        {2, 3, 7, 7, 4, 2, 2, {{3, 3}, {0, 0}, {1, 1}, 1}, true},     /* stride not dividing */
+        {3, 5, 4, 6, 7, 1, 1, {{1, 1}, {0, 0}, {1, 1}, 1}, true},     /* pointwise */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        for (int x_grad = 0; x_grad < 2; x_grad++) {
+            double *got[4], *want[4];
+            int64_t n[4], n64[4];
+            conv_fwd_bwd(&cases[k], WEFT_F32, 90 + k, x_grad, got, n);
+            conv_fwd_bwd(&cases[k], WEFT_F64, 90 + k, x_grad, want, n64);
+            static const char *const what[4] = {"output", "input grad", "weight grad",
+                                                "bias grad"};
+            for (int i = 0; i < 4; i++) {
+                cr_assert_eq(n[i], n64[i], "case %zu %s", k, what[i]);
+                for (int64_t j = 0; j < n[i]; j++)
+                    cr_assert(fabs(got[i][j] - want[i][j]) <= 1e-4 + 1e-4 * fabs(want[i][j]),
+                              "case %zu (x grad %d) %s [%lld]: %.9g, expected %.9g", k, x_grad,
+                              what[i], (long long)j, got[i][j], want[i][j]);
+                free(got[i]);
+                free(want[i]);
+            }
+        }
+}
+
+
 struct conv_ctx {
     struct weft_conv2d_params p;
     bool bias;

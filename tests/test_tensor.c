@@ -319,6 +319,25 @@ Test(tensor, large_blocks_are_cached_too)
     weft_empty_cache(WEFT_CPU);
 }
 
+Test(tensor, reset_peak_memory_stats_restarts_the_cpu_peaks_from_now)
+{
+    weft_empty_cache(WEFT_CPU);
+    int64_t n = 1 << 20; /* 4 MiB */
+    weft_tensor *a = weft_empty(1, &n, WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(a, "%s", weft_error_message());
+    weft_tensor_release(a);
+    struct weft_memory_stats before = cpu_stats();
+    cr_assert_geq(before.peak_allocated_bytes, before.allocated_bytes + (4u << 20));
+    weft_reset_peak_memory_stats(WEFT_CPU);
+    struct weft_memory_stats after = cpu_stats();
+    cr_expect_eq(after.peak_allocated_bytes, after.allocated_bytes);
+    cr_expect_eq(after.peak_reserved_bytes, after.reserved_bytes);
+    weft_tensor *b = weft_empty(1, &n, WEFT_F32, WEFT_CPU); /* the peak rises again */
+    cr_expect_geq(cpu_stats().peak_allocated_bytes, after.allocated_bytes + (4u << 20));
+    weft_tensor_release(b);
+    weft_empty_cache(WEFT_CPU);
+}
+
 Test(tensor, stats_fill_only_the_callers_struct)
 {
     struct {

@@ -461,6 +461,20 @@ int cpu_memory_stats(int index, struct weft_memory_stats *out)
     return 0;
 }
 
+/* torch.cuda.reset_peak_memory_stats for the cpu pool: the peaks restart from now (the
+ * threads' unflushed balances included, as a reading counts them). */
+void cpu_reset_peak_memory_stats(int index)
+{
+    (void)index;
+    pthread_mutex_lock(&pool.lock);
+    uint64_t now = __atomic_load_n(&pool.stats.allocated_bytes, __ATOMIC_RELAXED);
+    for (const struct thread_counts *t = pool.threads; t; t = t->next)
+        now += (uint64_t)__atomic_load_n(&t->balance, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool.stats.peak_allocated_bytes, now, __ATOMIC_RELAXED);
+    pool.stats.peak_reserved_bytes = pool.stats.reserved_bytes;
+    pthread_mutex_unlock(&pool.lock);
+}
+
 void cpu_empty_cache(int index)
 {
     (void)index;

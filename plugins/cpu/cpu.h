@@ -43,6 +43,8 @@ int cpu_register_softmax_kernels(void);
 int cpu_register_matmul_kernels(void);
 int cpu_register_index_kernels(void);
 int cpu_register_conv_kernels(void); /* im2col, col2im */
+/* conv2d and its two backward passes through oneDNN (conv_onednn.c; nothing without it) */
+int cpu_register_onednn_conv_kernels(void);
 int cpu_register_pool_kernels(void); /* max/avg pool2d and their backward */
 int cpu_register_norm_kernels(void); /* native_layer_norm and its backward */
 int cpu_register_activation_kernels(void); /* gelu_tanh, gelu_backward, add_bias_gelu */
@@ -59,6 +61,7 @@ void *cpu_alloc(int index, size_t nbytes);
 void cpu_free(int index, void *ptr, size_t nbytes);
 int cpu_memory_stats(int index, struct weft_memory_stats *out);
 void cpu_empty_cache(int index);
+void cpu_reset_peak_memory_stats(int index);
 
 /* ---- float32 GEMM (gemm.c) ----------------------------------------------------------- */
 enum cpu_gemm_mode { CPU_GEMM_AUTO, CPU_GEMM_OPENBLAS, CPU_GEMM_ONEDNN };

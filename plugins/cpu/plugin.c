@@ -61,10 +61,13 @@ static int cpu_set_num_threads(int n)
     return 0;
 }
 
+/* [cpu] conv = onednn, read once at load: the conv2d kernels are registered or not. */
+static bool conv_onednn;
+
 /* Rebuilt on each call: [cpu] gemm may change when the plugin is configured again. */
 static const char *cpu_features(void)
 {
-    static char text[384];
+    static char text[448];
     char gemm[256];
     const char *simd = "baseline x86-64";
     __builtin_cpu_init();
@@ -73,7 +76,8 @@ static const char *cpu_features(void)
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         simd = "AVX2 FMA";
     cpu_gemm_describe(gemm, sizeof gemm);
-    snprintf(text, sizeof text, "%s; %s%s", simd, gemm,
+    snprintf(text, sizeof text, "%s; %s; conv2d float32: %s%s", simd, gemm,
+             conv_onednn ? "oneDNN direct" : "im2col + GEMM",
 #ifdef _OPENMP
              "; OpenMP"
 #else
@@ -92,6 +96,7 @@ static const struct weft_backend cpu_backend = {
     .copy = cpu_copy,
     .memory_stats = cpu_memory_stats,
     .empty_cache = cpu_empty_cache,
+    .reset_peak_memory_stats = cpu_reset_peak_memory_stats,
     .set_num_threads = cpu_set_num_threads,
     .get_num_threads = cpu_num_threads,
     .features = cpu_features,
@@ -118,7 +123,9 @@ static int read_options(const weft_options *o)
     static const char *const simd_levels[] = {"auto", "avx512", "avx2", "none", NULL};
     static const enum cpu_simd simd_caps[] = {CPU_SIMD_AVX512, CPU_SIMD_AVX512, CPU_SIMD_AVX2,
                                               CPU_SIMD_NONE};
-    int policy, gemm, simd;
+    /* conv2d: oneDNN's direct convolution (conv_onednn.c) or nn's im2col + GEMM. */
+    static const char *const conv_modes[] = {"onednn", "im2col", NULL};
+    int policy, gemm, simd, conv;
     bool gemm_report;
     int64_t n;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
@@ -132,8 +139,14 @@ static int read_options(const weft_options *o)
                             cpu_gemm_have_onednn() ? CPU_GEMM_ONEDNN : CPU_GEMM_OPENBLAS,
                             &gemm) < 0 ||
         weft_options_bool(o, "gemm_report", false, &gemm_report) < 0 ||
-        weft_options_choice(o, "simd", simd_levels, 0, &simd) < 0)
+        weft_options_choice(o, "simd", simd_levels, 0, &simd) < 0 ||
+        weft_options_choice(o, "conv", conv_modes, cpu_gemm_have_onednn() ? 0 : 1, &conv) < 0)
         return WEFT_ERR_CONFIG;
+    if (conv == 0 && !cpu_gemm_have_onednn())
+        return weft_options_bad_value(o, "conv", "this weft-cpu.so was built without oneDNN "
+                                                 "(install libdnnl-dev and rebuild); expected "
+                                                 "im2col");
+    conv_onednn = conv == 0;
     if (gemm == CPU_GEMM_ONEDNN && !cpu_gemm_have_onednn())
         return weft_options_bad_value(o, "gemm", "this weft-cpu.so was built without oneDNN "
                                                  "(install libdnnl-dev and rebuild); expected "
@@ -169,7 +182,7 @@ static int cpu_init(const weft_options *options)
         if (rc != 0)
             return rc;
     }
-    return 0;
+    return conv_onednn ? cpu_register_onednn_conv_kernels() : 0;
 }
 
 static void cpu_fini(void)

@@ -325,6 +325,20 @@ enum { WEFT_UPSAMPLE_NEAREST = 0, WEFT_UPSAMPLE_NEAREST_EXACT = 1, WEFT_UPSAMPLE
  * gradient is this op on (grad^T, x2, x1, dist^T). Dispatch dtype: in[0]'s. */
 #define WEFT_OP_CDIST_BACKWARD_NAME "cdist_backward"
 
+/* CONV2D (a convolution as torch.nn.functional.conv2d with groups = 1): in[0] x
+ * [N, C, H, W], in[1] weight [Cout, C, kH, kW], in[2] bias [Cout] or NULL (nin 2); ints[0..7]
+ * kH kW, stride H W, padding H W, dilation H W; out[0] y [N, Cout, OH, OW] overwritten, OH
+ * and OW PyTorch's. All operands contiguous, non-empty and of one dtype. nn composes it
+ * as im2col + GEMM where a backend has no kernel (nn/conv.c). */
+#define WEFT_OP_CONV2D_NAME "conv2d"
+/* CONV2D_BACKWARD_INPUT: in[0] grad_y [N, Cout, OH, OW], in[1] weight; out[0] grad_x
+ * [N, C, H, W] overwritten. ints as CONV2D; contiguous operands of one dtype. */
+#define WEFT_OP_CONV2D_BACKWARD_INPUT_NAME "conv2d_backward_input"
+/* CONV2D_BACKWARD_WEIGHT: in[0] grad_y [N, Cout, OH, OW], in[1] x; out[0] grad_weight
+ * [Cout, C, kH, kW] overwritten, out[1] grad_bias [Cout] overwritten or NULL (nout 1).
+ * ints as CONV2D; contiguous operands of one dtype. */
+#define WEFT_OP_CONV2D_BACKWARD_WEIGHT_NAME "conv2d_backward_weight"
+
 /* FLOOR_DIVIDE and REMAINDER (torch.floor_divide, torch.remainder): the binary contract
  * (out[0], in[0] and in[1] of one shape and dtype; a NULL in[1] means scalar[0]), every
  * integral and floating dtype. The quotient rounds toward -inf (floats: PyTorch's
