@@ -14,7 +14,9 @@
  *                                   blocked, for its direct JIT kernels), the reorders into
  *                                   them left out: a lower bound of what weft would pay
  * The implementation oneDNN chose for each pass goes to stderr. Without oneDNN only the
- * weft lines are printed.
+ * weft lines are printed. And, from before the group:
+ *   conv2d_fwd_bwd_64x8x26x26  GFLOP/s  Conv2d(8, 16, 3, padding=1) on 64 8x26x26 images,
+ *                                       forward and the three gradients, through weft
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -64,6 +66,7 @@ static void run_weft(void *p)
     weft_zero_grad(c->b, true);
 }
 
+/* l's forward and backward through weft (seconds, the median), or -1 with an error. */
 static double time_weft(const struct conv_layer *l, time_median_fn time_median, int repeats)
 {
     const int64_t xs[4] = {l->N, l->C, l->H, l->W}, ws[4] = {l->Cout, l->C, l->k, l->k},
@@ -237,6 +240,17 @@ done:
 void bench_conv(bool (*selected)(const char *name), time_median_fn time_median, report_fn report,
                 int repeats)
 {
+    if (selected("conv2d_fwd_bwd_64x8x26x26")) {
+        const struct conv_layer l = {"", 64, 8, 26, 26, 16, 3, 1, true};
+        double s = time_weft(&l, time_median, repeats);
+        if (s < 0) {
+            fprintf(stderr, "weft-bench: conv2d: %s\n", weft_error_message());
+            exit(1);
+        }
+        /* forward 2*N*Cout*OH*OW*Cin*kh*kw; backward (input and weight grads) twice that */
+        double fwd = 2.0 * (double)(l.N * l.Cout * l.H * l.W * l.C * l.k * l.k);
+        report("conv2d_fwd_bwd_64x8x26x26", 3 * fwd / s / 1e9, "GFLOP/s");
+    }
     for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
         const struct conv_layer *l = &layers[i];
         char name[96];

@@ -417,51 +417,7 @@ static void bench_tiny(void)
     weft_tensor_release(c.b);
 }
 
-/* ---- conv2d and autograd overhead ----------------------------------------------------------- */
-
-struct conv_ctx {
-    weft_tensor *x, *w, *b;
-    struct weft_conv2d_params p;
-};
-
-/* One forward and backward of a Conv2d layer, as in a training step. */
-static void run_conv2d_fwd_bwd(void *p)
-{
-    struct conv_ctx *c = p;
-    weft_scope_push();
-    weft_tensor *y = weft_conv2d(c->x, c->w, c->b, &c->p);
-    weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
-    weft_scope_pop();
-    weft_zero_grad(c->x, true);
-    weft_zero_grad(c->w, true);
-    weft_zero_grad(c->b, true);
-}
-
-static void bench_conv2d(void)
-{
-    const char *name = "conv2d_fwd_bwd_64x8x26x26";
-    if (!selected(name))
-        return;
-    /* Conv2d(8, 16, 3, padding=1) on a batch of 64 8x26x26 images */
-    const int64_t N = 64, C = 8, H = 26, W = 26, Cout = 16, k = 3;
-    const int64_t xs[4] = {N, C, H, W}, ws[4] = {Cout, C, k, k}, bs[1] = {Cout};
-    struct conv_ctx c = {.p = {.padding = {1, 1}}};
-    c.x = weft_rand(4, xs, WEFT_F32, WEFT_CPU);
-    c.w = weft_rand(4, ws, WEFT_F32, WEFT_CPU);
-    c.b = weft_rand(1, bs, WEFT_F32, WEFT_CPU);
-    weft_requires_grad_(c.x, true);
-    weft_requires_grad_(c.w, true);
-    weft_requires_grad_(c.b, true);
-    die_on_error("setting up conv2d");
-    /* forward 2*N*Cout*OH*OW*Cin*kh*kw; backward (input and weight grads) twice that */
-    double fwd = 2.0 * (double)(N * Cout * H * W * C * k * k);
-    double s = time_median(run_conv2d_fwd_bwd, &c, opt.repeats);
-    die_on_error("conv2d");
-    report(name, 3 * fwd / s / 1e9, "GFLOP/s");
-    weft_tensor_release(c.x);
-    weft_tensor_release(c.w);
-    weft_tensor_release(c.b);
-}
+/* ---- autograd overhead ------------------------------------------------------------------------ */
 
 enum chain_mode { CHAIN_NO_GRAD, CHAIN_RECORDING, CHAIN_FWD_BWD };
 
@@ -682,10 +638,10 @@ static void bench_fused_layers(void)
     }
 }
 
-/* The nn layer: a convolution's training step and the autograd overhead per op. */
+/* The nn layer: the autograd overhead per op, attention, the fused layers (convolutions:
+ * apps/bench_conv.c). */
 static void bench_nn(void)
 {
-    bench_conv2d();
     bench_autograd();
     bench_sdpa();
     bench_fused_layers();
