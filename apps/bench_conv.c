@@ -3,7 +3,7 @@
  * primitives called directly, side by side, to decide whether weft should hand them to
  * oneDNN (issue 12). Every name starts with "conv_", so `weft-bench --filter conv_` runs
  * the group alone:
- *   conv_<layer>_weft_ms     weft_conv2d forward and backward of sum(y): the weight and
+ *   conv_<layer>_weft_ms     weft_conv2d forward and backward from a random gradient: the weight and
  *                            bias gradients, and the input's where the layer needs it
  *                            (conv2; conv1's input is the data)
  *   conv_<layer>_onednn_nchw_ms     the same passes as oneDNN primitives on plain
@@ -50,16 +50,18 @@ static const struct conv_layer layers[] = {
 /* ---- weft ---------------------------------------------------------------------------------- */
 
 struct weft_ctx {
-    weft_tensor *x, *w, *b;
+    weft_tensor *x, *w, *b, *gy;
     struct weft_conv2d_params p;
 };
 
+/* The output's gradient is a contiguous tensor, as a training step's is (a sum's would be
+ * a broadcast one, copied before a named kernel reads it). */
 static void run_weft(void *p)
 {
     struct weft_ctx *c = p;
     weft_scope_push();
     weft_tensor *y = weft_conv2d(c->x, c->w, c->b, &c->p);
-    weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+    weft_backward(y, c->gy, false);
     weft_scope_pop();
     weft_zero_grad(c->x, true);
     weft_zero_grad(c->w, true);
@@ -75,14 +77,17 @@ static double time_weft(const struct conv_layer *l, time_median_fn time_median, 
     c.x = weft_rand(4, xs, WEFT_F32, WEFT_CPU);
     c.w = weft_rand(4, ws, WEFT_F32, WEFT_CPU);
     c.b = weft_rand(1, bs, WEFT_F32, WEFT_CPU);
+    const int64_t ys[4] = {l->N, l->Cout, l->H + 2 * l->pad - l->k + 1, l->W + 2 * l->pad - l->k + 1};
+    c.gy = weft_rand(4, ys, WEFT_F32, WEFT_CPU);
     double s = -1;
-    if (c.x && c.w && c.b && weft_requires_grad_(c.w, true) == 0 &&
+    if (c.x && c.w && c.b && c.gy && weft_requires_grad_(c.w, true) == 0 &&
         weft_requires_grad_(c.b, true) == 0 &&
         (!l->input_grad || weft_requires_grad_(c.x, true) == 0))
         s = time_median(run_weft, &c, repeats);
     weft_tensor_release(c.x);
     weft_tensor_release(c.w);
     weft_tensor_release(c.b);
+    weft_tensor_release(c.gy);
     return weft_error_code() == WEFT_OK ? s : -1;
 }
 
