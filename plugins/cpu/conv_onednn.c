@@ -20,7 +20,7 @@
 #include <string.h>
 
 #ifdef WEFT_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
+#include "onednn_engine.h"
 #endif
 
 #include "cpu.h"
@@ -50,7 +50,6 @@ struct conv_prim {
 #define CONV_PRIMS 48
 static struct conv_prim prims[CONV_PRIMS];
 static int prims_used;
-static dnnl_engine_t engine;
 static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* DNNL_ARG_* of operand k of a pass, and whether the pass writes it. */
@@ -67,8 +66,8 @@ static int operand_arg(enum pass p, int k, bool *written)
     return args[p][k];
 }
 
-static dnnl_status_t reorder_prim(dnnl_primitive_t *r, const dnnl_memory_desc_t *from,
-                                  const dnnl_memory_desc_t *to)
+static dnnl_status_t reorder_prim(dnnl_engine_t engine, dnnl_primitive_t *r,
+                                  const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
 {
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL);
@@ -80,11 +79,12 @@ static dnnl_status_t reorder_prim(dnnl_primitive_t *r, const dnnl_memory_desc_t 
 }
 
 /* Fills p for k: the pass's primitive on the layouts oneDNN chose, and a reorder for each
- * operand whose layout is not weft's. Needs prims_lock (engine). */
+ * operand whose layout is not weft's. Needs prims_lock. */
 static dnnl_status_t make_prim(struct conv_prim *p, const struct conv_key *k)
 {
     dnnl_status_t st;
-    if (!engine && (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) != dnnl_success)
+    dnnl_engine_t engine = cpu_onednn_engine(&st);
+    if (!engine)
         return st;
     memset(p, 0, sizeof *p);
     p->key = *k;
@@ -148,8 +148,8 @@ static dnnl_status_t make_prim(struct conv_prim *p, const struct conv_key *k)
         p->prim_md[i] = *md;
         p->prim_bytes[i] = dnnl_memory_desc_get_size(md);
         if (!dnnl_memory_desc_equal(md, &p->user_md[i]))
-            st = written ? reorder_prim(&p->reorder[i], md, &p->user_md[i])
-                         : reorder_prim(&p->reorder[i], &p->user_md[i], md);
+            st = written ? reorder_prim(engine, &p->reorder[i], md, &p->user_md[i])
+                         : reorder_prim(engine, &p->reorder[i], &p->user_md[i], md);
     }
     const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
@@ -222,7 +222,10 @@ static dnnl_status_t run_pass(const struct conv_prim *p, void *const data[OPERAN
 {
     struct run r = {0};
     dnnl_stream_t stream = NULL;
-    dnnl_status_t st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    dnnl_status_t st;
+    dnnl_engine_t engine = cpu_onednn_engine(&st); /* made with p */
+    if (engine)
+        st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
     for (int i = 0; i < OPERANDS && st == dnnl_success; i++) {
         st = dnnl_memory_create(&r.user[i], &p->user_md[i], engine, data[i]);
         if (st != dnnl_success || !p->reorder[i])

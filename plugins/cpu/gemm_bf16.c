@@ -18,7 +18,7 @@
 #include <string.h>
 
 #ifdef WEFT_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
+#include "onednn_engine.h"
 #endif
 
 #include "cpu.h"
@@ -41,7 +41,6 @@ struct bf16_prim {
 #define BF16_PRIMS 64
 static struct bf16_prim prims[BF16_PRIMS];
 static int prims_used;
-static dnnl_engine_t engine;
 static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Logical [rows, cols] bf16 or f32 matrix stored row-major with leading dim ld, read
@@ -54,11 +53,12 @@ static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int64_t rows, int64_t col
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
 }
 
-/* Fills p (descriptors and primitive) for key; dnnl status. Needs prims_lock (engine). */
+/* Fills p (descriptors and primitive) for key; dnnl status. Needs prims_lock. */
 static dnnl_status_t make_prim(struct bf16_prim *p, const struct bf16_key *k)
 {
-    dnnl_status_t st = dnnl_success;
-    if (!engine && (st = dnnl_engine_create(&engine, dnnl_cpu, 0)) != dnnl_success)
+    dnnl_status_t st;
+    dnnl_engine_t engine = cpu_onednn_engine(&st);
+    if (!engine)
         return st;
     p->key = *k;
     p->prim = NULL;
@@ -132,6 +132,7 @@ int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
      * not be shared between threads (batched products run on several). */
     dnnl_memory_t a = NULL, b = NULL, c = NULL, scratch = NULL;
     dnnl_stream_t stream = NULL;
+    dnnl_engine_t engine = cpu_onednn_engine(&st); /* made with p */
     void *scratch_buf = NULL;
     if (p->scratch_bytes > 0 &&
         !(scratch_buf = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64)))
