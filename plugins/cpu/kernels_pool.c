@@ -273,6 +273,36 @@ static inline int64_t tail_lanes(const struct pool_geom *g, int64_t ox)
     return n;
 }
 
+/* PyTorch's rule for one tap v at indices here: it replaces the maximum when greater or
+ * NaN, lane by lane. */
+POOL_AVX2 static inline void take_max8(__m256 v, __m256i here, __m256 *best, __m256i *at)
+{
+    __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, *best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    *best = _mm256_blendv_ps(*best, v, take);
+    *at = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(*at), _mm256_castsi256_ps(here), take));
+}
+
+/* Eight outputs and their int64 indices at y and idx, or the first n of them (n < 8). */
+POOL_AVX2 static inline void store8(float *y, int64_t *idx, __m256 best, __m256i at, int64_t n)
+{
+    __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)),
+            i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+    if (n == 8) {
+        _mm256_storeu_ps(y, best);
+        _mm256_storeu_si256((__m256i *)idx, i0);
+        _mm256_storeu_si256((__m256i *)(idx + 4), i1);
+        return;
+    }
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(y, keep, best);
+    _mm256_maskstore_epi64((long long *)idx, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(keep)),
+                           i0);
+    _mm256_maskstore_epi64((long long *)(idx + 4),
+                           _mm256_cvtepi32_epi64(_mm256_extracti128_si256(keep, 1)), i1);
+}
+
 /* Outputs [ox, ox + n) of output row oy (window rows [y0, y1)): n is 8 for a block that
  * block_inside allows; below 8 (a row's tail) the loads and stores are masked, and every
  * tap of those n outputs must lie inside the row. */
@@ -288,28 +318,10 @@ POOL_AVX2 static void max_block8(const float *x, int64_t sy, float *yrow, int64_
         for (int64_t c = x0; c <= x0 + (g->kw - 1) * g->dw; c += g->dw) {
             __m256 v = n == 8 ? taps8(x + r * sy + c, g->sw, lanes, c)
                               : taps8_masked(x + r * sy + c, g->sw, lanes, c, W);
-            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
-                                       _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            __m256i here = _mm256_add_epi32(_mm256_set1_epi32((int)(r * W + c)), lanes);
-            best = _mm256_blendv_ps(best, v, take);
-            at = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(at),
-                                                      _mm256_castsi256_ps(here), take));
+            take_max8(v, _mm256_add_epi32(_mm256_set1_epi32((int)(r * W + c)), lanes), &best,
+                      &at);
         }
-    __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)),
-            i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
-    if (n == 8) {
-        _mm256_storeu_ps(yrow + ox, best);
-        _mm256_storeu_si256((__m256i *)(irow + ox), i0);
-        _mm256_storeu_si256((__m256i *)(irow + ox + 4), i1);
-        return;
-    }
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    _mm256_maskstore_ps(yrow + ox, keep, best);
-    _mm256_maskstore_epi64((long long *)(irow + ox),
-                           _mm256_cvtepi32_epi64(_mm256_castsi256_si128(keep)), i0);
-    _mm256_maskstore_epi64((long long *)(irow + ox + 4),
-                           _mm256_cvtepi32_epi64(_mm256_extracti128_si256(keep, 1)), i1);
+    store8(yrow + ox, irow + ox, best, at, n);
 }
 
 POOL_AVX2 static void max_plane_f32_avx2(const float *x, int64_t sy, float *y, int64_t *idx,
@@ -364,7 +376,6 @@ POOL_AVX2 static void max_plane_2x2s2_f32_avx2(const float *x, int64_t sy, float
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i even_cols = _mm256_add_epi32(iota, iota);
     const int tail = (int)(OW % 8);
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), iota);
     const __m256i load_a = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * tail), iota);
     const __m256i load_b = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * tail - 8), iota);
     const __m256i right = _mm256_set1_epi32(1), below = _mm256_set1_epi32((int)W);
@@ -387,25 +398,9 @@ POOL_AVX2 static void max_plane_2x2s2_f32_avx2(const float *x, int64_t sy, float
             __m256 best = tap[0]; /* replaces -inf unless it is -inf: the same value and index */
             for (int t = 1; t < 4; t++) {
                 here = _mm256_add_epi32(here, t == 2 ? _mm256_sub_epi32(below, right) : right);
-                __m256 take = _mm256_or_ps(_mm256_cmp_ps(tap[t], best, _CMP_GT_OQ),
-                                           _mm256_cmp_ps(tap[t], tap[t], _CMP_UNORD_Q));
-                best = _mm256_blendv_ps(best, tap[t], take);
-                at = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(at),
-                                                          _mm256_castsi256_ps(here), take));
+                take_max8(tap[t], here, &best, &at);
             }
-            __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)),
-                    i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
-            if (full) {
-                _mm256_storeu_ps(yrow + ox, best);
-                _mm256_storeu_si256((__m256i *)(irow + ox), i0);
-                _mm256_storeu_si256((__m256i *)(irow + ox + 4), i1);
-                continue;
-            }
-            _mm256_maskstore_ps(yrow + ox, keep, best);
-            _mm256_maskstore_epi64((long long *)(irow + ox),
-                                   _mm256_cvtepi32_epi64(_mm256_castsi256_si128(keep)), i0);
-            _mm256_maskstore_epi64((long long *)(irow + ox + 4),
-                                   _mm256_cvtepi32_epi64(_mm256_extracti128_si256(keep, 1)), i1);
+            store8(yrow + ox, irow + ox, best, at, full ? 8 : tail);
         }
     }
 }
