@@ -22,22 +22,19 @@ static struct conv_geom geom_of(const struct weft_op_call *call, const weft_tens
                               image->shape[1], image->shape[2], image->shape[3]};
 }
 
+/* ceil(a / b) for a > 0, else 0; no division at b = 1, the common stride (valid_columns
+ * runs it for every tap of every plane). */
 static int64_t ceil_div(int64_t a, int64_t b)
 {
-    return a <= 0 ? 0 : (a + b - 1) / b;
+    return a <= 0 ? 0 : b == 1 ? a : (a + b - 1) / b;
 }
 
 /* The output columns [lo, hi) whose tap at kernel column offset `off` (= j*dW - pW)
  * lands inside the image row. */
 static void valid_columns(const struct conv_geom *g, int64_t off, int64_t *lo, int64_t *hi)
 {
-    if (g->sw == 1) { /* no divisions for the common stride */
-        *lo = -off > 0 ? -off : 0;
-        *hi = g->W - off > 0 ? g->W - off : 0;
-    } else {
-        *lo = ceil_div(-off, g->sw);
-        *hi = ceil_div(g->W - off, g->sw);
-    }
+    *lo = ceil_div(-off, g->sw);
+    *hi = ceil_div(g->W - off, g->sw);
     if (*hi > g->ow)
         *hi = g->ow;
     if (*lo > *hi)
