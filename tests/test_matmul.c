@@ -320,9 +320,39 @@ static bool have_onednn(void)
     return strstr(b->features(), "no oneDNN") == NULL;
 }
 
+/* op(a) op(b) for a [M, K] and b [K, N] that are column slices of wider matrices (leading
+ * dimensions M + 3 ... past the product's), against the reference. */
+static void check_padded_product(int64_t M, int64_t K, int64_t N, bool ta, bool tb,
+                                 uint64_t *st)
+{
+    weft_scope_push();
+    int64_t ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+    weft_tensor *a = weft_slice(make_operand(2, (int64_t[]){ra, ca + 3}, WEFT_F32, CONTIGUOUS, st),
+                                1, 0, ca, 1);
+    weft_tensor *b = weft_slice(make_operand(2, (int64_t[]){rb, cb + 5}, WEFT_F32, CONTIGUOUS, st),
+                                1, 0, cb, 1);
+    if (ta)
+        a = weft_transpose(a, 0, 1);
+    if (tb)
+        b = weft_transpose(b, 0, 1);
+    cr_assert(a && b);
+    double *x = read_all(a), *y = read_all(b);
+    double *e = malloc((size_t)(M * N) * sizeof *e);
+    int64_t oshape[2];
+    ref_matmul(x, 2, (int64_t[]){M, K}, y, 2, (int64_t[]){K, N}, e, oshape);
+    for (int r = 0; r < 3; r++)
+        tu_assert_close(weft_matmul(a, b), e, M * N, 1e-5, 1e-4);
+    free(e);
+    free(x);
+    free(y);
+    weft_scope_pop();
+}
+
 /* All four transposes on odd sizes, each product REPEATS times (in mode auto the first
- * ones are the timed trials on both providers, the later ones the chosen one's),
- * plus a batch of small products run inside a parallel region. */
+ * ones are the timed trials on both providers, the later ones the chosen one's), on a
+ * small shape and on one big enough that oneDNN runs A B^T through its matmul primitive
+ * (gemm.c: K >= 512 and 2^19 multiply-adds), on contiguous and on padded operands; plus a
+ * batch of small products run inside a parallel region. */
 #define REPEATS 20
 static void check_gemm_provider(const char *mode)
 {
@@ -330,28 +360,31 @@ static void check_gemm_provider(const char *mode)
     if (!weft_backend_get(WEFT_DEVICE_CPU))
         cr_assert_fail("[cpu] gemm = %s: %s", mode, weft_error_message());
     uint64_t st = 11;
-    const int64_t M = 37, K = 129, N = 61;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            weft_scope_push();
-            weft_tensor *a = make_operand(2, (int64_t[]){M, K}, WEFT_F32,
-                                          ta ? TRANSPOSED : CONTIGUOUS, &st);
-            weft_tensor *b = make_operand(2, (int64_t[]){K, N}, WEFT_F32,
-                                          tb ? TRANSPOSED : CONTIGUOUS, &st);
-            double *x = read_all(a), *y = read_all(b);
-            double *e = malloc((size_t)(M * N) * sizeof *e);
-            int64_t oshape[2];
-            ref_matmul(x, 2, (int64_t[]){M, K}, y, 2, (int64_t[]){K, N}, e, oshape);
-            for (int r = 0; r < REPEATS; r++) {
+    static const int64_t sizes[2][3] = {{37, 129, 61}, {67, 600, 45}};
+    for (int s = 0; s < 2; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int64_t M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
                 weft_scope_push();
-                tu_assert_close(weft_matmul(a, b), e, M * N, 1e-5, 1e-4);
+                weft_tensor *a = make_operand(2, (int64_t[]){M, K}, WEFT_F32,
+                                              ta ? TRANSPOSED : CONTIGUOUS, &st);
+                weft_tensor *b = make_operand(2, (int64_t[]){K, N}, WEFT_F32,
+                                              tb ? TRANSPOSED : CONTIGUOUS, &st);
+                double *x = read_all(a), *y = read_all(b);
+                double *e = malloc((size_t)(M * N) * sizeof *e);
+                int64_t oshape[2];
+                ref_matmul(x, 2, (int64_t[]){M, K}, y, 2, (int64_t[]){K, N}, e, oshape);
+                for (int r = 0; r < REPEATS; r++) {
+                    weft_scope_push();
+                    tu_assert_close(weft_matmul(a, b), e, M * N, 1e-5, 1e-4);
+                    weft_scope_pop();
+                }
+                free(e);
+                free(x);
+                free(y);
                 weft_scope_pop();
+                check_padded_product(M, K, N, ta, tb, &st);
             }
-            free(e);
-            free(x);
-            free(y);
-            weft_scope_pop();
-        }
     weft_scope_push();
     const int64_t sa[3] = {400, 9, 7}, sb[3] = {400, 7, 5};
     weft_tensor *a = make_operand(3, sa, WEFT_F32, CONTIGUOUS, &st);

@@ -10,9 +10,9 @@
  * (format_tag_any) and reorders weft's NCHW/OIHW tensors into them and the result back.
  *
  * Primitives (and their reorders) cost tens of microseconds to create, so they are kept
- * per pass and geometry, as gemm_bf16.c keeps its matmuls. Every call brings its own
+ * per pass and geometry, as onednn_matmul.c keeps its matmuls. Every call brings its own
  * scratchpad and blocked buffers (from the plugin's caching allocator): Debian's oneDNN
- * keeps a library-managed scratchpad in one global buffer (gemm_bf16.c). Without oneDNN
+ * keeps a library-managed scratchpad in one global buffer (onednn_matmul.c). Without oneDNN
  * in the build nothing is registered and nn/conv.c keeps im2col.
  */
 #include <pthread.h>

@@ -81,7 +81,7 @@ bool cpu_gemm_have_onednn(void);
 /* "sgemm auto: OpenBLAS 0.3.21 ... (COOPERLAKE), oneDNN 2.6.3 (AVX-512 BF16)" */
 void cpu_gemm_describe(char *buf, size_t size);
 
-/* ---- bfloat16 GEMM (gemm_bf16.c) --------------------------------------------------------- */
+/* ---- oneDNN's matmul primitive (onednn_matmul.c) ------------------------------------------- */
 /* C[M, N] = op(A)[M, K] op(B)[K, N], row-major bfloat16, accumulated in float32 and
  * rounded once into C (beta 0). */
 struct cpu_gemm_bf16 {
@@ -94,6 +94,9 @@ struct cpu_gemm_bf16 {
 int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g);
 /* False when this build has no oneDNN: bfloat16 products then take the plain loop. */
 bool cpu_gemm_bf16_available(void);
+/* A float32 product through the matmul primitive (builds with oneDNN only; gemm.c says
+ * which shapes); 0 or an error code with the error set. */
+int cpu_sgemm_onednn_matmul(const struct cpu_gemm *g);
 
 /* ---- 16-bit float conversions of contiguous runs (convert.c) ----------------------------
  * Bit for bit what weft/half.h's helpers give, NaN, inf, -0, subnormals and ties to even

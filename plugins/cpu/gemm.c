@@ -53,13 +53,29 @@ static void openblas_sgemm(const struct cpu_gemm *g)
  * so the results do not depend on timings. */
 #define ONEDNN_SERIAL_MACS ((int64_t)1 << 19)
 
+/* dnnl_sgemm packs a transposed B on each call, the matmul primitive's brgemm kernels read
+ * it as it lies: on A B^T products with a long K it won by 15-30% (tools' mm bench on a
+ * 2-core Zen 5, GFLOP/s at 2 threads, primitive against dnnl_sgemm: 256x256x784 NT 345
+ * against 290, 64x256x784 NT 275 against 239; at 1 thread 191 against 172) and tied on
+ * shorter ones (256x128x256 NT 313 against 314), where on NN and TN products it lost up to
+ * 15% (256x784x64 TN 280 against 329). So NT products big enough for every thread take the
+ * primitive: a fixed rule of the shape, as ONEDNN_SERIAL_MACS is. */
+static bool onednn_matmul_wins(const struct cpu_gemm *g, bool serial)
+{
+    return g->trans_b && !g->trans_a && !serial && g->K >= 512;
+}
+
 static int onednn_sgemm(const struct cpu_gemm *g)
 {
+    bool serial = (int64_t)g->M * g->N * g->K < ONEDNN_SERIAL_MACS;
+#ifdef _OPENMP
+    serial = serial || omp_in_parallel();
+#endif
+    if (onednn_matmul_wins(g, serial))
+        return cpu_sgemm_onednn_matmul(g);
 #ifdef _OPENMP
     /* omp_set_num_threads sets the calling thread's own setting, read by oneDNN per call */
-    int threads = (int64_t)g->M * g->N * g->K < ONEDNN_SERIAL_MACS && !omp_in_parallel()
-                      ? omp_get_max_threads()
-                      : 1;
+    int threads = serial && !omp_in_parallel() ? omp_get_max_threads() : 1;
     if (threads > 1)
         omp_set_num_threads(1);
 #endif
@@ -281,7 +297,9 @@ void cpu_gemm_describe(char *buf, size_t size)
 #ifdef WEFT_HAVE_ONEDNN
     const dnnl_version_t *v = dnnl_version();
     if (n >= 0 && (size_t)n < size)
-        snprintf(buf + n, size - (size_t)n, ", oneDNN %d.%d.%d (%s); bf16 matmul: oneDNN",
+        snprintf(buf + n, size - (size_t)n,
+                 ", oneDNN %d.%d.%d (%s): sgemm, matmul primitive for A B^T with K >= 512; "
+                 "bf16 matmul: oneDNN",
                  v->major, v->minor, v->patch, onednn_isa_name(dnnl_get_effective_cpu_isa()));
 #else
     if (n >= 0 && (size_t)n < size)

@@ -1,7 +1,7 @@
 /* plugins/cpu/kernels_matmul.c: batched matrix products [B, M, K] x [B, K, N] -> [B, M, N].
  *
  * float32 goes to the provider [cpu] gemm names (gemm.c: OpenBLAS, oneDNN, or per shape
- * the faster), float64 to OpenBLAS, bfloat16 to oneDNN's matmul (gemm_bf16.c: float32
+ * the faster), float64 to OpenBLAS, bfloat16 to oneDNN's matmul (onednn_matmul.c: float32
  * accumulator, one rounding) where the build has oneDNN. A transposed operand is passed as a transpose (no copy):
  * with row-major storage, an operand whose inner stride is 1 is NoTrans with ld = its row
  * stride, one whose row stride is 1 is Trans with ld = its column stride; anything else is

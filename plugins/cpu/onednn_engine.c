@@ -1,5 +1,5 @@
 /* plugins/cpu/onednn_engine.c: the plugin's one oneDNN CPU engine, which the bfloat16
- * matmuls (gemm_bf16.c) and the convolutions (conv_onednn.c) share. */
+ * matmuls (onednn_matmul.c) and the convolutions (conv_onednn.c) share. */
 #ifdef WEFT_HAVE_ONEDNN
 #include <pthread.h>
 

@@ -1,18 +1,26 @@
-/* plugins/cpu/gemm_bf16.c: bfloat16 GEMM through oneDNN's matmul primitive.
+/* plugins/cpu/onednn_matmul.c: GEMM through oneDNN's matmul primitive, for bfloat16 and
+ * for the float32 products where it beats dnnl_sgemm.
  *
- * oneDNN 2.6 has no C sgemm-style entry for bfloat16 (dnnl_gemm_bf16bf16f32 is C++ only),
- * so each product shape gets a matmul primitive: bf16 x bf16 accumulated in float32,
- * written once as bf16 (AVX512_BF16's vdpbf16ps where the processor has it, oneDNN's
- * emulation on older AVX-512, a reference loop elsewhere). Creating a primitive costs tens
- * of microseconds, so primitives are kept per shape (transposes, M, N, K, leading dims),
- * as gemm.c keeps its per-shape choice. Without oneDNN in the build the caller uses its
+ * bfloat16: oneDNN 2.6 has no C sgemm-style entry (dnnl_gemm_bf16bf16f32 is C++ only), so
+ * each product is a matmul primitive: bf16 x bf16 accumulated in float32, written once as
+ * bf16 (AVX512_BF16's vdpbf16ps where the processor has it, oneDNN's emulation on older
+ * AVX-512, a reference loop elsewhere). Without oneDNN in the build the caller uses its
  * plain loop (float accumulator).
+ *
+ * float32: dnnl_sgemm packs a transposed B on every call; the matmul primitive's brgemm
+ * kernels read it in place. On the MLP's forward products (x W^T, K = 784) the primitive
+ * was 15-30% faster at 2 threads and even at 1 (gemm.c says where it is used and the
+ * figures); on the other transposes it was up to 15% slower, so gemm.c keeps dnnl_sgemm
+ * there.
+ *
+ * Creating a primitive costs tens of microseconds, so primitives are kept per dtype and
+ * shape (transposes, M, N, K, leading dims), as gemm.c keeps its per-shape choice.
  *
  * Threads: batched products run one primitive from several threads at once. oneDNN's
  * default, library-managed scratchpad is one global buffer in Debian's build (not built
  * for concurrent execution), so two executions overwrote each other's partial sums (1 run
  * in 6 of a [2, 70, 8] x [2, 8, 130] product came out wrong); every primitive asks for a
- * user scratchpad and every call brings its own. */
+ * user scratchpad and every call brings its own, from the plugin's caching allocator. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,16 +29,23 @@
 #include "onednn_engine.h"
 #endif
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "cpu.h"
 
 #ifdef WEFT_HAVE_ONEDNN
 
-struct bf16_key {
-    int trans_a, trans_b, M, N, K, lda, ldb, ldc;
+/* All ints, no padding: keys compare with memcmp. dtype is a dnnl_data_type_t; threads the
+ * OpenMP threads the caller would give oneDNN, which splits the work for that many when it
+ * makes the primitive. */
+struct matmul_key {
+    int dtype, threads, trans_a, trans_b, M, N, K, lda, ldb, ldc;
 };
 
-struct bf16_prim {
-    struct bf16_key key;
+struct matmul_prim {
+    struct matmul_key key;
     dnnl_memory_desc_t a_md, b_md, c_md, scratch_md;
     size_t scratch_bytes;
     dnnl_primitive_t prim; /* NULL: empty slot */
@@ -38,12 +53,12 @@ struct bf16_prim {
 
 /* Shapes beyond this many get a primitive made and destroyed per call: a training run has
  * a handful of shapes; a program with more pays the creation cost, nothing else. */
-#define BF16_PRIMS 64
-static struct bf16_prim prims[BF16_PRIMS];
+#define MATMUL_PRIMS 64
+static struct matmul_prim prims[MATMUL_PRIMS];
 static int prims_used;
 static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Logical [rows, cols] bf16 or f32 matrix stored row-major with leading dim ld, read
+/* Logical [rows, cols] matrix stored row-major with leading dim ld, read
  * transposed when trans. */
 static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int ld,
                                bool trans, dnnl_data_type_t dt)
@@ -54,7 +69,7 @@ static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int64_t rows, int64_t col
 }
 
 /* Fills p (descriptors and primitive) for key; dnnl status. Needs prims_lock. */
-static dnnl_status_t make_prim(struct bf16_prim *p, const struct bf16_key *k)
+static dnnl_status_t make_prim(struct matmul_prim *p, const struct matmul_key *k)
 {
     dnnl_status_t st;
     dnnl_engine_t engine = cpu_onednn_engine(&st);
@@ -64,9 +79,10 @@ static dnnl_status_t make_prim(struct bf16_prim *p, const struct bf16_key *k)
     p->prim = NULL;
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
-    if ((st = matrix_md(&p->a_md, k->M, k->K, k->lda, k->trans_a, dnnl_bf16)) != dnnl_success ||
-        (st = matrix_md(&p->b_md, k->K, k->N, k->ldb, k->trans_b, dnnl_bf16)) != dnnl_success ||
-        (st = matrix_md(&p->c_md, k->M, k->N, k->ldc, false, dnnl_bf16)) != dnnl_success ||
+    dnnl_data_type_t dt = (dnnl_data_type_t)k->dtype;
+    if ((st = matrix_md(&p->a_md, k->M, k->K, k->lda, k->trans_a, dt)) != dnnl_success ||
+        (st = matrix_md(&p->b_md, k->K, k->N, k->ldb, k->trans_b, dt)) != dnnl_success ||
+        (st = matrix_md(&p->c_md, k->M, k->N, k->ldc, false, dt)) != dnnl_success ||
         (st = dnnl_matmul_desc_init(&desc, &p->a_md, &p->b_md, NULL, &p->c_md)) != dnnl_success)
         return st;
     dnnl_primitive_attr_t attr = NULL;
@@ -88,8 +104,8 @@ static dnnl_status_t make_prim(struct bf16_prim *p, const struct bf16_key *k)
 }
 
 /* The cached primitive for k, or one made into *tmp (the caller destroys tmp->prim). */
-static const struct bf16_prim *find_prim(const struct bf16_key *k, struct bf16_prim *tmp,
-                                         dnnl_status_t *st)
+static const struct matmul_prim *find_prim(const struct matmul_key *k,
+                                           struct matmul_prim *tmp, dnnl_status_t *st)
 {
     *st = dnnl_success;
     pthread_mutex_lock(&prims_lock);
@@ -98,8 +114,8 @@ static const struct bf16_prim *find_prim(const struct bf16_key *k, struct bf16_p
             pthread_mutex_unlock(&prims_lock);
             return &prims[i];
         }
-    const struct bf16_prim *p = NULL;
-    if (prims_used < BF16_PRIMS) {
+    const struct matmul_prim *p = NULL;
+    if (prims_used < MATMUL_PRIMS) {
         *st = make_prim(&prims[prims_used], k);
         if (*st == dnnl_success)
             p = &prims[prims_used++];
@@ -112,35 +128,35 @@ static const struct bf16_prim *find_prim(const struct bf16_key *k, struct bf16_p
     return p;
 }
 
-static int bf16_failed(const struct cpu_gemm_bf16 *g, dnnl_status_t st)
+static int max_threads(void)
 {
-    return weft_error_set(WEFT_ERR_RUNTIME,
-                          "matmul: oneDNN's bfloat16 matmul failed (status %d) for %d x %d x %d",
-                          (int)st, g->M, g->N, g->K);
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
 }
 
-int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
+/* C = op(A) op(B) for key k's shape and dtype; a dnnl status. */
+static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const void *B, void *C)
 {
-    /* all ints, no padding: keys compare with memcmp */
-    struct bf16_key k = {g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc};
-    struct bf16_prim tmp = {0};
+    struct matmul_prim tmp = {0};
     dnnl_status_t st;
-    const struct bf16_prim *p = find_prim(&k, &tmp, &st);
+    const struct matmul_prim *p = find_prim(k, &tmp, &st);
     if (!p)
-        return bf16_failed(g, st);
+        return st;
     /* Memory objects and a stream per call: both are cheap on the CPU, and a stream must
      * not be shared between threads (batched products run on several). */
     dnnl_memory_t a = NULL, b = NULL, c = NULL, scratch = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_engine_t engine = cpu_onednn_engine(&st); /* made with p */
     void *scratch_buf = NULL;
-    if (p->scratch_bytes > 0 &&
-        !(scratch_buf = aligned_alloc(64, (p->scratch_bytes + 63) / 64 * 64)))
+    if (p->scratch_bytes > 0 && !(scratch_buf = cpu_alloc(0, p->scratch_bytes)))
         st = dnnl_out_of_memory;
     if (st == dnnl_success &&
-        (st = dnnl_memory_create(&a, &p->a_md, engine, (void *)g->A)) == dnnl_success &&
-        (st = dnnl_memory_create(&b, &p->b_md, engine, (void *)g->B)) == dnnl_success &&
-        (st = dnnl_memory_create(&c, &p->c_md, engine, g->C)) == dnnl_success &&
+        (st = dnnl_memory_create(&a, &p->a_md, engine, (void *)A)) == dnnl_success &&
+        (st = dnnl_memory_create(&b, &p->b_md, engine, (void *)B)) == dnnl_success &&
+        (st = dnnl_memory_create(&c, &p->c_md, engine, C)) == dnnl_success &&
         (!scratch_buf ||
          (st = dnnl_memory_create(&scratch, &p->scratch_md, engine, scratch_buf)) == dnnl_success) &&
         (st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags)) == dnnl_success) {
@@ -156,7 +172,7 @@ int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
         dnnl_stream_destroy(stream);
     if (scratch)
         dnnl_memory_destroy(scratch);
-    free(scratch_buf);
+    cpu_free(0, scratch_buf, p->scratch_bytes);
     if (a)
         dnnl_memory_destroy(a);
     if (b)
@@ -165,7 +181,29 @@ int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
         dnnl_memory_destroy(c);
     if (tmp.prim)
         dnnl_primitive_destroy(tmp.prim);
-    return st == dnnl_success ? 0 : bf16_failed(g, st);
+    return st;
+}
+
+int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
+{
+    struct matmul_key k = {dnnl_bf16, max_threads(), g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc};
+    dnnl_status_t st = run_matmul(&k, g->A, g->B, g->C);
+    if (st == dnnl_success)
+        return 0;
+    return weft_error_set(WEFT_ERR_RUNTIME,
+                          "matmul: oneDNN's bfloat16 matmul failed (status %d) for %d x %d x %d",
+                          (int)st, g->M, g->N, g->K);
+}
+
+int cpu_sgemm_onednn_matmul(const struct cpu_gemm *g)
+{
+    struct matmul_key k = {dnnl_f32, max_threads(), g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc};
+    dnnl_status_t st = run_matmul(&k, g->A, g->B, g->C);
+    if (st == dnnl_success)
+        return 0;
+    return weft_error_set(WEFT_ERR_RUNTIME,
+                          "matmul: oneDNN's float32 matmul failed (status %d) for %d x %d x %d",
+                          (int)st, g->M, g->N, g->K);
 }
 
 bool cpu_gemm_bf16_available(void)
