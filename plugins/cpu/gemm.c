@@ -49,9 +49,15 @@ static void openblas_sgemm(const struct cpu_gemm *g)
  * any product across every OpenMP thread, and on the MLP's last layer (64x10x128) that
  * cost 5x the single-threaded time on 2 threads (process CPU time, passive threads: 16.0
  * against 2.4 us; 256x10x128: 20.5 against 7.3 us), where OpenBLAS, which keeps products
- * under 65536 * 4 multiply-adds on one thread, was at 3.2 us. A fixed rule of the shape,
- * so the results do not depend on timings. */
-#define ONEDNN_SERIAL_MACS ((int64_t)1 << 19)
+ * under 65536 * 4 multiply-adds on one thread, was at 3.2 us. Up to 2^22 the second thread
+ * lost more in the training step than it won alone: the MLP at batch 64 (its middle
+ * layer's 2^21-multiply-add products), weft-train interleaved 7 times on a 2-core Zen 5,
+ * median 135,532 images/s at 2^22 against 122,800 at 2^19 (and 96,547 at 2^24, where the
+ * first layer's 12.8M went serial too); the CNN, whose linear layer's 3.2M products went
+ * serial, 33,156 against 30,535 (5 rounds); the MLP at batch 256 and the GPT config have
+ * no product in 2^19..2^22. A fixed rule of the shape, so the results do not depend on
+ * timings. */
+#define ONEDNN_SERIAL_MACS ((int64_t)1 << 22)
 
 /* dnnl_sgemm packs a transposed B on each call, the matmul primitive's brgemm kernels read
  * it as it lies: on A B^T products with a long K it won by 15-30% (tools' mm bench on a
