@@ -13,6 +13,8 @@ overrides to every round (e.g. active:cpu.wait_policy=active), beside the defaul
 for weft and for every PyTorch setting, and the ratio of weft's median to the best
 PyTorch setting's median. --bf16 adds weft with [train] precision = bf16 and PyTorch
 under bf16 autocast (1 and 2 threads), and sets the bf16 runs against each other.
+weft runs with the config's own settings (its [data] workers included) unless --weft-set
+or --variant says otherwise; PyTorch indexes the decoded set in its training thread.
 --weft names another weft-train binary (default build/apps/weft-train). Run from the repository root after `make`, with nothing else
 running; PyTorch is Debian's python3-torch (/usr/bin/python3).
 
@@ -45,7 +47,7 @@ def weft_run(model, epochs, extra, tmp):
     cmd = [WEFT_TRAIN, config,
            "--set", "train.epochs=%d" % epochs, "--set", "data.batch_size=%d" % batch,
            "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
-           "--set", "train.log=" + log, "--set", "data.workers=1"]
+           "--set", "train.log=" + log]
     for kv in extra:
         cmd += ["--set", kv]
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
