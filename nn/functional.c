@@ -137,8 +137,10 @@ struct linear_act {
                              weft_tensor **saved);
 };
 
-/* The backward's common part, from gpre = d loss / d (x w^T + b) [M, out]. */
-static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tensor **grad_inputs)
+/* The backward's common part, from gpre = d loss / d (x w^T + b) [M, out]; bias_grad is
+ * gpre's column sums where a fused kernel made them with gpre, else NULL. */
+static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tensor *bias_grad,
+                            weft_tensor **grad_inputs)
 {
     if (!gpre)
         return weft_error_code();
@@ -154,7 +156,8 @@ static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tens
     if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_matmul(weft_t(gpre), x)))
         return weft_error_code();
     int rows = 0;
-    if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = weft_sum(gpre, 1, &rows, false)))
+    if (weft_node_needs_input_grad(node, 2) &&
+        !(grad_inputs[2] = bias_grad ? bias_grad : weft_sum(gpre, 1, &rows, false)))
         return weft_error_code();
     return 0;
 }
@@ -167,7 +170,7 @@ static int linear_node_backward(struct weft_node *node, weft_tensor *const *grad
     if (!g)
         return 0;
     const int64_t flat[2] = {-1, g->ndim > 0 ? g->shape[g->ndim - 1] : 1};
-    return linear_act_grads(node, g->ndim == 2 ? g : weft_reshape(g, 2, flat), grad_inputs);
+    return linear_act_grads(node, g->ndim == 2 ? g : weft_reshape(g, 2, flat), NULL, grad_inputs);
 }
 
 /* x w^T (+ b) as one GEMM over x folded to [M, in], under one node `name` (saved: 0 x as
@@ -255,6 +258,31 @@ static weft_tensor *linear_act_in_scope(struct linear_act *a, weft_tensor *x, we
     return x->ndim == 2 ? y : weft_reshape(y, x->ndim, shape);
 }
 
+/* ReLU's backward and the bias gradient in one pass (THRESHOLD_BACKWARD_SUM) where g's
+ * backend has it and both operands suit it: 1 with *gpre and *bias_grad set, 0 to take the
+ * two passes, or an error. */
+static int relu_backward_with_bias_grad(weft_tensor *g, weft_tensor *y, weft_tensor **gpre,
+                                        weft_tensor **bias_grad)
+{
+    static int cached = -1;
+    int op = nn_named_op(&cached, WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME);
+    if (!g || g->dtype != y->dtype || g->layout != WEFT_LAYOUT_STRIDED ||
+        !weft_device_equal(g->device, y->device) || !weft_tensor_is_contiguous(g) ||
+        !weft_tensor_is_contiguous(y) || !nn_have_kernel(op, g))
+        return 0;
+    weft_tensor *out = weft_empty(2, g->shape, g->dtype, g->device);
+    weft_tensor *sum = out ? weft_empty(1, g->shape + 1, g->dtype, g->device) : NULL;
+    if (!sum)
+        return weft_error_code();
+    struct weft_op_call c = {.op = op, .nin = 2, .nout = 2, .in = {g, y}, .out = {out, sum},
+                             .scalar = {0}};
+    if (weft_dispatch(&c) != 0)
+        return weft_error_code();
+    *gpre = out;
+    *bias_grad = sum;
+    return 1;
+}
+
 /* ReLU: in place over h, which is then the output, saved (ADD_BIAS_RELU). */
 static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                 weft_tensor **grad_inputs)
@@ -264,8 +292,15 @@ static int linear_relu_backward(struct weft_node *node, weft_tensor *const *grad
         return 0;
     weft_tensor *y = weft_node_saved(node, 2);
     const int64_t flat[2] = {-1, y->shape[1]};
-    return linear_act_grads(node, weft_threshold_backward(weft_reshape(g, 2, flat), y, 0),
-                            grad_inputs);
+    weft_tensor *g2 = weft_reshape(g, 2, flat), *gpre = NULL, *bias_grad = NULL;
+    if (weft_node_needs_input_grad(node, 2)) {
+        int fused = relu_backward_with_bias_grad(g2, y, &gpre, &bias_grad);
+        if (fused < 0)
+            return fused;
+    }
+    if (!gpre)
+        gpre = weft_threshold_backward(g2, y, 0);
+    return linear_act_grads(node, gpre, bias_grad, grad_inputs);
 }
 
 static weft_tensor *relu_composite(weft_tensor *pre, int arg)
@@ -314,7 +349,7 @@ static int linear_gelu_backward(struct weft_node *node, weft_tensor *const *grad
     const int64_t flat[2] = {-1, h->shape[1]};
     return linear_act_grads(node, weft_gelu_backward(weft_reshape(g, 2, flat), h,
                                                      (int)weft_node_ints(node)[0]),
-                            grad_inputs);
+                            NULL, grad_inputs);
 }
 
 static weft_tensor *gelu_composite(weft_tensor *pre, int approximate)

@@ -1440,6 +1440,140 @@ Test(nn_functional, linear_relu_passes_gradcheck_on_2d_and_3d_inputs)
     cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
 }
 
+/* ---- threshold_backward_sum: ReLU's backward and the bias gradient in one pass --------- */
+
+/* out and sum of THRESHOLD_BACKWARD_SUM(g, y, 0) with n threads, read as doubles. */
+static void run_threshold_backward_sum(int threads, const weft_tensor *g, const weft_tensor *y,
+                                       double *out, double *sum)
+{
+    int before = weft_get_num_threads();
+    cr_assert_eq(weft_set_num_threads(threads), 0, "%s", weft_error_message());
+    int op = weft_op_lookup(WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME);
+    cr_assert_geq(op, 0);
+    weft_tensor *o = weft_empty(2, g->shape, g->dtype, WEFT_CPU);
+    weft_tensor *s = weft_empty(1, g->shape + 1, g->dtype, WEFT_CPU);
+    struct weft_op_call c = {.op = op, .nin = 2, .nout = 2, .in = {g, y}, .out = {o, s}};
+    cr_assert_eq(weft_dispatch(&c), 0, "%s", weft_error_message());
+    tu_read(o, out);
+    tu_read(s, sum);
+    weft_set_num_threads(before);
+}
+
+/* Its out is threshold_backward's, bit for bit (NaN and -0 in y and g included), and its
+ * sum the column sums of out, rounded once, the same bits on 1 and 2 threads, for every
+ * floating dtype: on a shape whose rows do not fill the last block and which the cpu
+ * backend splits across threads, on an empty batch, and on a one-column one. */
+Test(nn_functional, threshold_backward_sum_is_threshold_backward_and_its_column_sums)
+{
+    const enum weft_dtype dts[] = {WEFT_F64, WEFT_F32, WEFT_BF16, WEFT_F16};
+    const int64_t shapes[3][2] = {{1000, 70}, {0, 5}, {37, 1}};
+    for (size_t k = 0; k < 4; k++)
+        for (int sh = 0; sh < 3; sh++) {
+            weft_scope_push();
+            const int64_t M = shapes[sh][0], N = shapes[sh][1], n = M * N;
+            uint64_t seed = 91 + (uint64_t)sh;
+            double *gv = malloc((size_t)(n + 1) * sizeof *gv), *yv = malloc((size_t)(n + 1) * sizeof *yv);
+            tu_random_values(gv, n, -1, 1, &seed);
+            tu_random_values(yv, n, -1, 1, &seed);
+            for (int64_t i = 0; i + 7 < n; i += 7) { /* exact zeros, NaN and -0 in y; -0 in g */
+                yv[i] = i % 3 == 0 ? 0.0 : i % 3 == 1 ? NAN : -0.0;
+                gv[i + 1] = -0.0;
+            }
+            weft_tensor *g = tu_tensor(2, (const int64_t[]){M, N}, gv, dts[k]);
+            weft_tensor *y = tu_tensor(2, (const int64_t[]){M, N}, yv, dts[k]);
+            double *expect = malloc((size_t)(n + 1) * sizeof *expect);
+            tu_read(weft_threshold_backward(g, y, 0), expect);
+            double *out[2], *sum[2];
+            for (int t = 0; t < 2; t++) {
+                out[t] = malloc((size_t)(n + 1) * sizeof(double));
+                sum[t] = malloc((size_t)(N + 1) * sizeof(double));
+                run_threshold_backward_sum(t + 1, g, y, out[t], sum[t]);
+                for (int64_t i = 0; i < n; i++)
+                    cr_assert(memcmp(&out[t][i], &expect[i], sizeof(double)) == 0,
+                              "dtype %d, %lld x %lld, %d thread(s): out[%lld] = %g, expected %g",
+                              (int)dts[k], (long long)M, (long long)N, t + 1, (long long)i,
+                              out[t][i], expect[i]);
+            }
+            double *ref = calloc((size_t)(N + 1), sizeof *ref);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++)
+                    ref[j] += expect[i * N + j];
+            const double tol = dts[k] == WEFT_F64 ? 1e-13 : dts[k] == WEFT_F32 ? 1e-6 : 1e-2;
+            weft_tensor *got = tu_tensor(1, &N, sum[0], WEFT_F64);
+            tu_assert_close(got, ref, N, tol, tol);
+            cr_assert(memcmp(sum[0], sum[1], (size_t)N * sizeof(double)) == 0,
+                      "dtype %d: the sums differ between 1 and 2 threads", (int)dts[k]);
+            for (int t = 0; t < 2; t++) {
+                free(out[t]);
+                free(sum[t]);
+            }
+            free(ref);
+            free(expect);
+            free(gv);
+            free(yv);
+            weft_scope_pop();
+        }
+}
+
+Test(nn_functional, threshold_backward_sum_refuses_operands_that_do_not_match)
+{
+    int op = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME);
+    weft_scope_push();
+    weft_tensor *g = weft_zeros(2, (const int64_t[]){4, 3}, WEFT_F32, WEFT_CPU);
+    weft_tensor *y = weft_zeros(2, (const int64_t[]){4, 2}, WEFT_F32, WEFT_CPU);
+    weft_tensor *o = weft_zeros(2, (const int64_t[]){4, 3}, WEFT_F32, WEFT_CPU);
+    weft_tensor *s = weft_zeros(1, (const int64_t[]){3}, WEFT_F32, WEFT_CPU);
+    struct weft_op_call c = {.op = op, .nin = 2, .nout = 2, .in = {g, y}, .out = {o, s}};
+    cr_assert_neq(weft_dispatch(&c), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "threshold_backward_sum: expected contiguous [M, N]");
+    c.in[1] = weft_transpose(weft_zeros(2, (const int64_t[]){3, 4}, WEFT_F32, WEFT_CPU), 0, 1);
+    cr_assert_neq(weft_dispatch(&c), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "threshold_backward_sum: expected contiguous [M, N]");
+    weft_scope_pop();
+}
+
+/* A counting stand-in for the cpu backend's float32 THRESHOLD_BACKWARD_SUM. */
+static weft_kernel_fn tbs_original;
+static int tbs_calls;
+
+static int tbs_counting(const struct weft_op_call *call)
+{
+    tbs_calls++;
+    return tbs_original(call);
+}
+
+/* LinearReluBackward0 takes the one-pass kernel when the bias needs its gradient (once
+ * per layer), and the two passes when it does not; the gradients are the same either way
+ * (linear_relu_matches_relu_of_linear checks them against the composite). */
+Test(nn_functional, linear_relu_backward_makes_the_bias_gradient_in_the_relu_pass)
+{
+    int op = weft_op_lookup(WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME);
+    cr_assert_geq(op, 0);
+    tbs_original = weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32);
+    cr_assert_not_null(tbs_original);
+    cr_assert_eq(weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                      WEFT_DTYPE_BIT(WEFT_F32), tbs_counting), 0);
+    for (int bias_grad = 0; bias_grad < 2; bias_grad++) {
+        weft_scope_push();
+        uint64_t seed = 5;
+        weft_tensor *x = tu_random_tensor(2, (const int64_t[]){6, 5}, WEFT_F32, -1, 1, &seed, NULL);
+        weft_tensor *w = tu_random_tensor(2, (const int64_t[]){4, 5}, WEFT_F32, -1, 1, &seed, NULL);
+        weft_tensor *b = tu_random_tensor(1, (const int64_t[]){4}, WEFT_F32, -1, 1, &seed, NULL);
+        cr_assert_eq(weft_requires_grad_(w, true), 0);
+        cr_assert_eq(weft_requires_grad_(b, bias_grad), 0);
+        tbs_calls = 0;
+        weft_tensor *y = weft_linear_relu(weft_linear_relu(x, w, b), weft_t(w), NULL);
+        const int dims[2] = {0, 1};
+        cr_assert_eq(weft_backward(weft_sum(y, 2, dims, false), NULL, false), 0, "%s",
+                     weft_error_message());
+        cr_expect_eq(tbs_calls, bias_grad, "bias requires_grad %d: %d fused calls", bias_grad,
+                     tbs_calls);
+        weft_scope_pop();
+    }
+    cr_assert_eq(weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                                      WEFT_DTYPE_BIT(WEFT_F32), tbs_original), 0);
+}
+
 /* The fused layer gives relu(linear(...))'s values exactly, and its gradients, on every
  * floating dtype; without a bias it is the composite itself. */
 Test(nn_functional, linear_relu_matches_relu_of_linear)

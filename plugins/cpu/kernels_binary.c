@@ -459,6 +459,99 @@ static int add_bias_relu_kernel(const struct weft_op_call *call)
     return 0;
 }
 
+/* ---- threshold_backward_sum (weft/kernel.h) ---------------------------------------------
+ * ReLU's backward and the bias gradient in one pass over the gradient: the rows in blocks
+ * of TBS_ROWS, each block's column sums (float64) in its own row of partials, which are
+ * added in block order afterwards, so the sums do not depend on how blocks fall to
+ * threads. */
+#define TBS_ROWS 32
+
+struct tbs_job {
+    const char *g, *y;
+    char *out;
+    double *partial; /* [blocks, N] */
+    int64_t M, N;
+    double threshold;
+};
+
+#define THRESHOLD_BACKWARD_SUM(name, id, T, C)                                                \
+    static void tbs_blocks_##name(void *ctx, int64_t begin, int64_t end)                     \
+    {                                                                                         \
+        const struct tbs_job *j = ctx;                                                        \
+        const int64_t N = j->N;                                                               \
+        const C threshold = (C)j->threshold;                                                  \
+        for (int64_t blk = begin; blk < end; blk++) {                                         \
+            double *acc = j->partial + blk * N;                                               \
+            int64_t last = (blk + 1) * TBS_ROWS < j->M ? (blk + 1) * TBS_ROWS : j->M;         \
+            for (int64_t k = 0; k < N; k++)                                                   \
+                acc[k] = 0;                                                                   \
+            /* g, y, out: [TBS_ROWS, N] rows of the block; acc: [N] */                        \
+            for (int64_t i = blk * TBS_ROWS; i < last; i++) {                                 \
+                const T *g = (const T *)j->g + i * N, *y = (const T *)j->y + i * N;           \
+                T *out = (T *)j->out + i * N;                                                 \
+                /* two loops over the row, which is in L1 for the second: GCC vectorised    \
+                 * neither half while they were one loop */                                   \
+                CPU_SIMD for (int64_t k = 0; k < N; k++) {                                    \
+                    C gk = weft_load_##name(g + k); /* loaded either way: no branch */        \
+                    weft_store_##name(out + k, weft_load_##name(y + k) > threshold ? gk : (C)0); \
+                }                                                                             \
+                CPU_SIMD for (int64_t k = 0; k < N; k++) acc[k] += (double)weft_load_##name(out + k); \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void tbs_finish_##name(const struct tbs_job *j, int64_t blocks, char *sum)         \
+    {                                                                                         \
+        T *s = (T *)sum;                                                                      \
+        for (int64_t k = 0; k < j->N; k++) {                                                  \
+            double total = 0;                                                                 \
+            for (int64_t blk = 0; blk < blocks; blk++)                                        \
+                total += j->partial[blk * j->N + k];                                          \
+            weft_store_##name(s + k, (C)total);                                               \
+        }                                                                                     \
+    }
+WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_SUM)
+
+static int threshold_backward_sum_kernel(const struct weft_op_call *call)
+{
+    const weft_tensor *g = call->in[0], *y = call->in[1];
+    weft_tensor *out = call->out[0], *sum = call->out[1];
+    if (g->ndim != 2 || y->ndim != 2 || out->ndim != 2 || sum->ndim != 1 ||
+        y->shape[0] != g->shape[0] || y->shape[1] != g->shape[1] ||
+        out->shape[0] != g->shape[0] || out->shape[1] != g->shape[1] ||
+        sum->shape[0] != g->shape[1] || y->dtype != g->dtype || out->dtype != g->dtype ||
+        sum->dtype != g->dtype || !weft_tensor_is_contiguous(g) ||
+        !weft_tensor_is_contiguous(y) || !weft_tensor_is_contiguous(out) ||
+        !weft_tensor_is_contiguous(sum))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "threshold_backward_sum: expected contiguous [M, N] gradient, "
+                              "input and output and an [N] sum, all of one dtype");
+    struct tbs_job j = {weft_tensor_data(g), weft_tensor_data(y), weft_tensor_data(out), NULL,
+                        g->shape[0], g->shape[1], call->scalar[0]};
+    int64_t blocks = (j.M + TBS_ROWS - 1) / TBS_ROWS;
+    size_t bytes = (size_t)(blocks * j.N) * sizeof(double);
+    if (bytes > 0 && !(j.partial = cpu_alloc(0, bytes)))
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
+                              "threshold_backward_sum: out of memory for %lld partial sums",
+                              (long long)(blocks * j.N));
+    int64_t grain = CPU_PARALLEL_GRAIN / (TBS_ROWS * (j.N > 0 ? j.N : 1));
+    switch (g->dtype) {
+#define THRESHOLD_BACKWARD_SUM_CASE(name, id, T, C)                                            \
+    case id:                                                                                  \
+        cpu_parallel_for(blocks, grain > 0 ? grain : 1, tbs_blocks_##name, &j);               \
+        tbs_finish_##name(&j, blocks, weft_tensor_data(sum));                                 \
+        break;
+        WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_SUM_CASE)
+#undef THRESHOLD_BACKWARD_SUM_CASE
+    default:
+        cpu_free(0, j.partial, bytes);
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                              "\"threshold_backward_sum\" not implemented for '%s' on cpu",
+                              weft_dtype_torch_name(g->dtype));
+    }
+    cpu_free(0, j.partial, bytes);
+    return 0;
+}
+
 int cpu_register_binary_kernels(void)
 {
     int rc;
@@ -483,6 +576,13 @@ int cpu_register_binary_kernels(void)
     if (rc != 0)                                                                              \
         return rc;
     WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_REGISTER)
+    int threshold_backward_sum = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME);
+    if (threshold_backward_sum < 0)
+        return threshold_backward_sum;
+    rc = weft_kernel_register(threshold_backward_sum, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
+                              WEFT_DTYPES_FLOATING, threshold_backward_sum_kernel);
+    if (rc != 0)
+        return rc;
     int add_bias_relu = weft_op_register(WEFT_OP_ADD_BIAS_RELU_NAME);
     if (add_bias_relu < 0)
         return add_bias_relu;

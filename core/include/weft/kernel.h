@@ -173,6 +173,14 @@ int weft_dispatch(const struct weft_op_call *call);
  * one shape and floating dtype. ReLU's backward in one pass, where the composite is two
  * (gt, where) and a bool mask between. */
 #define WEFT_OP_THRESHOLD_BACKWARD_NAME "threshold_backward"
+/* THRESHOLD_BACKWARD_SUM: THRESHOLD_BACKWARD and the sum of its result over rows in one
+ * pass: in[0] the gradient and in[1] the forward input or result, both contiguous [M, N]
+ * of one floating dtype; out[0] [M, N] contiguous = in[1] > scalar[0] ? in[0] : 0, bit for
+ * bit as THRESHOLD_BACKWARD; out[1] [N] contiguous of that dtype = the sums of out[0]'s
+ * columns, accumulated in float64 over fixed blocks of rows that are added in order (the
+ * same bits for any number of threads), rounded once. A linear layer's ReLU backward and
+ * its bias gradient, where the composite reads the gradient twice (nn). */
+#define WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME "threshold_backward_sum"
 /* ADD_BIAS_RELU, in place: out[0] [M, N] = relu(out[0] + in[0]), in[0] a bias [N], both
  * contiguous, one floating dtype; relu as the RELU op (x < 0 ? 0 : x, NaN kept). Linear's
  * epilogue in one pass over its GEMM's output, where add then relu are two (nn). */
