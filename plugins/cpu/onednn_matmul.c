@@ -184,26 +184,29 @@ static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const
     return st;
 }
 
+/* The product g (a struct cpu_gemm or cpu_gemm_bf16) in dtype dt: 0, or an error that
+ * names the dtype (what) and the shape. */
+#define RUN_PRODUCT(dt, what, g)                                                              \
+    do {                                                                                      \
+        struct matmul_key k = {(dt),   max_threads(), (g)->trans_a, (g)->trans_b, (g)->M,    \
+                               (g)->N, (g)->K,        (g)->lda,     (g)->ldb,     (g)->ldc}; \
+        dnnl_status_t st = run_matmul(&k, (g)->A, (g)->B, (g)->C);                            \
+        if (st == dnnl_success)                                                               \
+            return 0;                                                                         \
+        return weft_error_set(WEFT_ERR_RUNTIME,                                               \
+                              "matmul: oneDNN's " what " matmul failed (status %d) for %d x " \
+                              "%d x %d",                                                      \
+                              (int)st, (g)->M, (g)->N, (g)->K);                               \
+    } while (0)
+
 int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
 {
-    struct matmul_key k = {dnnl_bf16, max_threads(), g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc};
-    dnnl_status_t st = run_matmul(&k, g->A, g->B, g->C);
-    if (st == dnnl_success)
-        return 0;
-    return weft_error_set(WEFT_ERR_RUNTIME,
-                          "matmul: oneDNN's bfloat16 matmul failed (status %d) for %d x %d x %d",
-                          (int)st, g->M, g->N, g->K);
+    RUN_PRODUCT(dnnl_bf16, "bfloat16", g);
 }
 
 int cpu_sgemm_onednn_matmul(const struct cpu_gemm *g)
 {
-    struct matmul_key k = {dnnl_f32, max_threads(), g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc};
-    dnnl_status_t st = run_matmul(&k, g->A, g->B, g->C);
-    if (st == dnnl_success)
-        return 0;
-    return weft_error_set(WEFT_ERR_RUNTIME,
-                          "matmul: oneDNN's float32 matmul failed (status %d) for %d x %d x %d",
-                          (int)st, g->M, g->N, g->K);
+    RUN_PRODUCT(dnnl_f32, "float32", g);
 }
 
 bool cpu_gemm_bf16_available(void)
