@@ -351,7 +351,7 @@ static void check_padded_product(int64_t M, int64_t K, int64_t N, bool ta, bool 
 /* All four transposes on odd sizes, each product REPEATS times (in mode auto the first
  * ones are the timed trials on both providers, the later ones the chosen one's), on a
  * small shape and on one big enough that oneDNN runs A B^T through its matmul primitive
- * (gemm.c: K >= 512 and 2^22 multiply-adds), on contiguous and on padded operands; plus a
+ * (gemm.c: K >= 512 and 2^19 multiply-adds), on contiguous and on padded operands; plus a
  * batch of small products run inside a parallel region. */
 #define REPEATS 20
 static void check_gemm_provider(const char *mode)

@@ -49,23 +49,21 @@ static void openblas_sgemm(const struct cpu_gemm *g)
  * any product across every OpenMP thread, and on the MLP's last layer (64x10x128) that
  * cost 5x the single-threaded time on 2 threads (process CPU time, passive threads: 16.0
  * against 2.4 us; 256x10x128: 20.5 against 7.3 us), where OpenBLAS, which keeps products
- * under 65536 * 4 multiply-adds on one thread, was at 3.2 us. Up to 2^22 the second thread
- * lost more in the training step than it won alone: the MLP at batch 64 (its middle
- * layer's 2^21-multiply-add products), weft-train interleaved 7 times on a 2-core Zen 5,
- * median 135,532 images/s at 2^22 against 122,800 at 2^19 (and 96,547 at 2^24, where the
- * first layer's 12.8M went serial too); the CNN, whose linear layer's 3.2M products went
- * serial, 33,156 against 30,535 (5 rounds); the MLP at batch 256 and the GPT config have
- * no product in 2^19..2^22. A fixed rule of the shape, so the results do not depend on
- * timings. */
-#define ONEDNN_SERIAL_MACS ((int64_t)1 << 22)
+ * under 65536 * 4 multiply-adds on one thread, was at 3.2 us. A higher limit did not pay on
+ * a 2-core Zen 5: 2^22 (the MLP's middle layer at batch 64 and the CNN's linear layer
+ * serial) against 2^19, weft-train interleaved 9 times with [data] workers = 0, paired
+ * ratios: MLP b64 0.999, CNN 0.983 (with a reader thread beside the OpenMP ones, b64 had
+ * gained 10%). A fixed rule of the shape, so the results do not depend on timings. */
+#define ONEDNN_SERIAL_MACS ((int64_t)1 << 19)
 
 /* dnnl_sgemm packs a transposed B on each call, the matmul primitive's brgemm kernels read
- * it as it lies: on A B^T products with a long K it won by 15-30% (tools' mm bench on a
- * 2-core Zen 5, GFLOP/s at 2 threads, primitive against dnnl_sgemm: 256x256x784 NT 345
- * against 290, 64x256x784 NT 275 against 239; at 1 thread 191 against 172) and tied on
- * shorter ones (256x128x256 NT 313 against 314), where on NN and TN products it lost up to
- * 15% (256x784x64 TN 280 against 329). So NT products big enough for every thread take the
- * primitive: a fixed rule of the shape, as ONEDNN_SERIAL_MACS is. */
+ * it as it lies. On a 2-core Zen 5 at 2 threads, GFLOP/s, primitive against dnnl_sgemm
+ * (oneDNN's C API called directly, best of 5 x 300 products): 256x256x784 NT 345 against
+ * 290, 64x256x784 NT 275 against 239 (at 1 thread 191 against 172), and a tie on shorter
+ * ones (256x128x256 NT 313 against 314), where on NN and TN products it lost up to 15%
+ * (256x784x64 TN 280 against 329). weft-bench --filter matmul_ before and after this rule:
+ * 64x256x784_NT 194 -> 265, 256x256x784_NT 263 -> 356. So NT products big enough for every
+ * thread take the primitive: a fixed rule of the shape, as ONEDNN_SERIAL_MACS is. */
 static bool onednn_matmul_wins(const struct cpu_gemm *g, bool serial)
 {
     return g->trans_b && !g->trans_a && !serial && g->K >= 512;
