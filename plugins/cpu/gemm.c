@@ -75,8 +75,11 @@ static int onednn_sgemm(const struct cpu_gemm *g)
 #ifdef _OPENMP
     serial = serial || omp_in_parallel();
 #endif
-    if (onednn_matmul_wins(g, serial))
-        return cpu_sgemm_onednn_matmul(g);
+    if (onednn_matmul_wins(g, serial)) {
+        if (cpu_sgemm_onednn_matmul(g) == 0)
+            return 0;
+        weft_error_clear(); /* a primitive oneDNN would not make: its sgemm still can */
+    }
 #ifdef _OPENMP
     /* omp_set_num_threads sets the calling thread's own setting, read by oneDNN per call */
     int threads = serial && !omp_in_parallel() ? omp_get_max_threads() : 1;
