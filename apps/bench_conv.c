@@ -165,6 +165,14 @@ static bool make_pass(struct onednn_ctx *c, int k, const void *desc,
     return ok;
 }
 
+/* One more argument of pass k: memory of md (the bias's plain layout); false without it. */
+static bool add_arg(struct onednn_ctx *c, int k, int arg_id, const dnnl_memory_desc_t *md)
+{
+    dnnl_exec_arg_t *arg = &c->args[k][c->nargs[k]++];
+    *arg = (dnnl_exec_arg_t){arg_id, new_memory(c, md)};
+    return arg->memory != NULL;
+}
+
 /* tag: dnnl_nchw for weft's own layouts (no reorders), dnnl_format_tag_any to let oneDNN
  * choose (blocked layouts; the reorders into them are not timed: a lower bound). */
 static double time_onednn(const struct conv_layer *l, dnnl_format_tag_t tag,
@@ -197,9 +205,7 @@ static double time_onednn(const struct conv_layer *l, dnnl_format_tag_t tag,
                    (const dnnl_query_t[]){dnnl_query_src_md, dnnl_query_weights_md,
                                           dnnl_query_dst_md}))
         goto done;
-    c.args[FWD][3] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, new_memory(&c, &b_md)};
-    c.nargs[FWD] = 4;
-    if (!c.args[FWD][3].memory)
+    if (!add_arg(&c, FWD, DNNL_ARG_BIAS, &b_md))
         goto done;
     if (l->input_grad &&
         (dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &x_md, &w_md,
@@ -217,9 +223,7 @@ static double time_onednn(const struct conv_layer *l, dnnl_format_tag_t tag,
                    (const dnnl_query_t[]){dnnl_query_src_md, dnnl_query_diff_dst_md,
                                           dnnl_query_diff_weights_md}))
         goto done;
-    c.args[BWD_WEIGHTS][3] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, new_memory(&c, &b_md)};
-    c.nargs[BWD_WEIGHTS] = 4;
-    if (!c.args[BWD_WEIGHTS][3].memory)
+    if (!add_arg(&c, BWD_WEIGHTS, DNNL_ARG_DIFF_BIAS, &b_md))
         goto done;
     s = time_median(run_onednn, &c, repeats);
 done:

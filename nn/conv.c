@@ -250,6 +250,13 @@ static struct conv_args node_args(struct weft_node *node, const weft_tensor *g)
                               k[4], k[5], k[6], k[7], g->shape[2], g->shape[3]};
 }
 
+/* The bias's gradient: g [N, Cout, OH, OW] summed over N, OH and OW. */
+static weft_tensor *bias_grad(weft_tensor *g)
+{
+    const int dims[3] = {0, 2, 3};
+    return weft_sum(g, 3, dims, false);
+}
+
 /* The backward of a forward that ran as the named CONV2D op. */
 static int named_conv_backward(struct weft_node *node, weft_tensor *g, weft_tensor *x,
                                weft_tensor *w, const struct conv_args *a,
@@ -273,10 +280,8 @@ static int named_conv_backward(struct weft_node *node, weft_tensor *g, weft_tens
             return weft_error_code();
         grad_inputs[1] = out[0];
         grad_inputs[2] = out[1];
-    } else if (need_b) {
-        const int dims[3] = {0, 2, 3};
-        if (!(grad_inputs[2] = weft_sum(g, 3, dims, false)))
-            return weft_error_code();
+    } else if (need_b && !(grad_inputs[2] = bias_grad(g))) {
+        return weft_error_code();
     }
     return 0;
 }
@@ -307,11 +312,8 @@ static int conv_backward(struct weft_node *node, weft_tensor *const *grad_output
         if (!(grad_inputs[1] = weft_reshape(gw, 4, weft_node_input_shape(node, 1))))
             return weft_error_code();
     }
-    if (weft_node_needs_input_grad(node, 2)) {
-        const int dims[3] = {0, 2, 3};
-        if (!(grad_inputs[2] = weft_sum(g, 3, dims, false)))
-            return weft_error_code();
-    }
+    if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = bias_grad(g)))
+        return weft_error_code();
     return 0;
 }
 
