@@ -20,6 +20,7 @@ LIBRARIES = {  # library -> the libraries whose headers it may include
     "core": ["core", "ops"],
     "ops": ["ops", "core"],
     "nn": ["nn", "ops", "core"],
+    "models": ["models", "nn", "ops", "core"],
     "train": ["train", "nn", "ops", "core"],
     "testkit": ["testkit", "ops", "core"],
 }
