@@ -422,6 +422,8 @@ static int print_ops(void)
         printf(" %-28s", weft_device_type_name(types[i]));
     printf("\n");
     for (int op = 0; op < weft_op_count(); op++) {
+        if (strcmp(weft_op_name(op), "unknown") == 0)
+            continue; /* an id between the built-in ops and the named ones */
         printf("%-20s", weft_op_name(op));
         for (int i = 0; i < ntypes; i++) {
             char cell[96];

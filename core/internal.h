@@ -8,7 +8,7 @@
 #include "weft/autograd.h"
 #include "weft/backend.h"
 #include "weft/error.h"
-#include "weft/kernel.h"
+#include "weft/dispatch.h"
 #include "weft/options.h"
 #include "weft/tensor.h"
 
@@ -53,10 +53,6 @@ WEFT_INTERNAL weft_tensor *weft_tensor_make(struct weft_storage *storage, int nd
 /* A view header sharing t's storage with new shape/stride/offset (autoreleased). */
 WEFT_INTERNAL weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
                                             const int64_t *stride, int64_t offset);
-/* weft_dispatch for a call whose operands the caller knows to be strided, in[0] and out[0]
- * present: it skips the per-operand layout check, which is a third of a tiny op's
- * dispatch. A missing kernel goes through weft_dispatch for its error or plugin load. */
-WEFT_INTERNAL int weft_dispatch_strided(const struct weft_op_call *call);
 /* Hands a freshly created tensor to the innermost scope; returns it. */
 #define weft_tensor_finish(t) weft_autorelease(t)
 /* Contiguous strides for shape; returns numel (or -1 on overflow). */

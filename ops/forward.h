@@ -8,6 +8,7 @@
 #define WEFT_CORE_FORWARD_H
 
 #include "internal.h"
+#include "weft/kernel.h"
 #include "weft/ops.h"
 
 /* Unary ops whose public versions record a node (logical_not is not differentiable). */

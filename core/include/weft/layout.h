@@ -9,7 +9,7 @@
  * through it, and refuses strided-only operations on it with errors that name the layout.
  *
  * Ops on a layout are ordinary kernels registered for (op, device type, layout id) with
- * weft_kernel_register (weft/kernel.h).
+ * weft_kernel_register (weft/dispatch.h).
  */
 #ifndef WEFT_LAYOUT_H
 #define WEFT_LAYOUT_H

@@ -1,6 +1,6 @@
 /* weft/kernel.h: the plugin-facing contract between op front ends and kernels.
  *
- * Front ends (core) check arguments, promote dtypes, broadcast (inputs arrive expanded
+ * Front ends (libweft-ops, and nn's) check arguments, promote dtypes, broadcast (inputs arrive expanded
  * to the output's shape, stride 0 where broadcast), allocate outputs and fill a
  * weft_op_call. A kernel only computes. This file is an ABI: ids and struct fields are
  * append-only, and changing either bumps WEFT_ABI_VERSION (weft/registry.h).
@@ -20,30 +20,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/dispatch.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* X(ID, name) lists built-in ops; ids are their position. Append only. */
+/* X(ID, name) lists the op layer's built-in ops; their ids follow the core's
+ * (weft/dispatch.h's WEFT_CORE_OPS), in this order. */
 #define WEFT_BUILTIN_OPS(X)                                                                  \
-    /* COPY: out[0] <- in[0], same shape, dtypes may differ (convert), same device.      */ \
-    X(COPY, "copy")                                                                          \
-    /* FILL: out[0][:] = scalar[0] (cast).                                                */ \
-    X(FILL, "fill")                                                                          \
-    /* ARANGE: 1-D out[0][i] = scalar[0] + i * scalar[1], computed in double then cast.   */ \
-    X(ARANGE, "arange")                                                                      \
-    /* LINSPACE: 1-D out, n = ints[0]; step = (scalar[1]-scalar[0])/(n-1); i < n/2:       */ \
-    /*   start + i*step, else end - (n-1-i)*step (torch's symmetric formula).            */ \
-    X(LINSPACE, "linspace")                                                                  \
-    /* RAND_UNIFORM / RAND_NORMAL / RANDINT: out[0] filled in row-major element order     */ \
-    /* from Philox with key ints[0] (seed) and block counter ints[1] + ..., see philox.h. */ \
-    /* uniform: scalar[0] low, scalar[1] high; normal: scalar[0] mean, scalar[1] std;      */ \
-    /* randint: ints[2] low, ints[3] high.                                               */ \
-    X(RAND_UNIFORM, "rand_uniform")                                                          \
-    X(RAND_NORMAL, "rand_normal")                                                            \
-    X(RANDINT, "randint")                                                                    \
     /* Unary: out[0] = f(in[0]), same shape, same dtype (the front end converts integer  */ \
     /* inputs of floating-only functions); LOGICAL_NOT gives bool.                        */ \
     X(NEG, "neg") X(ABS, "abs") X(SIGN, "sign") X(EXP, "exp") X(EXPM1, "expm1")              \
@@ -122,49 +108,13 @@ extern "C" {
     X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
 
 enum weft_op_id {
+    WEFT_OP_TABLE_BEFORE_FIRST_ = WEFT_OP_CORE_COUNT - 1,
 #define WEFT_OP_ENUM(id, name) WEFT_OP_##id,
     WEFT_BUILTIN_OPS(WEFT_OP_ENUM)
 #undef WEFT_OP_ENUM
     WEFT_OP_BUILTIN_COUNT
 };
-
-#define WEFT_OP_MAX_INPUTS 4
-#define WEFT_OP_MAX_OUTPUTS 2
-#define WEFT_OP_MAX_SCALARS 4
-#define WEFT_OP_MAX_INTS 16
-
-struct weft_op_call {
-    int op;
-    int nin, nout;
-    const weft_tensor *in[WEFT_OP_MAX_INPUTS];
-    weft_tensor *out[WEFT_OP_MAX_OUTPUTS];
-    double scalar[WEFT_OP_MAX_SCALARS];
-    int64_t ints[WEFT_OP_MAX_INTS];
-    /* ABI 2: a typed parameter block, for ops whose parameters do not fit the slots above
-     * (a plugin's named op documents its struct: weft/optim.h's weft_adam_step_params). A
-     * kernel checks params_size against the struct it expects. NULL and 0 for the
-     * built-in ops. */
-    const void *params;
-    size_t params_size;
-};
-
-/* Returns 0, or a negative status with weft_error_set() called. */
-typedef int (*weft_kernel_fn)(const struct weft_op_call *call);
-
-/* Registers fn for (op, device type, layout) and the dtypes in dtype_mask
- * (WEFT_DTYPE_BIT...). A later registration for the same key replaces the earlier one
- * for the dtypes it names. */
-int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mask,
-                         weft_kernel_fn fn);
-/* The kernel for a key and dtype, or NULL. */
-weft_kernel_fn weft_kernel_lookup(int op, int device_type, int layout, enum weft_dtype dtype);
-/* Dtypes registered for a key (0 when none). */
-uint32_t weft_kernel_dtypes(int op, int device_type, int layout);
-
-/* Finds and runs the kernel for call (device and layout from out[0], or in[0] when there
- * are no outputs). Missing kernels give NotImplemented errors naming op, device, layout
- * and dtype, e.g. "\"add\" not implemented for 'Bool' on cpu". */
-int weft_dispatch(const struct weft_op_call *call);
+_Static_assert(WEFT_OP_BUILTIN_COUNT <= WEFT_OP_FIRST_NAMED, "too many built-in ops");
 
 /* Named ops the core uses where a backend registers them, and composes from built-in
  * ops where it does not (so a backend need not have them):
@@ -369,38 +319,6 @@ enum { WEFT_UPSAMPLE_NEAREST = 0, WEFT_UPSAMPLE_NEAREST_EXACT = 1, WEFT_UPSAMPLE
  * dtypes by floor division; amax/amin propagate NaN. Elements no index names keep their
  * value. */
 #define WEFT_OP_SCATTER_REDUCE_NAME "scatter_reduce"
-
-/* Registers a plugin-defined op by name (or finds it) and returns its id. */
-int weft_op_register(const char *name);
-int weft_op_lookup(const char *name); /* -1 when unknown */
-const char *weft_op_name(int op);    /* "unknown" when out of range */
-int weft_op_count(void);
-
-/* ---- the strided iterator ---------------------------------------------------------------
- * Walks up to WEFT_ITER_MAX_OPERANDS same-shaped tensors (all on one device, strides in
- * bytes) in the memory order of operand 0, after dropping size-1 dims and merging dims
- * that are contiguous in every operand. Kernels then write only their inner loop. */
-#define WEFT_ITER_MAX_OPERANDS 4
-
-struct weft_iter {
-    int ndim;                 /* after coalescing; 0 means a single element */
-    int nops;
-    int64_t numel;
-    int64_t shape[WEFT_MAX_DIMS];                               /* innermost last */
-    int64_t strides[WEFT_ITER_MAX_OPERANDS][WEFT_MAX_DIMS];     /* bytes */
-    char *data[WEFT_ITER_MAX_OPERANDS];                         /* element 0 */
-};
-
-/* Inner loop: n elements; data[i] advances by stride[i] bytes per element. */
-typedef void (*weft_iter_loop_fn)(void *ctx, char **data, const int64_t *stride, int64_t n);
-
-/* Sets up the walk. ops[i] may be NULL only past nops. All must share ops[0]'s shape. */
-int weft_iter_init(struct weft_iter *it, int nops, const weft_tensor *const *ops);
-/* Calls loop for linear elements [begin, end) (row-major over the coalesced shape), in
- * pieces that never cross an innermost line. Safe to call from several threads on
- * disjoint ranges. */
-void weft_iter_run(const struct weft_iter *it, int64_t begin, int64_t end, weft_iter_loop_fn loop,
-                   void *ctx);
 
 #ifdef __cplusplus
 }
