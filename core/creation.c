@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 static int dispatch_fill(weft_tensor *t, double value)
 {
@@ -90,6 +90,21 @@ weft_tensor *weft_full_like(const weft_tensor *t, double value)
     weft_tensor_retain(out);
     weft_scope_pop();
     return weft_tensor_finish(out);
+}
+
+weft_tensor *weft_fill_(weft_tensor *t, double value)
+{
+    if (!t || weft_require_strided(t, "fill_") != 0 || check_fill_value(t->dtype, value) != 0)
+        return NULL;
+    if (weft_autograd_needed(1, &t)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                       "fill_ is not recorded by autograd; call it under weft_no_grad_begin()");
+        return NULL;
+    }
+    if (weft_tensor_numel(t) > 0 && dispatch_fill(t, value) != 0)
+        return NULL;
+    weft_tensor_bump_version(t);
+    return t;
 }
 
 weft_tensor *weft_zeros_like(const weft_tensor *t)

@@ -50,19 +50,17 @@ WEFT_INTERNAL weft_tensor *weft_tensor_alloc_struct(void);
 WEFT_INTERNAL weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim,
                                            const int64_t *shape, const int64_t *stride,
                                            int64_t offset, enum weft_dtype dtype);
-/* A view header sharing t's storage with new shape/stride/offset (autoreleased). */
-WEFT_INTERNAL weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
-                                            const int64_t *stride, int64_t offset);
+/* t's elements in row-major order viewed with shape of the same numel: t itself when
+ * contiguous, else a contiguous copy (view.c). */
+WEFT_INTERNAL weft_tensor *weft_reshape_contiguous(weft_tensor *t, int ndim, const int64_t *shape);
 /* Hands a freshly created tensor to the innermost scope; returns it. */
 #define weft_tensor_finish(t) weft_autorelease(t)
-/* Contiguous strides for shape; returns numel (or -1 on overflow). */
-WEFT_INTERNAL int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
-/* 0 for a strided tensor with storage, else NotImplemented naming op and the layout. */
-WEFT_INTERNAL int weft_require_strided(const weft_tensor *t, const char *op);
+/* Strides for empty_like(t, memory_format=preserve): t's own when t is non-overlapping
+ * and dense (those of its size-1 dims too), else dense strides in the order of t's
+ * (infer_dense_strides). Returns true when the tensor they describe is contiguous. */
+WEFT_INTERNAL bool weft_preserve_strides(const weft_tensor *t, int64_t *strides);
 /* Frees a non-strided tensor's layout_data through its layout's vtable (layout.c). */
 WEFT_INTERNAL void weft_layout_data_free(weft_tensor *t);
-/* The layout's repr of a non-strided tensor, or NULL with an error. */
-WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
 /* a + b for two tensors of one non-strided layout through its vtable (autograd's
  * gradient sums); NULL with an error when the layouts differ or it has no add(). */
 WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b);
@@ -123,15 +121,25 @@ WEFT_INTERNAL bool weft_manifest_provides(const char *text, const char *kind, co
 WEFT_INTERNAL void weft_manifest_apply_env(const char *text, const struct weft_options *options);
 /* Frees t's autograd metadata (autograd.c); called when t dies. */
 WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
-/* Saves an output of `node` itself (its producer is the node): autograd.c. */
-WEFT_INTERNAL int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t,
-                                        int output_nr);
-/* Marks a view op's node, so in-place checks can find the leaf a view came from. */
-WEFT_INTERNAL void weft_node_mark_view(struct weft_node *node);
-/* Records in a view recorded from `in` (a view op's result, after its node is attached)
- * the tensor at the root of its views, for CopySlices (autograd.c). */
-WEFT_INTERNAL void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in);
-/* Dtype table entries. */
-WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
+/* The op layer's ops installed through weft_autograd_set_ops (autograd.c): each fails
+ * naming itself while none are installed. */
+WEFT_INTERNAL weft_tensor *weft_grad_add(weft_tensor *a, weft_tensor *b);
+WEFT_INTERNAL weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b);
+WEFT_INTERNAL weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
+                                                 weft_tensor *src);
+/* ---- views and copies without autograd (view.c, copy.c): what the recorded public
+ * versions run, and what the core's own code calls ------------------------------------ */
+WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
+WEFT_INTERNAL weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
+                                               const int64_t *stride, int64_t offset);
+
+WEFT_INTERNAL weft_tensor *weft_fwd_contiguous(weft_tensor *t);
+WEFT_INTERNAL weft_tensor *weft_fwd_clone(weft_tensor *t);
+WEFT_INTERNAL int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src,
+                                             bool non_blocking);
+WEFT_INTERNAL weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype,
+                                       bool non_blocking);
+
 
 #endif

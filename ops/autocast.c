@@ -1,4 +1,5 @@
-/* core/autocast.c: the autocast scope and its one policy table (weft/autocast.h).
+/* ops/autocast.c: autocast's one policy table (weft/autocast_policy.h); the scope itself
+ * is the core's (core/autocast.c, weft/autocast.h).
  *
  * The table follows PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
  * (lower_precision_fp, fp32 and fp32_set_opt_dtype) are used for every device type, so
@@ -8,10 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
-#include "weft/autocast.h"
-
-WEFT_FAST_TLS struct weft_autocast_state weft_autocast_current = {.dtype = WEFT_BF16};
+#include "forward.h"
+#include "weft/autocast_policy.h"
 
 static const struct {
     const char *op;
@@ -100,63 +99,15 @@ enum weft_autocast_policy weft_autocast_policy(const char *op)
     return WEFT_AUTOCAST_PROMOTE;
 }
 
-weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype)
-{
-    weft_autocast_state prev = weft_autocast_current;
-    if (dtype != WEFT_BF16 && dtype != WEFT_F16) {
-        weft_error_set(WEFT_ERR_VALUE,
-                       "In autocast, but the target dtype is not supported: expected "
-                       "torch.bfloat16 or torch.float16, got torch.%s",
-                       weft_dtype_valid(dtype) ? weft_dtype_name(dtype) : "(invalid)");
-        return prev;
-    }
-    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES) {
-        weft_error_set(WEFT_ERR_VALUE,
-                       "User specified an unsupported autocast device_type '%d': expected a "
-                       "device type id below %d",
-                       device_type, WEFT_MAX_DEVICE_TYPES);
-        return prev;
-    }
-    weft_autocast_current = (weft_autocast_state){true, (int16_t)device_type, dtype};
-    return prev;
-}
-
-weft_autocast_state weft_autocast_suspend(void)
-{
-    weft_autocast_state prev = weft_autocast_current;
-    weft_autocast_current.enabled = false;
-    return prev;
-}
-
-void weft_autocast_end(weft_autocast_state previous)
-{
-    weft_autocast_current = previous;
-}
-
-weft_autocast_state weft_autocast_get(void)
-{
-    return weft_autocast_current;
-}
-
-bool weft_autocast_enabled(void)
-{
-    return weft_autocast_current.enabled;
-}
-
-enum weft_dtype weft_autocast_dtype(void)
-{
-    return weft_autocast_current.dtype;
-}
-
 /* The dtype t runs in under policy, or t's own dtype when it is not cast. */
 static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_policy policy)
 {
     /* PyTorch's is_eligible: floating, not double, on the autocast device type. */
-    if (t->device.type != weft_autocast_current.device_type || !weft_dtype_is_floating(t->dtype) ||
+    if (t->device.type != weft_autocast_get().device_type || !weft_dtype_is_floating(t->dtype) ||
         t->dtype == WEFT_F64)
         return t->dtype;
     if (policy == WEFT_AUTOCAST_LOWER)
-        return weft_autocast_current.dtype;
+        return weft_autocast_dtype();
     if (policy == WEFT_AUTOCAST_FP32)
         return WEFT_F32;
     return t->dtype;
@@ -164,7 +115,7 @@ static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_pol
 
 int weft_autocast_cast_inputs(const char *op, int n, weft_tensor **inputs)
 {
-    if (!weft_autocast_current.enabled)
+    if (!weft_autocast_enabled())
         return 0;
     enum weft_autocast_policy policy = weft_autocast_policy(op);
     if (policy == WEFT_AUTOCAST_PROMOTE)

@@ -7,47 +7,15 @@
 #include <string.h>
 
 #include "forward.h"
-#include "weft/autocast.h"
+#include "weft/autocast_policy.h"
 
 /* ---- recording helpers -------------------------------------------------------------- */
 
-/* Runs `expr` (a forward call) with grad mode off when `rec`. */
-#define FORWARD(rec, expr)                                                                    \
-    ({                                                                                        \
-        bool prev_mode__ = (rec) ? weft_no_grad_begin() : true;                              \
-        __typeof__(expr) result__ = (expr);                                                   \
-        if (rec)                                                                              \
-            weft_grad_mode_restore(prev_mode__);                                              \
-        result__;                                                                             \
-    })
-
 /* Under autocast, returns the op run on its inputs cast by the policy (autocast.c). */
 #define AUTOCAST(op, n, inputs, call)                                                         \
-    if (__builtin_expect(weft_autocast_current.enabled, 0) &&                                 \
+    if (__builtin_expect(weft_autocast_enabled(), 0) &&                                 \
         weft_autocast_policy(op) != WEFT_AUTOCAST_PROMOTE)                                    \
     WEFT_AUTOCAST_RETURN(op, n, inputs, call)
-
-/* Drops the caller's reference to out when a recording step failed. */
-static weft_tensor *fail_output(weft_tensor *out)
-{
-    if (weft_scope_depth() == 0)
-        weft_tensor_release(out);
-    return NULL;
-}
-
-/* Attaches node as out's grad_fn; returns out, or NULL (node freed) on failure. */
-static weft_tensor *finish1(struct weft_node *node, weft_tensor *out)
-{
-    if (!node)
-        return fail_output(out);
-    if (!out) {
-        weft_node_abandon(node);
-        return NULL;
-    }
-    if (weft_node_finish(node, 1, &out) != 0)
-        return fail_output(out);
-    return out;
-}
 
 /* Copy of t (no history) for formulas that need an in-place op's original value. */
 static weft_tensor *original_value(weft_tensor *t)
@@ -56,11 +24,6 @@ static weft_tensor *original_value(weft_tensor *t)
     weft_tensor *c = weft_clone(t);
     weft_grad_mode_restore(prev);
     return c;
-}
-
-static weft_tensor *pass(weft_tensor *g)
-{
-    return weft_autorelease(weft_tensor_retain(g));
 }
 
 /* Shape of input i with the dims listed in the node's ints[1..ndims] set to 1 (the
@@ -179,7 +142,7 @@ static weft_tensor *named_backward(int *cached, const char *name, weft_tensor *g
     /* The operands were checked above: the kernel runs without a second dispatch. */
     struct weft_op_call c = {.op = op, .nin = 2, .nout = 1, .in = {g, t}, .out = {out},
                              .scalar = {scalar}, .ints = {integer}};
-    return fn(&c) == 0 ? out : fail_output(out);
+    return fn(&c) == 0 ? out : weft_tensor_discard(out);
 }
 
 /* The backend's threshold_backward in one pass where it has one, else gt and where. */
@@ -319,7 +282,7 @@ static weft_tensor *record_unary(int op, const char *name, weft_tensor *x_saved,
 {
     struct weft_node *node = weft_node_create(name, unary_backward, 1, &in, 2);
     if (!node || !out)
-        return finish1(node, out);
+        return weft_node_finish1(node, out);
     weft_node_ints(node)[0] = op;
     int rc = 0;
     if (unary_needs_input(op))
@@ -328,9 +291,9 @@ static weft_tensor *record_unary(int op, const char *name, weft_tensor *x_saved,
         rc = weft_node_save_output(node, 1, out, 0);
     if (rc != 0) {
         weft_node_abandon(node);
-        return fail_output(out);
+        return weft_tensor_discard(out);
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 #define UNARY_WRAPPER(name, ID)                                                               \
@@ -338,7 +301,7 @@ static weft_tensor *record_unary(int op, const char *name, weft_tensor *x_saved,
     {                                                                                         \
         AUTOCAST(#name, 1, &t, weft_##name(t));                                               \
         bool rec = weft_autograd_needed(1, &t);                                               \
-        weft_tensor *out = FORWARD(rec, weft_fwd_##name(t));                                  \
+        weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name(t));                                  \
         return rec ? record_unary(WEFT_OP_##ID, backward_name(WEFT_OP_##ID), t, t, out) : out;            \
     }                                                                                         \
     weft_tensor *weft_##name##_(weft_tensor *t)                                               \
@@ -350,7 +313,7 @@ static weft_tensor *record_unary(int op, const char *name, weft_tensor *x_saved,
             return NULL;                                                                      \
         weft_tensor *orig = unary_needs_input(WEFT_OP_##ID) ? original_value(t) : t;          \
         struct weft_node *node = weft_node_create(backward_name(WEFT_OP_##ID), unary_backward, 1, &t, 2); \
-        weft_tensor *out = FORWARD(rec, weft_fwd_##name##_(t));                               \
+        weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name##_(t));                               \
         if (!node || !out || !orig) {                                                         \
             weft_node_abandon(node);                                                          \
             if (orig != t && weft_scope_depth() == 0)                                         \
@@ -432,11 +395,11 @@ static int binary_backward(struct weft_node *node, weft_tensor *const *grad_outp
         return 0;
     switch (op) {
     case WEFT_OP_ADD:
-        ga = pass(g);
-        gb = need_b ? pass(g) : NULL;
+        ga = weft_autorelease(weft_tensor_retain(g));
+        gb = need_b ? weft_autorelease(weft_tensor_retain(g)) : NULL;
         break;
     case WEFT_OP_SUB:
-        ga = pass(g);
+        ga = weft_autorelease(weft_tensor_retain(g));
         gb = need_b ? weft_neg(g) : NULL;
         break;
     case WEFT_OP_MUL:
@@ -524,7 +487,7 @@ static weft_tensor *record_binary(int64_t op, bool scalar, double s, weft_tensor
     struct weft_node *node = weft_node_create(binary_name(op, scalar), binary_backward,
                                               scalar ? 1 : 2, inputs, 3);
     if (!node || !out)
-        return finish1(node, out);
+        return weft_node_finish1(node, out);
     weft_node_ints(node)[0] = op;
     weft_node_ints(node)[1] = scalar;
     weft_node_scalars(node)[0] = s;
@@ -537,9 +500,9 @@ static weft_tensor *record_binary(int64_t op, bool scalar, double s, weft_tensor
         rc = weft_node_save_output(node, 2, out, 0);
     if (rc != 0) {
         weft_node_abandon(node);
-        return fail_output(out);
+        return weft_tensor_discard(out);
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 /* In-place: check, keep a's old value when the formula reads it, run, record. */
@@ -554,7 +517,7 @@ static weft_tensor *record_binary_inplace(int64_t op, bool scalar, double s, wef
     weft_tensor *orig = need_a ? original_value(a) : a;
     if (!orig)
         return NULL;
-    weft_tensor *out = FORWARD(true, scalar ? fwd_s(a, s) : fwd_t(a, b));
+    weft_tensor *out = WEFT_NO_GRAD(true, scalar ? fwd_s(a, s) : fwd_t(a, b));
     weft_tensor *r = out ? record_binary(op, scalar, s, a, orig, b, a) : NULL;
     if (orig != a && weft_scope_depth() == 0)
         weft_tensor_release(orig);
@@ -567,14 +530,14 @@ static weft_tensor *record_binary_inplace(int64_t op, bool scalar, double s, wef
         weft_tensor *in[2] = {a, b};                                                          \
         AUTOCAST(#name, 2, in, weft_##name(in[0], in[1]));                                    \
         bool rec = weft_autograd_needed(2, in);                                               \
-        weft_tensor *out = FORWARD(rec, weft_fwd_##name(a, b));                               \
+        weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name(a, b));                               \
         return rec ? record_binary(WEFT_OP_##ID, false, 0, a, a, b, out) : out;               \
     }                                                                                         \
     weft_tensor *weft_##name##_scalar(weft_tensor *a, double s)                               \
     {                                                                                         \
         AUTOCAST(#name, 1, &a, weft_##name##_scalar(a, s));                                   \
         bool rec = weft_autograd_needed(1, &a);                                               \
-        weft_tensor *out = FORWARD(rec, weft_fwd_##name##_scalar(a, s));                      \
+        weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name##_scalar(a, s));                      \
         return rec ? record_binary(WEFT_OP_##ID, true, s, a, a, NULL, out) : out;             \
     }                                                                                         \
     weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b)                               \
@@ -597,14 +560,14 @@ WEFT_DIFF_BINARY_OPS(BINARY_WRAPPER)
 weft_tensor *weft_rsub_scalar(weft_tensor *t, double s)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_rsub_scalar(t, s));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_rsub_scalar(t, s));
     return rec ? record_binary(OP_RSUB, true, s, t, t, NULL, out) : out;
 }
 
 weft_tensor *weft_rdiv_scalar(weft_tensor *t, double s)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_rdiv_scalar(t, s));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_rdiv_scalar(t, s));
     return rec ? record_binary(OP_RDIV, true, s, t, t, NULL, out) : out;
 }
 
@@ -631,23 +594,23 @@ static weft_tensor *record_where(weft_tensor *cond, weft_tensor *a, weft_tensor 
     struct weft_node *node = weft_node_create("WhereBackward0", where_backward, 3, inputs, 1);
     if (node && out && weft_node_save(node, 0, cond) != 0) {
         weft_node_abandon(node);
-        return fail_output(out);
+        return weft_tensor_discard(out);
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 weft_tensor *weft_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b)
 {
     weft_tensor *in[2] = {a, b};
     bool rec = weft_autograd_needed(2, in);
-    weft_tensor *out = FORWARD(rec, weft_fwd_where(cond, a, b));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_where(cond, a, b));
     return rec ? record_where(cond, a, b, out) : out;
 }
 
 weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b)
 {
     bool rec = weft_autograd_needed(1, &a);
-    weft_tensor *out = FORWARD(rec, weft_fwd_where_scalar(cond, a, b));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_where_scalar(cond, a, b));
     return rec ? record_where(cond, a, NULL, out) : out;
 }
 
@@ -675,7 +638,7 @@ static int clamp_backward(struct weft_node *node, weft_tensor *const *grad_outpu
         keep = weft_ge_scalar(x, lo);
     if (!isnan(hi))
         keep = keep ? weft_logical_and(keep, weft_le_scalar(x, hi)) : weft_le_scalar(x, hi);
-    grad_inputs[0] = keep ? masked(keep, g) : pass(g);
+    grad_inputs[0] = keep ? masked(keep, g) : weft_autorelease(weft_tensor_retain(g));
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
@@ -688,16 +651,16 @@ static weft_tensor *record_saving(const char *name, weft_backward_fn fn, weft_te
         weft_node_scalars(node)[1] = s1;
         if (weft_node_save(node, 0, saved) != 0) {
             weft_node_abandon(node);
-            return fail_output(out);
+            return weft_tensor_discard(out);
         }
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 weft_tensor *weft_clamp(weft_tensor *t, double min, double max)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_clamp(t, min, max));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_clamp(t, min, max));
     return rec ? record_saving("ClampBackward1", clamp_backward, t, t, out, min, max) : out;
 }
 
@@ -708,7 +671,7 @@ weft_tensor *weft_clamp_(weft_tensor *t, double min, double max)
     if (weft_autograd_check_inplace(t, true) != 0)
         return NULL;
     weft_tensor *orig = original_value(t);
-    weft_tensor *out = orig ? FORWARD(true, weft_fwd_clamp_(t, min, max)) : NULL;
+    weft_tensor *out = orig ? WEFT_NO_GRAD(true, weft_fwd_clamp_(t, min, max)) : NULL;
     weft_tensor *r = out ? record_saving("ClampBackward1", clamp_backward, t, orig, t, min, max)
                          : NULL;
     if (weft_scope_depth() == 0)
@@ -719,7 +682,7 @@ weft_tensor *weft_clamp_(weft_tensor *t, double min, double max)
 weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_masked_fill(t, mask, value));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_masked_fill(t, mask, value));
     return rec ? record_saving("MaskedFillBackward0", masked_fill_backward, t, mask, out, 0, 0)
                : out;
 }
@@ -730,7 +693,7 @@ weft_tensor *weft_masked_fill_(weft_tensor *t, weft_tensor *mask, double value)
         return weft_fwd_masked_fill_(t, mask, value);
     if (weft_autograd_check_inplace(t, true) != 0)
         return NULL;
-    weft_tensor *out = FORWARD(true, weft_fwd_masked_fill_(t, mask, value));
+    weft_tensor *out = WEFT_NO_GRAD(true, weft_fwd_masked_fill_(t, mask, value));
     return out ? record_saving("MaskedFillBackward0", masked_fill_backward, t, mask, t, 0, 0)
                : NULL;
 }
@@ -817,7 +780,7 @@ static weft_tensor *record_reduce(enum reduce_kind kind, const char *name, weft_
         name = kind == R_SUM ? "SumBackward0" : kind == R_MEAN ? "MeanBackward0" : "ProdBackward0";
     struct weft_node *node = weft_node_create(name, reduce_backward, 1, &in, 2);
     if (!node || !out)
-        return finish1(node, out);
+        return weft_node_finish1(node, out);
     store_dims(node, in->ndim, ndims, dims);
     weft_node_ints(node)[15] = kind;
     weft_node_scalars(node)[0] = correction;
@@ -828,9 +791,9 @@ static weft_tensor *record_reduce(enum reduce_kind kind, const char *name, weft_
         rc = weft_node_save_output(node, 1, out, 0);
     if (rc != 0) {
         weft_node_abandon(node);
-        return fail_output(out);
+        return weft_tensor_discard(out);
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 #define REDUCE_WRAPPER(name, KIND)                                                            \
@@ -838,7 +801,7 @@ static weft_tensor *record_reduce(enum reduce_kind kind, const char *name, weft_
     {                                                                                         \
         AUTOCAST(#name, 1, &t, weft_##name(t, ndims, dims, keepdim));                         \
         bool rec = weft_autograd_needed(1, &t);                                               \
-        weft_tensor *out = FORWARD(rec, weft_fwd_##name(t, ndims, dims, keepdim));            \
+        weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name(t, ndims, dims, keepdim));            \
         return rec ? record_reduce(KIND, NULL, t, ndims, dims, keepdim, 0, out) : out;                       \
     }
 REDUCE_WRAPPER(sum, R_SUM)
@@ -849,28 +812,28 @@ REDUCE_WRAPPER(prod, R_PROD)
 weft_tensor *weft_var(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_var(t, ndims, dims, correction, keepdim));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_var(t, ndims, dims, correction, keepdim));
     return rec ? record_reduce(R_VAR, NULL, t, ndims, dims, keepdim, correction, out) : out;
 }
 
 weft_tensor *weft_std(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_std(t, ndims, dims, correction, keepdim));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_std(t, ndims, dims, correction, keepdim));
     return rec ? record_reduce(R_STD, NULL, t, ndims, dims, keepdim, correction, out) : out;
 }
 
 weft_tensor *weft_max(weft_tensor *t)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_max(t));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_max(t));
     return rec ? record_reduce(R_AMAX, "MaxBackward1", t, 0, NULL, false, 0, out) : out;
 }
 
 weft_tensor *weft_min(weft_tensor *t)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_min(t));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_min(t));
     return rec ? record_reduce(R_AMAX, "MinBackward1", t, 0, NULL, false, 0, out) : out;
 }
 
@@ -898,7 +861,7 @@ static int select_dim_wrapper(bool is_max, weft_tensor *t, int dim, bool keepdim
 {
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *v = NULL, *i = NULL;
-    int rc = FORWARD(rec, is_max ? weft_fwd_max_dim(t, dim, keepdim, &v, &i)
+    int rc = WEFT_NO_GRAD(rec, is_max ? weft_fwd_max_dim(t, dim, keepdim, &v, &i)
                                  : weft_fwd_min_dim(t, dim, keepdim, &v, &i));
     if (rc == 0 && rec) {
         struct weft_node *node = weft_node_create(is_max ? "MaxBackward0" : "MinBackward0",
@@ -969,17 +932,17 @@ static weft_tensor *record_softmax(bool log, weft_tensor *in, int dim, weft_tens
         weft_node_ints(node)[1] = log;
         if (weft_node_save_output(node, 0, out, 0) != 0) {
             weft_node_abandon(node);
-            return fail_output(out);
+            return weft_tensor_discard(out);
         }
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 weft_tensor *weft_softmax(weft_tensor *t, int dim)
 {
     AUTOCAST("softmax", 1, &t, weft_softmax(t, dim));
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_softmax(t, dim));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_softmax(t, dim));
     return rec ? record_softmax(false, t, dim, out) : out;
 }
 
@@ -987,7 +950,7 @@ weft_tensor *weft_log_softmax(weft_tensor *t, int dim)
 {
     AUTOCAST("log_softmax", 1, &t, weft_log_softmax(t, dim));
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_log_softmax(t, dim));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_log_softmax(t, dim));
     return rec ? record_softmax(true, t, dim, out) : out;
 }
 
@@ -1073,7 +1036,7 @@ static weft_tensor *matmul_named(weft_tensor *a, weft_tensor *b, const char *nam
 {
     weft_tensor *in[2] = {a, b};
     bool rec = weft_autograd_needed(2, in);
-    weft_tensor *out = FORWARD(rec, weft_fwd_matmul(a, b));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_matmul(a, b));
     if (!rec)
         return out;
     struct weft_node *node = weft_node_create(name ? name : matmul_name(a, b), matmul_backward,
@@ -1081,9 +1044,9 @@ static weft_tensor *matmul_named(weft_tensor *a, weft_tensor *b, const char *nam
     if (node && out &&
         (weft_node_save(node, 0, a) != 0 || weft_node_save(node, 1, b) != 0)) {
         weft_node_abandon(node);
-        return fail_output(out);
+        return weft_tensor_discard(out);
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b)
@@ -1181,7 +1144,7 @@ static int cat_backward(struct weft_node *node, weft_tensor *const *grad_outputs
 static weft_tensor *joined(bool stack, int n, weft_tensor *const *tensors, int dim)
 {
     bool rec = n > 0 && weft_autograd_needed(n, tensors);
-    weft_tensor *out = FORWARD(rec, stack ? weft_fwd_stack(n, tensors, dim)
+    weft_tensor *out = WEFT_NO_GRAD(rec, stack ? weft_fwd_stack(n, tensors, dim)
                                           : weft_fwd_cat(n, tensors, dim));
     if (!rec || !out)
         return out;
@@ -1191,7 +1154,7 @@ static weft_tensor *joined(bool stack, int n, weft_tensor *const *tensors, int d
         weft_node_ints(node)[0] = dim < 0 ? dim + out->ndim : dim;
         weft_node_ints(node)[1] = stack;
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 weft_tensor *weft_cat(int n, weft_tensor *const *tensors, int dim)
@@ -1236,7 +1199,7 @@ static int index_backward(struct weft_node *node, weft_tensor *const *grad_outpu
     case IX_SCATTER_ADD:
         /* inputs: 0 self, 1 src */
         if (weft_node_needs_input_grad(node, 0))
-            grad_inputs[0] = pass(g);
+            grad_inputs[0] = weft_autorelease(weft_tensor_retain(g));
         if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_gather(g, dim, idx)))
             return weft_error_code();
         return 0;
@@ -1255,23 +1218,23 @@ static weft_tensor *record_index(enum index_kind kind, int ninputs, weft_tensor 
         weft_node_ints(node)[1] = kind;
         if (weft_node_save(node, 0, index) != 0) {
             weft_node_abandon(node);
-            return fail_output(out);
+            return weft_tensor_discard(out);
         }
     }
-    return finish1(node, out);
+    return weft_node_finish1(node, out);
 }
 
 weft_tensor *weft_index_select(weft_tensor *t, int dim, weft_tensor *index)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_index_select(t, dim, index));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_index_select(t, dim, index));
     return rec ? record_index(IX_INDEX_SELECT, 1, &t, dim, index, out) : out;
 }
 
 weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index)
 {
     bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_gather(t, dim, index));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_gather(t, dim, index));
     return rec ? record_index(IX_GATHER, 1, &t, dim, index, out) : out;
 }
 
@@ -1279,7 +1242,7 @@ weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_
 {
     weft_tensor *in[2] = {t, src};
     bool rec = weft_autograd_needed(2, in);
-    weft_tensor *out = FORWARD(rec, weft_fwd_scatter_add(t, dim, index, src));
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_scatter_add(t, dim, index, src));
     return rec ? record_index(IX_SCATTER_ADD, 2, in, dim, index, out) : out;
 }
 
@@ -1290,328 +1253,6 @@ weft_tensor *weft_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, weft
         return weft_fwd_scatter_add_(t, dim, index, src);
     if (weft_autograd_check_inplace(t, true) != 0)
         return NULL;
-    weft_tensor *out = FORWARD(true, weft_fwd_scatter_add_(t, dim, index, src));
+    weft_tensor *out = WEFT_NO_GRAD(true, weft_fwd_scatter_add_(t, dim, index, src));
     return out ? record_index(IX_SCATTER_ADD, 2, in, dim, index, t) : NULL;
-}
-
-/* ---- views ------------------------------------------------------------------------------
- * ints[0] = kind; parameters in ints[1..]. */
-
-enum view_kind { V_RESHAPE, V_TRANSPOSE, V_PERMUTE, V_SLICE, V_SELECT, V_EXPAND, V_AS_STRIDED };
-
-/* Gradient of as_strided: every output element adds into the storage position it read.
- * Positions are measured from the input's own offset: ints[1] ndim, ints[2..] shape
- * (ndim), then strides (ndim), then the offset relative to the input. */
-static weft_tensor *as_strided_grad(struct weft_node *node, weft_tensor *g)
-{
-    int64_t *ints = weft_node_ints(node);
-    int nd = (int)ints[1];
-    const int64_t *stride = ints + 2 + nd;
-    int64_t rel_offset = ints[2 + 2 * nd];
-    int in_nd = weft_node_input_ndim(node, 0);
-    const int64_t *in_shape = weft_node_input_shape(node, 0);
-    /* The input is assumed contiguous-like: its elements span numel positions. */
-    int64_t in_numel = 1;
-    for (int d = 0; d < in_nd; d++)
-        in_numel *= in_shape[d];
-    int64_t span = in_numel;
-    int64_t max_pos = rel_offset;
-    for (int d = 0; d < nd; d++)
-        if (g->shape[d] > 0)
-            max_pos += (g->shape[d] - 1) * stride[d];
-    if (max_pos + 1 > span)
-        span = max_pos + 1;
-    /* positions[i] = rel_offset + sum_d idx_d * stride_d, built by broadcasting aranges. */
-    weft_tensor *pos = weft_full(nd, g->shape, (double)rel_offset, WEFT_I64, g->device);
-    for (int d = 0; d < nd; d++) {
-        int64_t shape[WEFT_MAX_DIMS];
-        for (int k = 0; k < nd; k++)
-            shape[k] = k == d ? g->shape[d] : 1;
-        weft_tensor *ar = weft_mul_scalar(weft_arange(0, (double)g->shape[d], 1, WEFT_I64, g->device),
-                                          (double)stride[d]);
-        pos = weft_add(pos, weft_reshape(ar, nd, shape));
-    }
-    int64_t flat_n = weft_tensor_numel(g);
-    weft_tensor *flat = weft_zeros(1, &span, g->dtype, g->device);
-    flat = weft_scatter_add(flat, 0, weft_reshape(pos, 1, &flat_n), weft_reshape(g, 1, &flat_n));
-    /* The input's elements in row-major order are the first in_numel positions. */
-    return weft_reshape(weft_narrow(flat, 0, 0, in_numel), in_nd, in_shape);
-}
-
-static int view_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
-                         weft_tensor **grad_inputs)
-{
-    weft_tensor *g = grad_outputs[0];
-    if (!g)
-        return 0;
-    int64_t *ints = weft_node_ints(node);
-    int in_nd = weft_node_input_ndim(node, 0);
-    const int64_t *in_shape = weft_node_input_shape(node, 0);
-    weft_tensor *r = NULL;
-    switch ((enum view_kind)ints[0]) {
-    case V_RESHAPE:
-        r = weft_reshape(g, in_nd, in_shape);
-        break;
-    case V_TRANSPOSE:
-        r = weft_transpose(g, (int)ints[1], (int)ints[2]);
-        break;
-    case V_PERMUTE: {
-        int inverse[WEFT_MAX_DIMS];
-        for (int d = 0; d < in_nd; d++)
-            inverse[ints[1 + d]] = d;
-        r = weft_permute(g, in_nd, inverse);
-        break;
-    }
-    case V_SLICE: {
-        weft_tensor *z = weft_zeros(in_nd, in_shape, g->dtype, g->device);
-        weft_tensor *part = weft_slice(z, (int)ints[1], ints[2], ints[3], ints[4]);
-        r = part && weft_copy_(part, g) == 0 ? z : NULL;
-        break;
-    }
-    case V_SELECT: {
-        weft_tensor *z = weft_zeros(in_nd, in_shape, g->dtype, g->device);
-        weft_tensor *part = weft_select(z, (int)ints[1], ints[2]);
-        r = part && weft_copy_(part, g) == 0 ? z : NULL;
-        break;
-    }
-    case V_EXPAND:
-        r = pass(g); /* the engine sums the broadcast dims */
-        break;
-    case V_AS_STRIDED:
-        r = as_strided_grad(node, g);
-        break;
-    }
-    grad_inputs[0] = r;
-    return r ? 0 : weft_error_code();
-}
-
-static weft_tensor *record_view(const char *name, enum view_kind kind, weft_tensor *in,
-                                weft_tensor *out, int nparams, const int64_t *params)
-{
-    struct weft_node *node = weft_node_create(name, view_backward, 1, &in, 0);
-    weft_node_mark_view(node);
-    if (node && out) {
-        int64_t *ints = weft_node_ints(node);
-        ints[0] = kind;
-        for (int i = 0; i < nparams && i < 15; i++)
-            ints[1 + i] = params[i];
-    }
-    out = finish1(node, out);
-    weft_autograd_set_view_base(out, in);
-    return out;
-}
-
-#define VIEW_RECORD(name, kind, nparams, params, call)                                        \
-    do {                                                                                      \
-        bool rec = weft_autograd_needed(1, &t);                                               \
-        weft_tensor *out = FORWARD(rec, call);                                                \
-        return rec ? record_view(name, kind, t, out, nparams, params) : out;                  \
-    } while (0)
-
-weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape)
-{
-    VIEW_RECORD("ViewBackward0", V_RESHAPE, 0, NULL, weft_fwd_view(t, ndim, shape));
-}
-
-/* reshape and flatten are PyTorch's _reshape_alias where a view can express them, else a
- * copy through _unsafe_view: the node is named after whichever happened. */
-static weft_tensor *record_reshape(weft_tensor *t, weft_tensor *out)
-{
-    const char *name = out && t && out->storage != t->storage ? "UnsafeViewBackward0"
-                                                              : "ReshapeAliasBackward0";
-    return record_view(name, V_RESHAPE, t, out, 0, NULL);
-}
-
-weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape)
-{
-    bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_reshape(t, ndim, shape));
-    return rec ? record_reshape(t, out) : out;
-}
-
-weft_tensor *weft_squeeze(weft_tensor *t)
-{
-    VIEW_RECORD("SqueezeBackward0", V_RESHAPE, 0, NULL, weft_fwd_squeeze(t));
-}
-
-weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim)
-{
-    VIEW_RECORD("SqueezeBackward1", V_RESHAPE, 0, NULL, weft_fwd_squeeze_dim(t, dim));
-}
-
-weft_tensor *weft_unsqueeze(weft_tensor *t, int dim)
-{
-    VIEW_RECORD("UnsqueezeBackward0", V_RESHAPE, 0, NULL, weft_fwd_unsqueeze(t, dim));
-}
-
-weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim)
-{
-    bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_flatten(t, start_dim, end_dim));
-    return rec ? record_reshape(t, out) : out;
-}
-
-weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes)
-{
-    VIEW_RECORD("ViewBackward0", V_RESHAPE, 0, NULL, weft_fwd_unflatten(t, dim, ndim, sizes));
-}
-
-weft_tensor *weft_transpose(weft_tensor *t, int dim0, int dim1)
-{
-    int nd = t && t->ndim ? t->ndim : 1;
-    int64_t params[2] = {dim0 < 0 ? dim0 + nd : dim0, dim1 < 0 ? dim1 + nd : dim1};
-    VIEW_RECORD("TransposeBackward0", V_TRANSPOSE, 2, params, weft_fwd_transpose(t, dim0, dim1));
-}
-
-weft_tensor *weft_t(weft_tensor *t)
-{
-    int64_t params[2] = {0, t && t->ndim == 2 ? 1 : 0};
-    VIEW_RECORD("TBackward0", V_TRANSPOSE, 2, params, weft_fwd_t(t));
-}
-
-weft_tensor *weft_permute(weft_tensor *t, int ndim, const int *dims)
-{
-    int64_t params[WEFT_MAX_DIMS];
-    for (int i = 0; i < ndim && i < WEFT_MAX_DIMS; i++)
-        params[i] = dims[i] < 0 ? dims[i] + ndim : dims[i];
-    VIEW_RECORD("PermuteBackward0", V_PERMUTE, ndim, params, weft_fwd_permute(t, ndim, dims));
-}
-
-weft_tensor *weft_narrow(weft_tensor *t, int dim, int64_t start, int64_t length)
-{
-    int nd = t && t->ndim ? t->ndim : 1;
-    int d = dim < 0 ? dim + nd : dim;
-    int64_t s = t && start < 0 && d >= 0 && d < t->ndim ? start + t->shape[d] : start;
-    int64_t params[4] = {d, s, s + length, 1};
-    VIEW_RECORD("SliceBackward0", V_SLICE, 4, params, weft_fwd_narrow(t, dim, start, length));
-}
-
-weft_tensor *weft_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
-{
-    int nd = t && t->ndim ? t->ndim : 1;
-    int64_t params[4] = {dim < 0 ? dim + nd : dim, start, end, step};
-    VIEW_RECORD("SliceBackward0", V_SLICE, 4, params, weft_fwd_slice(t, dim, start, end, step));
-}
-
-weft_tensor *weft_select(weft_tensor *t, int dim, int64_t index)
-{
-    int nd = t && t->ndim ? t->ndim : 1;
-    int d = dim < 0 ? dim + nd : dim;
-    int64_t i = t && index < 0 && d >= 0 && d < t->ndim ? index + t->shape[d] : index;
-    int64_t params[2] = {d, i};
-    VIEW_RECORD("SelectBackward0", V_SELECT, 2, params, weft_fwd_select(t, dim, index));
-}
-
-weft_tensor *weft_expand(weft_tensor *t, int ndim, const int64_t *shape)
-{
-    VIEW_RECORD("ExpandBackward0", V_EXPAND, 0, NULL, weft_fwd_expand(t, ndim, shape));
-}
-
-weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
-                             int64_t offset)
-{
-    int64_t params[15] = {ndim};
-    if (ndim > 0 && ndim <= 6) {
-        memcpy(params + 1, shape, (size_t)ndim * sizeof *shape);
-        memcpy(params + 1 + ndim, stride, (size_t)ndim * sizeof *stride);
-        params[1 + 2 * ndim] = t ? offset - t->offset : 0;
-    }
-    bool rec = weft_autograd_needed(1, &t);
-    if (rec && !weft_tensor_is_contiguous(t)) {
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
-                       "as_strided of a non-contiguous tensor that requires grad is not "
-                       "supported; call contiguous() first");
-        return NULL;
-    }
-    if (rec && ndim > 6) {
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
-                       "as_strided backward supports at most 6 dims, got %d", ndim);
-        return NULL;
-    }
-    weft_tensor *out = FORWARD(rec, weft_fwd_as_strided(t, ndim, shape, stride, offset));
-    return rec ? record_view("AsStridedBackward0", V_AS_STRIDED, t, out, 2 + 2 * ndim, params) : out;
-}
-
-/* ---- copies ------------------------------------------------------------------------------ */
-
-/* to / clone / contiguous: the gradient goes back unchanged, moved to the input's device
- * (the engine converts the dtype). ints[0..1]: input device. */
-static int copy_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
-                         weft_tensor **grad_inputs)
-{
-    weft_tensor *g = grad_outputs[0];
-    if (!g)
-        return 0;
-    weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
-    grad_inputs[0] = weft_device_equal(dev, g->device) ? pass(g) : weft_to_device(g, dev);
-    return grad_inputs[0] ? 0 : weft_error_code();
-}
-
-static weft_tensor *record_copy(const char *name, weft_tensor *in, weft_tensor *out)
-{
-    if (out == in) /* no-op conversion: same tensor, same history */
-        return out;
-    struct weft_node *node = weft_node_create(name, copy_backward, 1, &in, 0);
-    if (node && out) {
-        weft_node_ints(node)[0] = in->device.type;
-        weft_node_ints(node)[1] = in->device.index;
-    }
-    return finish1(node, out);
-}
-
-weft_tensor *weft_contiguous(weft_tensor *t)
-{
-    bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_contiguous(t));
-    return rec ? record_copy("CloneBackward0", t, out) : out;
-}
-
-weft_tensor *weft_clone(weft_tensor *t)
-{
-    bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_clone(t));
-    return rec ? record_copy("CloneBackward0", t, out) : out;
-}
-
-weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
-{
-    bool rec = weft_autograd_needed(1, &t);
-    weft_tensor *out = FORWARD(rec, weft_fwd_to(t, dev, dtype, non_blocking));
-    return rec ? record_copy("ToCopyBackward0", t, out) : out;
-}
-
-/* copy_: dst's old value is overwritten (no gradient); src gets the gradient. */
-static int copy_inplace_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
-                                 weft_tensor **grad_inputs)
-{
-    weft_tensor *g = grad_outputs[0];
-    if (!g)
-        return 0;
-    if (weft_node_needs_input_grad(node, 0) && !(grad_inputs[0] = weft_zeros_like(g)))
-        return weft_error_code();
-    if (weft_node_needs_input_grad(node, 1)) {
-        weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
-        grad_inputs[1] = weft_device_equal(dev, g->device) ? pass(g) : weft_to_device(g, dev);
-        if (!grad_inputs[1])
-            return weft_error_code();
-    }
-    return 0;
-}
-
-int weft_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
-{
-    weft_tensor *in[2] = {dst, (weft_tensor *)src};
-    if (!weft_autograd_needed(2, in))
-        return weft_fwd_copy_nonblocking_(dst, src, non_blocking);
-    if (weft_autograd_check_inplace(dst, true) != 0)
-        return weft_error_code();
-    int rc = FORWARD(true, weft_fwd_copy_nonblocking_(dst, src, non_blocking));
-    if (rc != 0)
-        return rc;
-    struct weft_node *node = weft_node_create("CopyBackwards", copy_inplace_backward, 2, in, 0);
-    if (!node)
-        return weft_error_code();
-    weft_node_ints(node)[0] = src->device.type;
-    weft_node_ints(node)[1] = src->device.index;
-    return weft_node_finish(node, 1, &dst);
 }

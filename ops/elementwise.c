@@ -31,14 +31,6 @@ static bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
     return weft_same_shape_inline(t, ndim, shape);
 }
 
-const char *weft_dtype_meta_name(enum weft_dtype dt)
-{
-    /* Where PyTorch prints caffe2::TypeMeta's C++ name ("c10::Half", "long int"), weft
-     * keeps the sentence and prints its own dtype name: the C++ types are PyTorch's
-     * internals, which a weft user never meets. */
-    return weft_dtype_name(dt);
-}
-
 /* torch.can_cast: no floating -> integral/bool, no non-bool -> bool. In-place ops write
  * their result into the first argument, which must be able to hold it. */
 static int check_cast(enum weft_dtype result, enum weft_dtype out)
@@ -683,9 +675,9 @@ static int clamp_check(weft_tensor *t, double min, double max, enum weft_dtype *
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "torch.clamp: At least one of 'min' or 'max' must not be None");
     double decisive = has_min ? min : max;
-    if (has_max && !weft_dtype_from_value_is_integral(max))
+    if (has_max && !weft_scalar_is_integral(max))
         decisive = max;
-    if (has_min && !weft_dtype_from_value_is_integral(min))
+    if (has_min && !weft_scalar_is_integral(min))
         decisive = min;
     *ct = weft_result_type_scalar(t, decisive);
     return 0;

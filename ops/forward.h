@@ -49,6 +49,10 @@ WEFT_INTERNAL weft_tensor *weft_fwd_logical_not_(weft_tensor *t);
 WEFT_NONDIFF_BINARY_OPS(WEFT_FWD_NONDIFF_BINARY)
 #undef WEFT_FWD_NONDIFF_BINARY
 
+/* A double scalar counts as an integer scalar for type promotion when finite and whole
+ * (weft/ops.h), so int_tensor + 2 stays integral (result_type.c). */
+WEFT_INTERNAL bool weft_scalar_is_integral(double v);
+
 /* A named binary op (weft/kernel.h's binary contract) with add's type promotion. */
 WEFT_INTERNAL weft_tensor *weft_fwd_binary_named(int op, weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_fwd_binary_named_scalar(int op, weft_tensor *a, double s);
@@ -89,31 +93,5 @@ WEFT_INTERNAL weft_tensor *weft_fwd_scatter_add(weft_tensor *t, int dim, weft_te
                                                 weft_tensor *src);
 WEFT_INTERNAL weft_tensor *weft_fwd_scatter_add_(weft_tensor *t, int dim, weft_tensor *index,
                                                  weft_tensor *src);
-
-WEFT_INTERNAL weft_tensor *weft_fwd_view(weft_tensor *t, int ndim, const int64_t *shape);
-WEFT_INTERNAL weft_tensor *weft_fwd_reshape(weft_tensor *t, int ndim, const int64_t *shape);
-WEFT_INTERNAL weft_tensor *weft_fwd_transpose(weft_tensor *t, int dim0, int dim1);
-WEFT_INTERNAL weft_tensor *weft_fwd_t(weft_tensor *t);
-WEFT_INTERNAL weft_tensor *weft_fwd_permute(weft_tensor *t, int ndim, const int *dims);
-WEFT_INTERNAL weft_tensor *weft_fwd_narrow(weft_tensor *t, int dim, int64_t start, int64_t length);
-WEFT_INTERNAL weft_tensor *weft_fwd_slice(weft_tensor *t, int dim, int64_t start, int64_t end,
-                                          int64_t step);
-WEFT_INTERNAL weft_tensor *weft_fwd_select(weft_tensor *t, int dim, int64_t index);
-WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
-WEFT_INTERNAL weft_tensor *weft_fwd_squeeze(weft_tensor *t);
-WEFT_INTERNAL weft_tensor *weft_fwd_squeeze_dim(weft_tensor *t, int dim);
-WEFT_INTERNAL weft_tensor *weft_fwd_unsqueeze(weft_tensor *t, int dim);
-WEFT_INTERNAL weft_tensor *weft_fwd_flatten(weft_tensor *t, int start_dim, int end_dim);
-WEFT_INTERNAL weft_tensor *weft_fwd_unflatten(weft_tensor *t, int dim, int ndim,
-                                              const int64_t *sizes);
-WEFT_INTERNAL weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
-                                               const int64_t *stride, int64_t offset);
-
-WEFT_INTERNAL weft_tensor *weft_fwd_contiguous(weft_tensor *t);
-WEFT_INTERNAL weft_tensor *weft_fwd_clone(weft_tensor *t);
-WEFT_INTERNAL int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src,
-                                             bool non_blocking);
-WEFT_INTERNAL weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype,
-                                       bool non_blocking);
 
 #endif

@@ -19,6 +19,28 @@
 extern "C" {
 #endif
 
+/* ---- views: new tensors over the same storage; no data moves ------------------------
+ * (expand, as_strided, detach: weft/tensor.h) */
+
+/* Shape may contain one -1. Fails with PyTorch's "view size is not compatible with
+ * input tensor's size and stride ..." when no strides can express it. */
+weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape);
+/* A view when possible, else a contiguous copy. */
+weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape);
+weft_tensor *weft_transpose(weft_tensor *t, int dim0, int dim1);
+/* Transpose of a tensor of at most 2 dims, as Tensor.t(). */
+weft_tensor *weft_t(weft_tensor *t);
+weft_tensor *weft_permute(weft_tensor *t, int ndim, const int *dims);
+weft_tensor *weft_narrow(weft_tensor *t, int dim, int64_t start, int64_t length);
+/* t[start:end:step] along dim with Python's clamping of start/end; step > 0. */
+weft_tensor *weft_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+weft_tensor *weft_select(weft_tensor *t, int dim, int64_t index);
+weft_tensor *weft_squeeze(weft_tensor *t);          /* all size-1 dims */
+weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim); /* no-op if size != 1 */
+weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
+weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
+weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
+
 /* ---- elementwise unary: floating results for floating-only functions -------------- */
 #define WEFT_UNARY_OPS(X)                                                                     \
     X(neg) X(abs) X(sign) X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal)     \
@@ -165,14 +187,18 @@ weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, we
  * (num_classes < 0: max + 1). */
 weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes);
 
-/* ---- broadcasting helpers -------------------------------------------------------------- */
-/* The broadcast shape of two shapes, or -1 with PyTorch's "The size of tensor a (3) must
- * match the size of tensor b (4) at non-singleton dimension 1". */
-int weft_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
-                          int *ndim_out, int64_t *out);
+/* ---- type promotion ---------------------------------------------------------------------- */
 /* torch.result_type of two tensors (0-dim tensors rank below dimensioned ones). */
 enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
 enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
+
+/* ---- printing ---------------------------------------------------------------------- */
+
+/* PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", dtype suffix unless float32
+ * or int64 (or bool), device suffix unless cpu, summarised with "..." past 1000 elements.
+ * Returns a malloc'd string the caller frees, or NULL with an error set. */
+char *weft_tensor_repr(const weft_tensor *t);
+int weft_tensor_print(const weft_tensor *t, FILE *f); /* repr plus newline */
 
 #ifdef __cplusplus
 }
