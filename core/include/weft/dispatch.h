@@ -21,17 +21,14 @@ extern "C" {
 
 /* X(ID, name): the ops the core runs (copy.c, creation.c, random.c), ids 0.. in order.
  *   COPY: out[0] <- in[0], same shape, dtypes may differ (convert), same device.
- *   FILL: out[0][:] = scalar[0] (cast).
- *   ARANGE: 1-D out[0][i] = scalar[0] + i * scalar[1], computed in double then cast.
- *   LINSPACE: 1-D out, n = ints[0]; step = (scalar[1]-scalar[0])/(n-1); i < n/2:
- *     start + i*step, else end - (n-1-i)*step (torch's symmetric formula).
+ *   FILL: out[0][:] = scalar[0] (cast), out[0] of any strides.
  *   RAND_UNIFORM / RAND_NORMAL / RANDINT: out[0] filled in row-major element order from
  *     Philox with key ints[0] (seed) and block counter ints[1] + ..., see philox.h.
  *     uniform: scalar[0] low, scalar[1] high; normal: scalar[0] mean, scalar[1] std;
  *     randint: ints[2] low, ints[3] high. */
 #define WEFT_CORE_OPS(X)                                                                      \
-    X(COPY, "copy") X(FILL, "fill") X(ARANGE, "arange") X(LINSPACE, "linspace")               \
-    X(RAND_UNIFORM, "rand_uniform") X(RAND_NORMAL, "rand_normal") X(RANDINT, "randint")
+    X(COPY, "copy") X(FILL, "fill") X(RAND_UNIFORM, "rand_uniform")                            \
+    X(RAND_NORMAL, "rand_normal") X(RANDINT, "randint")
 
 enum weft_core_op {
 #define WEFT_CORE_OP_ENUM(id, name) WEFT_OP_##id,

@@ -163,16 +163,6 @@ weft_tensor *weft_full_like(const weft_tensor *t, double value);
 weft_tensor *weft_fill_(weft_tensor *t, double value);
 /* 0-dim tensor holding value. */
 weft_tensor *weft_scalar_tensor(double value, enum weft_dtype dtype, weft_device dev);
-/* [start, end) by step, length ceil((end - start) / step), as torch.arange. An integer
- * dtype truncates start, end and step first (a step of 0.5 is "step must be nonzero"), and
- * int64 counts the elements from the truncated values, as PyTorch does. */
-weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
-                         weft_device dev);
-/* `steps` values evenly from start to end inclusive, as torch.linspace. */
-weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,
-                           weft_device dev);
-/* n x m identity (m < 0 means m = n). */
-weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
 /* Copies numel * itemsize bytes of contiguous host data into a new tensor on dev. */
 weft_tensor *weft_from_host(const void *data, int ndim, const int64_t *shape,
                             enum weft_dtype dtype, weft_device dev);

@@ -30,6 +30,11 @@ extern "C" {
 /* X(ID, name) lists the op layer's built-in ops; their ids follow the core's
  * (weft/dispatch.h's WEFT_CORE_OPS), in this order. */
 #define WEFT_BUILTIN_OPS(X)                                                                  \
+    /* ARANGE: 1-D out[0][i] = scalar[0] + i * scalar[1], computed in double then cast.   */ \
+    X(ARANGE, "arange")                                                                      \
+    /* LINSPACE: 1-D out, n = ints[0]; step = (scalar[1]-scalar[0])/(n-1); i < n/2:       */ \
+    /*   start + i*step, else end - (n-1-i)*step (torch's symmetric formula).            */ \
+    X(LINSPACE, "linspace")                                                                  \
     /* Unary: out[0] = f(in[0]), same shape, same dtype (the front end converts integer  */ \
     /* inputs of floating-only functions); LOGICAL_NOT gives bool.                        */ \
     X(NEG, "neg") X(ABS, "abs") X(SIGN, "sign") X(EXP, "exp") X(EXPM1, "expm1")              \

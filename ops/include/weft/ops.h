@@ -19,6 +19,18 @@
 extern "C" {
 #endif
 
+/* ---- sequences (weft/tensor.h: the constant fills) ---------------------------------- */
+/* [start, end) by step, length ceil((end - start) / step), as torch.arange. An integer
+ * dtype truncates start, end and step first (a step of 0.5 is "step must be nonzero"), and
+ * int64 counts the elements from the truncated values, as PyTorch does. */
+weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
+                         weft_device dev);
+/* `steps` values evenly from start to end inclusive, as torch.linspace. */
+weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,
+                           weft_device dev);
+/* n x m identity (m < 0 means m = n). */
+weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
+
 /* ---- views: new tensors over the same storage; no data moves ------------------------
  * (expand, as_strided, detach: weft/tensor.h) */
 
