@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "forward.h"
-#include "internal.h"
 #include "memory_format.h"
 #include "weft/ops.h"
 

@@ -1,15 +1,21 @@
-/* core/forward.h: the forward-only op front ends (ops_*.c, view.c, copy.c).
+/* ops/forward.h: what the op layer's files share (not installed, not ABI), above all the
+ * forward-only front ends.
  *
  * The public weft_<op> of every differentiable op is an autograd wrapper
  * (autograd_ops.c): it calls weft_fwd_<op> with grad mode off and then records the
  * node. Forward front ends may call public ops freely: inside a wrapper grad mode is off,
- * so nothing is recorded twice. */
-#ifndef WEFT_CORE_FORWARD_H
-#define WEFT_CORE_FORWARD_H
+ * so nothing is recorded twice. The op layer reads the core through its public headers
+ * only. */
+#ifndef WEFT_OPS_FORWARD_H
+#define WEFT_OPS_FORWARD_H
 
-#include "internal.h"
+#include "weft.h"
 #include "weft/kernel.h"
-#include "weft/ops.h"
+
+/* Functions the op layer's files share, hidden from other libraries. */
+#define WEFT_INTERNAL __attribute__((visibility("hidden")))
+/* Hands a freshly created tensor to the innermost scope; returns it. */
+#define weft_tensor_finish(t) weft_autorelease(t)
 
 /* Unary ops whose public versions record a node (logical_not is not differentiable). */
 #define WEFT_DIFF_UNARY_OPS(X)                                                                \
