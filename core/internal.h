@@ -37,6 +37,21 @@ static inline bool weft_refcount_release(uint32_t *count)
     return __atomic_load_n(count, __ATOMIC_ACQUIRE) == 1 || WEFT_ATOMIC_DEC(count) == 0;
 }
 
+/* weft_contiguous_strides, inlined into the core's own allocations. */
+static inline int64_t contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = n;
+        if (__builtin_mul_overflow(n, shape[d] > 1 ? shape[d] : 1, &n))
+            return -1;
+    }
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0)
+            return 0;
+    return n;
+}
+
 /* Small core objects (headers, autograd nodes) from thread-local free lists
  * (small_alloc.c); the free must pass the size the block was asked with. */
 WEFT_INTERNAL void *weft_small_alloc(size_t n);

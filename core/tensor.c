@@ -50,17 +50,7 @@ void weft_tensor_release(weft_tensor *t)
 
 int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
 {
-    int64_t n = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        stride[i] = n;
-        int64_t size = shape[i] > 1 ? shape[i] : 1;
-        if (__builtin_mul_overflow(n, size, &n))
-            return -1;
-    }
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] == 0)
-            return 0;
-    return n;
+    return contiguous_strides(ndim, shape, stride);
 }
 
 int weft_check_ndim(int ndim)
@@ -135,7 +125,7 @@ static weft_tensor *tensor_make_owning(struct weft_storage *storage, int ndim, c
         for (int d = 0; d < ndim; d++)
             t->stride[d] = stride[d];
     else
-        weft_contiguous_strides(ndim, shape, t->stride);
+        contiguous_strides(ndim, shape, t->stride);
     t->storage = storage;
     return t;
 }
@@ -409,6 +399,6 @@ bool weft_preserve_strides(const weft_tensor *t, int64_t *strides)
             next *= t->shape[perm[i]];
     }
     if (contiguous)
-        weft_contiguous_strides(t->ndim, t->shape, strides);
+        contiguous_strides(t->ndim, t->shape, strides);
     return contiguous;
 }

@@ -300,13 +300,13 @@ static weft_tensor *record_unary(int op, const char *name, weft_tensor *x_saved,
     weft_tensor *weft_##name(weft_tensor *t)                                                  \
     {                                                                                         \
         AUTOCAST(#name, 1, &t, weft_##name(t));                                               \
-        bool rec = weft_autograd_needed(1, &t);                                               \
+        bool rec = weft_autograd_needed_inline(1, &t);                                               \
         weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name(t));                                  \
         return rec ? record_unary(WEFT_OP_##ID, backward_name(WEFT_OP_##ID), t, t, out) : out;            \
     }                                                                                         \
     weft_tensor *weft_##name##_(weft_tensor *t)                                               \
     {                                                                                         \
-        bool rec = weft_autograd_needed(1, &t);                                               \
+        bool rec = weft_autograd_needed_inline(1, &t);                                               \
         if (!rec)                                                                             \
             return weft_fwd_##name##_(t);                                                     \
         if (weft_autograd_check_inplace(t, true) != 0)                                        \
@@ -344,7 +344,7 @@ weft_tensor *weft_logical_not(weft_tensor *t)
 
 weft_tensor *weft_logical_not_(weft_tensor *t)
 {
-    if (weft_autograd_needed(1, &t) && weft_autograd_check_inplace(t, false) != 0)
+    if (weft_autograd_needed_inline(1, &t) && weft_autograd_check_inplace(t, false) != 0)
         return NULL;
     return weft_fwd_logical_not_(t);
 }
@@ -357,13 +357,13 @@ weft_tensor *weft_logical_not_(weft_tensor *t)
     }                                                                                         \
     weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b)                               \
     {                                                                                         \
-        if (weft_autograd_needed(1, &a) && weft_autograd_check_inplace(a, false) != 0)        \
+        if (weft_autograd_needed_inline(1, &a) && weft_autograd_check_inplace(a, false) != 0)        \
             return NULL;                                                                      \
         return weft_fwd_##name##_(a, b);                                                      \
     }                                                                                         \
     weft_tensor *weft_##name##_scalar_(weft_tensor *a, double s)                              \
     {                                                                                         \
-        if (weft_autograd_needed(1, &a) && weft_autograd_check_inplace(a, false) != 0)        \
+        if (weft_autograd_needed_inline(1, &a) && weft_autograd_check_inplace(a, false) != 0)        \
             return NULL;                                                                      \
         return weft_fwd_##name##_scalar_(a, s);                                               \
     }
@@ -529,27 +529,27 @@ static weft_tensor *record_binary_inplace(int64_t op, bool scalar, double s, wef
     {                                                                                         \
         weft_tensor *in[2] = {a, b};                                                          \
         AUTOCAST(#name, 2, in, weft_##name(in[0], in[1]));                                    \
-        bool rec = weft_autograd_needed(2, in);                                               \
+        bool rec = weft_autograd_needed_inline(2, in);                                               \
         weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name(a, b));                               \
         return rec ? record_binary(WEFT_OP_##ID, false, 0, a, a, b, out) : out;               \
     }                                                                                         \
     weft_tensor *weft_##name##_scalar(weft_tensor *a, double s)                               \
     {                                                                                         \
         AUTOCAST(#name, 1, &a, weft_##name##_scalar(a, s));                                   \
-        bool rec = weft_autograd_needed(1, &a);                                               \
+        bool rec = weft_autograd_needed_inline(1, &a);                                               \
         weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name##_scalar(a, s));                      \
         return rec ? record_binary(WEFT_OP_##ID, true, s, a, a, NULL, out) : out;             \
     }                                                                                         \
     weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b)                               \
     {                                                                                         \
         weft_tensor *in[2] = {a, b};                                                          \
-        if (!weft_autograd_needed(2, in))                                                     \
+        if (!weft_autograd_needed_inline(2, in))                                                     \
             return weft_fwd_##name##_(a, b);                                                  \
         return record_binary_inplace(WEFT_OP_##ID, false, 0, a, b, weft_fwd_##name##_, NULL); \
     }                                                                                         \
     weft_tensor *weft_##name##_scalar_(weft_tensor *a, double s)                              \
     {                                                                                         \
-        if (!weft_autograd_needed(1, &a))                                                     \
+        if (!weft_autograd_needed_inline(1, &a))                                                     \
             return weft_fwd_##name##_scalar_(a, s);                                           \
         return record_binary_inplace(WEFT_OP_##ID, true, s, a, NULL, NULL,                    \
                                      weft_fwd_##name##_scalar_);                              \
@@ -559,14 +559,14 @@ WEFT_DIFF_BINARY_OPS(BINARY_WRAPPER)
 
 weft_tensor *weft_rsub_scalar(weft_tensor *t, double s)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_rsub_scalar(t, s));
     return rec ? record_binary(OP_RSUB, true, s, t, t, NULL, out) : out;
 }
 
 weft_tensor *weft_rdiv_scalar(weft_tensor *t, double s)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_rdiv_scalar(t, s));
     return rec ? record_binary(OP_RDIV, true, s, t, t, NULL, out) : out;
 }
@@ -602,14 +602,14 @@ static weft_tensor *record_where(weft_tensor *cond, weft_tensor *a, weft_tensor 
 weft_tensor *weft_where(weft_tensor *cond, weft_tensor *a, weft_tensor *b)
 {
     weft_tensor *in[2] = {a, b};
-    bool rec = weft_autograd_needed(2, in);
+    bool rec = weft_autograd_needed_inline(2, in);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_where(cond, a, b));
     return rec ? record_where(cond, a, b, out) : out;
 }
 
 weft_tensor *weft_where_scalar(weft_tensor *cond, weft_tensor *a, double b)
 {
-    bool rec = weft_autograd_needed(1, &a);
+    bool rec = weft_autograd_needed_inline(1, &a);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_where_scalar(cond, a, b));
     return rec ? record_where(cond, a, NULL, out) : out;
 }
@@ -659,14 +659,14 @@ static weft_tensor *record_saving(const char *name, weft_backward_fn fn, weft_te
 
 weft_tensor *weft_clamp(weft_tensor *t, double min, double max)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_clamp(t, min, max));
     return rec ? record_saving("ClampBackward1", clamp_backward, t, t, out, min, max) : out;
 }
 
 weft_tensor *weft_clamp_(weft_tensor *t, double min, double max)
 {
-    if (!weft_autograd_needed(1, &t))
+    if (!weft_autograd_needed_inline(1, &t))
         return weft_fwd_clamp_(t, min, max);
     if (weft_autograd_check_inplace(t, true) != 0)
         return NULL;
@@ -681,7 +681,7 @@ weft_tensor *weft_clamp_(weft_tensor *t, double min, double max)
 
 weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_masked_fill(t, mask, value));
     return rec ? record_saving("MaskedFillBackward0", masked_fill_backward, t, mask, out, 0, 0)
                : out;
@@ -689,7 +689,7 @@ weft_tensor *weft_masked_fill(weft_tensor *t, weft_tensor *mask, double value)
 
 weft_tensor *weft_masked_fill_(weft_tensor *t, weft_tensor *mask, double value)
 {
-    if (!weft_autograd_needed(1, &t))
+    if (!weft_autograd_needed_inline(1, &t))
         return weft_fwd_masked_fill_(t, mask, value);
     if (weft_autograd_check_inplace(t, true) != 0)
         return NULL;
@@ -800,7 +800,7 @@ static weft_tensor *record_reduce(enum reduce_kind kind, const char *name, weft_
     weft_tensor *weft_##name(weft_tensor *t, int ndims, const int *dims, bool keepdim)        \
     {                                                                                         \
         AUTOCAST(#name, 1, &t, weft_##name(t, ndims, dims, keepdim));                         \
-        bool rec = weft_autograd_needed(1, &t);                                               \
+        bool rec = weft_autograd_needed_inline(1, &t);                                               \
         weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_##name(t, ndims, dims, keepdim));            \
         return rec ? record_reduce(KIND, NULL, t, ndims, dims, keepdim, 0, out) : out;                       \
     }
@@ -811,28 +811,28 @@ REDUCE_WRAPPER(prod, R_PROD)
 
 weft_tensor *weft_var(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_var(t, ndims, dims, correction, keepdim));
     return rec ? record_reduce(R_VAR, NULL, t, ndims, dims, keepdim, correction, out) : out;
 }
 
 weft_tensor *weft_std(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_std(t, ndims, dims, correction, keepdim));
     return rec ? record_reduce(R_STD, NULL, t, ndims, dims, keepdim, correction, out) : out;
 }
 
 weft_tensor *weft_max(weft_tensor *t)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_max(t));
     return rec ? record_reduce(R_AMAX, "MaxBackward1", t, 0, NULL, false, 0, out) : out;
 }
 
 weft_tensor *weft_min(weft_tensor *t)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_min(t));
     return rec ? record_reduce(R_AMAX, "MinBackward1", t, 0, NULL, false, 0, out) : out;
 }
@@ -859,7 +859,7 @@ static int select_dim_backward(struct weft_node *node, weft_tensor *const *grad_
 static int select_dim_wrapper(bool is_max, weft_tensor *t, int dim, bool keepdim,
                               weft_tensor **values, weft_tensor **indices)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *v = NULL, *i = NULL;
     int rc = WEFT_NO_GRAD(rec, is_max ? weft_fwd_max_dim(t, dim, keepdim, &v, &i)
                                  : weft_fwd_min_dim(t, dim, keepdim, &v, &i));
@@ -941,7 +941,7 @@ static weft_tensor *record_softmax(bool log, weft_tensor *in, int dim, weft_tens
 weft_tensor *weft_softmax(weft_tensor *t, int dim)
 {
     AUTOCAST("softmax", 1, &t, weft_softmax(t, dim));
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_softmax(t, dim));
     return rec ? record_softmax(false, t, dim, out) : out;
 }
@@ -949,7 +949,7 @@ weft_tensor *weft_softmax(weft_tensor *t, int dim)
 weft_tensor *weft_log_softmax(weft_tensor *t, int dim)
 {
     AUTOCAST("log_softmax", 1, &t, weft_log_softmax(t, dim));
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_log_softmax(t, dim));
     return rec ? record_softmax(true, t, dim, out) : out;
 }
@@ -1035,7 +1035,7 @@ static int check_same_dtype(const weft_tensor *a, const weft_tensor *b)
 static weft_tensor *matmul_named(weft_tensor *a, weft_tensor *b, const char *name)
 {
     weft_tensor *in[2] = {a, b};
-    bool rec = weft_autograd_needed(2, in);
+    bool rec = weft_autograd_needed_inline(2, in);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_matmul(a, b));
     if (!rec)
         return out;
@@ -1143,7 +1143,7 @@ static int cat_backward(struct weft_node *node, weft_tensor *const *grad_outputs
 
 static weft_tensor *joined(bool stack, int n, weft_tensor *const *tensors, int dim)
 {
-    bool rec = n > 0 && weft_autograd_needed(n, tensors);
+    bool rec = n > 0 && weft_autograd_needed_inline(n, tensors);
     weft_tensor *out = WEFT_NO_GRAD(rec, stack ? weft_fwd_stack(n, tensors, dim)
                                           : weft_fwd_cat(n, tensors, dim));
     if (!rec || !out)
@@ -1226,14 +1226,14 @@ static weft_tensor *record_index(enum index_kind kind, int ninputs, weft_tensor 
 
 weft_tensor *weft_index_select(weft_tensor *t, int dim, weft_tensor *index)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_index_select(t, dim, index));
     return rec ? record_index(IX_INDEX_SELECT, 1, &t, dim, index, out) : out;
 }
 
 weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_gather(t, dim, index));
     return rec ? record_index(IX_GATHER, 1, &t, dim, index, out) : out;
 }
@@ -1241,7 +1241,7 @@ weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index)
 weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
 {
     weft_tensor *in[2] = {t, src};
-    bool rec = weft_autograd_needed(2, in);
+    bool rec = weft_autograd_needed_inline(2, in);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_scatter_add(t, dim, index, src));
     return rec ? record_index(IX_SCATTER_ADD, 2, in, dim, index, out) : out;
 }
@@ -1249,7 +1249,7 @@ weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_
 weft_tensor *weft_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
 {
     weft_tensor *in[2] = {t, src};
-    if (!weft_autograd_needed(2, in))
+    if (!weft_autograd_needed_inline(2, in))
         return weft_fwd_scatter_add_(t, dim, index, src);
     if (weft_autograd_check_inplace(t, true) != 0)
         return NULL;

@@ -34,7 +34,7 @@ static bool same_shape(const weft_tensor *t, int ndim, const int64_t *shape)
  * their result into the first argument, which must be able to hold it. */
 static int check_cast(enum weft_dtype result, enum weft_dtype out)
 {
-    bool ok = !(weft_dtype_is_floating(result) && !weft_dtype_is_floating(out)) &&
+    bool ok = !(dtype_is_floating(result) && !dtype_is_floating(out)) &&
               !(result != WEFT_BOOL && out == WEFT_BOOL);
     if (ok)
         return 0;
@@ -131,7 +131,7 @@ static weft_tensor *run_new(struct weft_op_call *call, int nins, const weft_tens
 {
     int64_t strides[WEFT_MAX_DIMS];
     weft_tensor *out = weft_elementwise_strides(nins, ins, ndim, shape, strides)
-                           ? weft_empty(ndim, shape, rt, dev)
+                           ? weft_empty_dense_strided(ndim, shape, NULL, rt, dev)
                            : weft_empty_dense_strided(ndim, shape, strides, rt, dev);
     if (!out)
         return NULL;
@@ -301,10 +301,10 @@ static int unary_dtypes(const struct unary_op *u, enum weft_dtype dt, enum weft_
                               "operator instead.");
     if (u->kind == U_RELU && dt == WEFT_BOOL)
         return weft_error_set(WEFT_ERR_RUNTIME, "Boolean inputs not supported for relu");
-    if (u->kind == U_FLOATING && !weft_dtype_is_floating(dt))
+    if (u->kind == U_FLOATING && !dtype_is_floating(dt))
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'",
                               u->name, weft_dtype_torch_name(dt));
-    *ct = u->kind == U_FLOAT && !weft_dtype_is_floating(dt) ? weft_default_dtype() : dt;
+    *ct = u->kind == U_FLOAT && !dtype_is_floating(dt) ? weft_default_dtype() : dt;
     *rt = u->kind == U_NOT ? WEFT_BOOL : *ct;
     return 0;
 }
@@ -400,11 +400,11 @@ static int binary_dtypes(const struct binary_op *op, enum weft_dtype promoted, b
                                   "`logical_not()` operator instead.");
         break;
     case B_DIV:
-        if (!weft_dtype_is_floating(promoted))
+        if (!dtype_is_floating(promoted))
             *ct = weft_default_dtype();
         break;
     case B_POW:
-        if (scalar && !weft_dtype_is_floating(promoted) && s < 0)
+        if (scalar && !dtype_is_floating(promoted) && s < 0)
             return weft_error_set(WEFT_ERR_RUNTIME, "Integers to negative integer powers are not allowed.");
         break;
     default:

@@ -16,6 +16,26 @@
 #define WEFT_INTERNAL __attribute__((visibility("hidden")))
 /* Hands a freshly created tensor to the innermost scope; returns it. */
 #define weft_tensor_finish(t) weft_autorelease(t)
+/* weft_dtype_is_floating and weft_dtype_category (0 bool, 1 integral, 2 floating) without
+ * the call into libweft: every op's type promotion asks. */
+static inline bool dtype_is_floating(enum weft_dtype dt)
+{
+    return (WEFT_DTYPE_BIT(dt) & WEFT_DTYPES_FLOATING) != 0;
+}
+
+static inline int dtype_category(enum weft_dtype dt)
+{
+    return dt == WEFT_BOOL ? 0 : dtype_is_floating(dt) ? 2 : 1;
+}
+
+/* weft_tensor_numel without the call into libweft, for hot front ends. */
+static inline int64_t numel_of(const weft_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
 
 /* Unary ops whose public versions record a node (logical_not is not differentiable). */
 #define WEFT_DIFF_UNARY_OPS(X)                                                                \

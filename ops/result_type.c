@@ -33,10 +33,10 @@ static enum weft_dtype state_result(const struct result_state *s)
         if (!have) {
             result = s->dtype[cls];
             have = 1;
-        } else if (weft_dtype_category(s->dtype[cls]) > weft_dtype_category(result)) {
+        } else if (dtype_category(s->dtype[cls]) > dtype_category(result)) {
             /* A floating scalar promotes an integral tensor to the default dtype, not
              * float64; a higher-category 0-dim tensor keeps its own type. */
-            result = cls == 2 ? (weft_dtype_is_floating(s->dtype[cls]) ? weft_default_dtype()
+            result = cls == 2 ? (dtype_is_floating(s->dtype[cls]) ? weft_default_dtype()
                                                                         : WEFT_I64)
                               : s->dtype[cls];
         }

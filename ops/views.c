@@ -59,7 +59,7 @@ static bool compute_stride(const weft_tensor *t, int nnew, const int64_t *newsha
             newstride[d] = 1;
         return true;
     }
-    int64_t numel = weft_tensor_numel(t);
+    int64_t numel = numel_of(t);
     if (numel == 0) {
         /* Strides are arbitrary here: keep the old ones when the shape is unchanged
          * (NumPy does), else use the strides resize would give. */
@@ -106,7 +106,7 @@ static int view_geometry(const weft_tensor *t, int ndim, const int64_t *shape, i
 {
     if (weft_check_ndim(ndim) != 0)
         return WEFT_ERR_VALUE;
-    int rc = infer_size(ndim, shape, weft_tensor_numel(t), size);
+    int rc = infer_size(ndim, shape, numel_of(t), size);
     if (rc != 0)
         return rc;
     *viewable = compute_stride(t, ndim, size, stride);
@@ -512,7 +512,7 @@ static weft_tensor *record_view(const char *name, enum view_kind kind, weft_tens
 
 #define VIEW_RECORD(name, kind, nparams, params, call)                                        \
     do {                                                                                      \
-        bool rec = weft_autograd_needed(1, &t);                                               \
+        bool rec = weft_autograd_needed_inline(1, &t);                                               \
         weft_tensor *out = WEFT_NO_GRAD(rec, call);                                                \
         return rec ? record_view(name, kind, t, out, nparams, params) : out;                  \
     } while (0)
@@ -533,7 +533,7 @@ static weft_tensor *record_reshape(weft_tensor *t, weft_tensor *out)
 
 weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, fwd_reshape(t, ndim, shape));
     return rec ? record_reshape(t, out) : out;
 }
@@ -555,7 +555,7 @@ weft_tensor *weft_unsqueeze(weft_tensor *t, int dim)
 
 weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim)
 {
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, fwd_flatten(t, start_dim, end_dim));
     return rec ? record_reshape(t, out) : out;
 }

@@ -89,6 +89,16 @@ typedef int (*weft_backward_fn)(struct weft_node *node, weft_tensor *const *grad
 
 /* True when grad mode is on and one of the tensors requires grad. */
 bool weft_autograd_needed(int n, weft_tensor *const *tensors);
+/* The same, with its common answer inline for front ends in other libraries: tensors that
+ * autograd never touched (no metadata) need nothing, whatever the grad mode, and asking
+ * costs no call into libweft. */
+static inline bool weft_autograd_needed_inline(int n, weft_tensor *const *tensors)
+{
+    for (int i = 0; i < n; i++)
+        if (tensors[i] && tensors[i]->autograd)
+            return weft_autograd_needed(n, tensors);
+    return false;
+}
 
 /* A new node named `name` (a string literal or otherwise static) with edges to the
  * inputs' histories (NULL inputs and inputs that do not require grad get no edge) and
