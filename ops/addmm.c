@@ -6,7 +6,7 @@
  * the input entirely (NaN and inf in it do not propagate), as BLAS does. */
 #include <math.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* beta * input + alpha * product, input expanded to the product's shape; grad mode off. */
 static weft_tensor *combine(weft_tensor *input, weft_tensor *product, double beta, double alpha)

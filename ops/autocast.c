@@ -1,7 +1,9 @@
-/* ops/autocast.c: autocast's one policy table (weft/autocast_policy.h); the scope itself
- * is the core's (core/autocast.c, weft/autocast.h).
+/* ops/autocast.c: autocast's policy by op name (weft/autocast_policy.h), for the ops of
+ * the op table and those of the libraries above; the scope itself is the core's
+ * (core/autocast.c, weft/autocast.h). The op layer's own front ends read their row's
+ * policy at compile time (internal.h's OP_AUTOCAST_RETURN).
  *
- * The table follows PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
+ * The policies follow PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
  * (lower_precision_fp, fp32 and fp32_set_opt_dtype) are used for every device type, so
  * that a bf16 run on the CPU keeps softmax, reductions, norms and losses in float32 as
  * a CUDA run does (PyTorch's own CPU list keeps only some losses in float32). */
@@ -9,38 +11,27 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 #include "weft/autocast_policy.h"
 
 static const struct {
     const char *op;
     enum weft_autocast_policy policy;
 } policy_table[] = {
-    /* lower_precision_fp */
-    {"matmul", WEFT_AUTOCAST_LOWER},
-    {"mm", WEFT_AUTOCAST_LOWER},
-    {"bmm", WEFT_AUTOCAST_LOWER},
+    /* the op table's rows (weft/op_table.h's AUTOCAST column) */
+#define POLICY_ROW(ID, name, DTYPES, AUTOCAST, ...) {#name, WEFT_AUTOCAST_##AUTOCAST},
+    WEFT_OP_TABLE(POLICY_ROW) WEFT_OPS_COMPOSITE(POLICY_ROW)
+#undef POLICY_ROW
+    /* the ops of the libraries above (nn), which ask by these names: PyTorch's
+     * lower_precision_fp and fp32 lists */
     {"linear", WEFT_AUTOCAST_LOWER},
     {"conv2d", WEFT_AUTOCAST_LOWER},
     {"scaled_dot_product_attention", WEFT_AUTOCAST_LOWER},
-    /* fp32, and fp32_set_opt_dtype (sum, prod, softmax, log_softmax, cumsum) */
-    {"softmax", WEFT_AUTOCAST_FP32},
-    {"log_softmax", WEFT_AUTOCAST_FP32},
-    {"sum", WEFT_AUTOCAST_FP32},
-    {"prod", WEFT_AUTOCAST_FP32},
     {"cumsum", WEFT_AUTOCAST_FP32},
-    {"exp", WEFT_AUTOCAST_FP32},
-    {"expm1", WEFT_AUTOCAST_FP32},
-    {"log", WEFT_AUTOCAST_FP32},
-    {"log1p", WEFT_AUTOCAST_FP32},
-    {"reciprocal", WEFT_AUTOCAST_FP32},
-    {"rsqrt", WEFT_AUTOCAST_FP32},
-    {"pow", WEFT_AUTOCAST_FP32},
     {"layer_norm", WEFT_AUTOCAST_FP32},
     {"group_norm", WEFT_AUTOCAST_FP32},
     {"batch_norm", WEFT_AUTOCAST_FP32},
     {"norm", WEFT_AUTOCAST_FP32},
-    {"logsumexp", WEFT_AUTOCAST_FP32},
     {"cross_entropy", WEFT_AUTOCAST_FP32},
     {"nll_loss", WEFT_AUTOCAST_FP32},
     {"mse_loss", WEFT_AUTOCAST_FP32},
@@ -60,7 +51,7 @@ static const struct {
  * full, so a miss ends within a probe or two), and a lookup costs one hash of the name
  * and usually one strcmp. Keyed by the text, not the pointer: a name in a reused buffer
  * gets the same answer as before. */
-#define POLICY_SLOTS 128
+#define POLICY_SLOTS 512
 
 static uint8_t policy_index[POLICY_SLOTS];
 static pthread_once_t policy_index_once = PTHREAD_ONCE_INIT;

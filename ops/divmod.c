@@ -5,7 +5,7 @@
  * gradient passes) or RemainderBackward1 (tensor divisor: -grad * floor_divide(a, b) for
  * it); floor_divide has no derivative, so its result records a "NotImplemented" node
  * whose backward fails with PyTorch's text. */
-#include "forward.h"
+#include "internal.h"
 
 /* Threads may race to set it; weft_op_register gives them all the same id. */
 static int op_id(int *cached, const char *name)

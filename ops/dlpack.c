@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 #include "weft/autograd.h"
 #include "weft/error.h"
 

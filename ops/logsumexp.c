@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* Normalised, deduplicated dims (all of them when ndims == 0) into out; count or -1. */
 static int reduced_dims(const weft_tensor *t, int ndims, const int *dims, int *out)

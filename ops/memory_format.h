@@ -3,7 +3,7 @@
 #ifndef WEFT_OPS_MEMORY_FORMAT_H
 #define WEFT_OPS_MEMORY_FORMAT_H
 
-#include "forward.h"
+#include "internal.h"
 
 /* Strides (in elements) for the output of an elementwise op of shape [ndim, shape] over
  * the inputs ins[0..n) (each broadcastable to shape, before expansion), as PyTorch 1.13's

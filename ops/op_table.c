@@ -1,12 +1,20 @@
-/* ops/op_table.c: what libweft-ops tells the core when it loads: the names of its
- * built-in ops (for errors and weft_op_lookup) and the ops the autograd engine computes
- * with (weft_autograd_set_ops). */
-#include "forward.h"
+/* ops/op_table.c: the op table's rows as data (ops_rows, by id), and what libweft-ops tells
+ * the core when it loads: the names of its built-in ops (for errors and
+ * weft_op_lookup) and the ops the autograd engine computes with
+ * (weft_autograd_set_ops). */
+#include "internal.h"
+
+const struct ops_row ops_rows[OPS_ROW_COUNT] = {
+#define OPS_ROW(ID, name, DTYPES, AUTOCAST, GRAD_FN, ...)                                     \
+    [WEFT_OP_##ID] = {#name, GRAD_FN, WEFT_AUTOCAST_##AUTOCAST},
+    WEFT_OP_TABLE(OPS_ROW) WEFT_OPS_COMPOSITE(OPS_ROW)
+#undef OPS_ROW
+};
 
 static const char *const builtin_names[] = {
-#define WEFT_OP_NAME(id, name) name,
-    WEFT_BUILTIN_OPS(WEFT_OP_NAME)
-#undef WEFT_OP_NAME
+#define OPS_NAME(ID, name, ...) #name,
+    WEFT_OP_TABLE(OPS_NAME)
+#undef OPS_NAME
 };
 
 static const struct weft_autograd_ops autograd_ops = {

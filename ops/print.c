@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 #include "weft/layout.h"
 
 #define PRECISION 4

@@ -2,7 +2,7 @@
  * checks and error texts follow torch.arange / linspace / eye (RangeFactories.cpp). */
 #include <math.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* A 1-D tensor of n elements filled by the ARANGE or LINSPACE kernel. */
 static weft_tensor *sequence(int op, int64_t n, double a, double b, enum weft_dtype dtype,

@@ -1,7 +1,7 @@
 /* ops/result_type.c: torch.result_type, the dtype an op on two operands computes in. */
 #include <math.h>
 
-#include "forward.h"
+#include "internal.h"
 
 bool weft_scalar_is_integral(double v)
 {

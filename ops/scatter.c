@@ -5,7 +5,7 @@
  * derivatives.yaml's, written with ops. */
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 static const char *const reduce_names[] = {"sum", "prod", "mean", "amax", "amin"};
 enum { R_SUM, R_PROD, R_MEAN, R_AMAX, R_AMIN };

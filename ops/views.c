@@ -7,7 +7,7 @@
  * itself (expand, as_strided, detach) are in core/view.c. */
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* ATen's infer_size: resolves one -1 against numel into out. */
 static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *out)

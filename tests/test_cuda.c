@@ -296,8 +296,8 @@ static const struct {
     const char *name;
     unary_fn fn;
 } unary_ops[] = {
-#define UNARY_ENTRY(name) {#name, weft_##name},
-    WEFT_UNARY_OPS(UNARY_ENTRY)
+#define UNARY_ENTRY(ID, name, ...) {#name, weft_##name},
+    WEFT_OPS_UNARY(UNARY_ENTRY)
 #undef UNARY_ENTRY
 };
 
@@ -332,8 +332,8 @@ static const struct {
     binary_fn fn;
     binary_scalar_fn scalar;
 } binary_ops[] = {
-#define BINARY_ENTRY(name) {#name, weft_##name, weft_##name##_scalar},
-    WEFT_BINARY_OPS(BINARY_ENTRY)
+#define BINARY_ENTRY(ID, name, ...) {#name, weft_##name, weft_##name##_scalar},
+    WEFT_OPS_BINARY(BINARY_ENTRY)
 #undef BINARY_ENTRY
 };
 

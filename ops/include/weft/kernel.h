@@ -9,7 +9,8 @@
  * plugin that asks the same id, whichever asks first, so the plugin that defines an op
  * and the backends that implement it never name each other.
  *
- * Per-op contract. "same shape" means every listed tensor has out[0]'s shape.
+ * Per-op contract (the op table's section comments, and the named ops' below). "same
+ * shape" means every listed tensor has out[0]'s shape.
  * "dispatch dtype" (what a kernel's dtype mask is tested against) is in[0]'s dtype when
  * the op has inputs, else out[0]'s.
  */
@@ -21,105 +22,25 @@
 #include <stdint.h>
 
 #include "weft/dispatch.h"
+#include "weft/op_table.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* X(ID, name) lists the op layer's built-in ops; their ids follow the core's
- * (weft/dispatch.h's WEFT_CORE_OPS), in this order. */
-#define WEFT_BUILTIN_OPS(X)                                                                  \
-    /* ARANGE: 1-D out[0][i] = scalar[0] + i * scalar[1], computed in double then cast.   */ \
-    X(ARANGE, "arange")                                                                      \
-    /* LINSPACE: 1-D out, n = ints[0]; step = (scalar[1]-scalar[0])/(n-1); i < n/2:       */ \
-    /*   start + i*step, else end - (n-1-i)*step (torch's symmetric formula).            */ \
-    X(LINSPACE, "linspace")                                                                  \
-    /* Unary: out[0] = f(in[0]), same shape, same dtype (the front end converts integer  */ \
-    /* inputs of floating-only functions); LOGICAL_NOT gives bool.                        */ \
-    X(NEG, "neg") X(ABS, "abs") X(SIGN, "sign") X(EXP, "exp") X(EXPM1, "expm1")              \
-    X(LOG, "log") X(LOG1P, "log1p") X(SQRT, "sqrt") X(RSQRT, "rsqrt")                        \
-    X(RECIPROCAL, "reciprocal") X(SIN, "sin") X(COS, "cos") X(TANH, "tanh")                  \
-    X(SIGMOID, "sigmoid") X(RELU, "relu") X(GELU, "gelu") X(SILU, "silu") X(ERF, "erf")      \
-    X(FLOOR, "floor") X(CEIL, "ceil") X(ROUND, "round") X(TRUNC, "trunc")                    \
-    X(LOGICAL_NOT, "logical_not")                                                            \
-    /* Binary: out[0] = f(in[0], in[1]), same shape, in[0] and in[1] of one dtype; in[1] */ \
-    /* may be NULL, then the right operand is scalar[0]. Comparisons and logical ops     */ \
-    /* give bool. DIV is true division on floating dtypes only.                           */ \
-    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(POW, "pow")                    \
-    X(MAXIMUM, "maximum") X(MINIMUM, "minimum") X(EQ, "eq") X(NE, "ne") X(LT, "lt")          \
-    X(LE, "le") X(GT, "gt") X(GE, "ge") X(LOGICAL_AND, "logical_and")                        \
-    X(LOGICAL_OR, "logical_or")                                                              \
-    /* WHERE: out[0] = in[0] (bool) ? in[1] : in[2], same shape; in[1]/in[2] share out's  */ \
-    /* dtype; a NULL in[1] or in[2] means scalar[0] or scalar[1].                         */ \
-    X(WHERE, "where")                                                                        \
-    /* CLAMP: out[0] = min(max(in[0], scalar[0]), scalar[1]); ints[0]/ints[1] say whether */ \
-    /* the lower/upper bound is present. Same dtype.                                      */ \
-    X(CLAMP, "clamp")                                                                        \
-    /* Reductions: in[0] has its reduced dims last; ints[0] = k, the number of trailing  */ \
-    /* reduced dims; out[0] has in[0]'s leading ndim-k dims. SUM/PROD: out dtype int64   */ \
-    /* for bool/integers else in's; MEAN/VAR: floating; VAR: scalar[0] = correction;      */ \
-    /* ALL/ANY: bool out. MAX/MIN: values in out[0] (in's dtype), and when nout == 2     */ \
-    /* int64 indices of the first extreme in out[1] (k == 1 then). ARGMAX/ARGMIN: k == 1, */ \
-    /* int64 out[0]. NaN propagates through MAX/MIN/ARGMAX/ARGMIN as in PyTorch.         */ \
-    X(SUM, "sum") X(PROD, "prod") X(MEAN, "mean") X(VAR, "var") X(MAX, "max")                \
-    X(MIN, "min") X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(ALL, "all") X(ANY, "any")        \
-    /* SOFTMAX / LOG_SOFTMAX: out[0] same shape and floating dtype as in[0]; ints[0] dim. */ \
-    X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                                      \
-    /* MATMUL: in[0] [B, M, K], in[1] [B, K, N], out[0] [B, M, N] (any strides; batch    */ \
-    /* strides may be 0), one dtype.                                                      */ \
-    X(MATMUL, "matmul")                                                                      \
-    /* INDEX_SELECT: out[0] = in[0] indexed along ints[0] by in[1] (int64 1-D, checked   */ \
-    /* in range by the kernel: IndexError "index out of range in self").                 */ \
-    X(INDEX_SELECT, "index_select")                                                          \
-    /* GATHER: out[0][..i..] = in[0][.. in[1][..i..] ..] along ints[0]; in[1] int64 has  */ \
-    /* out's shape. Kernel checks range: "index 5 is out of bounds for dimension 1 with  */ \
-    /* size 3".                                                                          */ \
-    X(GATHER, "gather")                                                                      \
-    /* SCATTER_ADD: out[0][.. in[0][..i..] ..] += in[1][..i..] along ints[0], in place on */ \
-    /* out[0]; in[0] int64 index and in[1] src have the iteration shape (index's).       */ \
-    X(SCATTER_ADD, "scatter_add")                                                            \
-    /* Convolution and pooling geometry, shared by the ops below: ints[0..7] = kH, kW,    */ \
-    /* strideH, strideW, padH, padW, dilationH, dilationW (all >= 1 but pads >= 0).       */ \
-    /* Images are [N, C, H, W]; output positions (oh, ow) read rows oh*sH - pH + i*dH and */ \
-    /* columns ow*sW - pW + j*dW; positions outside the image are padding.                */ \
-    /* IM2COL: in[0] [N, C, H, W] (any strides) -> out[0] contiguous [N, C*kH*kW, OH*OW], */ \
-    /* row (c*kH + i)*kW + j holding the input under kernel tap (i, j) of channel c, 0 in */ \
-    /* padding; ints[8], ints[9] = OH, OW.                                                */ \
-    X(IM2COL, "im2col")                                                                      \
-    /* COL2IM: the adjoint of IM2COL: in[0] [N, C*kH*kW, OH*OW] (any strides) -> out[0]   */ \
-    /* contiguous [N, C, H, W], overwritten with the sum of every column entry that reads */ \
-    /* each pixel (padding entries are dropped); ints[8], ints[9] = OH, OW.               */ \
-    X(COL2IM, "col2im")                                                                      \
-    /* MAX_POOL2D: in[0] [N, C, H, W] (any strides) -> out[0] values and out[1] int64     */ \
-    /* indices (h*W + w within the plane), both contiguous [N, C, OH, OW]; the window     */ \
-    /* holds the in-image taps only; the first maximum wins, NaN propagates (a NaN tap is */ \
-    /* taken); a window without in-image taps gives -inf and index -1.                    */ \
-    X(MAX_POOL2D, "max_pool2d")                                                              \
-    /* MAX_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW], in[1] int64 indices (any    */ \
-    /* strides) -> out[0] contiguous [N, C, H, W] zeroed, then grad_output added at each  */ \
-    /* index (indices < 0 are skipped). Dispatch dtype: in[0]'s.                          */ \
-    X(MAX_POOL2D_BACKWARD, "max_pool2d_backward")                                            \
-    /* AVG_POOL2D: in[0] [N, C, H, W] (any strides) -> out[0] contiguous [N, C, OH, OW];  */ \
-    /* dilation must be 1. PyTorch's windows: hstart = oh*sH - pH,                        */ \
-    /* hend = min(hstart + kH, H + pH), pool size (hend-hstart)*(wend-wstart), then       */ \
-    /* clipped to the image; the clipped window's sum is divided by ints[9] when > 0      */ \
-    /* (divisor_override), else by the pool size when ints[8] (count_include_pad), else   */ \
-    /* by the clipped window's size; an empty clipped window gives 0.                     */ \
-    X(AVG_POOL2D, "avg_pool2d")                                                              \
-    /* AVG_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW] (any strides) -> out[0]      */ \
-    /* contiguous [N, C, H, W]: each pixel gets grad_output / divisor of every window     */ \
-    /* that holds it; same ints as AVG_POOL2D.                                            */ \
-    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
-
+/* The op layer's built-in ops: one id per row of the op table (weft/op_table.h, where
+ * each op's kernel contract is), after the core's (weft/dispatch.h's WEFT_CORE_OPS). */
 enum weft_op_id {
     WEFT_OP_TABLE_BEFORE_FIRST_ = WEFT_OP_CORE_COUNT - 1,
-#define WEFT_OP_ENUM(id, name) WEFT_OP_##id,
-    WEFT_BUILTIN_OPS(WEFT_OP_ENUM)
+#define WEFT_OP_ENUM(ID, ...) WEFT_OP_##ID,
+    WEFT_OP_TABLE(WEFT_OP_ENUM)
 #undef WEFT_OP_ENUM
     WEFT_OP_BUILTIN_COUNT
 };
+#ifndef __cplusplus
 _Static_assert(WEFT_OP_BUILTIN_COUNT <= WEFT_OP_FIRST_NAMED, "too many built-in ops");
+#endif
 
 /* Named ops the core uses where a backend registers them, and composes from built-in
  * ops where it does not (so a backend need not have them):

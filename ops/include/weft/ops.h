@@ -13,6 +13,7 @@
 #ifndef WEFT_OPS_H
 #define WEFT_OPS_H
 
+#include "weft/op_table.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
@@ -53,30 +54,23 @@ weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
 weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
 weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
 
-/* ---- elementwise unary: floating results for floating-only functions -------------- */
-#define WEFT_UNARY_OPS(X)                                                                     \
-    X(neg) X(abs) X(sign) X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal)     \
-    X(sin) X(cos) X(tanh) X(sigmoid) X(relu) X(gelu) X(silu) X(erf) X(floor) X(ceil)         \
-    X(round) X(trunc) X(logical_not)
-
-#define WEFT_DECLARE_UNARY(name)                                                              \
+/* ---- elementwise: one row each in weft/op_table.h ----------------------------------
+ * Unary (WEFT_OPS_UNARY): weft_exp(t) and weft_exp_(t), ...; floating-only functions
+ * compute integer inputs in the default float dtype. Binary with broadcasting
+ * (WEFT_OPS_BINARY): weft_add(a, b), weft_add_(a, b), weft_add_scalar(a, s) and
+ * weft_add_scalar_(a, s), ...; div is true division; comparisons give bool. */
+#define WEFT_DECLARE_UNARY(ID, name, ...)                                                     \
     weft_tensor *weft_##name(weft_tensor *t);                                                 \
     weft_tensor *weft_##name##_(weft_tensor *t);
-WEFT_UNARY_OPS(WEFT_DECLARE_UNARY)
+WEFT_OPS_UNARY(WEFT_DECLARE_UNARY)
 #undef WEFT_DECLARE_UNARY
 
-/* ---- elementwise binary with broadcasting ------------------------------------------
- * add sub mul div(true division) pow maximum minimum; comparisons give bool. */
-#define WEFT_BINARY_OPS(X)                                                                    \
-    X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt)   \
-    X(ge) X(logical_and) X(logical_or)
-
-#define WEFT_DECLARE_BINARY(name)                                                             \
+#define WEFT_DECLARE_BINARY(ID, name, ...)                                                    \
     weft_tensor *weft_##name(weft_tensor *a, weft_tensor *b);                                 \
     weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b);                              \
     weft_tensor *weft_##name##_scalar(weft_tensor *a, double b);                              \
     weft_tensor *weft_##name##_scalar_(weft_tensor *a, double b);
-WEFT_BINARY_OPS(WEFT_DECLARE_BINARY)
+WEFT_OPS_BINARY(WEFT_DECLARE_BINARY)
 #undef WEFT_DECLARE_BINARY
 
 /* scalar - t and scalar / t (rsub, rdiv), as `2 - t` in Python. */
