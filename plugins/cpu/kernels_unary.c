@@ -95,6 +95,7 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
     Y(CEIL, name, id, T, C, name, T, FN1(ceil, a))                                            \
     Y(ROUND, name, id, T, C, name, T, FN1(nearbyint, a)) /* half to even, as torch */       \
     Y(TRUNC, name, id, T, C, name, T, FN1(trunc, a))                                          \
+    Y(SINC, name, id, T, C, name, T, a == (C)0 ? (C)1 : FN1(sin, (C)M_PI * a) / ((C)M_PI * a)) \
     Y(NEG, name, id, T, C, name, T, -a)                                                       \
     Y(ABS, name, id, T, C, name, T, FN1(fabs, a))                                             \
     Y(SIGN, name, id, T, C, name, T, (C)((a > 0) - (a < 0))) /* sign(nan) = 0, as torch */  \

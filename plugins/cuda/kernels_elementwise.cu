@@ -186,6 +186,7 @@ __device__ __forceinline__ int64_t int_pow(int64_t base, int64_t exp)
  * memory-bound loops. The expressions are the cpu plugin's. */
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kPi = 3.14159265358979323846;
 
 struct UnaryFloating {
     int op;
@@ -210,6 +211,7 @@ struct UnaryFloating {
         case WEFT_OP_CEIL: return m_ceil(a);
         case WEFT_OP_ROUND: return m_nearbyint(a); /* half to even, as torch */
         case WEFT_OP_TRUNC: return m_trunc(a);
+        case WEFT_OP_SINC: return a == (C)0 ? (C)1 : m_sin((C)kPi * a) / ((C)kPi * a);
         case WEFT_OP_NEG: return -a;
         case WEFT_OP_ABS: return m_fabs(a);
         case WEFT_OP_SIGN: return (C)((a > (C)0) - (a < (C)0)); /* sign(nan) = 0 */
@@ -500,6 +502,7 @@ const entry kEntries[] = {
     WC_UF(EXP), WC_UF(EXPM1), WC_UF(LOG), WC_UF(LOG1P), WC_UF(SQRT), WC_UF(RSQRT),
     WC_UF(RECIPROCAL), WC_UF(SIN), WC_UF(COS), WC_UF(TANH), WC_UF(SIGMOID), WC_UF(GELU),
     WC_UF(SILU), WC_UF(ERF), WC_UF(FLOOR), WC_UF(CEIL), WC_UF(ROUND), WC_UF(TRUNC),
+    WC_UF(SINC),
     WC_UF(NEG), WC_UI(NEG), WC_UF(ABS), WC_UI(ABS), WC_UF(SIGN), WC_UI(SIGN),
     {WEFT_OP_SIGN, kBool, bool_kernel<UnaryBool, false, false>},
     WC_UF(RELU), WC_UI(RELU),

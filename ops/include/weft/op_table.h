@@ -91,7 +91,14 @@
       (nearbyint(x)))                                                                         \
     X(TRUNC, trunc, ROUNDING, PROMOTE, "TruncBackward0", NOTHING, (weft_zeros_like(g)), ANY,  \
       (trunc(x)))                                                                             \
-    X(LOGICAL_NOT, logical_not, NOT, PROMOTE, NULL, NOTHING, NULL, ANY, (x == 0))
+    X(LOGICAL_NOT, logical_not, NOT, PROMOTE, NULL, NOTHING, NULL, ANY, (x == 0))             \
+    /* sin(pi x) / (pi x), 1 at 0; d/dx = (cos(pi x) - y) / x, 0 at 0 (PyTorch's sinc) */    \
+    X(SINC, sinc, FLOAT, PROMOTE, "SincBackward0", INPUT_RESULT,                              \
+      (weft_mul(g, weft_where_scalar(weft_ne_scalar(x, 0),                                    \
+                                     weft_div(weft_sub(weft_cos(weft_mul_scalar(x, M_PI)), y), \
+                                              x),                                             \
+                                     0))),                                                    \
+      ANY, (x == 0 ? 1 : sin(M_PI * x) / (M_PI * x)))
 
 /* ---- binary elementwise with broadcasting: weft_<name>(a, b), weft_<name>_(a, b),
  * weft_<name>_scalar(a, s), weft_<name>_scalar_(a, s) (ops/binary.c) -----------------
