@@ -126,6 +126,19 @@ int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mas
     return 0;
 }
 
+int weft_kernel_register_table(int device_type, int layout, const struct weft_kernel_entry *table)
+{
+    for (const struct weft_kernel_entry *e = table; e && e->fn; e++) {
+        int op = e->name ? weft_op_register(e->name) : e->op;
+        int rc = op < 0 ? op : weft_kernel_register(op, device_type, layout, e->dtypes, e->fn);
+        if (rc != 0) {
+            weft_error_prefix("kernel table entry '%s'", e->name ? e->name : weft_op_name(e->op));
+            return rc;
+        }
+    }
+    return 0;
+}
+
 weft_kernel_fn weft_kernel_lookup(int op, int device_type, int layout, enum weft_dtype dtype)
 {
     if (!key_valid(op, device_type, layout) || !weft_dtype_valid(dtype))

@@ -32,29 +32,62 @@
 #define CPU_SIMD
 #endif
 
-/* ---- kernel families: each registers its kernels for device type cpu ---------------- */
-int cpu_register_copy_kernels(void);
-int cpu_register_fill_kernels(void);   /* fill, arange, linspace */
-int cpu_register_random_kernels(void); /* rand_uniform, rand_normal, randint */
-int cpu_register_unary_kernels(void);
-int cpu_register_binary_kernels(void); /* binary, where, clamp */
-int cpu_register_reduce_kernels(void);
-int cpu_register_softmax_kernels(void);
-int cpu_register_matmul_kernels(void);
-int cpu_register_index_kernels(void);
-int cpu_register_conv_kernels(void); /* im2col, col2im */
-/* conv2d and its two backward passes through oneDNN (conv_onednn.c; nothing without it) */
-int cpu_register_onednn_conv_kernels(void);
-int cpu_register_pool_kernels(void); /* max/avg pool2d and their backward */
-int cpu_register_norm_kernels(void); /* native_layer_norm and its backward */
-int cpu_register_activation_kernels(void); /* gelu_tanh, gelu_backward, add_bias_gelu */
-int cpu_register_embedding_kernels(void);  /* embedding_dense_backward */
-int cpu_register_attention_kernels(void);  /* sdpa_flash and its backward */
-int cpu_register_divmod_kernels(void);     /* floor_divide, remainder */
-int cpu_register_scatter_kernels(void);    /* scatter, scatter_reduce */
-int cpu_register_interpolate_kernels(void); /* upsample and its backward */
-int cpu_register_cdist_kernels(void);       /* cdist and its backward */
-int cpu_register_rnn_kernels(void);        /* rnn_layer and its backward */
+/* ---- the kernels (plugin.c registers them from one table) ---------------------------
+ * Each family's file: a kernel per op that takes every dtype the table gives it, or,
+ * for the families generated per op and dtype, a table of their own. */
+/* kernels_copy.c */
+int cpu_copy_kernel(const struct weft_op_call *call);
+/* kernels_fill.c */
+int cpu_fill_kernel(const struct weft_op_call *call);
+int cpu_arange_kernel(const struct weft_op_call *call);
+int cpu_linspace_kernel(const struct weft_op_call *call);
+/* kernels_reduce.c */
+int cpu_reduce_kernel(const struct weft_op_call *call);
+/* kernels_softmax.c */
+int cpu_softmax_kernel(const struct weft_op_call *call);
+/* kernels_matmul.c */
+int cpu_matmul_kernel(const struct weft_op_call *call);
+/* kernels_index.c */
+int cpu_index_select_kernel(const struct weft_op_call *call);
+int cpu_gather_kernel(const struct weft_op_call *call);
+int cpu_scatter_add_kernel(const struct weft_op_call *call);
+/* kernels_random.c */
+int cpu_random_kernel(const struct weft_op_call *call);
+/* kernels_conv.c */
+int cpu_im2col_kernel(const struct weft_op_call *call);
+int cpu_col2im_kernel(const struct weft_op_call *call);
+/* kernels_pool.c */
+int cpu_pool_kernel(const struct weft_op_call *call);
+int cpu_pool_backward_kernel(const struct weft_op_call *call);
+/* kernels_norm.c */
+int cpu_native_layer_norm_kernel(const struct weft_op_call *call);
+int cpu_native_layer_norm_backward_kernel(const struct weft_op_call *call);
+/* kernels_embedding.c */
+int cpu_embedding_dense_backward_kernel(const struct weft_op_call *call);
+/* kernels_attention.c */
+int cpu_sdpa_flash_kernel(const struct weft_op_call *call);
+int cpu_sdpa_flash_backward_kernel(const struct weft_op_call *call);
+/* kernels_scatter.c */
+int cpu_scatter_kernel(const struct weft_op_call *call);
+int cpu_scatter_reduce_kernel(const struct weft_op_call *call);
+/* kernels_interpolate.c */
+int cpu_upsample_kernel(const struct weft_op_call *call);
+int cpu_upsample_backward_kernel(const struct weft_op_call *call);
+/* kernels_cdist.c */
+int cpu_cdist_kernel(const struct weft_op_call *call);
+int cpu_cdist_backward_kernel(const struct weft_op_call *call);
+/* kernels_rnn.c */
+int cpu_rnn_layer_kernel(const struct weft_op_call *call);
+int cpu_rnn_layer_backward_kernel(const struct weft_op_call *call);
+/* Generated per op and dtype: kernels_unary.c, kernels_binary.c (binary, clamp, where,
+ * threshold_backward and their fused forms), kernels_activation.c, kernels_divmod.c; and
+ * conv2d through oneDNN (conv_onednn.c; empty without it, and registered only when
+ * [cpu] conv = onednn). Each ends with a row of fn NULL. */
+extern const struct weft_kernel_entry cpu_unary_kernels[];
+extern const struct weft_kernel_entry cpu_binary_kernels[];
+extern const struct weft_kernel_entry cpu_activation_kernels[];
+extern const struct weft_kernel_entry cpu_divmod_kernels[];
+extern const struct weft_kernel_entry cpu_onednn_conv_kernels[];
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);

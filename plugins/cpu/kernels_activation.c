@@ -226,45 +226,14 @@ static int add_bias_gelu_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-int cpu_register_activation_kernels(void)
-{
-    int add_bias_gelu = weft_op_register(WEFT_OP_ADD_BIAS_GELU_NAME);
-    if (add_bias_gelu < 0)
-        return add_bias_gelu;
-    if (weft_kernel_register(add_bias_gelu, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                             WEFT_DTYPES_FLOATING, add_bias_gelu_kernel) != 0)
-        return weft_error_code();
-    int gelu_tanh = weft_op_register(WEFT_OP_GELU_TANH_NAME);
-    if (gelu_tanh < 0)
-        return gelu_tanh;
-    int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
-    if (gelu_backward < 0)
-        return gelu_backward;
-    int tanh_backward = weft_op_register(WEFT_OP_TANH_BACKWARD_NAME);
-    if (tanh_backward < 0)
-        return tanh_backward;
-    int sigmoid_backward = weft_op_register(WEFT_OP_SIGMOID_BACKWARD_NAME);
-    if (sigmoid_backward < 0)
-        return sigmoid_backward;
-    int rc;
-#define ACTIVATION_REGISTER(name, id, T, C)                                                   \
-    rc = weft_kernel_register(gelu_tanh, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,                 \
-                              WEFT_DTYPE_BIT(id), gelu_tanh_##name);                          \
-    if (rc != 0)                                                                              \
-        return rc;                                                                            \
-    rc = weft_kernel_register(gelu_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), gelu_backward_##name);                      \
-    if (rc != 0)                                                                              \
-        return rc;                                                                            \
-    rc = weft_kernel_register(tanh_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), tanh_backward_##name);                      \
-    if (rc != 0)                                                                              \
-        return rc;                                                                            \
-    rc = weft_kernel_register(sigmoid_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,          \
-                              WEFT_DTYPE_BIT(id), sigmoid_backward_##name);                   \
-    if (rc != 0)                                                                              \
-        return rc;
-    WEFT_FOR_FLOATING_DTYPES(ACTIVATION_REGISTER)
-#undef ACTIVATION_REGISTER
-    return 0;
-}
+const struct weft_kernel_entry cpu_activation_kernels[] = {
+    {-1, WEFT_OP_ADD_BIAS_GELU_NAME, WEFT_DTYPES_FLOATING, add_bias_gelu_kernel},
+#define ACTIVATION_ENTRIES(name, id, T, C)                                                    \
+    {-1, WEFT_OP_GELU_TANH_NAME, WEFT_DTYPE_BIT(id), gelu_tanh_##name},                       \
+    {-1, WEFT_OP_GELU_BACKWARD_NAME, WEFT_DTYPE_BIT(id), gelu_backward_##name},               \
+    {-1, WEFT_OP_TANH_BACKWARD_NAME, WEFT_DTYPE_BIT(id), tanh_backward_##name},               \
+    {-1, WEFT_OP_SIGMOID_BACKWARD_NAME, WEFT_DTYPE_BIT(id), sigmoid_backward_##name},
+    WEFT_FOR_FLOATING_DTYPES(ACTIVATION_ENTRIES)
+#undef ACTIVATION_ENTRIES
+    {0},
+};

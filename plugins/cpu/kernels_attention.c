@@ -552,7 +552,7 @@ static int64_t grain_for(int64_t work_per_unit)
     return g > 1 ? g : 1;
 }
 
-static int sdpa_flash_kernel(const struct weft_op_call *call)
+int cpu_sdpa_flash_kernel(const struct weft_op_call *call)
 {
     struct att_job j;
     int rc = job_init(&j, call, "sdpa_flash");
@@ -590,7 +590,7 @@ static int sdpa_flash_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int sdpa_flash_backward_kernel(const struct weft_op_call *call)
+int cpu_sdpa_flash_backward_kernel(const struct weft_op_call *call)
 {
     struct att_job j;
     int rc = job_init(&j, call, "sdpa_flash_backward");
@@ -649,18 +649,4 @@ static int sdpa_flash_backward_kernel(const struct weft_op_call *call)
     if (j.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "sdpa_flash_backward: out of memory for the tiles");
     return 0;
-}
-
-int cpu_register_attention_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_SDPA_FLASH_NAME);
-    int bwd = weft_op_register(WEFT_OP_SDPA_FLASH_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  sdpa_flash_kernel);
-    if (rc)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                sdpa_flash_backward_kernel);
 }

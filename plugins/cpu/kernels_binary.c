@@ -204,11 +204,8 @@ static int run_binary(const struct weft_op_call *call, const int64_t *itemsize,
         return run_binary(call, itemsize, binary_loop_##ID##_##name, &scalar);                \
     }
 
-#define BINARY_REGISTER(ID, name, id, T, C, ON, OT, EXPR)                                     \
-    rc = weft_kernel_register(WEFT_OP_##ID, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,              \
-                              WEFT_DTYPE_BIT(id), binary_kernel_##ID##_##name);               \
-    if (rc != 0)                                                                              \
-        return rc;
+#define BINARY_ENTRY(ID, name, id, T, C, ON, OT, EXPR)                                        \
+    {WEFT_OP_##ID, NULL, WEFT_DTYPE_BIT(id), binary_kernel_##ID##_##name},
 
 /* Comparisons and logical ops exist for every dtype and give bool. */
 #define BINARY_BOOL_RESULT_OPS(Y, name, id, T, C)                                             \
@@ -552,44 +549,20 @@ static int threshold_backward_sum_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-int cpu_register_binary_kernels(void)
-{
-    int rc;
-#define FLOATING_REGISTER(name, id, T, C) BINARY_FLOATING_OPS(BINARY_REGISTER, name, id, T, C)
-#define INTEGRAL_REGISTER(name, id, T, C) BINARY_INTEGRAL_OPS(BINARY_REGISTER, name, id, T, C)
-    WEFT_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
-    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
-    BINARY_BOOL_OPS(BINARY_REGISTER, bool, WEFT_BOOL, bool, bool)
-#define CLAMP_REGISTER(name, id, T, C)                                                        \
-    rc = weft_kernel_register(WEFT_OP_CLAMP, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), clamp_kernel_##name);                       \
-    if (rc != 0)                                                                              \
-        return rc;
-    WEFT_FOR_INTEGRAL_DTYPES(CLAMP_REGISTER)
-    WEFT_FOR_FLOATING_DTYPES(CLAMP_REGISTER)
-    int threshold_backward = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_NAME);
-    if (threshold_backward < 0)
-        return threshold_backward;
-#define THRESHOLD_BACKWARD_REGISTER(name, id, T, C)                                           \
-    rc = weft_kernel_register(threshold_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,        \
-                              WEFT_DTYPE_BIT(id), threshold_backward_##name);                 \
-    if (rc != 0)                                                                              \
-        return rc;
-    WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_REGISTER)
-    int threshold_backward_sum = weft_op_register(WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME);
-    if (threshold_backward_sum < 0)
-        return threshold_backward_sum;
-    rc = weft_kernel_register(threshold_backward_sum, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                              WEFT_DTYPES_FLOATING, threshold_backward_sum_kernel);
-    if (rc != 0)
-        return rc;
-    int add_bias_relu = weft_op_register(WEFT_OP_ADD_BIAS_RELU_NAME);
-    if (add_bias_relu < 0)
-        return add_bias_relu;
-    rc = weft_kernel_register(add_bias_relu, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                              WEFT_DTYPES_FLOATING, add_bias_relu_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_WHERE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPE_BIT(WEFT_BOOL), where_kernel);
-}
+const struct weft_kernel_entry cpu_binary_kernels[] = {
+#define FLOATING_ENTRIES(name, id, T, C) BINARY_FLOATING_OPS(BINARY_ENTRY, name, id, T, C)
+#define INTEGRAL_ENTRIES(name, id, T, C) BINARY_INTEGRAL_OPS(BINARY_ENTRY, name, id, T, C)
+    WEFT_FOR_FLOATING_DTYPES(FLOATING_ENTRIES)
+    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_ENTRIES)
+    BINARY_BOOL_OPS(BINARY_ENTRY, bool, WEFT_BOOL, bool, bool)
+#define CLAMP_ENTRY(name, id, T, C) {WEFT_OP_CLAMP, NULL, WEFT_DTYPE_BIT(id), clamp_kernel_##name},
+    WEFT_FOR_INTEGRAL_DTYPES(CLAMP_ENTRY)
+    WEFT_FOR_FLOATING_DTYPES(CLAMP_ENTRY)
+#define THRESHOLD_BACKWARD_ENTRY(name, id, T, C)                                              \
+    {-1, WEFT_OP_THRESHOLD_BACKWARD_NAME, WEFT_DTYPE_BIT(id), threshold_backward_##name},
+    WEFT_FOR_FLOATING_DTYPES(THRESHOLD_BACKWARD_ENTRY)
+    {-1, WEFT_OP_THRESHOLD_BACKWARD_SUM_NAME, WEFT_DTYPES_FLOATING, threshold_backward_sum_kernel},
+    {-1, WEFT_OP_ADD_BIAS_RELU_NAME, WEFT_DTYPES_FLOATING, add_bias_relu_kernel},
+    {WEFT_OP_WHERE, NULL, WEFT_DTYPE_BIT(WEFT_BOOL), where_kernel},
+    {0},
+};

@@ -189,7 +189,7 @@ static bool same_dtype(const struct weft_op_call *call)
     return call->out[0]->dtype == call->in[0]->dtype;
 }
 
-static int cdist_kernel(const struct weft_op_call *call)
+int cpu_cdist_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x1 = call->in[0], *x2 = call->in[1];
     weft_tensor *out = call->out[0];
@@ -207,7 +207,7 @@ static int cdist_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int cdist_backward_kernel(const struct weft_op_call *call)
+int cpu_cdist_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *g = call->in[0], *x1 = call->in[1], *x2 = call->in[2], *d = call->in[3];
     weft_tensor *out = call->out[0];
@@ -228,18 +228,4 @@ static int cdist_backward_kernel(const struct weft_op_call *call)
     if (j.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "cdist_backward: out of host memory");
     return 0;
-}
-
-int cpu_register_cdist_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_CDIST_NAME);
-    int bwd = weft_op_register(WEFT_OP_CDIST_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  cdist_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                cdist_backward_kernel);
 }

@@ -204,7 +204,7 @@ static int64_t plane_grain(int64_t work_per_plane)
     return g > 0 ? g : 1;
 }
 
-static int im2col_kernel(const struct weft_op_call *call)
+int cpu_im2col_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0];
     struct conv_job job = {call, geom_of(call, x), x->dtype};
@@ -216,7 +216,7 @@ static int im2col_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int col2im_kernel(const struct weft_op_call *call)
+int cpu_col2im_kernel(const struct weft_op_call *call)
 {
     weft_tensor *out = call->out[0];
     struct conv_job job = {call, geom_of(call, out), call->in[0]->dtype};
@@ -232,14 +232,4 @@ static int col2im_kernel(const struct weft_op_call *call)
     if (job.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "col2im: out of host memory");
     return 0;
-}
-
-int cpu_register_conv_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_IM2COL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, im2col_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_COL2IM, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, col2im_kernel);
 }

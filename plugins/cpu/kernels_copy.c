@@ -484,7 +484,7 @@ static int copy_same_dtype(const struct weft_iter *it, size_t size)
     return 0;
 }
 
-static int copy_kernel(const struct weft_op_call *call)
+int cpu_copy_kernel(const struct weft_op_call *call)
 {
     weft_tensor *dst = call->out[0];
     const weft_tensor *src = call->in[0];
@@ -505,10 +505,4 @@ static int copy_kernel(const struct weft_op_call *call)
                               (int64_t)weft_dtype_size(src->dtype)};
     cpu_iter_parallel(&it, convert_loop, &job);
     return 0;
-}
-
-int cpu_register_copy_kernels(void)
-{
-    return weft_kernel_register(WEFT_OP_COPY, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
-                                copy_kernel);
 }

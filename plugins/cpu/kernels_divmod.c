@@ -115,22 +115,12 @@ struct divmod_ctx {
 WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_DIVMOD)
 WEFT_FOR_FLOATING_DTYPES(FLOATING_DIVMOD)
 
-int cpu_register_divmod_kernels(void)
-{
-    int floor_divide = weft_op_register(WEFT_OP_FLOOR_DIVIDE_NAME);
-    int remainder = weft_op_register(WEFT_OP_REMAINDER_NAME);
-    if (floor_divide < 0 || remainder < 0)
-        return floor_divide < 0 ? floor_divide : remainder;
-    int rc;
-#define DIVMOD_REGISTER(name, id, T, C)                                                       \
-    rc = weft_kernel_register(floor_divide, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), floor_divide_kernel_##name);                \
-    if (rc == 0)                                                                              \
-        rc = weft_kernel_register(remainder, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,            \
-                                  WEFT_DTYPE_BIT(id), remainder_kernel_##name);               \
-    if (rc != 0)                                                                              \
-        return rc;
-    WEFT_FOR_INTEGRAL_DTYPES(DIVMOD_REGISTER)
-    WEFT_FOR_FLOATING_DTYPES(DIVMOD_REGISTER)
-    return 0;
-}
+const struct weft_kernel_entry cpu_divmod_kernels[] = {
+#define DIVMOD_ENTRIES(name, id, T, C)                                                        \
+    {-1, WEFT_OP_FLOOR_DIVIDE_NAME, WEFT_DTYPE_BIT(id), floor_divide_kernel_##name},          \
+    {-1, WEFT_OP_REMAINDER_NAME, WEFT_DTYPE_BIT(id), remainder_kernel_##name},
+    WEFT_FOR_INTEGRAL_DTYPES(DIVMOD_ENTRIES)
+    WEFT_FOR_FLOATING_DTYPES(DIVMOD_ENTRIES)
+#undef DIVMOD_ENTRIES
+    {0},
+};

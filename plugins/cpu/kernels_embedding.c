@@ -30,7 +30,7 @@ struct embedding_job {
     }
 WEFT_FOR_FLOATING_DTYPES(EMBEDDING_BACKWARD)
 
-static int embedding_dense_backward_kernel(const struct weft_op_call *call)
+int cpu_embedding_dense_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *grad = call->in[0], *idx = call->in[1];
     weft_tensor *out = call->out[0];
@@ -69,13 +69,4 @@ static int embedding_dense_backward_kernel(const struct weft_op_call *call)
     int64_t grain = CPU_PARALLEL_GRAIN / j.N;
     cpu_parallel_for(j.D, grain > 16 ? grain : 16, cols, &j);
     return 0;
-}
-
-int cpu_register_embedding_kernels(void)
-{
-    int op = weft_op_register(WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
-    if (op < 0)
-        return op;
-    return weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                embedding_dense_backward_kernel);
 }

@@ -59,7 +59,7 @@ static void element_bits(enum weft_dtype dt, double v, uint64_t *bits)
     }
 }
 
-static int fill_kernel(const struct weft_op_call *call)
+int cpu_fill_kernel(const struct weft_op_call *call)
 {
     weft_tensor *out = call->out[0];
     const weft_tensor *ops[1] = {out};
@@ -134,13 +134,13 @@ static int run_sequence(weft_tensor *out, struct seq_job *job)
     return 0;
 }
 
-static int arange_kernel(const struct weft_op_call *call)
+int cpu_arange_kernel(const struct weft_op_call *call)
 {
     struct seq_job job = {.start = call->scalar[0], .step = call->scalar[1], .op = "arange"};
     return run_sequence(call->out[0], &job);
 }
 
-static int linspace_kernel(const struct weft_op_call *call)
+int cpu_linspace_kernel(const struct weft_op_call *call)
 {
     int64_t n = call->ints[0];
     double start = call->scalar[0], end = call->scalar[1];
@@ -152,17 +152,4 @@ static int linspace_kernel(const struct weft_op_call *call)
         .op = "linspace",
     };
     return run_sequence(call->out[0], &job);
-}
-
-int cpu_register_fill_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_FILL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, fill_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_ARANGE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, arange_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_LINSPACE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, linspace_kernel);
-    return rc;
 }

@@ -114,7 +114,7 @@ static void run_weighted(const struct weft_iter *it, int64_t per, weft_iter_loop
     cpu_parallel_for(it->numel, grain > 0 ? grain : 1, iter_range, &r);
 }
 
-static int index_select_kernel(const struct weft_op_call *call)
+int cpu_index_select_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0], *index = call->in[1];
     weft_tensor *out = call->out[0];
@@ -196,7 +196,7 @@ static int report_bounds(const weft_tensor *index, int dim, int64_t size)
     return 0;
 }
 
-static int gather_kernel(const struct weft_op_call *call)
+int cpu_gather_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0], *index = call->in[1];
     weft_tensor *out = call->out[0];
@@ -254,7 +254,7 @@ static weft_iter_loop_fn scatter_add_loop_for(enum weft_dtype dt)
     }
 }
 
-static int scatter_add_kernel(const struct weft_op_call *call)
+int cpu_scatter_add_kernel(const struct weft_op_call *call)
 {
     weft_tensor *out = call->out[0];
     const weft_tensor *index = call->in[0], *src = call->in[1];
@@ -278,17 +278,4 @@ static int scatter_add_kernel(const struct weft_op_call *call)
         return weft_error_code();
     run_weighted(&j.it, j.len, scatter_add_loop_for(out->dtype), &j);
     return 0;
-}
-
-int cpu_register_index_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_INDEX_SELECT, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, index_select_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_GATHER, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, gather_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_SCATTER_ADD, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, scatter_add_kernel);
-    return rc;
 }

@@ -285,26 +285,12 @@ static int upsample_run(const struct weft_op_call *call, const weft_tensor *imag
     return 0;
 }
 
-static int upsample_kernel(const struct weft_op_call *call)
+int cpu_upsample_kernel(const struct weft_op_call *call)
 {
     return upsample_run(call, call->in[0], call->out[0], false);
 }
 
-static int upsample_backward_kernel(const struct weft_op_call *call)
+int cpu_upsample_backward_kernel(const struct weft_op_call *call)
 {
     return upsample_run(call, call->out[0], call->in[0], true);
-}
-
-int cpu_register_interpolate_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_UPSAMPLE_NAME);
-    int bwd = weft_op_register(WEFT_OP_UPSAMPLE_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  upsample_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                upsample_backward_kernel);
 }

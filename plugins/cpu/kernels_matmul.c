@@ -424,7 +424,7 @@ static int matmul_f16(const struct weft_op_call *call, struct mm_shape s)
     return rc;
 }
 
-static int matmul_kernel(const struct weft_op_call *call)
+int cpu_matmul_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *a = call->in[0], *b = call->in[1];
     weft_tensor *out = call->out[0];
@@ -446,10 +446,4 @@ static int matmul_kernel(const struct weft_op_call *call)
     if (out->dtype == WEFT_F16)
         return matmul_f16(call, s);
     return matmul_loop(call, s);
-}
-
-int cpu_register_matmul_kernels(void)
-{
-    return weft_kernel_register(WEFT_OP_MATMUL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), matmul_kernel);
 }

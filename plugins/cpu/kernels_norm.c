@@ -154,7 +154,7 @@ static enum weft_dtype stats_dtype(enum weft_dtype dt)
     return dt == WEFT_F64 ? WEFT_F64 : WEFT_F32;
 }
 
-static int native_layer_norm_kernel(const struct weft_op_call *call)
+int cpu_native_layer_norm_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
     weft_tensor *y = call->out[0], *stats = call->out[1];
@@ -191,7 +191,7 @@ static int native_layer_norm_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int native_layer_norm_backward_kernel(const struct weft_op_call *call)
+int cpu_native_layer_norm_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *g = call->in[0], *x = call->in[1], *stats = call->in[2];
     const weft_tensor *w = call->in[3];
@@ -249,20 +249,4 @@ static int native_layer_norm_backward_kernel(const struct weft_op_call *call)
     free(j.partial);
     free(j.acc);
     return 0;
-}
-
-int cpu_register_norm_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_NAME);
-    if (fwd < 0)
-        return fwd;
-    int bwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
-    if (bwd < 0)
-        return bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  native_layer_norm_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                native_layer_norm_backward_kernel);
 }

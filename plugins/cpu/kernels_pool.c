@@ -541,7 +541,7 @@ static int64_t plane_grain(int64_t work_per_plane)
     return g > 0 ? g : 1;
 }
 
-static int pool_kernel(const struct weft_op_call *call)
+int cpu_pool_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0];
     weft_tensor *y = call->out[0];
@@ -556,7 +556,7 @@ static int pool_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int pool_backward_kernel(const struct weft_op_call *call)
+int cpu_pool_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *gy = call->in[0];
     weft_tensor *gx = call->out[0];
@@ -567,25 +567,5 @@ static int pool_backward_kernel(const struct weft_op_call *call)
     cpu_parallel_for(gx->shape[0] * job.channels, plane_grain(work), backward_range, &job);
     if (job.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "pooling backward: out of host memory");
-    return 0;
-}
-
-int cpu_register_pool_kernels(void)
-{
-    static const struct {
-        int op;
-        weft_kernel_fn fn;
-    } table[] = {
-        {WEFT_OP_MAX_POOL2D, pool_kernel},
-        {WEFT_OP_AVG_POOL2D, pool_kernel},
-        {WEFT_OP_MAX_POOL2D_BACKWARD, pool_backward_kernel},
-        {WEFT_OP_AVG_POOL2D_BACKWARD, pool_backward_kernel},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        int rc = weft_kernel_register(table[i].op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                      WEFT_DTYPES_FLOATING, table[i].fn);
-        if (rc != 0)
-            return rc;
-    }
     return 0;
 }

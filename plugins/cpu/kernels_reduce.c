@@ -1005,7 +1005,7 @@ static int check_call(const struct weft_op_call *call, int k)
     return 0;
 }
 
-static int reduce_kernel(const struct weft_op_call *call)
+int cpu_reduce_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0];
     weft_tensor *out0 = call->out[0], *out1 = call->nout > 1 ? call->out[1] : NULL;
@@ -1047,31 +1047,4 @@ static int reduce_kernel(const struct weft_op_call *call)
     int64_t grain = CPU_PARALLEL_GRAIN / (per_group > 0 ? per_group : 1);
     cpu_parallel_for(job.ngroups, grain > 0 ? grain : 1, run_groups, &job);
     return job.failed ? out_of_memory() : 0;
-}
-
-int cpu_register_reduce_kernels(void)
-{
-    const uint32_t all = WEFT_DTYPES_ALL;
-    const struct {
-        int op;
-        uint32_t mask;
-    } regs[] = {
-        {WEFT_OP_SUM, all},
-        {WEFT_OP_PROD, all},
-        {WEFT_OP_MEAN, WEFT_DTYPES_FLOATING},
-        {WEFT_OP_VAR, WEFT_DTYPES_FLOATING},
-        {WEFT_OP_MAX, all},
-        {WEFT_OP_MIN, all},
-        {WEFT_OP_ARGMAX, all & ~WEFT_DTYPE_BIT(WEFT_BOOL)},
-        {WEFT_OP_ARGMIN, all & ~WEFT_DTYPE_BIT(WEFT_BOOL)},
-        {WEFT_OP_ALL, all},
-        {WEFT_OP_ANY, all},
-    };
-    for (size_t i = 0; i < sizeof regs / sizeof *regs; i++) {
-        int rc = weft_kernel_register(regs[i].op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                      regs[i].mask, reduce_kernel);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
 }

@@ -373,7 +373,7 @@ static const struct rnn_fns *fns_for(enum weft_dtype dt, const char *op)
     return NULL;
 }
 
-static int rnn_layer_kernel(const struct weft_op_call *call)
+int cpu_rnn_layer_kernel(const struct weft_op_call *call)
 {
     struct rnn_job j;
     int rc = check_params(call, "rnn_layer", &j);
@@ -430,7 +430,7 @@ static int rnn_layer_kernel(const struct weft_op_call *call)
     return rc;
 }
 
-static int rnn_layer_backward_kernel(const struct weft_op_call *call)
+int cpu_rnn_layer_backward_kernel(const struct weft_op_call *call)
 {
     struct rnn_job j;
     int rc = check_params(call, "rnn_layer_backward", &j);
@@ -507,19 +507,4 @@ static int rnn_layer_backward_kernel(const struct weft_op_call *call)
     }
     free(S);
     return rc;
-}
-
-int cpu_register_rnn_kernels(void)
-{
-    const uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int fwd = weft_op_register(WEFT_OP_RNN_LAYER_NAME);
-    int bwd = weft_op_register(WEFT_OP_RNN_LAYER_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, dtypes,
-                                  rnn_layer_kernel);
-    if (rc)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, dtypes,
-                                rnn_layer_backward_kernel);
 }

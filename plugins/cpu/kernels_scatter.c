@@ -74,7 +74,7 @@ static int check_bounds(const weft_tensor *self, const weft_tensor *index, int d
 
 /* ---- SCATTER: assignment, by element size ------------------------------------------------- */
 
-static int scatter_kernel(const struct weft_op_call *call)
+int cpu_scatter_kernel(const struct weft_op_call *call)
 {
     weft_tensor *self = call->out[0];
     const weft_tensor *index = call->in[0], *src = call->in[1];
@@ -192,7 +192,7 @@ WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REDUCE)
 WEFT_FOR_FLOATING_DTYPES(FLOATING_REDUCE)
 #pragma GCC diagnostic pop
 
-static int scatter_reduce_kernel(const struct weft_op_call *call)
+int cpu_scatter_reduce_kernel(const struct weft_op_call *call)
 {
     weft_tensor *self = call->out[0];
     const weft_tensor *index = call->in[0];
@@ -224,19 +224,4 @@ static int scatter_reduce_kernel(const struct weft_op_call *call)
     }
     free(counts);
     return 0;
-}
-
-int cpu_register_scatter_kernels(void)
-{
-    int scatter = weft_op_register(WEFT_OP_SCATTER_NAME);
-    int scatter_reduce = weft_op_register(WEFT_OP_SCATTER_REDUCE_NAME);
-    if (scatter < 0 || scatter_reduce < 0)
-        return scatter < 0 ? scatter : scatter_reduce;
-    int rc = weft_kernel_register(scatter, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
-                                  scatter_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(scatter_reduce, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING,
-                                scatter_reduce_kernel);
 }

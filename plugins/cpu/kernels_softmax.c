@@ -213,7 +213,7 @@ static void softmax_range(void *ctx, int64_t begin, int64_t end)
     weft_iter_run(&job->it, begin, end, softmax_loop, job);
 }
 
-static int softmax_kernel(const struct weft_op_call *call)
+int cpu_softmax_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0];
     weft_tensor *out = call->out[0];
@@ -250,14 +250,4 @@ static int softmax_kernel(const struct weft_op_call *call)
     int64_t grain = CPU_PARALLEL_GRAIN / job.len;
     cpu_parallel_for(job.it.numel, grain > 0 ? grain : 1, softmax_range, &job);
     return 0;
-}
-
-int cpu_register_softmax_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_SOFTMAX, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, softmax_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_LOG_SOFTMAX, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, softmax_kernel);
 }

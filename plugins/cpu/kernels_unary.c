@@ -68,11 +68,8 @@ static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, w
 #define UNARY_KERNEL(...) UNARY_KERNEL_(, __VA_ARGS__)
 #define UNARY_KERNEL_CLONED(...) UNARY_KERNEL_(CPU_CLONES, __VA_ARGS__)
 
-#define UNARY_REGISTER(ID, name, id, T, C, ON, OT, EXPR)                                      \
-    rc = weft_kernel_register(WEFT_OP_##ID, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,              \
-                              WEFT_DTYPE_BIT(id), unary_kernel_##ID##_##name);                \
-    if (rc != 0)                                                                              \
-        return rc;
+#define UNARY_ENTRY(ID, name, id, T, C, ON, OT, EXPR)                                         \
+    {WEFT_OP_##ID, NULL, WEFT_DTYPE_BIT(id), unary_kernel_##ID##_##name},
 
 /* ---- the ops, per dtype family: Y(ID, name, id, T, C, out name, out storage, expr) ---- */
 
@@ -119,13 +116,11 @@ WEFT_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
 WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
 UNARY_BOOL_OPS(UNARY_KERNEL, bool, WEFT_BOOL, bool, bool)
 
-int cpu_register_unary_kernels(void)
-{
-    int rc;
-#define FLOATING_REGISTER(name, id, T, C) UNARY_FLOATING_OPS(UNARY_REGISTER, name, id, T, C)
-#define INTEGRAL_REGISTER(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_REGISTER, name, id, T, C)
-    WEFT_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
-    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
-    UNARY_BOOL_OPS(UNARY_REGISTER, bool, WEFT_BOOL, bool, bool)
-    return 0;
-}
+const struct weft_kernel_entry cpu_unary_kernels[] = {
+#define FLOATING_ENTRIES(name, id, T, C) UNARY_FLOATING_OPS(UNARY_ENTRY, name, id, T, C)
+#define INTEGRAL_ENTRIES(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_ENTRY, name, id, T, C)
+    WEFT_FOR_FLOATING_DTYPES(FLOATING_ENTRIES)
+    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_ENTRIES)
+    UNARY_BOOL_OPS(UNARY_ENTRY, bool, WEFT_BOOL, bool, bool)
+    {0},
+};

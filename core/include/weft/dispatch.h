@@ -68,6 +68,19 @@ typedef int (*weft_kernel_fn)(const struct weft_op_call *call);
  * for the dtypes it names. */
 int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mask,
                          weft_kernel_fn fn);
+/* One row of a backend's kernel table: the op (a built-in id, or named: name non-NULL,
+ * resolved by weft_op_register), the dtypes the function takes, and the function. A row
+ * with fn NULL ends a table. */
+struct weft_kernel_entry {
+    int op;
+    const char *name;
+    uint32_t dtypes;
+    weft_kernel_fn fn;
+};
+/* Registers every row of a table for (device type, layout), in order; returns 0, or the
+ * first failure's status with its error set (naming the op). A plugin keeps one table of
+ * its kernel families and registers it once (Lua's luaL_Reg). */
+int weft_kernel_register_table(int device_type, int layout, const struct weft_kernel_entry *table);
 /* The kernel for a key and dtype, or NULL. */
 weft_kernel_fn weft_kernel_lookup(int op, int device_type, int layout, enum weft_dtype dtype);
 /* Dtypes registered for a key (0 when none). */
