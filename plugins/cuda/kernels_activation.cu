@@ -179,24 +179,9 @@ static int add_bias_gelu_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_activation_kernels(void)
-{
-    int add_bias_gelu = weft_op_register(WEFT_OP_ADD_BIAS_GELU_NAME);
-    if (add_bias_gelu < 0)
-        return add_bias_gelu;
-    if (weft_kernel_register(add_bias_gelu, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                             WEFT_DTYPES_FLOATING, add_bias_gelu_op) != 0)
-        return weft_error_code();
-    int gelu_tanh = weft_op_register(WEFT_OP_GELU_TANH_NAME);
-    if (gelu_tanh < 0)
-        return gelu_tanh;
-    int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
-    if (gelu_backward < 0)
-        return gelu_backward;
-    int rc = weft_kernel_register(gelu_tanh, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, gelu_tanh_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(gelu_backward, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, gelu_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_activation_kernels[] = {
+    {-1, WEFT_OP_ADD_BIAS_GELU_NAME, WEFT_DTYPES_FLOATING, add_bias_gelu_op},
+    {-1, WEFT_OP_GELU_TANH_NAME, WEFT_DTYPES_FLOATING, gelu_tanh_op},
+    {-1, WEFT_OP_GELU_BACKWARD_NAME, WEFT_DTYPES_FLOATING, gelu_backward_op},
+    {0, nullptr, 0, nullptr},
+};

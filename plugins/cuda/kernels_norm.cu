@@ -233,18 +233,9 @@ static int native_layer_norm_backward_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_norm_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_NAME);
-    if (fwd < 0)
-        return fwd;
-    int bwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
-    if (bwd < 0)
-        return bwd;
-    int rc = weft_kernel_register(fwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  native_layer_norm_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                native_layer_norm_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_norm_kernels[] = {
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_NAME, WEFT_DTYPES_FLOATING, native_layer_norm_op},
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME, WEFT_DTYPES_FLOATING,
+     native_layer_norm_backward_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -1,5 +1,5 @@
 /* plugins/optim/kernels_cpu.c: the fused update ops on cpu, one pass over a contiguous
- * parameter and its state (weft/optim.h: sgd_step, adam_step, rmsprop_step). Each kernel
+ * parameter and its state (weft/optim_kernels.h: sgd_step, adam_step, rmsprop_step). Each kernel
  * is written once and expanded per floating dtype; 16-bit floats compute in float. The
  * arithmetic follows PyTorch's single-tensor implementation operation by operation. */
 #include <math.h>
@@ -230,7 +230,7 @@ OPT_FOR_DTYPES(RMSPROP_KERNEL)
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
-/* The parameter block must be the op's struct (weft/optim.h). */
+/* The parameter block must be the op's struct (weft/optim_kernels.h). */
 static int check_params(const struct weft_op_call *c, size_t want)
 {
     if (c->params && c->params_size == want)
@@ -267,15 +267,9 @@ DEFINE_ENTRY(sgd)
 DEFINE_ENTRY(adam)
 DEFINE_ENTRY(rmsprop)
 
-int opt_register_cpu_kernels(void)
-{
-    const uint32_t mask = WEFT_DTYPES_FLOATING;
-    if (weft_kernel_register(opt_sgd_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
-                             sgd_kernel) < 0 ||
-        weft_kernel_register(opt_adam_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
-                             adam_kernel) < 0 ||
-        weft_kernel_register(opt_rmsprop_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
-                             rmsprop_kernel) < 0)
-        return -1;
-    return 0;
-}
+const struct weft_kernel_entry opt_cpu_kernels[] = {
+    {-1, WEFT_OP_SGD_STEP_NAME, WEFT_DTYPES_FLOATING, sgd_kernel},
+    {-1, WEFT_OP_ADAM_STEP_NAME, WEFT_DTYPES_FLOATING, adam_kernel},
+    {-1, WEFT_OP_RMSPROP_STEP_NAME, WEFT_DTYPES_FLOATING, rmsprop_kernel},
+    {0},
+};

@@ -647,17 +647,20 @@ static int sddmm_kernel(const struct weft_op_call *call)
     return 0;
 }
 
+/* The plugin's cpu kernels, the same for each of its layouts. */
+static const struct weft_kernel_entry sparse_cpu_kernels[] = {
+    {-1, SPARSE_OP_MM, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64), spmm_kernel},
+    {-1, SPARSE_OP_SDDMM, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64), sddmm_kernel},
+    {0},
+};
+
 int sparse_cpu_kernels_register(void)
 {
-    const uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
     const int layouts[2] = {sparse_coo_layout, sparse_csr_layout};
-    int mm = weft_op_register(SPARSE_OP_MM), sddmm = weft_op_register(SPARSE_OP_SDDMM);
-    if (mm < 0 || sddmm < 0)
-        return weft_error_code();
     for (int i = 0; i < 2; i++) {
-        if (weft_kernel_register(mm, WEFT_DEVICE_CPU, layouts[i], dtypes, spmm_kernel) != 0 ||
-            weft_kernel_register(sddmm, WEFT_DEVICE_CPU, layouts[i], dtypes, sddmm_kernel) != 0)
-            return weft_error_code();
+        int rc = weft_kernel_register_table(WEFT_DEVICE_CPU, layouts[i], sparse_cpu_kernels);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
