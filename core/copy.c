@@ -73,7 +73,7 @@ static int transfer(const struct weft_backend *b, weft_tensor *dst, const weft_t
     if (weft_tensor_numel(src) == 0)
         return 0;
     weft_tensor d = flat_header(dst), s = flat_header(src);
-    return b->copy(&d, &s, non_blocking);
+    return b->copy(b->context, &d, &s, non_blocking);
 }
 
 static int copy_impl(weft_tensor *dst, const weft_tensor *src, bool non_blocking);

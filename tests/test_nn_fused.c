@@ -85,12 +85,12 @@ static double dtype_tol(enum weft_dtype dt)
 
 /* ---- plainhost: a backend with the cpu's built-in kernels and none of the named ones ---- */
 
-static int plain_count(void)
+static int plain_count(void *context)
 {
     return 1;
 }
 
-static void *plain_alloc(int index, size_t nbytes)
+static void *plain_alloc(void *context, int index, size_t nbytes)
 {
     (void)index;
     void *p = malloc(nbytes ? nbytes : 1);
@@ -99,13 +99,13 @@ static void *plain_alloc(int index, size_t nbytes)
     return p;
 }
 
-static void plain_free(int index, void *ptr, size_t nbytes)
+static void plain_free(void *context, int index, void *ptr, size_t nbytes)
 {
     (void)index, (void)nbytes;
     free(ptr);
 }
 
-static int plain_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int plain_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     memcpy(weft_tensor_data(dst), weft_tensor_data(src),

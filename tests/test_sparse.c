@@ -169,10 +169,10 @@ static const enum weft_dtype all_dtypes[] = {WEFT_BOOL, WEFT_U8,  WEFT_I8,   WEF
 
 /* ---- another device: host memory behind a backend of its own ---------------------------- */
 
-static int fake_device_count(void) { return 1; }
-static void *fake_alloc(int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
-static void fake_free(int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
-static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int fake_device_count(void *context) { return 1; }
+static void *fake_alloc(void *context, int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
+static void fake_free(void *context, int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
+static int fake_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     size_t n = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);

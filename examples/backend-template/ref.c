@@ -169,18 +169,18 @@ static int ref_matmul(const struct weft_op_call *call)
 
 /* ---- the device ----------------------------------------------------------------------- */
 
-static int ref_device_count(void)
+static int ref_device_count(void *context)
 {
     return 1;
 }
 
-static int ref_device_name(int index, char *buf, size_t size)
+static int ref_device_name(void *context, int index, char *buf, size_t size)
 {
     snprintf(buf, size, "reference device %d (host memory)", index);
     return 0;
 }
 
-static void *ref_alloc(int index, size_t nbytes)
+static void *ref_alloc(void *context, int index, size_t nbytes)
 {
     void *p = malloc(nbytes ? nbytes : 1); /* a valid pointer even for 0 bytes */
     if (!p)
@@ -188,14 +188,14 @@ static void *ref_alloc(int index, size_t nbytes)
     return p;
 }
 
-static void ref_free(int index, void *ptr, size_t nbytes)
+static void ref_free(void *context, int index, void *ptr, size_t nbytes)
 {
     free(ptr);
 }
 
 /* Host <-> device and device <-> device are all memcpy here: the memory is the host's.
  * The core hands over dense blocks of one dtype and numel. */
-static int ref_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int ref_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_dtype_size(src->dtype);
     if (nbytes)

@@ -15,19 +15,19 @@ extern void openblas_set_num_threads(int n);
 extern int openblas_get_num_threads(void);
 extern char *openblas_get_corename(void);
 
-static int cpu_device_count(void)
+static int cpu_device_count(void *context)
 {
     return 1;
 }
 
-static int cpu_device_name(int index, char *buf, size_t size)
+static int cpu_device_name(void *context, int index, char *buf, size_t size)
 {
     snprintf(buf, size, "cpu (%s)", openblas_get_corename());
     return 0;
 }
 
 /* Both sides are host memory here (the cpu backend is only asked for cpu<->cpu). */
-static int cpu_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int cpu_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
@@ -65,7 +65,7 @@ static int cpu_set_num_threads(int n)
 static bool conv_onednn;
 
 /* Rebuilt on each call: [cpu] gemm may change when the plugin is configured again. */
-static const char *cpu_features(void)
+static const char *cpu_features(void *context)
 {
     static char text[448];
     char gemm[256];
@@ -87,18 +87,54 @@ static const char *cpu_features(void)
     return text;
 }
 
+/* The backend methods over functions the plugin also calls itself. */
+static void *backend_alloc(void *context, int index, size_t nbytes)
+{
+    return cpu_alloc(index, nbytes);
+}
+
+static void backend_free(void *context, int index, void *ptr, size_t nbytes)
+{
+    cpu_free(index, ptr, nbytes);
+}
+
+static int backend_memory_stats(void *context, int index, struct weft_memory_stats *out)
+{
+    return cpu_memory_stats(index, out);
+}
+
+static void backend_empty_cache(void *context, int index)
+{
+    cpu_empty_cache(index);
+}
+
+static void backend_reset_peak_memory_stats(void *context, int index)
+{
+    cpu_reset_peak_memory_stats(index);
+}
+
+static int backend_set_num_threads(void *context, int n)
+{
+    return cpu_set_num_threads(n);
+}
+
+static int backend_get_num_threads(void *context)
+{
+    return cpu_num_threads();
+}
+
 static const struct weft_backend cpu_backend = {
     .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "cpu", struct weft_backend),
     .device_count = cpu_device_count,
     .device_name = cpu_device_name,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
+    .alloc = backend_alloc,
+    .free = backend_free,
     .copy = cpu_copy,
-    .memory_stats = cpu_memory_stats,
-    .empty_cache = cpu_empty_cache,
-    .reset_peak_memory_stats = cpu_reset_peak_memory_stats,
-    .set_num_threads = cpu_set_num_threads,
-    .get_num_threads = cpu_num_threads,
+    .memory_stats = backend_memory_stats,
+    .empty_cache = backend_empty_cache,
+    .reset_peak_memory_stats = backend_reset_peak_memory_stats,
+    .set_num_threads = backend_set_num_threads,
+    .get_num_threads = backend_get_num_threads,
     .features = cpu_features,
 };
 
