@@ -166,6 +166,16 @@ void cpu_iter_parallel(const struct weft_iter *it, weft_iter_loop_fn loop, void 
  * Kernels are written once against weft/dtype_kernels.h's X-macro lists
  * (WEFT_FOR_ALL_DTYPES, ...) and weft_load_<name>/weft_store_<name>, never pasted. */
 
+/* A kernel family written once in a .inc file, included per dtype by each_dtype.inc,
+ * each_floating_dtype.inc or each_integral_dtype.inc (which define DT, ID, T and C):
+ * PER_DTYPE(softmax_line) is the function's name for the dtype (softmax_line_f32), LOAD
+ * and STORE its weft/dtype_kernels.h accessors. */
+#define CPU_CAT_(a, b) a##b
+#define CPU_CAT(a, b) CPU_CAT_(a, b)
+#define PER_DTYPE(fn) CPU_CAT(CPU_CAT(fn, _), DT)
+#define LOAD(p) CPU_CAT(weft_load_, DT)(p)
+#define STORE(p, v) CPU_CAT(weft_store_, DT)(p, v)
+
 /* Runs loop over ops[0..nops) (out first, all of one shape; itemsize[k] is operand k's):
  * as flat arrays when every operand is contiguous, else through the core's iterator, in
  * parallel above CPU_PARALLEL_GRAIN (kernels_binary.c). */

@@ -129,55 +129,9 @@ static int axis_build(struct axis *a, int mode, bool align, int64_t in, int64_t 
     }
 }
 
-/* ---- per-plane loops, written once per dtype ----------------------------------------------
- * x, gy: [H, W] / [OH, OW] planes with strides (sy, sx) in elements; y, gx: contiguous
- * planes. Output pixel (oy, ox) = sum_th wh[th] * (sum_tw ww[tw] * x[ih[th], iw[tw]]), the
- * order of PyTorch's separable loop. */
-#define DEFINE_UPSAMPLE(name, id, T, C)                                                       \
-    static void up_plane_##name(const T *x, int64_t sy, int64_t sx, T *y,                     \
-                                const struct axis *ah, const struct axis *aw, int64_t OH,     \
-                                int64_t OW)                                                   \
-    {                                                                                         \
-        const C *wh = ah->w, *ww = aw->w;                                                     \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                 \
-            const int64_t *ih = ah->idx + oy * MAX_TAPS;                                      \
-            for (int64_t ox = 0; ox < OW; ox++) {                                             \
-                const int64_t *iw = aw->idx + ox * MAX_TAPS;                                  \
-                const C *wx = ww + ox * MAX_TAPS;                                             \
-                C out = 0;                                                                    \
-                for (int th = 0; th < ah->ntaps; th++) {                                      \
-                    const T *row = x + ih[th] * sy;                                           \
-                    C t = weft_load_##name(row + iw[0] * sx) * wx[0];                         \
-                    for (int tw = 1; tw < aw->ntaps; tw++)                                    \
-                        t += weft_load_##name(row + iw[tw] * sx) * wx[tw];                    \
-                    out = th == 0 ? t * wh[oy * MAX_TAPS] : out + t * wh[oy * MAX_TAPS + th]; \
-                }                                                                             \
-                weft_store_##name(y + oy * OW + ox, out);                                     \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void up_backward_plane_##name(const T *gy, int64_t sy, int64_t sx, T *gx, C *acc,  \
-                                         const struct axis *ah, const struct axis *aw,        \
-                                         int64_t H, int64_t W, int64_t OH, int64_t OW)        \
-    {                                                                                         \
-        C *sum = sizeof(T) == sizeof(C) ? (C *)gx : acc;                                      \
-        const C *wh = ah->w, *ww = aw->w;                                                     \
-        for (int64_t p = 0; p < H * W; p++)                                                   \
-            sum[p] = 0;                                                                       \
-        for (int64_t oy = 0; oy < OH; oy++)                                                   \
-            for (int64_t ox = 0; ox < OW; ox++) {                                             \
-                C g = weft_load_##name(gy + oy * sy + ox * sx);                               \
-                for (int th = 0; th < ah->ntaps; th++) {                                      \
-                    C gh = g * wh[oy * MAX_TAPS + th];                                        \
-                    C *row = sum + ah->idx[oy * MAX_TAPS + th] * W;                           \
-                    for (int tw = 0; tw < aw->ntaps; tw++)                                    \
-                        row[aw->idx[ox * MAX_TAPS + tw]] += gh * ww[ox * MAX_TAPS + tw];      \
-                }                                                                             \
-            }                                                                                 \
-        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
-            cpu_round_f32_run(id, gx, (const float *)acc, H * W);                             \
-    }
-WEFT_FOR_FLOATING_DTYPES(DEFINE_UPSAMPLE)
+#define CPU_KERNEL_INC "upsample_planes.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 /* ---- kernels ---------------------------------------------------------------------------- */
 
