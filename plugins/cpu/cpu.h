@@ -79,12 +79,14 @@ int cpu_cdist_backward_kernel(const struct weft_op_call *call);
 /* kernels_rnn.c */
 int cpu_rnn_layer_kernel(const struct weft_op_call *call);
 int cpu_rnn_layer_backward_kernel(const struct weft_op_call *call);
-/* Generated per op and dtype: kernels_unary.c, kernels_binary.c (binary, clamp, where,
- * threshold_backward and their fused forms), kernels_activation.c, kernels_divmod.c; and
- * conv2d through oneDNN (conv_onednn.c; empty without it, and registered only when
- * [cpu] conv = onednn). Each ends with a row of fn NULL. */
+/* Generated per op and dtype: kernels_unary.c, kernels_binary.c, kernels_where_clamp.c,
+ * kernels_relu.c (threshold_backward and its fused forms), kernels_activation.c,
+ * kernels_divmod.c; and conv2d through oneDNN (conv_onednn.c; empty without it, and
+ * registered only when [cpu] conv = onednn). Each ends with a row of fn NULL. */
 extern const struct weft_kernel_entry cpu_unary_kernels[];
 extern const struct weft_kernel_entry cpu_binary_kernels[];
+extern const struct weft_kernel_entry cpu_where_clamp_kernels[];
+extern const struct weft_kernel_entry cpu_relu_kernels[];
 extern const struct weft_kernel_entry cpu_activation_kernels[];
 extern const struct weft_kernel_entry cpu_divmod_kernels[];
 extern const struct weft_kernel_entry cpu_onednn_conv_kernels[];
@@ -176,9 +178,34 @@ void cpu_iter_parallel(const struct weft_iter *it, weft_iter_loop_fn loop, void 
 #define LOAD(p) CPU_CAT(weft_load_, DT)(p)
 #define STORE(p, v) CPU_CAT(weft_store_, DT)(p, v)
 
+/* Scalars arrive as doubles; integers go through int64 (saturated) so that an out-of-range
+ * value wraps like PyTorch's cast instead of being undefined. SCALAR_TO(v) is the dtype's
+ * conversion in a .inc file. */
+static inline int64_t saturate_i64(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+#define CPU_INTEGRAL_SCALAR_(name, id, T, C)                                                  \
+    static inline C scalar_to_##name(double v) { return (C)saturate_i64(v); }
+#define CPU_FLOATING_SCALAR_(name, id, T, C)                                                  \
+    static inline C scalar_to_##name(double v) { return (C)v; }
+WEFT_FOR_INTEGRAL_DTYPES(CPU_INTEGRAL_SCALAR_)
+WEFT_FOR_FLOATING_DTYPES(CPU_FLOATING_SCALAR_)
+#undef CPU_INTEGRAL_SCALAR_
+#undef CPU_FLOATING_SCALAR_
+static inline bool scalar_to_bool(double v) { return v != 0; }
+static inline bool scalar_to__Bool(double v) { return v != 0; }
+#define SCALAR_TO(v) CPU_CAT(scalar_to_, DT)(v)
+
 /* Runs loop over ops[0..nops) (out first, all of one shape; itemsize[k] is operand k's):
  * as flat arrays when every operand is contiguous, else through the core's iterator, in
- * parallel above CPU_PARALLEL_GRAIN (kernels_binary.c). */
+ * parallel above CPU_PARALLEL_GRAIN (elementwise_run.c). */
 int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
                         weft_iter_loop_fn loop, void *ctx);
 

@@ -251,8 +251,9 @@ static int cpu_init(const weft_options *options)
     if (read_options(options) < 0)
         return WEFT_ERR_CONFIG;
     const struct weft_kernel_entry *const tables[] = {
-        cpu_kernels, cpu_unary_kernels, cpu_binary_kernels, cpu_activation_kernels,
-        cpu_divmod_kernels, conv_onednn ? cpu_onednn_conv_kernels : NULL,
+        cpu_kernels, cpu_unary_kernels, cpu_binary_kernels, cpu_where_clamp_kernels,
+        cpu_relu_kernels, cpu_activation_kernels, cpu_divmod_kernels,
+        conv_onednn ? cpu_onednn_conv_kernels : NULL,
     };
     int type = weft_register(&cpu_backend);
     if (type < 0)
