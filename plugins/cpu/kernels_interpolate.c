@@ -40,47 +40,12 @@ static int64_t clamp_index(int64_t i, int64_t in)
     return i < 0 ? 0 : i >= in ? in - 1 : i;
 }
 
-/* Linear and cubic taps in compute type C (float or double): area_pixel_compute_scale,
- * area_pixel_compute_source_index, compute_source_index_and_lambda and
- * get_cubic_upsample_coefficients of PyTorch's UpSample.h. */
-#define DEFINE_TAPS(C)                                                                        \
-    static void taps_##C(struct axis *a, int mode, bool align, int64_t in, int64_t out,       \
-                         double scale)                                                        \
-    {                                                                                         \
-        C *w = a->w;                                                                          \
-        C ratio = align ? (out > 1 ? (C)(in - 1) / (C)(out - 1) : (C)0)                       \
-                        : (scale > 0 ? (C)(1.0 / scale) : (C)in / (C)out);                    \
-        bool cubic = mode == WEFT_UPSAMPLE_CUBIC;                                             \
-        for (int64_t o = 0; o < out; o++) {                                                   \
-            int64_t *ix = a->idx + o * MAX_TAPS;                                              \
-            C *wt = w + o * MAX_TAPS;                                                         \
-            C real = align ? ratio * (C)o : ratio * ((C)o + (C)0.5) - (C)0.5;                 \
-            if (!cubic) {                                                                     \
-                if (!align && real < 0)                                                       \
-                    real = 0;                                                                 \
-                if (out == in) { /* PyTorch copies: scale 1 */                                \
-                    ix[0] = ix[1] = o;                                                        \
-                    wt[0] = 1, wt[1] = 0;                                                     \
-                    continue;                                                                 \
-                }                                                                             \
-                int64_t i0 = (int64_t)real;                                                   \
-                C l1 = real - (C)i0;                                                          \
-                ix[0] = i0, ix[1] = i0 + (i0 < in - 1 ? 1 : 0);                               \
-                wt[0] = (C)1 - l1, wt[1] = l1;                                                \
-                continue;                                                                     \
-            }                                                                                 \
-            int64_t i = (int64_t)floor((double)real);                                         \
-            C t = real - (C)i, A = (C)-0.75, x1 = t + (C)1, x2 = (C)1 - t, x3 = x2 + (C)1;    \
-            wt[0] = ((A * x1 - 5 * A) * x1 + 8 * A) * x1 - 4 * A;                             \
-            wt[1] = ((A + 2) * t - (A + 3)) * t * t + 1;                                      \
-            wt[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;                                   \
-            wt[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;                             \
-            for (int k = 0; k < 4; k++)                                                       \
-                ix[k] = clamp_index(i - 1 + k, in);                                           \
-        }                                                                                     \
-    }
-DEFINE_TAPS(float)
-DEFINE_TAPS(double)
+#define C float
+#include "upsample_taps.inc"
+#undef C
+#define C double
+#include "upsample_taps.inc"
+#undef C
 
 static void axis_free(struct axis *a)
 {
