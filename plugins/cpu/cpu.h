@@ -177,6 +177,8 @@ void cpu_iter_parallel(const struct weft_iter *it, weft_iter_loop_fn loop, void 
 #define PER_DTYPE(fn) CPU_CAT(CPU_CAT(fn, _), DT)
 #define LOAD(p) CPU_CAT(weft_load_, DT)(p)
 #define STORE(p, v) CPU_CAT(weft_store_, DT)(p, v)
+/* The same for the per-size kernels of each_itemsize.inc: move_4 for SZ 4. */
+#define PER_SIZE(fn) CPU_CAT(CPU_CAT(fn, _), SZ)
 
 /* Scalars arrive as doubles; integers go through int64 (saturated) so that an out-of-range
  * value wraps like PyTorch's cast instead of being undefined. SCALAR_TO(v) is the dtype's
