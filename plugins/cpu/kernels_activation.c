@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "cpu.h"
+#include "weft/kernel_checks.h"
 #include "fast_math.h"
 
 /* fast_math.h's float versions, libm's for double. */
@@ -61,17 +62,10 @@ static int add_bias_gelu_kernel(const struct weft_op_call *call)
 {
     weft_tensor *h = call->out[0], *y = call->out[1];
     const weft_tensor *b = call->in[0];
-    int approximate = (int)call->ints[0];
-    if (call->nout != 2 || h->ndim != 2 || b->ndim != 1 || b->shape[0] != h->shape[1] ||
-        b->dtype != h->dtype || !y || y->ndim != 2 || y->shape[0] != h->shape[0] ||
-        y->shape[1] != h->shape[1] || y->dtype != h->dtype || !weft_tensor_is_contiguous(h) ||
-        !weft_tensor_is_contiguous(y) || !weft_tensor_is_contiguous(b) ||
-        (approximate != 0 && approximate != 1))
-        return weft_error_set(WEFT_ERR_RUNTIME, "add_bias_gelu: expected contiguous [M, N] "
-                                                "pre-activation and output, a [N] bias of their "
-                                                "dtype and approximate 0 or 1");
+    if (weft_check_add_bias_gelu(call) != 0)
+        return weft_error_code();
     struct bias_gelu_job j = {weft_tensor_data(h), weft_tensor_data(y), weft_tensor_data(b),
-                              h->shape[1], approximate == 1};
+                              h->shape[1], call->ints[0] == 1};
     void (*rows)(void *, int64_t, int64_t) = NULL;
     switch (h->dtype) {
 #define ADD_BIAS_GELU_CASE(name, id, T, C)                                                    \

@@ -7,9 +7,9 @@
  * kernels (aten/src/ATen/native/cpu/DistanceOpsKernel.cpp). */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cpu.h"
+#include "weft/kernel_checks.h"
 
 enum norm { NORM_0, NORM_1, NORM_2, NORM_INF, NORM_LT2, NORM_GT2 };
 
@@ -86,24 +86,11 @@ static void backward_range(void *ctx, int64_t begin, int64_t end)
     free(acc);
 }
 
-static bool same_dtype(const struct weft_op_call *call)
-{
-    for (int i = 1; i < call->nin; i++)
-        if (call->in[i]->dtype != call->in[0]->dtype)
-            return false;
-    return call->out[0]->dtype == call->in[0]->dtype;
-}
-
 int cpu_cdist_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x1 = call->in[0], *x2 = call->in[1];
-    weft_tensor *out = call->out[0];
-    if (x1->ndim != 3 || x2->ndim != 3 || out->ndim != 3 || x2->shape[0] != x1->shape[0] ||
-        x2->shape[2] != x1->shape[2] || out->shape[0] != x1->shape[0] ||
-        out->shape[1] != x1->shape[1] || out->shape[2] != x2->shape[1] || !same_dtype(call) ||
-        !weft_tensor_is_contiguous(out))
-        return weft_error_set(WEFT_ERR_RUNTIME, "cdist: expected x1 [B, P, M], x2 [B, R, M] of "
-                                                "one dtype and a contiguous output [B, P, R]");
+    if (weft_check_cdist(call) != 0)
+        return weft_error_code();
     struct cdist_job j = {call, norm_of(call->scalar[0]), call->scalar[0], x1->shape[1],
                           x2->shape[1], x1->shape[2], 0};
     int64_t rows = x1->shape[0] * j.P, work = j.R * (j.M > 0 ? j.M : 1);
@@ -114,17 +101,9 @@ int cpu_cdist_kernel(const struct weft_op_call *call)
 
 int cpu_cdist_backward_kernel(const struct weft_op_call *call)
 {
-    const weft_tensor *g = call->in[0], *x1 = call->in[1], *x2 = call->in[2], *d = call->in[3];
-    weft_tensor *out = call->out[0];
-    if (g->ndim != 3 || x1->ndim != 3 || x2->ndim != 3 || d->ndim != 3 || out->ndim != 3 ||
-        x2->shape[0] != x1->shape[0] || x2->shape[2] != x1->shape[2] ||
-        g->shape[0] != x1->shape[0] || g->shape[1] != x1->shape[1] ||
-        g->shape[2] != x2->shape[1] || memcmp(d->shape, g->shape, 3 * sizeof *g->shape) != 0 ||
-        memcmp(out->shape, x1->shape, 3 * sizeof *x1->shape) != 0 || !same_dtype(call) ||
-        !weft_tensor_is_contiguous(out))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "cdist_backward: expected grad and dist [B, P, R], x1 [B, P, M], "
-                              "x2 [B, R, M] of one dtype and a contiguous output [B, P, M]");
+    const weft_tensor *x1 = call->in[1], *x2 = call->in[2];
+    if (weft_check_cdist_backward(call) != 0)
+        return weft_error_code();
     struct cdist_job j = {call, norm_of(call->scalar[0]), call->scalar[0], x1->shape[1],
                           x2->shape[1], x1->shape[2], 0};
     int64_t rows = x1->shape[0] * j.P, work = (j.R > 0 ? j.R : 1) * (j.M > 0 ? j.M : 1);
