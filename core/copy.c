@@ -237,7 +237,7 @@ static int null_status(void)
     return code != WEFT_OK ? code : WEFT_ERR_VALUE;
 }
 
-int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     if (!dst || !src)
         return null_status();
@@ -273,7 +273,7 @@ static weft_tensor *same(weft_tensor *t)
     return weft_tensor_finish(weft_tensor_retain(t));
 }
 
-weft_tensor *weft_fwd_contiguous(weft_tensor *t)
+static weft_tensor *weft_fwd_contiguous(weft_tensor *t)
 {
     if (!t)
         return NULL;
@@ -284,14 +284,14 @@ weft_tensor *weft_fwd_contiguous(weft_tensor *t)
     return copy_as(t, t->dtype, t->device, true, false);
 }
 
-weft_tensor *weft_fwd_clone(weft_tensor *t)
+static weft_tensor *weft_fwd_clone(weft_tensor *t)
 {
     if (!t || weft_require_strided(t, "clone") != 0)
         return NULL;
     return copy_as(t, t->dtype, t->device, false, false);
 }
 
-weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
+static weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
 {
     if (!t)
         return NULL;

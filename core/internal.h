@@ -84,8 +84,6 @@ WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tens
 WEFT_INTERNAL const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
-/* The innermost scope records t (no-op with no scope). */
-WEFT_INTERNAL void weft_scope_record(weft_tensor *t);
 /* ---- the registry's own kinds and the loader's hooks into it --------------------------- */
 struct weft_kind;
 struct weft_options;
@@ -143,18 +141,8 @@ WEFT_INTERNAL weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
 WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
                                                  weft_tensor *src);
-/* ---- views and copies without autograd (view.c, copy.c): what the recorded public
- * versions run, and what the core's own code calls ------------------------------------ */
+/* expand without autograd (view.c): what the recorded weft_expand runs, and what the
+ * core's own code calls. */
 WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
-WEFT_INTERNAL weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
-                                               const int64_t *stride, int64_t offset);
-
-WEFT_INTERNAL weft_tensor *weft_fwd_contiguous(weft_tensor *t);
-WEFT_INTERNAL weft_tensor *weft_fwd_clone(weft_tensor *t);
-WEFT_INTERNAL int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src,
-                                             bool non_blocking);
-WEFT_INTERNAL weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype,
-                                       bool non_blocking);
-
 
 #endif

@@ -112,7 +112,7 @@ static int64_t storage_extent(int ndim, const int64_t *shape, const int64_t *str
     return extent * itemsize;
 }
 
-weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
+static weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *stride, int64_t offset)
 {
     if (!t || weft_require_strided(t, "as_strided") != 0)

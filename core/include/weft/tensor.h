@@ -179,21 +179,15 @@ weft_tensor *weft_from_blob(void *data, int ndim, const int64_t *shape, const in
 
 /* ---- random numbers ----------------------------------------------------------------
  * One Philox4x32-10 stream per process, keyed by a seed and advanced by an offset, so
- * every backend draws the same numbers for the same (seed, offset). See weft/philox.h. */
+ * every backend draws the same numbers for the same (seed, offset). See weft/philox.h;
+ * the random ops (rand, randn, randint, uniform_, normal_) are the op layer's
+ * (weft/ops.h). */
 void weft_manual_seed(uint64_t seed);
 uint64_t weft_random_seed(void);
 uint64_t weft_random_offset(void);
 void weft_random_set_offset(uint64_t offset);
-/* Uniform on [0, 1), as torch.rand (floating dtypes). */
-weft_tensor *weft_rand(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
-/* Standard normal, as torch.randn (floating dtypes). */
-weft_tensor *weft_randn(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
-/* Integers uniform on [low, high), as torch.randint. */
-weft_tensor *weft_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
-                          enum weft_dtype dtype, weft_device dev);
-/* Uniform on [low, high) filled in place (bumps the version). Returns 0 or negative. */
-int weft_uniform_(weft_tensor *t, double low, double high);
-int weft_normal_(weft_tensor *t, double mean, double std);
+/* Advances the offset by `blocks` Philox blocks atomically; returns where the run starts. */
+uint64_t weft_random_reserve(uint64_t blocks);
 
 /* ---- views: new tensors over the same storage; no data moves -----------------------
  * The core's own: the view ops (view, reshape, transpose, narrow, ...) are the op

@@ -20,6 +20,18 @@
 extern "C" {
 #endif
 
+/* ---- random numbers (weft/philox.h; the stream is the core's, weft/tensor.h) -------- */
+/* Uniform on [0, 1), as torch.rand (floating dtypes). */
+weft_tensor *weft_rand(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Standard normal, as torch.randn (floating dtypes). */
+weft_tensor *weft_randn(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Integers uniform on [low, high), as torch.randint. */
+weft_tensor *weft_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
+                          enum weft_dtype dtype, weft_device dev);
+/* Uniform on [low, high) filled in place (bumps the version). Returns 0 or negative. */
+int weft_uniform_(weft_tensor *t, double low, double high);
+int weft_normal_(weft_tensor *t, double mean, double std);
+
 /* ---- sequences (weft/tensor.h: the constant fills) ---------------------------------- */
 /* [start, end) by step, length ceil((end - start) / step), as torch.arange. An integer
  * dtype truncates start, end and step first (a step of 0.5 is "step must be nonzero"), and
