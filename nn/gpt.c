@@ -70,6 +70,7 @@ static const struct weft_module_type gpt_type = {
     .free_state = gpt_free_state,
     .create = gpt_create,
     .config_export = gpt_config_export,
+    .onnx_export = nn_gpt_onnx_export, /* gpt_onnx.c */
 };
 static const struct weft_module_type module_dict_type =
     GPT_TYPE("gpt_module_dict", "ModuleDict", container_forward);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "layer_state.h"
 #include "weft/nn.h"
 #include "weft/ops.h"
 
@@ -40,7 +41,8 @@ static const char *py_size(const int64_t v[2], char *buf, size_t size)
 /* A built-in type: its INI name, PyTorch's class name, and create() from layer_options.c. */
 #define MODULE_TYPE(ini, class, forward_fn, repr_fn, create_fn)                               \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn}
+     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn,  \
+     .onnx_export = nn_onnx_export_builtin}
 
 /* A module of type owning a malloc'd copy of state (size 0: no state). */
 static weft_module *module_with(const struct weft_module_type *type, const void *state,
@@ -108,10 +110,6 @@ static double fan_in_bound(int64_t fan_in)
 }
 
 /* ---- Linear ----------------------------------------------------------------------- */
-
-struct linear_state {
-    int64_t in_features, out_features;
-};
 
 static weft_tensor *linear_forward(weft_module *m, weft_tensor *x)
 {
@@ -314,12 +312,6 @@ weft_module *weft_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w)
 
 /* ---- BatchNorm -------------------------------------------------------------------- */
 
-struct batch_norm_state {
-    int64_t num_features;
-    double eps, momentum;
-    int spatial_dims; /* 1 for BatchNorm1d, 2 for BatchNorm2d */
-};
-
 /* PyTorch's _check_input_dim. */
 static int batch_norm_check_dim(const struct batch_norm_state *s, const weft_tensor *x)
 {
@@ -398,13 +390,6 @@ weft_module *weft_nn_batch_norm2d(int64_t num_features, double eps, double momen
 }
 
 /* ---- LayerNorm -------------------------------------------------------------------- */
-
-struct layer_norm_state {
-    int ndims;
-    int64_t shape[WEFT_MAX_DIMS];
-    double eps;
-    bool elementwise_affine;
-};
 
 static weft_tensor *layer_norm_forward(weft_module *m, weft_tensor *x)
 {

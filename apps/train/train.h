@@ -195,7 +195,7 @@ struct trainer {
     int rank, world;
     weft_ddp *ddp;
     struct weft_ddp_options ddp_options;
-    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT } command;
+    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_EXPORT } command;
     const char *data_section;     /* eval/predict --data */
     weft_dataset *extra_set;      /* --data names a [data.*] section training does not read */
     struct train_inputs extra_inputs;
@@ -329,5 +329,18 @@ int train_dist_should_stop(const struct trainer *t);
 /* On an error: with several processes, ends the job on every rank (does not return). */
 void train_dist_fail(const struct trainer *t, int code);
 void train_dist_end(struct trainer *t);
+
+/* weft-train export (train_export.c): its own arguments as given, checked by the command. */
+struct train_export_args {
+    const char *opset, *batch, *seq, *check, *atol;
+    bool fold_batchnorm, external_data;
+};
+/* argv[i] as one of export's arguments: how many it took (1 or 2), 0 when it is none of
+ * them, -1 after saying what is missing. */
+int train_export_parse(struct train_export_args *a, int argc, char **argv, int i);
+/* Writes the model (with its weights loaded) to out as ONNX; with --check, compares it
+ * with ONNX Runtime. 0; 1 when the check found a difference above the tolerance (said);
+ * negative with the error. */
+int train_export_command(struct trainer *t, const struct train_export_args *a, const char *out);
 
 #endif

@@ -485,23 +485,28 @@ static void usage(FILE *f)
                "       weft-train eval CONFIG.ini --checkpoint CKPT [--data SECTION] [--set ...]\n"
                "       weft-train predict CONFIG.ini --checkpoint CKPT [--data SECTION] --out FILE.csv|FILE.npy\n"
                "                  [--set ...]\n"
+               "       weft-train export CONFIG.ini --checkpoint CKPT --out MODEL.onnx [--opset 17]\n"
+               "                  [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]\n"
+               "                  [--check N [--atol 1e-4]] [--set ...]\n"
                "Trains the model the config describes; eval prints a checkpoint's loss and accuracy on\n"
                "[data.test] (else the validation set, or --data data|data.val|data.test|data.NAME);\n"
-               "predict writes its outputs for every sample. See docs/config.md.\n");
+               "predict writes its outputs for every sample; export writes the model as ONNX (docs/export.md).\n"
+               "See docs/config.md.\n");
 }
 
 struct args {
     const char *config, *resume, *checkpoint, *data, *out;
+    struct train_export_args export;
 };
 
 /* The command line: 0 to go on, 1 when --help was answered, -1 on a usage error (said). */
 static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
 {
-    static const char *const commands[] = {"train", "eval", "predict"};
+    static const char *const commands[] = {"train", "eval", "predict", "export"};
     int first = 1;
-    for (int c = 0; c < 3 && argc > 1; c++)
+    for (int c = 0; c < 4 && argc > 1; c++)
         if (!strcmp(argv[1], commands[c])) {
-            t->command = c == 0 ? CMD_TRAIN : c == 1 ? CMD_EVAL : CMD_PREDICT;
+            t->command = c == 0 ? CMD_TRAIN : c == 1 ? CMD_EVAL : c == 2 ? CMD_PREDICT : CMD_EXPORT;
             first = 2;
         }
     static const char *const valued[] = {"--set", "--resume", "--checkpoint", "--data", "--out"};
@@ -524,6 +529,13 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
             i++;
             continue;
         }
+        int took = t->command == CMD_EXPORT ? train_export_parse(&a->export, argc, argv, i) : 0;
+        if (took < 0)
+            return -1;
+        if (took > 0) {
+            i += took - 1;
+            continue;
+        }
         if (argv[i][0] == '-' || a->config) {
             fprintf(stderr, "weft-train: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
@@ -540,7 +552,10 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
     else if (t->command != CMD_TRAIN && a->resume)
         wrong = "--resume belongs to training; eval and predict read --checkpoint";
     else if (t->command != CMD_TRAIN && !a->checkpoint)
-        wrong = "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
+        wrong = "eval, predict and export need --checkpoint CKPT (a model file weft-train saved)";
+    else if (t->command == CMD_EXPORT && (!a->out || a->data))
+        wrong = a->data ? "--data belongs to eval and predict; export reads the shape of [data]"
+                        : "export needs --out MODEL.onnx";
     else if (t->command == CMD_EVAL && a->out)
         wrong = "--out belongs to predict; eval prints its figures";
     else if (t->command == CMD_PREDICT && !a->out)
@@ -610,6 +625,8 @@ static int run_command(struct trainer *t, const struct args *a)
     else
         printf("checkpoint: %s%s%s%s\n", a->checkpoint, id ? " (" : "", id ? id : "", id ? ")" : "");
     weft_metadata_free(meta);
+    if (t->command == CMD_EXPORT)
+        return train_export_command(t, &a->export, a->out);
     return t->command == CMD_EVAL ? train_eval_command(t, a->data)
                                   : train_predict_command(t, a->data, a->out);
 }
@@ -667,9 +684,13 @@ int main(int argc, char **argv)
     if (t.command != CMD_TRAIN) {
         rc = run_command(&t, &a);
         int code = weft_error_code();
-        if (rc != 0)
+        if (rc < 0)
             report_error(&t, NULL);
         cleanup(&t);
+        /* export: every failure is the request's (a layer ONNX cannot express, a path that
+         * cannot be written, a checkpoint of another model); 1 is a failed --check */
+        if (t.command == CMD_EXPORT && rc != 0)
+            return rc > 0 ? EXIT_TRAINING_ERROR : EXIT_BAD_CONFIG;
         return rc != 0 ? exit_code_for(code) : EXIT_OK;
     }
     if (resume_path && (train_resume(&t, resume_path) != 0 || train_best_resume(&t) != 0)) {

@@ -203,6 +203,7 @@ weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tens
 /* ---- modules ----------------------------------------------------------------------- */
 
 typedef struct weft_module weft_module;
+struct weft_onnx_graph; /* weft/onnx.h */
 
 /* What a kind of module does: a vtable of kind WEFT_KIND_MODULE (weft/registry.h) whose
  * name is the type an INI file names ([layer.fc1] type = linear). Types with create() are
@@ -230,6 +231,12 @@ struct weft_module_type {
      * this module from into meta as "model.<key>" = "<value>" ("model.n_layer" = "4");
      * "model.type" is written by weft_module_config_export. 0 or negative. */
     int (*config_export)(const weft_module *m, struct weft_metadata *meta);
+    /* Added in ABI 2 (after config_export). Optional: writes into g the ONNX nodes that
+     * compute forward in eval mode from the value named input, through weft/onnx.h's
+     * builder, and returns the output value's name (owned by g), or NULL with an error
+     * that says why this module cannot be exported. Without it, weft_onnx_export refuses
+     * the module, naming it. */
+    const char *(*onnx_export)(weft_module *m, struct weft_onnx_graph *g, const char *input);
 };
 
 /* A new module of the registered type `name` built from options (loading the plugin
