@@ -81,8 +81,8 @@ static const char *export_conv2d(weft_module *m, weft_onnx_graph *g, const char 
     weft_tensor *ex = example(g, x);
     if (!ex || need_4d(ex, "Conv2d") != 0)
         return NULL;
-    const char *b = optional_param(g, m, "bias");
-    const char *in[3] = {x, weft_onnx_param(g, m, "weight"), b};
+    const char *w = weft_onnx_param(g, m, "weight"), *b = optional_param(g, m, "bias");
+    const char *in[3] = {x, w, b};
     weft_onnx_node *n = weft_onnx_node_add(g, "Conv", *b ? 3 : 2, in, 1);
     int64_t pads[4];
     pads_of(o->params.padding, pads);
