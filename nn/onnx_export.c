@@ -259,14 +259,16 @@ const char *weft_onnx_export_module(weft_onnx_graph *g, weft_module *m, const ch
     const char *out = NULL;
     weft_tensor *y = NULL;
     if (!WEFT_VTABLE_HAS(type, onnx_export)) {
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "%s: %s has no ONNX export (its module type "
-                                                 "'%s' has no onnx_export method)",
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "ONNX export: %s: %s has no ONNX export (its "
+                                                 "module type '%s' has no onnx_export method)",
                        where, type->class_name, type->base.name);
+        g->blamed = true;
         goto out;
     }
     /* weft's forward first: an example the layer does not take is its own error */
     if (x && !(y = weft_module_forward(m, x))) {
-        weft_error_prefix("%s: the example input does not fit", where);
+        weft_error_prefix("ONNX export: %s: the example input does not fit", where);
+        g->blamed = true;
         goto out;
     }
     weft_onnx_scope_push(g, name);
@@ -275,7 +277,9 @@ const char *weft_onnx_export_module(weft_onnx_graph *g, weft_module *m, const ch
     if (!out) {
         if (weft_error_code() == WEFT_OK)
             weft_error_set(WEFT_ERR_RUNTIME, "its onnx_export method failed without saying why");
-        weft_error_prefix("%s", where);
+        if (!g->blamed) /* the innermost module is the one to name */
+            weft_error_prefix("ONNX export: %s", where);
+        g->blamed = true;
         goto out;
     }
     if (y && !weft_onnx_example(g, out) && onnx_set_example(g, out, y) != 0)

@@ -82,6 +82,7 @@ struct weft_onnx_graph {
     size_t scope_len[64];
     int depth;
     char path[512];     /* "2" or "transformer.h.0": the module being exported, for messages */
+    bool blamed;        /* a failure's message names its module already */
 };
 
 NN_INTERNAL weft_onnx_graph *onnx_graph_new(weft_module *root, const struct weft_onnx_options *o);

@@ -263,7 +263,7 @@ static const char runner_js[] =
     "  return new T(blob.buffer.slice(blob.byteOffset + off, blob.byteOffset + off + len));\n"
     "}\n"
     "(async () => {\n"
-    "  const session = await ort.InferenceSession.create(model);\n"
+    "  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: 1, interOpNumThreads: 1});\n"
     "  const groups = new Map();\n"
     "  let worst = 0;\n"
     "  for (const c of cases) {\n"
