@@ -62,7 +62,13 @@ tokens="input:batch,sequence"
 case $family in
 mlp)
     run_family "$c/mnist-mlp.ini" "" 17 "input:batch,1,28,28" "output:batch,10"
-    expect_shapes "batch 1" "batch 7" ;;
+    expect_shapes "batch 1" "batch 7"
+    # --latency (bench/onnx-export.sh's figures): both sides timed
+    "$train" export "$c/mnist-mlp.ini" --checkpoint "$ckpt" --out "$tmp/model.onnx" --latency 5 \
+        >"$tmp/latency.txt" 2>&1 || { cat "$tmp/latency.txt"; fail "--latency failed"; }
+    cat "$tmp/latency.txt"
+    grep -q "^latency: weft batch 1: median" "$tmp/latency.txt" || fail "no weft latency"
+    grep -q "^latency: onnxruntime batch 1: median" "$tmp/latency.txt" || fail "no ORT latency" ;;
 cnn)
     run_family "$c/mnist-cnn.ini" "" 17 "input:batch,1,28,28" "output:batch,10"
     expect_shapes "batch 1" "batch 7" ;;

@@ -332,7 +332,7 @@ void train_dist_end(struct trainer *t);
 
 /* weft-train export (train_export.c): its own arguments as given, checked by the command. */
 struct train_export_args {
-    const char *opset, *batch, *seq, *check, *atol;
+    const char *opset, *batch, *seq, *check, *atol, *latency, *ort_threads;
     bool fold_batchnorm, external_data;
 };
 /* argv[i] as one of export's arguments: how many it took (1 or 2), 0 when it is none of

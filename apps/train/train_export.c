@@ -6,7 +6,7 @@
  *
  *   weft-train export CONFIG --checkpoint M --out model.onnx [--opset 17]
  *       [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]
- *       [--check N [--atol 1e-4]] [--set ...]
+ *       [--check N [--atol 1e-4]] [--latency N [--ort-threads T]] [--set ...]
  *
  * The example input that traces the model has the shape of the config's data (one
  * sample of [data], batch 2 unless --batch fixes it; for token ids the data's sequence
@@ -40,9 +40,11 @@ int train_export_parse(struct train_export_args *a, int argc, char **argv, int i
             *flag_slots[k] = true;
             return 1;
         }
-    static const char *const valued[] = {"--opset", "--batch", "--seq", "--check", "--atol"};
-    const char **slots[] = {&a->opset, &a->batch, &a->seq, &a->check, &a->atol};
-    for (int k = 0; k < 5; k++)
+    static const char *const valued[] = {"--opset", "--batch", "--seq", "--check", "--atol",
+                                         "--latency", "--ort-threads"};
+    const char **slots[] = {&a->opset, &a->batch, &a->seq, &a->check, &a->atol, &a->latency,
+                            &a->ort_threads};
+    for (int k = 0; k < 7; k++)
         if (!strcmp(argv[i], valued[k])) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "weft-train: %s needs a value\n", argv[i]);
@@ -74,8 +76,14 @@ static int parse_size(const char *flag, const char *text, bool dynamic_ok, int64
 }
 
 static int parse_options(const struct train_export_args *a, struct weft_onnx_options *o,
-                         int64_t *check_n, double *atol)
+                         int64_t *check_n, double *atol, int64_t *latency_n, int64_t *threads)
 {
+    *threads = 1;
+    if (parse_size("--latency", a->latency, false, latency_n) != 0 ||
+        (a->ort_threads && parse_size("--ort-threads", a->ort_threads, false, threads) != 0))
+        return weft_error_code();
+    if (a->ort_threads && !a->latency)
+        return weft_error_set(WEFT_ERR_VALUE, "--ort-threads belongs to --latency N");
     *o = weft_onnx_defaults();
     int64_t opset = 17;
     if ((a->opset && parse_size("--opset", a->opset, false, &opset) != 0) ||
@@ -253,7 +261,7 @@ static const char runner_js[] =
     "  console.error('onnxruntime-node is not installed (' + e.message.split('\\n')[0] + ')');\n"
     "  process.exit(3);\n"
     "}\n"
-    "const [model, dir] = process.argv.slice(2);\n"
+    "const [model, dir, mode, runs, threads] = process.argv.slice(2);\n"
     "const cases = JSON.parse(fs.readFileSync(dir + '/cases.json'));\n"
     "const blob = fs.readFileSync(dir + '/cases.bin');\n"
     "const types = {float32: Float32Array, float64: Float64Array, int64: BigInt64Array,\n"
@@ -262,7 +270,25 @@ static const char runner_js[] =
     "  const T = types[type];\n"
     "  return new T(blob.buffer.slice(blob.byteOffset + off, blob.byteOffset + off + len));\n"
     "}\n"
+    "async function latency() {\n"
+    "  const n = Number(threads);\n"
+    "  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: n, interOpNumThreads: 1});\n"
+    "  const c = cases[0], feeds = {};\n"
+    "  for (const i of c.inputs) feeds[i.name] = new ort.Tensor(i.type, view(i.type, i.offset, i.length), i.dims);\n"
+    "  for (let k = 0; k < 5; k++) await session.run(feeds);\n"
+    "  const ms = [];\n"
+    "  for (let k = 0; k < Number(runs); k++) {\n"
+    "    const t0 = process.hrtime.bigint();\n"
+    "    await session.run(feeds);\n"
+    "    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);\n"
+    "  }\n"
+    "  ms.sort((a, b) => a - b);\n"
+    "  const median = ms[Math.floor(ms.length / 2)];\n"
+    "  console.log('latency: onnxruntime ' + c.label + ': median ' + median.toFixed(3) + ' ms, min ' + ms[0].toFixed(3) + ' ms (' + ms.length + ' runs, ' + n + ' threads, ONNX Runtime ' + ort.env.versions.common + ')');\n"
+    "}\n"
     "(async () => {\n"
+    "  if (mode === 'latency') return latency();\n"
+    "  /* one thread: the check compares values, and weft's threads share the cores */\n"
     "  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: 1, interOpNumThreads: 1});\n"
     "  const groups = new Map();\n"
     "  let worst = 0;\n"
@@ -321,6 +347,8 @@ static int cases_open(struct cases *c)
 
 static void cases_remove(struct cases *c)
 {
+    if (!c->dir[0])
+        return;
     if (c->json)
         fclose(c->json);
     if (c->bin)
@@ -413,7 +441,8 @@ static void node_path(char *buf, size_t size)
 
 /* Runs the runner on the cases; its lines go to stdout. The largest difference in *worst.
  * 0, or negative with the error (node or onnxruntime-node missing: WEFT_ERR_VALUE). */
-static int run_runtime(struct cases *c, const char *model, double *worst)
+static int run_runtime(struct cases *c, const char *model, const char *const mode[3],
+                       double *worst)
 {
     char path[8192], script[4200];
     node_path(path, sizeof path);
@@ -424,7 +453,7 @@ static int run_runtime(struct cases *c, const char *model, double *worst)
         return weft_error_set(WEFT_ERR_IO, "--check: fork: %s", strerror(errno));
     if (pid == 0) {
         setenv("NODE_PATH", path, 1);
-        execlp("node", "node", script, model, c->dir, (char *)NULL);
+        execlp("node", "node", script, model, c->dir, mode[0], mode[1], mode[2], (char *)NULL);
         fprintf(stderr, "--check: cannot run node: %s\n", strerror(errno));
         _exit(127);
     }
@@ -442,6 +471,8 @@ static int run_runtime(struct cases *c, const char *model, double *worst)
     if (code != 0)
         return weft_error_set(WEFT_ERR_RUNTIME, "--check: ONNX Runtime failed on %s (exit %d)",
                               model, code);
+    if (!worst)
+        return 0;
     snprintf(path, sizeof path, "%s/result.txt", c->dir);
     FILE *f = fopen(path, "r");
     int got = f ? fscanf(f, "%lf", worst) : 0;
@@ -551,8 +582,9 @@ static int check(struct trainer *t, const struct input_kind *k, const struct wef
         c.json = c.bin = NULL;
     }
     double worst = 0;
+    const char *const mode[3] = {"check", "0", "1"};
     if (rc == 0)
-        rc = run_runtime(&c, model, &worst);
+        rc = run_runtime(&c, model, mode, &worst);
     cases_remove(&c);
     if (rc != 0)
         return rc;
@@ -560,6 +592,67 @@ static int check(struct trainer *t, const struct input_kind *k, const struct wef
     printf("check: largest difference %.3g %s the tolerance %.3g\n", worst,
            *passed ? "within" : "ABOVE", atol);
     return 0;
+}
+
+/* --latency N: weft's forward and ONNX Runtime's at batch 1 (the data's sequence length for
+ * token ids), N timed runs each after 5 untimed, medians and minimums. ONNX Runtime gets
+ * `threads` intra-op threads; weft runs with its config's ([cpu] threads). */
+static int compare_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int latency(struct trainer *t, const struct input_kind *k, int64_t runs, int64_t threads,
+                   const char *model)
+{
+    struct cases c = {0};
+    weft_tensor *x, *feeds[2];
+    const char *names[2];
+    int nin;
+    double *ms = calloc((size_t)runs, sizeof *ms);
+    int rc = ms ? cases_open(&c) : weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory");
+    char label[64];
+    if (k->tokens)
+        snprintf(label, sizeof label, "batch 1, sequence %lld", (long long)k->seq);
+    else
+        snprintf(label, sizeof label, "batch 1");
+    weft_scope_push();
+    if (rc == 0)
+        rc = make_input(t, k, 1, k->seq, &x, feeds, names, &nin);
+    for (int64_t i = -5; i < runs && rc == 0; i++) {
+        weft_scope_push();
+        double t0 = train_now();
+        weft_tensor *y = weft_module_forward(t->model, x);
+        double dt = train_now() - t0;
+        if (i == runs - 1 && y)
+            rc = add_case(&c, label, nin, names, feeds, y);
+        weft_scope_pop();
+        if (!y)
+            rc = weft_error_code();
+        else if (i >= 0)
+            ms[i] = dt * 1e3;
+    }
+    weft_scope_pop();
+    if (rc == 0) {
+        qsort(ms, (size_t)runs, sizeof *ms, compare_ms);
+        printf("latency: weft %s: median %.3f ms, min %.3f ms (%lld runs)\n", label,
+               ms[runs / 2], ms[0], (long long)runs);
+        fputs("\n]\n", c.json);
+        if (fclose(c.json) != 0 || fclose(c.bin) != 0)
+            rc = weft_error_set(WEFT_ERR_IO, "--latency: writing in %s: %s", c.dir, strerror(errno));
+        c.json = c.bin = NULL;
+    }
+    char n_runs[32], n_threads[32];
+    snprintf(n_runs, sizeof n_runs, "%lld", (long long)runs);
+    snprintf(n_threads, sizeof n_threads, "%lld", (long long)threads);
+    const char *const mode[3] = {"latency", n_runs, n_threads};
+    if (rc == 0)
+        rc = run_runtime(&c, model, mode, NULL);
+    if (c.dir[0])
+        cases_remove(&c);
+    free(ms);
+    return rc;
 }
 
 /* ---- the command ---------------------------------------------------------------------- */
@@ -573,10 +666,11 @@ static double file_mib(const char *path)
 int train_export_command(struct trainer *t, const struct train_export_args *a, const char *out)
 {
     struct weft_onnx_options o;
-    int64_t check_n = 0;
+    int64_t check_n = 0, latency_n = 0, ort_threads = 1;
     double atol = 1e-4;
     struct input_kind k;
-    if (parse_options(a, &o, &check_n, &atol) != 0 || describe_input(t, &k) != 0)
+    if (parse_options(a, &o, &check_n, &atol, &latency_n, &ort_threads) != 0 ||
+        describe_input(t, &k) != 0)
         return weft_error_code();
     if (o.seq > 0 && !k.tokens)
         return weft_error_set(WEFT_ERR_VALUE, "--seq %s: the model's input is not a sequence of "
@@ -607,6 +701,8 @@ int train_export_command(struct trainer *t, const struct train_export_args *a, c
     bool passed = true;
     if (rc == 0 && check_n > 0)
         rc = check(t, &k, &o, check_n, atol, out, &passed);
+    if (rc == 0 && latency_n > 0)
+        rc = latency(t, &k, latency_n, ort_threads, out);
     weft_grad_mode_restore(grad);
     if (rc != 0)
         return rc;

@@ -487,7 +487,7 @@ static void usage(FILE *f)
                "                  [--set ...]\n"
                "       weft-train export CONFIG.ini --checkpoint CKPT --out MODEL.onnx [--opset 17]\n"
                "                  [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]\n"
-               "                  [--check N [--atol 1e-4]] [--set ...]\n"
+               "                  [--check N [--atol 1e-4]] [--latency N [--ort-threads T]] [--set ...]\n"
                "Trains the model the config describes; eval prints a checkpoint's loss and accuracy on\n"
                "[data.test] (else the validation set, or --data data|data.val|data.test|data.NAME);\n"
                "predict writes its outputs for every sample; export writes the model as ONNX (docs/export.md).\n"
