@@ -427,29 +427,26 @@ static int module_prefix(const weft_onnx_graph *g, const weft_module *m, char *b
                                                             "derive an initializer from",
                                           weft_module_type_name(m));
     }
-    int rc = weft_error_set(WEFT_ERR_RUNTIME, "ONNX export: the %s is not part of the exported "
-                                              "model", weft_module_type_name(m));
-    for (int i = 0; i < g->n_named; i++) {
-        if (g->named[i].tensor != mine[0].tensor)
-            continue;
-        size_t full = strlen(g->named[i].name), local = strlen(mine[0].name);
+    int found = -1;
+    for (int i = 0; i < g->n_named && found < 0; i++)
+        if (g->named[i].tensor == mine[0].tensor)
+            found = i;
+    if (found >= 0) {
+        size_t full = strlen(g->named[found].name), local = strlen(mine[0].name);
         size_t keep = full > local ? full - local - 1 : 0;
-        snprintf(buf, size, "%.*s", (int)keep, g->named[i].name);
-        weft_error_clear(); /* the provisional error above */
-        rc = 0;
-        break;
+        snprintf(buf, size, "%.*s", (int)keep, g->named[found].name);
     }
     free(mine);
-    return rc;
+    if (found < 0)
+        return weft_error_set(WEFT_ERR_RUNTIME, "ONNX export: the %s is not part of the "
+                                                "exported model", weft_module_type_name(m));
+    return 0;
 }
 
 const char *weft_onnx_initializer(weft_onnx_graph *g, const weft_module *m, const char *name,
                                   weft_tensor *t)
 {
     if (!g || !m || !name || !t)
-        return NULL;
-    /* an error pending from the caller's chain must not be cleared by module_prefix */
-    if (weft_error_code() != WEFT_OK)
         return NULL;
     char prefix[512], full[700];
     if (module_prefix(g, m, prefix, sizeof prefix) != 0)

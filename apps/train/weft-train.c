@@ -552,7 +552,9 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
     else if (t->command != CMD_TRAIN && a->resume)
         wrong = "--resume belongs to training; eval and predict read --checkpoint";
     else if (t->command != CMD_TRAIN && !a->checkpoint)
-        wrong = "eval, predict and export need --checkpoint CKPT (a model file weft-train saved)";
+        wrong = t->command == CMD_EXPORT
+                    ? "export needs --checkpoint CKPT (a model file weft-train saved)"
+                    : "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
     else if (t->command == CMD_EXPORT && (!a->out || a->data))
         wrong = a->data ? "--data belongs to eval and predict; export reads the shape of [data]"
                         : "export needs --out MODEL.onnx";

@@ -81,7 +81,8 @@ struct weft_onnx_options weft_onnx_defaults(void);
  * error: WEFT_ERR_VALUE for a bad option or an example the model does not take,
  * WEFT_ERR_NOT_IMPLEMENTED for a layer ONNX cannot express (naming it and why),
  * WEFT_ERR_IO when the file cannot be written (path named). No file is left behind on
- * error. */
+ * error. Called with an error pending, it returns that error and does nothing (errors
+ * are sticky, weft/error.h). */
 int weft_onnx_export(weft_module *module, weft_tensor *example_input,
                      const struct weft_onnx_options *options, const char *path);
 
