@@ -126,7 +126,7 @@ test-asan: $(ASAN_BUILD)/build.ninja
 	$(MESON) test -C $(ASAN_BUILD) --print-errorlogs --timeout-multiplier 4
 
 bench: build
-	$(BUILD)/apps/weft-bench
+	$(BUILD)/bench/weft-bench
 
 # PREFIX (re)configures the build's prefix (the compiled-in plugin directory follows it);
 # DESTDIR stages the install under another root, as packagers do.

@@ -32,8 +32,8 @@ NN_INTERNAL bool nn_is_relu(const weft_module *m);
 NN_INTERNAL int nn_gelu_form(const weft_module *m);
 
 /* The onnx_export methods of the built-in types (weft/onnx.h): layers.c's types through
- * one dispatcher on the type's name (onnx_layers.c), the recurrent ones (onnx_rnn.c),
- * Sequential (onnx_layers.c) and GPT (gpt_onnx.c). */
+ * one dispatcher on the type's name (onnx_layers.c), the recurrent ones (onnx_rnn.c) and
+ * Sequential (onnx_layers.c). */
 struct weft_onnx_graph;
 NN_INTERNAL const char *nn_onnx_export_builtin(weft_module *m, struct weft_onnx_graph *g,
                                                const char *input);
@@ -41,7 +41,5 @@ NN_INTERNAL const char *nn_onnx_export_rnn(weft_module *m, struct weft_onnx_grap
                                            const char *input);
 NN_INTERNAL const char *nn_onnx_export_sequential(weft_module *m, struct weft_onnx_graph *g,
                                                   const char *input);
-NN_INTERNAL const char *nn_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g,
-                                           const char *input);
 
 #endif

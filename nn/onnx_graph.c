@@ -590,13 +590,13 @@ int onnx_rename(weft_onnx_graph *g, const char *from, const char *to)
 
 /* ---- small patterns ------------------------------------------------------------------ */
 
-const char *onnx_reshape(weft_onnx_graph *g, const char *x, int n, const int64_t *shape)
+const char *weft_onnx_reshape(weft_onnx_graph *g, const char *x, int n, const int64_t *shape)
 {
     const char *in[2] = {x, weft_onnx_const_ints(g, n, shape)};
     return weft_onnx_op(g, "Reshape", 2, in);
 }
 
-const char *onnx_transpose(weft_onnx_graph *g, const char *x, int n, const int64_t *perm)
+const char *weft_onnx_transpose(weft_onnx_graph *g, const char *x, int n, const int64_t *perm)
 {
     weft_onnx_node *node = weft_onnx_node_add(g, "Transpose", 1, &x, 1);
     weft_onnx_attr_ints(node, "perm", n, perm);

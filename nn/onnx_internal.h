@@ -96,22 +96,13 @@ NN_INTERNAL int onnx_readers(const weft_onnx_graph *g, const char *name);
 NN_INTERNAL struct onnx_init *onnx_init_named(const weft_onnx_graph *g, const char *name);
 /* Renames value `from` to `to` wherever it appears (node inputs and outputs). */
 NN_INTERNAL int onnx_rename(weft_onnx_graph *g, const char *from, const char *to);
-/* Small node patterns the exporters share: Reshape to a constant shape (0 copies the
- * input's dim, -1 is inferred), Transpose, Squeeze/Unsqueeze of constant axes, a binary
- * op with a scalar constant of x's dtype (example needed), and a Constant node of t. */
-NN_INTERNAL const char *onnx_reshape(weft_onnx_graph *g, const char *x, int n,
-                                     const int64_t *shape);
-NN_INTERNAL const char *onnx_transpose(weft_onnx_graph *g, const char *x, int n,
-                                       const int64_t *perm);
+/* Small node patterns the exporters share (besides weft/onnx.h's): Squeeze/Unsqueeze of
+ * constant axes, a binary op, and a Constant node of t. */
 NN_INTERNAL const char *onnx_axes_op(weft_onnx_graph *g, const char *op, const char *x, int n,
                                      const int64_t *axes);
 NN_INTERNAL const char *onnx_binary(weft_onnx_graph *g, const char *op, const char *a,
                                     const char *b);
 NN_INTERNAL const char *onnx_constant(weft_onnx_graph *g, weft_tensor *t);
-/* F.gelu(x, approximate=form) (onnx_layers.c): Gelu from opset 20, below it the
- * decomposition ONNX Runtime fuses back into one kernel; dtype is x's. */
-NN_INTERNAL const char *nn_onnx_gelu(weft_onnx_graph *g, const char *x,
-                                     enum weft_gelu_approximate form, enum weft_dtype dtype);
 /* t (any device) as an initializer of exactly this name. Its name (owned by g) or NULL. */
 NN_INTERNAL const char *onnx_add_initializer(weft_onnx_graph *g, const char *name,
                                              weft_tensor *t);

@@ -39,7 +39,7 @@ static const char *export_linear(weft_module *m, weft_onnx_graph *g, const char 
     if (!ex)
         return NULL;
     const char *w = weft_onnx_param(g, m, "weight"), *b = optional_param(g, m, "bias");
-    const char *x2 = ex->ndim == 2 ? x : onnx_reshape(g, x, 2, (int64_t[]){-1, s->in_features});
+    const char *x2 = ex->ndim == 2 ? x : weft_onnx_reshape(g, x, 2, (int64_t[]){-1, s->in_features});
     const char *in[3] = {x2, w, b};
     weft_onnx_node *gemm = weft_onnx_node_add(g, "Gemm", *b ? 3 : 2, in, 1);
     weft_onnx_attr_int(gemm, "transB", 1);
@@ -228,7 +228,7 @@ static const char *export_flatten(weft_module *m, weft_onnx_graph *g, const char
     shape[n++] = -1;
     for (int d = end + 1; d < r; d++)
         shape[n++] = ex->shape[d];
-    return onnx_reshape(g, x, n, shape);
+    return weft_onnx_reshape(g, x, n, shape);
 }
 
 /* ---- activations --------------------------------------------------------------------- */
@@ -282,9 +282,11 @@ static const char *with_scalar(weft_onnx_graph *g, const char *op, const char *x
     return onnx_binary(g, op, x, weft_onnx_const_scalar(g, dt, v));
 }
 
-const char *nn_onnx_gelu(weft_onnx_graph *g, const char *x, enum weft_gelu_approximate form,
-                         enum weft_dtype dt)
+const char *weft_onnx_gelu(weft_onnx_graph *g, const char *x, enum weft_gelu_approximate form,
+                           enum weft_dtype dt)
 {
+    if (!g || !x)
+        return NULL;
     if (weft_onnx_graph_options(g)->opset >= 20) {
         weft_onnx_node *n = weft_onnx_node_add(g, "Gelu", 1, &x, 1);
         weft_onnx_attr_string(n, "approximate", form == WEFT_GELU_TANH ? "tanh" : "none");
@@ -309,7 +311,7 @@ static const char *export_gelu(weft_module *m, weft_onnx_graph *g, const char *x
     weft_tensor *ex = example(g, x);
     if (!ex)
         return NULL;
-    return nn_onnx_gelu(g, x, (enum weft_gelu_approximate) * (const int *)weft_module_state(m),
+    return weft_onnx_gelu(g, x, (enum weft_gelu_approximate) * (const int *)weft_module_state(m),
                         ex->dtype);
 }
 

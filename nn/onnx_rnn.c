@@ -83,8 +83,8 @@ static const char *merge_directions(weft_onnx_graph *g, const char *y, int D)
 {
     if (D == 1)
         return onnx_axes_op(g, "Squeeze", y, 1, (const int64_t[]){1});
-    const char *t = onnx_transpose(g, y, 4, (const int64_t[]){0, 2, 1, 3});
-    return onnx_reshape(g, t, 3, (const int64_t[]){0, 0, -1});
+    const char *t = weft_onnx_transpose(g, y, 4, (const int64_t[]){0, 2, 1, 3});
+    return weft_onnx_reshape(g, t, 3, (const int64_t[]){0, 0, -1});
 }
 
 const char *nn_onnx_export_rnn(weft_module *m, struct weft_onnx_graph *g, const char *x)
@@ -110,7 +110,7 @@ const char *nn_onnx_export_rnn(weft_module *m, struct weft_onnx_graph *g, const 
     }
     const int D = o->bidirectional ? 2 : 1;
     const char *op = o->mode == WEFT_RNN_LSTM ? "LSTM" : o->mode == WEFT_RNN_GRU ? "GRU" : "RNN";
-    const char *seq = o->batch_first ? onnx_transpose(g, x, 3, (const int64_t[]){1, 0, 2}) : x;
+    const char *seq = o->batch_first ? weft_onnx_transpose(g, x, 3, (const int64_t[]){1, 0, 2}) : x;
     const char *h_last = NULL;
     for (int64_t l = 0; l < o->num_layers && seq; l++) {
         const char *w[3];
@@ -132,8 +132,8 @@ const char *nn_onnx_export_rnn(weft_module *m, struct weft_onnx_graph *g, const 
     if (o->output == WEFT_RNN_OUTPUT_LAST) { /* Y_h [D, B, H] -> [B, D*H] */
         if (D == 1)
             return onnx_axes_op(g, "Squeeze", h_last, 1, (const int64_t[]){0});
-        const char *t = onnx_transpose(g, h_last, 3, (const int64_t[]){1, 0, 2});
-        return onnx_reshape(g, t, 2, (const int64_t[]){0, -1});
+        const char *t = weft_onnx_transpose(g, h_last, 3, (const int64_t[]){1, 0, 2});
+        return weft_onnx_reshape(g, t, 2, (const int64_t[]){0, -1});
     }
-    return o->batch_first ? onnx_transpose(g, seq, 3, (const int64_t[]){1, 0, 2}) : seq;
+    return o->batch_first ? weft_onnx_transpose(g, seq, 3, (const int64_t[]){1, 0, 2}) : seq;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/models.h>
 #include <weft/onnx.h>
 
 #include "train.h"
@@ -361,8 +362,9 @@ weft_tensor *train_batch_target(const struct train_inputs *in, weft_tensor *cons
 weft_module *train_build_model(struct weft_config *cfg, struct train_inputs *inputs)
 {
     memset(inputs, 0, sizeof *inputs);
-    /* weft-train's own layer type, next to the built-in ones and the plugins'. */
-    if (weft_register(&sparse_linear_type) < 0)
+    /* weft-train's own layer type and libweft-models' (gpt), next to the built-in ones and
+     * the plugins'. */
+    if (weft_register(&sparse_linear_type) < 0 || weft_models_register() != 0)
         return NULL;
     weft_module *model = weft_model_from_config(cfg);
     inputs->model = model;

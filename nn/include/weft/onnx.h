@@ -132,6 +132,14 @@ void weft_onnx_attr_strings(weft_onnx_node *node, const char *name, int n,
 const char *weft_onnx_op(weft_onnx_graph *g, const char *op_type, int n_inputs,
                          const char *const *inputs);
 
+/* Small patterns: Reshape to a constant shape (0 copies the input's dim, -1 is
+ * inferred), Transpose by perm, and F.gelu(x, approximate) on x of dtype (ONNX's Gelu from
+ * opset 20; below, the decomposition ONNX Runtime fuses back into one kernel). */
+const char *weft_onnx_reshape(weft_onnx_graph *g, const char *x, int n, const int64_t *shape);
+const char *weft_onnx_transpose(weft_onnx_graph *g, const char *x, int n, const int64_t *perm);
+const char *weft_onnx_gelu(weft_onnx_graph *g, const char *x,
+                           enum weft_gelu_approximate approximate, enum weft_dtype dtype);
+
 /* m's own parameter or buffer `name` as an initializer under its state_dict name (a
  * tensor reached twice, as a tied weight, is one initializer). NULL with an error when m
  * has no such tensor or it is not part of the exported model. */

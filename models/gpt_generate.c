@@ -1,9 +1,10 @@
-/* nn/gpt_generate.c: nanoGPT's generate(): crop, last position's logits / temperature,
+/* models/gpt_generate.c: nanoGPT's generate(): crop, last position's logits / temperature,
  * top-k, softmax, one multinomial draw per token, over weft_gpt_forward_cached. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "weft.h"
+#include "weft/nn.h"
 #include "weft/gpt.h"
 
 static int desc_double(const void *a, const void *b)

@@ -1,4 +1,4 @@
-/* nn/gpt_onnx.c: nanoGPT's GPT (gpt.c) as an ONNX graph of opset-17 ops, for any
+/* models/gpt_onnx.c: nanoGPT's GPT (gpt.c) as an ONNX graph of opset-17 ops, for any
  * sequence length up to block_size (idx [batch, sequence] -> logits [batch, sequence,
  * vocab]). The GPT's own forward runs its blocks through gpt.c's internals, so the whole
  * tree is written here, part by part under nanoGPT's names ("/transformer/h.0/attn/...").
@@ -15,10 +15,23 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "onnx_internal.h"
+#include "internal.h"
+#include "weft.h"
 #include "weft/gpt.h"
+#include "weft/onnx.h"
 
 #define LN_EPS 1e-5f /* gpt.c's, nanoGPT's */
+
+static const char *binary(weft_onnx_graph *g, const char *op, const char *a, const char *b)
+{
+    return weft_onnx_op(g, op, 2, (const char *[]){a, b});
+}
+
+/* Squeeze or Unsqueeze of one constant axis. */
+static const char *axis_op(weft_onnx_graph *g, const char *op, const char *x, int64_t axis)
+{
+    return binary(g, op, x, weft_onnx_const_ints(g, 1, &axis));
+}
 
 /* What every block shares: the shapes and the mask, computed once per run. */
 struct gpt_shapes {
@@ -71,7 +84,7 @@ static const char *layer_norm(weft_onnx_graph *g, const weft_module *ln, const c
 static const char *heads(weft_onnx_graph *g, const struct gpt_shapes *s, const char *part,
                          const int64_t perm[4])
 {
-    return onnx_transpose(g, onnx_binary(g, "Reshape", part, s->bthd), 4, perm);
+    return weft_onnx_transpose(g, binary(g, "Reshape", part, s->bthd), 4, perm);
 }
 
 /* x [B*T, C] -> the attention branch's output [B*T, C]. */
@@ -91,14 +104,14 @@ static const char *attention(weft_onnx_graph *g, const struct gpt_shapes *s,
     const char *kt = heads(g, s, weft_onnx_node_output(split, 1), to_keys);
     const char *v = heads(g, s, weft_onnx_node_output(split, 2), to_heads);
     const double scale = 1.0 / sqrt((double)(s->C / s->nh));
-    q = onnx_binary(g, "Mul", q, weft_onnx_const_scalar(g, s->dtype, scale));
-    const char *scores = onnx_binary(g, "MatMul", q, kt); /* [B, nh, T, T] */
+    q = binary(g, "Mul", q, weft_onnx_const_scalar(g, s->dtype, scale));
+    const char *scores = binary(g, "MatMul", q, kt); /* [B, nh, T, T] */
     const char *where[3] = {s->future, weft_onnx_const_scalar(g, s->dtype, -INFINITY), scores};
     weft_onnx_node *sm = weft_onnx_node_add(g, "Softmax", 1,
                                             (const char *[]){weft_onnx_op(g, "Where", 3, where)}, 1);
     weft_onnx_attr_int(sm, "axis", -1);
-    const char *y = onnx_binary(g, "MatMul", weft_onnx_node_output(sm, 0), v); /* [B, nh, T, hd] */
-    y = onnx_reshape(g, onnx_transpose(g, y, 4, to_heads), 2, (const int64_t[]){-1, s->C});
+    const char *y = binary(g, "MatMul", weft_onnx_node_output(sm, 0), v); /* [B, nh, T, hd] */
+    y = weft_onnx_reshape(g, weft_onnx_transpose(g, y, 4, to_heads), 2, (const int64_t[]){-1, s->C});
     weft_onnx_scope_push(g, "c_proj");
     y = gemm(g, child(attn, "c_proj"), y);
     weft_onnx_scope_pop(g);
@@ -114,7 +127,7 @@ static const char *mlp(weft_onnx_graph *g, const weft_module *mlp, const char *x
     const char *h = gemm(g, child(mlp, "c_fc"), x);
     weft_onnx_scope_pop(g);
     weft_onnx_scope_push(g, "gelu");
-    h = nn_onnx_gelu(g, h, form, dt);
+    h = weft_onnx_gelu(g, h, form, dt);
     weft_onnx_scope_pop(g);
     weft_onnx_scope_push(g, "c_proj");
     h = gemm(g, child(mlp, "c_proj"), h);
@@ -135,10 +148,10 @@ static const char *residual(weft_onnx_graph *g, const struct gpt_shapes *s,
     h = attn ? attention(g, s, child(block, part), h)
              : mlp(g, child(block, part), h, form, s->dtype);
     weft_onnx_scope_pop(g);
-    return onnx_binary(g, "Add", x, h);
+    return binary(g, "Add", x, h);
 }
 
-const char *nn_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, const char *idx)
+const char *models_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, const char *idx)
 {
     const struct weft_gpt_config *c = weft_gpt_config_of(m);
     weft_module *t = child(m, "transformer");
@@ -154,13 +167,13 @@ const char *nn_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, const 
     weft_onnx_attr_int(shape, "start", 1);
     weft_onnx_attr_int(shape, "end", 2);
     const char *t_vec = weft_onnx_node_output(shape, 0);
-    const char *t_scalar = onnx_axes_op(g, "Squeeze", t_vec, 1, (const int64_t[]){0});
+    const char *t_scalar = axis_op(g, "Squeeze", t_vec, 0);
     const char *range[3] = {weft_onnx_const_scalar(g, WEFT_I64, 0), t_scalar,
                             weft_onnx_const_scalar(g, WEFT_I64, 1)};
     const char *pos = weft_onnx_op(g, "Range", 3, range);
-    const char *rows = onnx_axes_op(g, "Unsqueeze", pos, 1, (const int64_t[]){1});
-    const char *cols = onnx_axes_op(g, "Unsqueeze", pos, 1, (const int64_t[]){0});
-    s.future = onnx_binary(g, "Greater", cols, rows);
+    const char *rows = axis_op(g, "Unsqueeze", pos, 1);
+    const char *cols = axis_op(g, "Unsqueeze", pos, 0);
+    s.future = binary(g, "Greater", cols, rows);
     const char *bthd_parts[3] = {weft_onnx_const_ints(g, 1, (const int64_t[]){-1}), t_vec,
                                  weft_onnx_const_ints(g, 2, (const int64_t[]){c->n_head,
                                                                              c->n_embd / c->n_head})};
@@ -172,13 +185,13 @@ const char *nn_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, const 
     weft_onnx_scope_push(g, "transformer");
     const char *tok[2] = {weft_onnx_param(g, wte, "weight"), idx};
     const char *pe[2] = {weft_onnx_param(g, wpe, "weight"), pos};
-    const char *x = onnx_binary(g, "Add", weft_onnx_op(g, "Gather", 2, tok),
+    const char *x = binary(g, "Add", weft_onnx_op(g, "Gather", 2, tok),
                                 weft_onnx_op(g, "Gather", 2, pe));
-    x = onnx_reshape(g, x, 2, (const int64_t[]){-1, c->n_embd});
+    x = weft_onnx_reshape(g, x, 2, (const int64_t[]){-1, c->n_embd});
     for (int64_t l = 0; l < c->n_layer && x; l++) {
         char name[32];
         snprintf(name, sizeof name, "h.%lld", (long long)l);
-        weft_module *block = weft_module_child_at(h, (int)l);
+        weft_module *block = child(h, name + 2); /* the ModuleList's key: "0", "1", ... */
         weft_onnx_scope_push(g, name);
         x = residual(g, &s, block, x, true, c->gelu);
         x = residual(g, &s, block, x, false, c->gelu);
@@ -197,5 +210,5 @@ const char *nn_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, const 
                                 weft_onnx_const_ints(g, 1, &c->vocab_size)};
     weft_onnx_node *btv = weft_onnx_node_add(g, "Concat", 3, btv_parts, 1);
     weft_onnx_attr_int(btv, "axis", 0);
-    return onnx_binary(g, "Reshape", logits, weft_onnx_node_output(btv, 0));
+    return binary(g, "Reshape", logits, weft_onnx_node_output(btv, 0));
 }

@@ -1,4 +1,4 @@
-/* nn/gpt.c: nanoGPT's GPT (model.py) as a module tree with nanoGPT's names, its forward,
+/* models/gpt.c: nanoGPT's GPT (model.py) as a module tree with nanoGPT's names, its forward,
  * GPT-2's initialisation, the "gpt" module type an INI file names, and the KV cache that
  * makes each generated token cost O(T) instead of a full forward.
  *
@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "weft/gpt.h"
+#include "weft.h"
+#include "weft/nn.h"
+#include "weft/models.h"
 #include "weft/ops.h"
 
 #define LN_EPS 1e-5 /* nanoGPT's F.layer_norm(..., 1e-5) */
@@ -70,7 +72,7 @@ static const struct weft_module_type gpt_type = {
     .free_state = gpt_free_state,
     .create = gpt_create,
     .config_export = gpt_config_export,
-    .onnx_export = nn_gpt_onnx_export, /* gpt_onnx.c */
+    .onnx_export = models_gpt_onnx_export, /* gpt_onnx.c */
 };
 static const struct weft_module_type module_dict_type =
     GPT_TYPE("gpt_module_dict", "ModuleDict", container_forward);
@@ -588,8 +590,11 @@ weft_module *weft_gpt_new(const struct weft_gpt_config *config)
     s->ln_f = weft_module_child(t, "ln_f");
     s->lm_head = head;
     weft_module *h = weft_module_child(t, "h");
-    for (int64_t l = 0; l < config->n_layer; l++)
-        s->blocks[l] = weft_module_child_at(h, (int)l);
+    for (int64_t l = 0; l < config->n_layer; l++) {
+        char name[24];
+        snprintf(name, sizeof name, "%lld", (long long)l);
+        s->blocks[l] = weft_module_child(h, name);
+    }
     return m;
 }
 
@@ -762,11 +767,14 @@ weft_tensor *weft_gpt_forward_cached(weft_module *gpt, weft_gpt_cache *cache, we
     return logits;
 }
 
-/* Registered when libweft-nn loads, as the built-in layers are (layers.c). The order of
- * constructors across files is not ours to rely on, so the module kind is registered here
- * too (registering the same vtable twice is a no-op). */
+int weft_models_register(void)
+{
+    return weft_register(&gpt_type) < 0 ? weft_error_code() : 0;
+}
+
+/* Registered when libweft-models loads too: libweft-nn, which it links, has registered
+ * the module kind by then (its constructors run first). */
 __attribute__((constructor)) static void register_gpt(void)
 {
-    if (weft_register(&weft_module_kind) >= 0)
-        weft_register(&gpt_type);
+    weft_models_register();
 }

@@ -1,4 +1,4 @@
-/* apps/bench_augment.c: weft-bench's augmentation group, the data loader's throughput with
+/* bench/bench_augment.c: weft-bench's augmentation group, the data loader's throughput with
  * transforms on (issue 19). Every name starts with "augment_", so
  * `weft-bench --filter augment_` runs the group alone:
  *   augment_mnist_w0_images_per_s   MNIST train through the idx reader, batch 64, each image

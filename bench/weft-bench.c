@@ -1,10 +1,10 @@
-/* apps/weft-bench.c: prints one figure per line, "name value unit", each the median of
+/* bench/weft-bench.c: prints one figure per line, "name value unit", each the median of
  * several repeats. Figures that have a roofline or a reference (memcpy, direct cblas)
  * print it on the next line so the two come from the same run.
  *
  *   weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]
- * `--filter sparse_` runs the sparse group alone (apps/bench_sparse.c), `--filter augment_`
- * the loader with data augmentation (apps/bench_augment.c).
+ * `--filter sparse_` runs the sparse group alone (bench/bench_sparse.c), `--filter augment_`
+ * the loader with data augmentation (bench/bench_augment.c).
  */
 #include <cblas.h>
 #ifdef WEFT_HAVE_ONEDNN
@@ -639,7 +639,7 @@ static void bench_fused_layers(void)
 }
 
 /* The nn layer: the autograd overhead per op, attention, the fused layers (convolutions:
- * apps/bench_conv.c). */
+ * bench/bench_conv.c). */
 static void bench_nn(void)
 {
     bench_autograd();
@@ -687,22 +687,22 @@ static int parse_args(int argc, char **argv)
     return 0;
 }
 
-/* apps/bench_augment.c: the loader with data augmentation (names "augment_..."). */
+/* bench/bench_augment.c: the loader with data augmentation (names "augment_..."). */
 void bench_augment(bool (*selected)(const char *name),
                    double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
                    void (*report)(const char *name, double value, const char *unit), int repeats);
 
-/* apps/bench_rnn.c: LSTM forward and forward+backward (names "rnn_..."). */
+/* bench/bench_rnn.c: LSTM forward and forward+backward (names "rnn_..."). */
 void bench_rnn(bool (*selected)(const char *name),
                double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
                void (*report)(const char *name, double value, const char *unit), int repeats);
 
-/* apps/bench_conv.c: the MNIST CNN's convolutions, weft against oneDNN (names "conv_..."). */
+/* bench/bench_conv.c: the MNIST CNN's convolutions, weft against oneDNN (names "conv_..."). */
 void bench_conv(bool (*selected)(const char *name),
                 double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
                 void (*report)(const char *name, double value, const char *unit), int repeats);
 
-/* apps/bench_sparse.c: the sparse group (names "sparse_..."). */
+/* bench/bench_sparse.c: the sparse group (names "sparse_..."). */
 void bench_sparse(bool (*selected)(const char *name),
                   double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
                   void (*report)(const char *name, double value, const char *unit), int repeats);

@@ -1,4 +1,4 @@
-/* apps/bench_sparse.c: weft-bench's sparse group. Every name starts with "sparse_", so
+/* bench/bench_sparse.c: weft-bench's sparse group. Every name starts with "sparse_", so
  * `weft-bench --filter sparse_` runs the group alone:
  *   sparse_csr_spmm_100k_1e6nnz_x64    CSR (int64 indices) [1e5, 1e5] @ dense [1e5, 64]
  *   sparse_coo_spmm_100k_1e6nnz_x64    the same matrix as coalesced COO

@@ -1,4 +1,4 @@
-/* apps/bench_conv.c: weft-bench's convolution group, the MNIST CNN's two Conv2d layers
+/* bench/bench_conv.c: weft-bench's convolution group, the MNIST CNN's two Conv2d layers
  * (configs/mnist-cnn.ini, batch 64) through weft and through oneDNN's convolution
  * primitives called directly, side by side, to decide whether weft should hand them to
  * oneDNN (issue 12). Every name starts with "conv_", so `weft-bench --filter conv_` runs

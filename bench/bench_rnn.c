@@ -1,4 +1,4 @@
-/* apps/bench_rnn.c: weft-bench's recurrent group, nn.LSTM's forward and forward+backward
+/* bench/bench_rnn.c: weft-bench's recurrent group, nn.LSTM's forward and forward+backward
  * (issue 19; bench/rnn-lstm.sh runs it beside PyTorch). Every name starts with "rnn_", so
  * `weft-bench --filter rnn_` runs the group alone:
  *   rnn_lstm_T64_B32_H128_fwd_ms      one LSTM layer (input_size = hidden_size = H) over
