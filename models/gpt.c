@@ -240,11 +240,14 @@ static weft_tensor *attn_run(const struct attn_state *s, weft_tensor *x, const s
     return weft_dropout(weft_module_forward(s->c_proj, y), s->dropout, training);
 }
 
-/* c_proj(gelu(c_fc(x))), the bias and GELU fused into c_fc's GEMM (weft_linear_gelu). */
+/* c_proj(gelu(c_fc(x))), the bias and GELU fused into c_fc's GEMM (weft_linear_gelu). A
+ * c_fc swapped for a Linear of another kind (an int8 one, weft/quant.h) runs its own
+ * forward. */
 static weft_tensor *mlp_run(const struct mlp_state *s, weft_tensor *x, bool training)
 {
-    weft_tensor *h = weft_linear_gelu(x, weft_module_parameter(s->c_fc, "weight"),
-                                      weft_module_parameter(s->c_fc, "bias"), s->gelu);
+    weft_tensor *w = weft_module_parameter(s->c_fc, "weight");
+    weft_tensor *h = w ? weft_linear_gelu(x, w, weft_module_parameter(s->c_fc, "bias"), s->gelu)
+                       : weft_gelu_approximate(weft_module_forward(s->c_fc, x), s->gelu);
     return weft_dropout(weft_module_forward(s->c_proj, h), s->dropout, training);
 }
 
