@@ -44,20 +44,22 @@ static int read_scheme(const struct weft_metadata *meta, const char *origin, boo
     const char *format = weft_metadata_get(meta, "quant.format");
     const char *mode = weft_metadata_get(meta, "quant.mode");
     const char *weights = weft_metadata_get(meta, "quant.weights");
+    const char *sep = origin ? ": " : "";
+    origin = origin ? origin : "";
     *qc = weft_qconfig_default();
     if (!format || strcmp(format, FORMAT) != 0)
-        return weft_error_set(WEFT_ERR_VALUE, "%s: quant.format is '%s', expected '" FORMAT "' (a "
+        return weft_error_set(WEFT_ERR_VALUE, "%s%squant.format is '%s', expected '" FORMAT "' (a "
                                               "newer weft wrote this int8 checkpoint?)",
-                              origin, format ? format : "(missing)");
+                              origin, sep, format ? format : "(missing)");
     if (!mode || (strcmp(mode, "static") && strcmp(mode, "dynamic")))
-        return weft_error_set(WEFT_ERR_VALUE, "%s: quant.mode is '%s', expected static or dynamic",
-                              origin, mode ? mode : "(missing)");
+        return weft_error_set(WEFT_ERR_VALUE, "%s%squant.mode is '%s', expected static or dynamic",
+                              origin, sep, mode ? mode : "(missing)");
     if (!weights || (strcmp(weights, "per_channel_symmetric_int8") &&
                      strcmp(weights, "per_tensor_symmetric_int8")))
-        return weft_error_set(WEFT_ERR_VALUE, "%s: quant.weights is '%s', expected "
+        return weft_error_set(WEFT_ERR_VALUE, "%s%squant.weights is '%s', expected "
                                               "per_channel_symmetric_int8 or "
                                               "per_tensor_symmetric_int8",
-                              origin, weights ? weights : "(missing)");
+                              origin, sep, weights ? weights : "(missing)");
     *dynamic = !strcmp(mode, "dynamic");
     qc->per_tensor_weights = !strcmp(weights, "per_tensor_symmetric_int8");
     return 0;
@@ -122,10 +124,10 @@ static int check_tensors(const struct weft_tensor_dict *want, const struct weft_
     const int problems = missing.count + wrong.count + extra.count;
     if (!problems)
         return 0;
-    return weft_error_set(WEFT_ERR_VALUE, "%s: not a %s int8 checkpoint of this model (%d "
+    return weft_error_set(WEFT_ERR_VALUE, "%s%snot a %s int8 checkpoint of this model (%d "
                                           "problem%s):%s%s%s",
-                          origin, mode, problems, problems == 1 ? "" : "s", wrong.text,
-                          missing.text, extra.text);
+                          origin ? origin : "", origin ? ": " : "", mode, problems,
+                          problems == 1 ? "" : "s", wrong.text, missing.text, extra.text);
 }
 
 int weft_quant_load_state_dict(weft_module *model, const struct weft_tensor_dict *d,
@@ -133,7 +135,6 @@ int weft_quant_load_state_dict(weft_module *model, const struct weft_tensor_dict
 {
     if (!model || !d || !meta)
         return weft_error_set(WEFT_ERR_VALUE, "weft_quant_load_state_dict: NULL argument");
-    origin = origin ? origin : "the checkpoint";
     bool dynamic = false;
     struct weft_qconfig qc;
     int rc = read_scheme(meta, origin, &dynamic, &qc);

@@ -1,6 +1,7 @@
 /* quant/dynamic.c: torch.ao.quantization.quantize_dynamic(model, {Linear, LSTM, GRU}) in
  * place: each such module of the tree is swapped for its dynamic int8 form, whoever holds a
- * pointer to it (a GPT block's state does) runs the new one. */
+ * pointer to it (a GPT block's state does) runs the new one. Embeddings become weight-only
+ * int8 tables as well (torch does that when asked, with float_qparams_weight_only_qconfig). */
 #include <string.h>
 
 #include "internal.h"
@@ -24,6 +25,9 @@ static weft_module *dynamic_form(const weft_module *m, const struct weft_qconfig
                                         .bias = weft_module_parameter(m, "bias"),
                                         .per_tensor = qc->per_tensor_weights};
         q = quant_dynamic_linear_new(&spec);
+        *failed = !q;
+    } else if (!strcmp(weft_module_type(m)->base.name, "embedding")) {
+        q = quant_embedding_new(weft_module_parameter(m, "weight"));
         *failed = !q;
     } else if (weft_nn_rnn_options(m)) {
         q = quant_dynamic_lstm_new(m, qc->per_tensor_weights);
@@ -61,7 +65,7 @@ int weft_quantize_dynamic(weft_module *model, const struct weft_qconfig *qconfig
     weft_module_train(model, false);
     int n = walk(model, &qc);
     if (n == 0)
-        return weft_error_set(WEFT_ERR_VALUE, "quantize_dynamic: the model has no Linear, LSTM or "
-                                              "GRU to quantize");
+        return weft_error_set(WEFT_ERR_VALUE, "quantize_dynamic: the model has no Linear, LSTM, "
+                                              "GRU or Embedding to quantize");
     return n;
 }

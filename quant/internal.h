@@ -76,6 +76,8 @@ QUANT_INTERNAL weft_module *quant_dynamic_linear_new(const struct quant_layer_sp
 QUANT_INTERNAL weft_module *quant_conv_new(const struct quant_layer_spec *spec);
 /* A MaxPool2d that takes uint8/int8 (the quantized kernel) as well as float. */
 QUANT_INTERNAL weft_module *quant_max_pool_new(const struct weft_pool2d_params *params);
+/* QuantizedEmbedding (weight-only: int8 rows, a scale per row) of a float32 table. */
+QUANT_INTERNAL weft_module *quant_embedding_new(weft_tensor *weight);
 /* DynamicQuantizedLSTM from an LSTM (its options and weights), per channel or per tensor. */
 QUANT_INTERNAL weft_module *quant_dynamic_lstm_new(const weft_module *lstm, bool per_tensor);
 

@@ -15,6 +15,7 @@
 #include "testutil.h"
 
 #include <weft/checkpoint.h>
+#include <weft/gpt.h>
 #include <weft/nn.h>
 #include <weft/quant.h>
 
@@ -749,6 +750,53 @@ Test(quant, dynamic_quantization_of_linear_and_lstm_layers)
               "%s", repr);
     free(repr);
     weft_module_free(m);
+    weft_module_free(ref);
+}
+
+static struct weft_metadata *scheme(bool dynamic);
+
+static weft_module *tiny_gpt(void)
+{
+    struct weft_gpt_config c = weft_gpt_config_default();
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.n_embd = 32;
+    c.block_size = 16;
+    c.vocab_size = 50;
+    c.bias = true;
+    weft_manual_seed(3);
+    weft_module *m = weft_gpt_new(&c);
+    cr_assert_not_null(m, "%s", weft_error_message());
+    weft_module_train(m, false);
+    return m;
+}
+
+Test(quant, dynamic_quantization_of_a_gpt_and_its_checkpoint)
+{
+    weft_module *ref = tiny_gpt(), *q = tiny_gpt();
+    struct weft_qconfig qc = weft_qconfig_default();
+    /* per block c_attn, attn.c_proj, c_fc, mlp.c_proj; lm_head; wte and wpe */
+    cr_assert_eq(weft_quantize_dynamic(q, &qc), 2 * 4 + 1 + 2, "%s", weft_error_message());
+    const int64_t shape[2] = {3, 16};
+    weft_tensor *idx = random_of(2, shape, WEFT_I64, 0, 49);
+    weft_tensor *want = weft_module_forward(ref, idx), *got = weft_module_forward(q, idx);
+    assert_close_tensors(want, got, 0.02, "dynamic int8 GPT logits");
+    char *repr = weft_module_repr(q);
+    cr_expect(strstr(repr, "(c_fc): DynamicQuantizedLinear(in_features=32, out_features=128") &&
+                  strstr(repr, "(wte): QuantizedEmbedding(num_embeddings=50, embedding_dim=32"),
+              "%s", repr);
+    free(repr);
+    /* saved and loaded into a fresh float GPT: the same logits */
+    struct weft_tensor_dict *d = weft_module_state_dict(q);
+    struct weft_metadata *meta = scheme(true);
+    weft_module *fresh = tiny_gpt();
+    cr_assert_eq(weft_quant_load_state_dict(fresh, d, meta, "gpt.int8.safetensors"), 0, "%s",
+                 weft_error_message());
+    assert_close_tensors(got, weft_module_forward(fresh, idx), 0, "reloaded int8 GPT");
+    weft_tensor_dict_free(d);
+    weft_metadata_free(meta);
+    weft_module_free(fresh);
+    weft_module_free(q);
     weft_module_free(ref);
 }
 

@@ -148,8 +148,9 @@ void weft_quant_prepared_free(weft_quant_prepared *p); /* NULL is ignored */
 
 /* torch.ao.quantization.quantize_dynamic(model, {Linear, LSTM}, dtype=torch.qint8), in
  * place: every Linear (and GPT's tied lm_head) becomes a DynamicQuantizedLinear, every LSTM
- * a DynamicQuantizedLSTM (the input projection x W_ih^T of all steps int8; the recurrence
- * float32). Returns the number of modules quantized, or negative. */
+ * (GRU, RNN) a DynamicQuantizedLSTM (the input projection x W_ih^T of all steps int8; the
+ * recurrence float32), every Embedding a weight-only QuantizedEmbedding (int8 rows, a scale
+ * each). Returns the number of modules quantized, or negative. */
 int weft_quantize_dynamic(weft_module *model, const struct weft_qconfig *qconfig);
 
 /* ---- checkpoints --------------------------------------------------------------------- */
@@ -165,7 +166,7 @@ bool weft_quant_metadata_present(const struct weft_metadata *meta);
  * (built from the same config, in any state): converts it in place to the scheme meta
  * names, then checks every tensor the quantized model needs is there with its dtype and
  * shape, and copies them in. A missing or extra tensor, a float32 weight or an int8 scale
- * is an error naming origin (the file) and the key. 0 or negative (the model is then
+ * is an error naming the key (and origin, the file, when not NULL). 0 or negative (the model is then
  * unusable: free it). */
 int weft_quant_load_state_dict(weft_module *model, const struct weft_tensor_dict *d,
                                const struct weft_metadata *meta, const char *origin);
