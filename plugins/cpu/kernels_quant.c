@@ -7,6 +7,7 @@
 #endif
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <weft/kernel_quant.h>
@@ -111,7 +112,8 @@ struct pool_job {
     const weft_tensor *x;
     weft_tensor *y;
     const int64_t *g; /* kh kw sh sw ph pw dh dw */
-    bool channels_last;
+    bool fast;        /* channels-last with dense rows, every window inside */
+    bool *failed;
 };
 
 static bool channels_last(const weft_tensor *t)
@@ -121,9 +123,34 @@ static bool channels_last(const weft_tensor *t)
            (H == 1 || t->stride[2] == W * C);
 }
 
-/* One output row (n, oh) of uint8 (T uint8_t) or int8 values: channels-last, the max over
- * the window of whole C-long pixel vectors; else element by element through the strides. */
+/* Windows need no clipping when there is no padding nor dilation and the output is
+ * the floor size: every tap of every window is inside the image. */
+static bool windows_inside(const weft_tensor *x, const weft_tensor *y, const int64_t *g)
+{
+    return g[4] == 0 && g[5] == 0 && g[6] == 1 && g[7] == 1 &&
+           (y->shape[2] - 1) * g[2] + g[0] <= x->shape[2] &&
+           (y->shape[3] - 1) * g[3] + g[1] <= x->shape[3];
+}
+
+/* The max of kw C-long pixel vectors a, a + C, ... into out; C a constant where it is
+ * small, so the loop is one vector operation. */
+#define PIXEL_MAX(name, T)                                                                    \
+    static inline __attribute__((always_inline)) void pixel_max_##name(                       \
+        T *out, const T *a, int64_t C, int64_t kw)                                            \
+    {                                                                                         \
+        for (int64_t c = 0; c < C; c++)                                                       \
+            out[c] = a[c];                                                                    \
+        for (int64_t j = 1; j < kw; j++)                                                      \
+            for (int64_t c = 0; c < C; c++)                                                   \
+                out[c] = a[j * C + c] > out[c] ? a[j * C + c] : out[c];                       \
+    }
+
+/* One output row (n, oh) of uint8 (T uint8_t) or int8 values. Channels-last with every
+ * window inside: the max of the window's kh input rows first, whole rows at a time (one
+ * contiguous run), then of each window's kw pixels in that row. Otherwise tap by tap,
+ * element by element through the strides. */
 #define POOL_ROWS(name, T, LEAST)                                                             \
+    PIXEL_MAX(name, T)                                                                        \
     static void pool_rows_##name(void *ctx, int64_t begin, int64_t end)                        \
     {                                                                                         \
         const struct pool_job *j = ctx;                                                       \
@@ -133,17 +160,38 @@ static bool channels_last(const weft_tensor *t)
         const int64_t OH = y->shape[2], OW = y->shape[3];                                     \
         const T *xd = (const T *)weft_tensor_data(x);                                         \
         T *yd = (T *)weft_tensor_data(y);                                                     \
+        T *rowmax = j->fast ? malloc((size_t)(W * C)) : NULL;                                 \
+        if (j->fast && !rowmax) {                                                             \
+            __atomic_store_n(j->failed, true, __ATOMIC_RELAXED);                              \
+            return;                                                                           \
+        }                                                                                     \
         for (int64_t r = begin; r < end; r++) {                                               \
             const int64_t n = r / OH, oh = r % OH;                                            \
+            if (j->fast) {                                                                    \
+                const T *in = xd + n * x->stride[0] + oh * g[2] * x->stride[2];               \
+                const int64_t len = W * C;                                                    \
+                memcpy(rowmax, in, (size_t)len * sizeof(T));                                  \
+                for (int64_t i = 1; i < g[0]; i++) {                                          \
+                    const T *row = in + i * x->stride[2];                                     \
+                    CPU_SIMD for (int64_t k = 0; k < len; k++) rowmax[k] =                    \
+                        row[k] > rowmax[k] ? row[k] : rowmax[k];                              \
+                }                                                                             \
+                T *out = yd + n * y->stride[0] + oh * y->stride[2];                           \
+                for (int64_t ow = 0; ow < OW; ow++) {                                         \
+                    const T *a = rowmax + ow * g[3] * C;                                      \
+                    if (C == 8)                                                               \
+                        pixel_max_##name(out + ow * C, a, 8, g[1]);                           \
+                    else if (C == 16)                                                         \
+                        pixel_max_##name(out + ow * C, a, 16, g[1]);                          \
+                    else                                                                      \
+                        pixel_max_##name(out + ow * C, a, C, g[1]);                           \
+                }                                                                             \
+                continue;                                                                     \
+            }                                                                                 \
             for (int64_t ow = 0; ow < OW; ow++) {                                             \
                 T *out = yd + n * y->stride[0] + oh * y->stride[2] + ow * y->stride[3];       \
-                if (j->channels_last) {                                                       \
-                    for (int64_t c = 0; c < C; c++)                                           \
-                        out[c] = LEAST;                                                       \
-                } else {                                                                      \
-                    for (int64_t c = 0; c < C; c++)                                           \
-                        out[c * y->stride[1]] = LEAST;                                        \
-                }                                                                             \
+                for (int64_t c = 0; c < C; c++)                                               \
+                    out[c * y->stride[1]] = LEAST;                                            \
                 for (int64_t i = 0; i < g[0]; i++) {                                          \
                     const int64_t ih = oh * g[2] - g[4] + i * g[6];                           \
                     if (ih < 0 || ih >= H)                                                    \
@@ -153,20 +201,16 @@ static bool channels_last(const weft_tensor *t)
                         if (iw < 0 || iw >= W)                                                \
                             continue;                                                         \
                         const T *in = xd + n * x->stride[0] + ih * x->stride[2] + iw * x->stride[3]; \
-                        if (j->channels_last) {                                               \
-                            CPU_SIMD for (int64_t c = 0; c < C; c++) out[c] =                 \
-                                in[c] > out[c] ? in[c] : out[c];                              \
-                        } else {                                                              \
-                            for (int64_t c = 0; c < C; c++) {                                 \
-                                T v = in[c * x->stride[1]];                                   \
-                                T *o = &out[c * y->stride[1]];                                \
-                                *o = v > *o ? v : *o;                                         \
-                            }                                                                 \
+                        for (int64_t c = 0; c < C; c++) {                                     \
+                            T v = in[c * x->stride[1]];                                       \
+                            T *o = &out[c * y->stride[1]];                                    \
+                            *o = v > *o ? v : *o;                                             \
                         }                                                                     \
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \
+        free(rowmax);                                                                         \
     }
 POOL_ROWS(u8, uint8_t, 0)
 POOL_ROWS(i8, int8_t, -128)
@@ -180,11 +224,16 @@ static int max_pool_kernel(const struct weft_op_call *call)
     if (x->ndim != 4 || y->ndim != 4 || y->dtype != x->dtype)
         return weft_error_set(WEFT_ERR_RUNTIME, "quantized_max_pool2d: expected 4-d input and "
                                                 "output of one dtype");
-    struct pool_job job = {x, y, call->ints, channels_last(x) && channels_last(y)};
+    bool failed = false;
+    struct pool_job job = {x, y, call->ints,
+                           channels_last(x) && channels_last(y) && windows_inside(x, y, call->ints),
+                           &failed};
     const int64_t rows = y->shape[0] * y->shape[2];
     const int64_t per_row = y->shape[1] * y->shape[3] * call->ints[0] * call->ints[1];
     cpu_parallel_for(rows, per_row > 0 ? (CPU_PARALLEL_GRAIN + per_row - 1) / per_row : rows,
                      x->dtype == WEFT_U8 ? pool_rows_u8 : pool_rows_i8, &job);
+    if (failed)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "quantized_max_pool2d: out of host memory");
     return 0;
 }
 
