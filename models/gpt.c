@@ -690,8 +690,9 @@ weft_gpt_cache *weft_gpt_cache_new(const weft_module *gpt, int64_t batch, int64_
     }
     *cache = (weft_gpt_cache){.model = gpt, .batch = batch, .max_len = max_len,
                               .n_layer = c->n_layer};
-    /* The model's device and dtype, whatever weft_module_to made them. */
-    const weft_tensor *w = weft_module_parameter(((const struct gpt_state *)weft_module_state(gpt))->wte,
+    /* The model's device and dtype, whatever weft_module_to made them: the final
+     * LayerNorm's gain, a float parameter whatever the Linears and embeddings became. */
+    const weft_tensor *w = weft_module_parameter(((const struct gpt_state *)weft_module_state(gpt))->ln_f,
                                                  "weight");
     const int64_t shape[4] = {batch, c->n_head, max_len, c->n_embd / c->n_head};
     weft_scope_push();

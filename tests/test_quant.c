@@ -786,6 +786,20 @@ Test(quant, dynamic_quantization_of_a_gpt_and_its_checkpoint)
                   strstr(repr, "(wte): QuantizedEmbedding(num_embeddings=50, embedding_dim=32"),
               "%s", repr);
     free(repr);
+    /* generation with the KV cache runs the int8 layers one position at a time: with
+     * top_k 1 it picks the argmax of the int8 model's full forward */
+    int64_t tokens[6] = {7, 3};
+    struct weft_gpt_sampling greedy = {.temperature = 1.0, .top_k = 1};
+    cr_assert_eq(weft_gpt_generate(q, tokens, 2, 4, &greedy, NULL, NULL), 0, "%s",
+                 weft_error_message());
+    const int64_t ctx_shape[2] = {1, 5};
+    weft_tensor *logits = weft_module_forward(q, weft_from_host(tokens, 2, ctx_shape, WEFT_I64, WEFT_CPU));
+    weft_tensor *next = weft_contiguous(weft_argmax(logits, 2, false));
+    const int64_t *pick = weft_tensor_data(next);
+    for (int i = 1; i < 4; i++)
+        cr_expect_eq(tokens[i + 2], pick[i + 1], "token %d: generated %lld, the full forward's "
+                                                 "argmax %lld",
+                     i + 2, (long long)tokens[i + 2], (long long)pick[i + 1]);
     /* saved and loaded into a fresh float GPT: the same logits */
     struct weft_tensor_dict *d = weft_module_state_dict(q);
     struct weft_metadata *meta = scheme(true);
