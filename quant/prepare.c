@@ -88,8 +88,12 @@ static weft_quant_prepared *plan(weft_module *model, const struct weft_qconfig *
     p->model = model;
     p->qc = qc ? *qc : weft_qconfig_default();
     p->n = n;
-    bool need[n + 1];
-    memset(need, 0, sizeof need);
+    bool *need = calloc((size_t)n + 1, sizeof *need); /* boundaries to observe */
+    if (!need) {
+        weft_quant_prepared_free(p);
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory preparing a model");
+        return NULL;
+    }
     int quantized = 0, producer = -1; /* the boundary whose qparams uint8 values carry */
     for (int i = 0; i < n; i++)
         p->role[i] = role_of(weft_module_child_at(model, i));
@@ -108,18 +112,17 @@ static weft_quant_prepared *plan(weft_module *model, const struct weft_qconfig *
         producer = p->float_output[i] ? -1 : i + 1;
         need[i + 1] = need[i + 1] || !p->float_output[i];
     }
-    if (quantized == 0) {
+    int rc = quantized ? 0 : weft_error_set(WEFT_ERR_VALUE, "static quantization: the model has "
+                                                         "no Linear or Conv2d to quantize");
+    struct weft_observer_options oo = weft_observer_defaults(p->qc.activation);
+    for (int b = 0; rc == 0 && with_observers && b <= n; b++)
+        if (need[b] && !(p->obs[b] = weft_observer_new(&oo)))
+            rc = weft_error_code();
+    free(need);
+    if (rc != 0) {
         weft_quant_prepared_free(p);
-        weft_error_set(WEFT_ERR_VALUE, "static quantization: the model has no Linear or Conv2d to "
-                                       "quantize");
         return NULL;
     }
-    struct weft_observer_options oo = weft_observer_defaults(p->qc.activation);
-    for (int b = 0; with_observers && b <= n; b++)
-        if (need[b] && !(p->obs[b] = weft_observer_new(&oo))) {
-            weft_quant_prepared_free(p);
-            return NULL;
-        }
     return p;
 }
 
@@ -200,9 +203,8 @@ int weft_quant_convert(weft_quant_prepared *p)
     if (!p)
         return weft_error_set(WEFT_ERR_VALUE, "weft_quant_convert: NULL");
     /* Every new module first: a refusal leaves the model as it was. */
-    weft_module *made[p->n];
-    memset(made, 0, sizeof made);
-    int rc = 0;
+    weft_module **made = calloc((size_t)p->n + 1, sizeof *made);
+    int rc = made ? 0 : weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory converting");
     for (int i = 0; i < p->n && rc == 0; i++) {
         weft_module *m = weft_module_child_at(p->model, i);
         const struct weft_pool2d_params *pool = weft_nn_max_pool2d_params(m);
@@ -217,8 +219,9 @@ int weft_quant_convert(weft_quant_prepared *p)
     for (int i = 0; i < p->n && rc == 0; i++)
         if (made[i])
             rc = weft_module_swap(weft_module_child_at(p->model, i), made[i]);
-    for (int i = 0; i < p->n; i++)
+    for (int i = 0; made && i < p->n; i++)
         weft_module_free(made[i]); /* the float modules, after a swap */
+    free(made);
     if (rc == 0)
         weft_module_train(p->model, false);
     return rc;
