@@ -24,6 +24,7 @@
 #include <weft/dataloader.h>
 #include <weft/dataset.h>
 #include <weft/model.h>
+#include <weft/models.h>
 #include <weft/nn.h>
 #include <weft/quant.h>
 #include <weft/runtime.h>
@@ -100,7 +101,7 @@ static void read_batches(struct weft_config *cfg, const char *section, int64_t b
 
 static weft_module *load(struct weft_config *cfg, const char *path)
 {
-    weft_module *m = weft_model_from_config(cfg);
+    weft_module *m = weft_models_register() == 0 ? weft_model_from_config(cfg) : NULL; /* gpt */
     struct weft_tensor_dict *d = NULL;
     struct weft_metadata *meta = NULL;
     if (!m || weft_safetensors_load(path, WEFT_CPU, &d, &meta) != 0)
