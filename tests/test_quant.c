@@ -734,7 +734,9 @@ Test(quant, dynamic_quantization_of_linear_and_lstm_layers)
     weft_module *m = weft_nn_sequential(3, parts), *ref;
     weft_module *parts2[3] = {weft_nn_linear(5, 8, true), weft_nn_rnn(&o), weft_nn_linear(32, 7, true)};
     ref = weft_nn_sequential(3, parts2);
-    cr_assert_eq(weft_module_load_state_dict(m, weft_module_state_dict(ref), true), 0);
+    struct weft_tensor_dict *same = weft_module_state_dict(ref);
+    cr_assert_eq(weft_module_load_state_dict(m, same, true), 0);
+    weft_tensor_dict_free(same);
     weft_module_train(ref, false);
     struct weft_qconfig qc = weft_qconfig_default();
     cr_assert_eq(weft_quantize_dynamic(m, &qc), 3, "%s", weft_error_message());
