@@ -242,11 +242,14 @@ static weft_tensor *attn_run(const struct attn_state *s, weft_tensor *x, const s
     return weft_dropout(weft_module_forward(s->c_proj, y), s->dropout, training);
 }
 
-/* c_proj(gelu(c_fc(x))), the bias and GELU fused into c_fc's GEMM (weft_linear_gelu). */
+/* c_proj(gelu(c_fc(x))), the bias and GELU fused into c_fc's GEMM (weft_linear_gelu). A
+ * c_fc swapped for a Linear of another kind (an int8 one, weft/quant.h) runs its own
+ * forward. */
 static weft_tensor *mlp_run(const struct mlp_state *s, weft_tensor *x, bool training)
 {
-    weft_tensor *h = weft_linear_gelu(x, weft_module_parameter(s->c_fc, "weight"),
-                                      weft_module_parameter(s->c_fc, "bias"), s->gelu);
+    weft_tensor *w = weft_module_parameter(s->c_fc, "weight");
+    weft_tensor *h = w ? weft_linear_gelu(x, w, weft_module_parameter(s->c_fc, "bias"), s->gelu)
+                       : weft_gelu_approximate(weft_module_forward(s->c_fc, x), s->gelu);
     return weft_dropout(weft_module_forward(s->c_proj, h), s->dropout, training);
 }
 
@@ -689,8 +692,9 @@ weft_gpt_cache *weft_gpt_cache_new(const weft_module *gpt, int64_t batch, int64_
     }
     *cache = (weft_gpt_cache){.model = gpt, .batch = batch, .max_len = max_len,
                               .n_layer = c->n_layer};
-    /* The model's device and dtype, whatever weft_module_to made them. */
-    const weft_tensor *w = weft_module_parameter(((const struct gpt_state *)weft_module_state(gpt))->wte,
+    /* The model's device and dtype, whatever weft_module_to made them: the final
+     * LayerNorm's gain, a float parameter whatever the Linears and embeddings became. */
+    const weft_tensor *w = weft_module_parameter(((const struct gpt_state *)weft_module_state(gpt))->ln_f,
                                                  "weight");
     const int64_t shape[4] = {batch, c->n_head, max_len, c->n_embd / c->n_head};
     weft_scope_push();

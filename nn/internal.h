@@ -7,10 +7,6 @@
 
 #define NN_INTERNAL __attribute__((visibility("hidden")))
 
-/* A module's children in order (module.c), for containers such as Sequential. */
-NN_INTERNAL int weft_module_num_children(const weft_module *m);
-NN_INTERNAL weft_module *weft_module_child_at(const weft_module *m, int i);
-
 /* The module kind (module.c), registered with the built-in types when the library loads
  * (layers.c). */
 NN_INTERNAL extern const struct weft_kind weft_module_kind;

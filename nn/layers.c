@@ -222,6 +222,11 @@ weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
     return built(m, rc);
 }
 
+const struct weft_conv2d_options *weft_nn_conv2d_options(const weft_module *m)
+{
+    return weft_module_type(m) == &conv2d_type ? weft_module_state(m) : NULL;
+}
+
 /* ---- pooling ---------------------------------------------------------------------- */
 
 static weft_tensor *max_pool2d_forward(weft_module *m, weft_tensor *x)
@@ -281,6 +286,11 @@ static weft_module *pool2d(const struct weft_module_type *type,
 weft_module *weft_nn_max_pool2d(const struct weft_pool2d_params *params)
 {
     return pool2d(&max_pool2d_type, params);
+}
+
+const struct weft_pool2d_params *weft_nn_max_pool2d_params(const weft_module *m)
+{
+    return weft_module_type(m) == &max_pool2d_type ? weft_module_state(m) : NULL;
 }
 
 weft_module *weft_nn_avg_pool2d(const struct weft_pool2d_params *params)
@@ -387,6 +397,14 @@ weft_module *weft_nn_batch_norm1d(int64_t num_features, double eps, double momen
 weft_module *weft_nn_batch_norm2d(int64_t num_features, double eps, double momentum)
 {
     return batch_norm(&batch_norm2d_type, 2, num_features, eps, momentum);
+}
+
+double weft_nn_batch_norm_eps(const weft_module *m)
+{
+    const struct weft_module_type *t = weft_module_type(m);
+    if (t != &batch_norm1d_type && t != &batch_norm2d_type)
+        return -1.0;
+    return ((const struct batch_norm_state *)weft_module_state(m))->eps;
 }
 
 /* ---- LayerNorm -------------------------------------------------------------------- */

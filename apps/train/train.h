@@ -195,7 +195,7 @@ struct trainer {
     int rank, world;
     weft_ddp *ddp;
     struct weft_ddp_options ddp_options;
-    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_EXPORT } command;
+    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_EXPORT, CMD_QUANTIZE } command;
     const char *data_section;     /* eval/predict --data */
     weft_dataset *extra_set;      /* --data names a [data.*] section training does not read */
     struct train_inputs extra_inputs;
@@ -277,6 +277,19 @@ int train_eval_command(struct trainer *t, const char *section);
 /* weft-train predict: the model's outputs for every sample of the section, in order, to
  * out (.csv: index, class and probabilities, or the raw outputs; .npy: float32). */
 int train_predict_command(struct trainer *t, const char *section, const char *out);
+
+/* ---- quantize (train_quantize.c) ---------------------------------------------------------- */
+
+struct train_quantize_args {
+    const char *checkpoint, *out, *data;
+    const char *observer; /* minmax, moving_average, histogram (NULL: histogram) */
+    int64_t calib;        /* calibration samples (static) */
+    bool dynamic, per_tensor;
+};
+/* weft-train quantize: the checkpoint's model quantized to int8 (static, calibrated on the
+ * first a->calib training samples, or dynamic), the float32 and int8 figures side by side
+ * on [data.test] (else the validation set, or a->data), the int8 model saved at a->out. */
+int train_quantize_command(struct trainer *t, const struct train_quantize_args *a);
 
 /* The exact command that resumes this run: the same arguments, --resume CHECKPOINT. */
 void train_print_resume_command(const struct trainer *t, FILE *f);

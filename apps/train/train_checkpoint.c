@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <weft/quant.h>
+
 #include "train.h"
 
 /* "runs/x/model.safetensors" -> "runs/x/model<infix>.safetensors" */
@@ -62,7 +64,13 @@ int train_load_weights(struct trainer *t, const char *path, struct weft_metadata
     struct weft_tensor_dict *model = NULL;
     struct weft_metadata *m = NULL;
     int rc = weft_safetensors_load(path, t->device, &model, &m);
-    if (rc == 0)
+    /* An int8 checkpoint (weft-train quantize) converts the model to its scheme first. */
+    if (rc == 0 && weft_quant_metadata_present(m))
+        rc = t->device.type == WEFT_DEVICE_CPU
+                 ? weft_quant_load_state_dict(t->model, model, m, NULL) /* path: below */
+                 : weft_error_set(WEFT_ERR_CONFIG, "an int8 checkpoint runs on the cpu: set "
+                                                   "[runtime] backend = cpu");
+    else if (rc == 0)
         rc = weft_module_load_state_dict(t->model, model, true);
     weft_tensor_dict_free(model);
     if (rc == 0 && meta)

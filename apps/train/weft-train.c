@@ -488,42 +488,54 @@ static void usage(FILE *f)
                "       weft-train export CONFIG.ini --checkpoint CKPT --out MODEL.onnx [--opset 17]\n"
                "                  [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]\n"
                "                  [--check N [--atol 1e-4]] [--latency N [--ort-threads T]] [--set ...]\n"
+               "       weft-train quantize CONFIG.ini --checkpoint CKPT --out FILE.int8.safetensors\n"
+               "                  [--calib N] [--observer minmax|histogram] [--dynamic] [--per-tensor]\n"
                "Trains the model the config describes; eval prints a checkpoint's loss and accuracy on\n"
                "[data.test] (else the validation set, or --data data|data.val|data.test|data.NAME);\n"
-               "predict writes its outputs for every sample; export writes the model as ONNX (docs/export.md).\n"
+               "predict writes its outputs for every sample; export writes the model as ONNX\n"
+               "(docs/export.md); quantize makes an int8 model of it (docs/quantization.md).\n"
                "See docs/config.md.\n");
 }
 
 struct args {
     const char *config, *resume, *checkpoint, *data, *out;
     struct train_export_args export;
+    const char *calib, *observer; /* quantize */
+    bool dynamic, per_tensor;
 };
 
 /* The command line: 0 to go on, 1 when --help was answered, -1 on a usage error (said). */
 static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
 {
-    static const char *const commands[] = {"train", "eval", "predict", "export"};
+    static const char *const commands[] = {"train", "eval", "predict", "export", "quantize"};
+    static const int command_ids[] = {CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_EXPORT, CMD_QUANTIZE};
     int first = 1;
-    for (int c = 0; c < 4 && argc > 1; c++)
+    for (int c = 0; c < 5 && argc > 1; c++)
         if (!strcmp(argv[1], commands[c])) {
-            t->command = c == 0 ? CMD_TRAIN : c == 1 ? CMD_EVAL : c == 2 ? CMD_PREDICT : CMD_EXPORT;
+            t->command = command_ids[c];
             first = 2;
         }
-    static const char *const valued[] = {"--set", "--resume", "--checkpoint", "--data", "--out"};
+    static const char *const valued[] = {"--set", "--resume", "--checkpoint", "--data", "--out",
+                                         "--calib", "--observer"};
     for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 1;
         }
+        if (!strcmp(argv[i], "--dynamic") || !strcmp(argv[i], "--per-tensor")) {
+            *(argv[i][2] == 'd' ? &a->dynamic : &a->per_tensor) = true;
+            continue;
+        }
         int k = 0;
-        while (k < 5 && strcmp(argv[i], valued[k]) != 0)
+        while (k < 7 && strcmp(argv[i], valued[k]) != 0)
             k++;
-        if (k < 5) {
+        if (k < 7) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "weft-train: %s needs a value\n", argv[i]);
                 return -1;
             }
-            const char **slot[] = {NULL, &a->resume, &a->checkpoint, &a->data, &a->out};
+            const char **slot[] = {NULL, &a->resume, &a->checkpoint, &a->data, &a->out,
+                                   &a->calib, &a->observer};
             if (slot[k])
                 *slot[k] = argv[i + 1];
             i++;
@@ -547,14 +559,14 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
     if (!a->config)
         wrong = "a config file is needed";
     else if (t->command == CMD_TRAIN && (a->checkpoint || a->data || a->out))
-        wrong = "--checkpoint, --data and --out belong to eval and predict (training continues "
-                "from a checkpoint with --resume)";
+        wrong = "--checkpoint, --data and --out belong to eval, predict and quantize (training "
+                "continues from a checkpoint with --resume)";
     else if (t->command != CMD_TRAIN && a->resume)
         wrong = "--resume belongs to training; eval and predict read --checkpoint";
     else if (t->command != CMD_TRAIN && !a->checkpoint)
-        wrong = t->command == CMD_EXPORT
-                    ? "export needs --checkpoint CKPT (a model file weft-train saved)"
-                    : "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
+        wrong = t->command == CMD_EXPORT     ? "export needs --checkpoint CKPT (a model file weft-train saved)"
+                : t->command == CMD_QUANTIZE ? "quantize needs --checkpoint CKPT (the float32 model file to quantize)"
+                                             : "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
     else if (t->command == CMD_EXPORT && (!a->out || a->data))
         wrong = a->data ? "--data belongs to eval and predict; export reads the shape of [data]"
                         : "export needs --out MODEL.onnx";
@@ -562,6 +574,13 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
         wrong = "--out belongs to predict; eval prints its figures";
     else if (t->command == CMD_PREDICT && !a->out)
         wrong = "predict needs --out FILE.csv or --out FILE.npy";
+    else if (t->command == CMD_QUANTIZE && !a->out)
+        wrong = "quantize needs --out FILE.int8.safetensors";
+    else if (t->command != CMD_QUANTIZE && (a->calib || a->observer || a->dynamic || a->per_tensor))
+        wrong = "--calib, --observer, --dynamic and --per-tensor belong to quantize";
+    else if (a->dynamic && (a->calib || a->observer))
+        wrong = "--calib and --observer belong to static quantization; --dynamic calibrates "
+                "nothing (activations are quantized per batch)";
     if (wrong) {
         fprintf(stderr, "weft-train: %s\n", wrong);
         usage(stderr);
@@ -578,7 +597,8 @@ static int apply_sets(struct weft_config *cfg, int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--checkpoint") ||
-            !strcmp(argv[i], "--data") || !strcmp(argv[i], "--out")) {
+            !strcmp(argv[i], "--data") || !strcmp(argv[i], "--out") ||
+            !strcmp(argv[i], "--calib") || !strcmp(argv[i], "--observer")) {
             i++;
             continue;
         }
@@ -612,9 +632,26 @@ static int apply_sets(struct weft_config *cfg, int argc, char **argv)
     return 0;
 }
 
+/* --calib N: a positive count. */
+static int quantize_args(const struct args *a, struct train_quantize_args *q)
+{
+    *q = (struct train_quantize_args){.checkpoint = a->checkpoint, .out = a->out, .data = a->data,
+                                      .observer = a->observer, .calib = 512,
+                                      .dynamic = a->dynamic, .per_tensor = a->per_tensor};
+    char *end = NULL;
+    if (a->calib && ((q->calib = strtoll(a->calib, &end, 10)) < 1 || *end))
+        return weft_error_set(WEFT_ERR_CONFIG, "--calib %s: expected a number of samples >= 1",
+                              a->calib);
+    return 0;
+}
+
 /* Loads the checkpoint for eval and predict, says which, and runs the command. */
 static int run_command(struct trainer *t, const struct args *a)
 {
+    if (t->command == CMD_QUANTIZE) {
+        struct train_quantize_args q;
+        return quantize_args(a, &q) != 0 ? weft_error_code() : train_quantize_command(t, &q);
+    }
     struct weft_metadata *meta = NULL;
     int rc = train_load_weights(t, a->checkpoint, &meta);
     if (rc != 0)
@@ -626,6 +663,10 @@ static int run_command(struct trainer *t, const struct args *a)
                weft_metadata_get(meta, "weft.best_value"));
     else
         printf("checkpoint: %s%s%s%s\n", a->checkpoint, id ? " (" : "", id ? id : "", id ? ")" : "");
+    if (weft_metadata_get(meta, "quant.mode")) /* weft-train quantize's */
+        printf("int8 model: %s quantization, weights %s, activations %s\n",
+               weft_metadata_get(meta, "quant.mode"), weft_metadata_get(meta, "quant.weights"),
+               weft_metadata_get(meta, "quant.activations"));
     weft_metadata_free(meta);
     if (t->command == CMD_EXPORT)
         return train_export_command(t, &a->export, a->out);

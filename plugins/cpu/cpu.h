@@ -55,6 +55,10 @@ int cpu_register_scatter_kernels(void);    /* scatter, scatter_reduce */
 int cpu_register_interpolate_kernels(void); /* upsample and its backward */
 int cpu_register_cdist_kernels(void);       /* cdist and its backward */
 int cpu_register_rnn_kernels(void);        /* rnn_layer and its backward */
+/* weft/kernel_quant.h's ops: quantize, dequantize, max pool (kernels_quant.c), then the int8
+ * linear and conv2d through oneDNN (quant_onednn.c; nothing without it) */
+int cpu_register_quant_kernels(void);
+int cpu_register_quant_onednn_kernels(void);
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);

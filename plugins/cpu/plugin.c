@@ -167,7 +167,7 @@ static int cpu_init(const weft_options *options)
         cpu_register_embedding_kernels, cpu_register_attention_kernels,
         cpu_register_divmod_kernels, cpu_register_scatter_kernels,
         cpu_register_interpolate_kernels, cpu_register_cdist_kernels,
-        cpu_register_rnn_kernels,
+        cpu_register_rnn_kernels,       cpu_register_quant_kernels,
     };
     /* Options first: a refused value must leave nothing registered. */
     if (read_options(options) < 0)
