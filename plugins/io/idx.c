@@ -131,8 +131,8 @@ static int load_idx(const char *path, bool labels, struct idx_file *f)
     int64_t sample = (int64_t)item, bytes = 0;
     bool ok = true;
     for (int d = f->ndim - 1; d >= 1 && ok; d--)
-        ok = io_mul_i64(sample, f->dims[d], &sample);
-    ok = ok && io_mul_i64(sample, f->dims[0], &bytes) && (uint64_t)bytes <= SIZE_MAX;
+        ok = weft_size_mul(sample, f->dims[d], WEFT_SIZE_MAX, &sample);
+    ok = ok && weft_size_mul(sample, f->dims[0], WEFT_SIZE_MAX, &bytes);
     if (!ok) {
         char text[160];
         rc = weft_error_set(WEFT_ERR_IO,

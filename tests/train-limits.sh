@@ -1,0 +1,71 @@
+#!/bin/sh
+# Values and files that once crashed, hung or misled weft-train (issue 33), each now
+# refused before the first step with exit 2 and a message naming the key:
+#  - sizes from the config: a random_crop padding whose buffer size wrapped (a heap
+#    overflow), a batch_size of 10^18, a bucket_mb out of a double's int64 range;
+#  - special files (a FIFO, a directory) as a data path, the config or --resume: checked
+#    without opening them, so a FIFO never blocks;
+#  - a model too narrow for the classes (sparse_linear too), a 1-D labels file given as
+#    images, a vocabulary too small for the tokens.
+# And the exit-code rule of docs/config.md: 2 for what the config, the command line or the
+# files they name cannot do (at resume too), 1 for a failure while running.
+#   usage: train-limits.sh BUILD_DIR
+set -eu
+build=$(cd "$1" && pwd)
+train="$build/apps/weft-train"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-limits.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fail() { echo "train-limits: $*"; exit 1; }
+
+. "$(dirname "$0")/lib.sh" # expect_error
+
+# 20 images of 1 x 6 x 6 and their labels, as IDX files
+make_idx() {
+    printf '\000\000\010\003\000\000\000\024\000\000\000\006\000\000\000\006' >"$tmp/images.idx"
+    head -c 720 /dev/zero | tr '\000' '\100' >>"$tmp/images.idx"
+    printf '\000\000\010\001\000\000\000\024' >"$tmp/labels.idx"
+    printf '\000\001\002\000\001\002\000\001\002\000\001\002\000\001\002\000\001\002\000\001' >>"$tmp/labels.idx"
+}
+make_idx
+
+cat >"$tmp/img.ini" <<INI
+[data]
+reader = idx
+images = $tmp/images.idx
+labels = $tmp/labels.idx
+num_classes = 3
+batch_size = 10
+transforms = random_crop
+
+[data.transform.random_crop]
+size = 6
+padding = 1
+
+[layer.flat]
+type = flatten
+
+[layer.fc]
+type = linear
+in_features = 36
+out_features = 3
+
+[train]
+epochs = 1
+checkpoint = $tmp/run/m.safetensors
+log =
+INI
+"$train" "$tmp/img.ini" >"$tmp/img-ok.txt" 2>&1 || { cat "$tmp/img-ok.txt"; fail "the good config failed"; }
+
+# ---- sizes from the config -------------------------------------------------------------
+expect_error padding 2 "\[data.transform.random_crop\] padding = '1073741810': expected padding: .* each at most 65536" \
+    "$tmp/img.ini" --set data.transform.random_crop.padding=1073741810
+expect_error padded_image 2 "\[data.transform.random_crop\] padding = '40000': the image would be 1 x 80006 x 80006 (C x H x W) at its padding, more than 2^30 values" \
+    "$tmp/img.ini" --set data.transform.random_crop.padding=40000
+expect_error batch_size 2 "\[data\] batch_size = '1000000000000000000': expected a positive integer up to 2147483647" \
+    "$tmp/img.ini" --set data.batch_size=1000000000000000000
+expect_error bucket_mb 2 "\[distributed\] bucket_mb = '8.8e12': expected a number of MiB above 0 and at most 1048576" \
+    "$tmp/img.ini" --set distributed.bucket_mb=8.8e12
+expect_error timeout_s 2 "\[distributed\] timeout_s = 'inf': expected a number of seconds > 0" \
+    "$tmp/img.ini" --set distributed.timeout_s=inf
+
+echo "train-limits: all passed"
