@@ -8,7 +8,8 @@
  * (safetensors, loadable by PyTorch) and a CSV log with an SVG plot next to it. What both
  * loops share is in train_step.c; checkpoints and --resume in train_checkpoint.c; what is
  * checked before the first step (paths, the model on one sample) in train_check.c.
- * Exit codes: 0 ok, 1 training error, 2 bad config, 130 interrupted (checkpoint saved).
+ * Exit codes: 0 ok, 1 the run failed, 2 what was given cannot work (exit_code_for), 130
+ * interrupted (checkpoint saved).
  */
 #include <errno.h>
 #include <math.h>
@@ -632,6 +633,10 @@ static void say_resumed(const struct trainer *t, const char *path)
                t->best.val_loss);
 }
 
+/* The one rule (docs/config.md, Exit codes), by the error's nature whenever it comes: 2 for
+ * what was given that cannot work (the config, the command line, the files and plugins
+ * they name: CONFIG, VALUE, PLUGIN, DEVICE), at setup, at resume or in training alike; 1
+ * for a failure of the run itself (out of memory, I/O, a runtime error). */
 static int exit_code_for(int code)
 {
     return code == WEFT_ERR_CONFIG || code == WEFT_ERR_DEVICE || code == WEFT_ERR_PLUGIN ||
@@ -673,21 +678,24 @@ int main(int argc, char **argv)
         return rc != 0 ? exit_code_for(code) : EXIT_OK;
     }
     if (resume_path && (train_resume(&t, resume_path) != 0 || train_best_resume(&t) != 0)) {
+        int code = weft_error_code();
         report_error(&t, resume_path);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
         (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
                                    t.sequence)))) {
+        int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     if (t.rank == 0 && train_tensorboard_open(t.s.tensorboard, t.sequence) != 0) {
+        int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND};
     sigemptyset(&sa.sa_mask);
@@ -710,11 +718,12 @@ int main(int argc, char **argv)
     fflush(stdout);
     t.run_t0 = train_now();
     rc = run(&t);
+    int code = weft_error_code();
     if (rc != 0)
         report_error(&t, NULL);
     bool was_interrupted = train_interrupted;
     cleanup(&t);
     if (rc != 0)
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     return was_interrupted ? EXIT_INTERRUPTED : EXIT_OK;
 }
