@@ -90,13 +90,13 @@ out:
 
 char *weft_manifest_read(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: no wait, no manifest */
     if (fd < 0)
         return NULL;
     struct stat st;
-    char *text = fstat(fd, &st) == 0 ? read_section(fd, (uint64_t)st.st_size,
-                                                    WEFT_PLUGIN_MANIFEST_SECTION)
-                                     : NULL;
+    char *text = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                     ? read_section(fd, (uint64_t)st.st_size, WEFT_PLUGIN_MANIFEST_SECTION)
+                     : NULL;
     close(fd);
     return text;
 }
@@ -172,10 +172,13 @@ static int check_image(int fd, const char *path, uint64_t size)
 
 int weft_elf_check_whole(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* a FIFO would block dlopen() */
+        return weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: not a regular file",
+                              path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0; /* dlopen() says why, in its words */
-    struct stat st;
     int rc = fstat(fd, &st) == 0 ? check_image(fd, path, (uint64_t)st.st_size) : 0;
     close(fd);
     return rc;

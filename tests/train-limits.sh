@@ -68,4 +68,27 @@ expect_error bucket_mb 2 "\[distributed\] bucket_mb = '8.8e12': expected a numbe
 expect_error timeout_s 2 "\[distributed\] timeout_s = 'inf': expected a number of seconds > 0" \
     "$tmp/img.ini" --set distributed.timeout_s=inf
 
+# ---- special files: refused by their type, never opened (a FIFO would block) -------------
+mkfifo "$tmp/pipe"
+mkdir "$tmp/adir"
+# expect_error under a timeout: a FIFO that blocks fails the test instead of hanging it
+bounded() { timeout 60 "$build/apps/weft-train" "$@"; }
+train_unbounded=$train
+train=bounded
+expect_error fifo_images 2 "\[data\] images = $tmp/pipe: cannot open: a FIFO (named pipe), not a regular file" \
+    "$tmp/img.ini" --set "data.images=$tmp/pipe"
+expect_error dir_images 2 "\[data\] images = $tmp/adir: cannot open: a directory, not a regular file" \
+    "$tmp/img.ini" --set "data.images=$tmp/adir"
+expect_error dir_csv 2 "\[data\] path = $tmp/adir: cannot open: a directory, not a regular file" \
+    "$tmp/img.ini" --set data.reader=csv --set "data.path=$tmp/adir" --set data.images= --set data.labels=
+expect_error fifo_config 2 "$tmp/pipe: cannot open config file: a FIFO (named pipe), not a regular file" \
+    "$tmp/pipe"
+expect_error fifo_resume 2 "cannot resume from $tmp/pipe: $tmp/pipe: cannot open: a FIFO (named pipe), not a regular file" \
+    "$tmp/img.ini" --resume "$tmp/pipe"
+expect_error dir_resume 2 "cannot resume from $tmp/adir: $tmp/adir: cannot open: a directory, not a regular file" \
+    "$tmp/img.ini" --resume "$tmp/adir"
+expect_error fifo_eval 2 "$tmp/pipe: cannot open: a FIFO (named pipe), not a regular file" \
+    eval "$tmp/img.ini" --checkpoint "$tmp/pipe"
+train=$train_unbounded
+
 echo "train-limits: all passed"

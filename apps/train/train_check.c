@@ -108,6 +108,15 @@ int train_check_sections(struct weft_config *cfg)
     return rc;
 }
 
+int train_check_argument_file(const char *path)
+{
+    return weft_check_regular_file(path, NULL) == 0 ? 0 : weft_error_recode(WEFT_ERR_CONFIG);
+}
+
+/* A file the reader refused is the config's fault, named by its key (exit 2): missing,
+ * unreadable, not a regular file (a FIFO, a directory: refused by its type, never read), or
+ * not what the key expects (a corrupt header, a labels file given as images: the reader
+ * names the byte). */
 weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
 {
     const weft_options *o = weft_config_options(cfg, section);
@@ -126,7 +135,7 @@ weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
             continue;
         }
         size_t n = strlen(path);
-        if (strncmp(why, path, n) != 0 || why[n] != ':' || access(path, R_OK) == 0)
+        if (strncmp(why, path, n) != 0 || why[n] != ':')
             continue;
         weft_error_clear();
         weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s: %s", weft_config_name(cfg), section,

@@ -505,7 +505,9 @@ int train_resume(struct trainer *t, const char *path)
     struct weft_tensor_dict *model = NULL, *state = NULL;
     struct weft_metadata *meta = NULL, *model_meta = NULL;
     uint64_t seed = 0, offset = 0;
-    int rc = weft_safetensors_load(path, t->device, &model, &model_meta);
+    int rc = train_check_argument_file(path);
+    if (rc == 0)
+        rc = weft_safetensors_load(path, t->device, &model, &model_meta);
     if (rc == 0)
         rc = find_state(t, path, model, model_meta, state_path, sizeof state_path);
     if (rc == 0)

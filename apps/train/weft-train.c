@@ -600,7 +600,9 @@ static int apply_sets(struct weft_config *cfg, int argc, char **argv)
 static int run_command(struct trainer *t, const struct args *a)
 {
     struct weft_metadata *meta = NULL;
-    int rc = train_load_weights(t, a->checkpoint, &meta);
+    int rc = train_check_argument_file(a->checkpoint);
+    if (rc == 0)
+        rc = train_load_weights(t, a->checkpoint, &meta);
     if (rc != 0)
         return rc;
     const char *id = weft_metadata_get(meta, "weft.checkpoint");

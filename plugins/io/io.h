@@ -11,6 +11,7 @@
 #include <weft/dataset.h>
 #include <weft/checked.h>
 #include <weft/error.h>
+#include <weft/file.h>
 
 #define IO_PATH_MAX 4096
 
