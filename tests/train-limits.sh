@@ -68,6 +68,61 @@ expect_error bucket_mb 2 "\[distributed\] bucket_mb = '8.8e12': expected a numbe
 expect_error timeout_s 2 "\[distributed\] timeout_s = 'inf': expected a number of seconds > 0" \
     "$tmp/img.ini" --set distributed.timeout_s=inf
 
+# ---- models that do not fit the data ----------------------------------------------------
+# sparse_linear with fewer outputs than classes ("Target 2 is out of bounds" at the first
+# batch, no layer named), as dense linear already was
+printf '1 1:0.5 3:1\n0 2:1\n2 1:1 4:2\n1 3:0.2\n' >"$tmp/s.svm"
+cat >"$tmp/sparse.ini" <<INI
+[data]
+reader = libsvm
+path = $tmp/s.svm
+features = 4
+batch_size = 2
+
+[layer.fc]
+type = sparse_linear
+in_features = 4
+out_features = 3
+
+[train]
+epochs = 1
+checkpoint = $tmp/run/sparse.safetensors
+log =
+INI
+"$train" "$tmp/sparse.ini" >"$tmp/sparse-ok.txt" 2>&1 || { cat "$tmp/sparse-ok.txt"; fail "the sparse model failed"; }
+expect_error sparse_classes 2 "\[layer.fc\] out_features = 2, but field 'label' of \[data\] has 3 classes: expected out_features = 3" \
+    "$tmp/sparse.ini" --set layer.fc.out_features=2
+# a vocabulary too small for the tokens (PyTorch's "index out of range in self" at the
+# first sample, naming nothing)
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "the cat sat on the mat. " }' >"$tmp/text.txt"
+cat >"$tmp/lm.ini" <<INI
+[data]
+reader = text
+path = $tmp/text.txt
+block_size = 8
+batch_size = 4
+
+[model]
+type = gpt
+n_layer = 1
+n_head = 2
+n_embd = 16
+block_size = 8
+vocab_size = 256
+
+[optimizer]
+type = adamw
+lr = 0.01
+
+[train]
+max_iters = 2
+checkpoint = $tmp/run/lm.safetensors
+log =
+INI
+"$train" "$tmp/lm.ini" >"$tmp/lm-ok.txt" 2>&1 || { cat "$tmp/lm-ok.txt"; fail "the language model failed"; }
+expect_error vocab_size 2 "\[model\] vocab_size = 100, but the tokens of \[data\] (reader text) have a vocabulary of 256 (field 'y' has 256 classes): expected vocab_size = 256 or more" \
+    "$tmp/lm.ini" --set model.vocab_size=100
+
 # ---- special files: refused by their type, never opened (a FIFO would block) -------------
 mkfifo "$tmp/pipe"
 mkdir "$tmp/adir"

@@ -275,7 +275,7 @@ static int check_classes(struct trainer *t, const weft_dataset *ds, const struct
                          const weft_tensor *out, const weft_tensor *target,
                          const char *last_section)
 {
-    if (!t->loss.classification || in->sparse || !out || out->ndim < 2 || in->target < 0)
+    if (!t->loss.classification || !out || out->ndim < 2 || in->target < 0)
         return 0;
     const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
     if (!f || f->num_classes <= 0)
@@ -294,6 +294,40 @@ static int check_classes(struct trainer *t, const weft_dataset *ds, const struct
     return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] gives %lld outputs per position, but "
                                            "field '%s' of [%s] has %lld classes",
                           file, last_section, (long long)c, f->name, weft_dataset_section(ds),
+                          (long long)f->num_classes);
+}
+
+/* A language model's vocabulary against the data's: the tokens of the input are those of
+ * the target, shifted, so a target of V classes means ids up to V - 1 at the embedding;
+ * fewer rows than that fails at the first sample with PyTorch's "index out of range in
+ * self", naming nothing. The model's vocabulary is [model] vocab_size (gpt) or the
+ * num_embeddings of a first [layer.*] of type embedding. */
+static int check_vocabulary(struct trainer *t, const weft_dataset *ds,
+                            const struct train_inputs *in)
+{
+    if (!t->sequence || in->target < 0)
+        return 0;
+    const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
+    const char *sec = "model", *key = "vocab_size";
+    if (!weft_config_has(t->cfg, sec, key)) {
+        sec = layer_section(t->cfg, 0);
+        key = "num_embeddings";
+        if (!sec || strcmp(weft_config_string(t->cfg, sec, "type", ""), "embedding") != 0)
+            return 0;
+    }
+    int64_t vocab = 0;
+    if (!f || f->num_classes <= 0 || weft_config_int(t->cfg, sec, key, 0, &vocab) != 0 ||
+        vocab >= f->num_classes) {
+        weft_error_clear(); /* a bad value was reported when the model was built */
+        return 0;
+    }
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: [%s] %s = %lld, but the tokens of [%s] (reader %s) have a "
+                          "vocabulary of %lld (field '%s' has %lld classes): expected %s = %lld "
+                          "or more",
+                          weft_config_name(t->cfg), sec, key, (long long)vocab,
+                          weft_dataset_section(ds), weft_dataset_reader_name(ds),
+                          (long long)f->num_classes, f->name, (long long)f->num_classes, key,
                           (long long)f->num_classes);
 }
 
@@ -344,6 +378,8 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
                                         "input and target", file, data);
         rc = blame(prefix);
     }
+    if (rc == 0)
+        rc = check_vocabulary(t, ds, in);
     weft_tensor *out = rc == 0 ? forward_named(t, x, data, record, &last) : NULL;
     if (rc == 0 && !out)
         rc = weft_error_code();
