@@ -456,6 +456,68 @@ int weft_plugin_scan(void (*fn)(const struct weft_plugin_info *info, void *ctx),
     return rc < 0 ? rc : n;
 }
 
+/* ---- why a thing could not be had ----------------------------------------------------- */
+
+/* The first file of a name on the search path is the one weft loads, even when it is
+ * broken and a later copy would work: a later copy may be an older build or another
+ * configuration, and running it in the broken one's place would hide what the user put
+ * first. So the later copy is named, not tried. */
+#define NOT_TRIED "weft loads the first file of a name on the search path, so that a broken " \
+                  "plugin in front is fixed or removed rather than silently replaced by " \
+                  "another build"
+
+/* Why the plugin file at path, the first of its name on the search path, does not provide
+ * kind:name (inspecting it as weft-info does: its entry point runs, nothing more). */
+static void rejection(const char *path, const char *kind, const char *name, char *why,
+                      size_t size)
+{
+    if (weft_plugin_manifest_of(path)) {
+        snprintf(why, size, "its manifest does not list %s:%s", kind, name);
+        return;
+    }
+    struct weft_plugin_info *info = malloc(sizeof *info);
+    if (!info) {
+        snprintf(why, size, "it has no manifest (and no memory was left to look further)");
+        return;
+    }
+    if (weft_plugin_inspect(path, info) < 0)
+        snprintf(why, size, "%s", info->why);
+    else if (!info->usable)
+        snprintf(why, size, "its probe refused it: %s", info->why);
+    else
+        snprintf(why, size, "it has no manifest saying what it provides");
+    free(info);
+}
+
+void weft_plugin_explain_missing(const char *kind, const char *name, const char *failed,
+                                 char *buf, size_t size)
+{
+    bool had_error = weft_error_code() != WEFT_OK;
+    size_t used = strlen(buf);
+    if (failed) {
+        char *later = weft_plugin_path_later_copy(failed);
+        if (later && used < size)
+            snprintf(buf + used, size - used, "; a later copy, %s, was not tried (%s)", later,
+                     NOT_TRIED);
+        free(later);
+    } else {
+        char *shadow, *provider;
+        if (weft_plugin_path_shadowed(kind, name, &shadow, &provider)) {
+            char why[1024];
+            rejection(shadow, kind, name, why, sizeof why);
+            if (used < size)
+                snprintf(buf + used, size - used,
+                         "; %s, the first file of its name on the search path, was rejected "
+                         "(%s); it shadows %s, which provides %s:%s and was not tried (%s)",
+                         shadow, why, provider, kind, name, NOT_TRIED);
+            free(shadow);
+            free(provider);
+        }
+    }
+    if (!had_error)
+        weft_error_clear();
+}
+
 int weft_plugin_autoload(const char *kind, const char *name)
 {
     char *file = weft_plugin_provider_file(kind, name);

@@ -438,6 +438,76 @@ char *weft_plugin_provider_file(const char *kind, const char *name)
     return found;
 }
 
+/* Every plugin file on the search path, in path order, shadowed ones included. */
+static int collect_all_files(struct str_list *all)
+{
+    pthread_mutex_lock(&path_lock);
+    int rc = refresh_search_path();
+    for (size_t i = 0; i < search_path.n && rc == 0; i++)
+        rc = list_dir_plugins(search_path.v[i], all);
+    pthread_mutex_unlock(&path_lock);
+    return rc;
+}
+
+static bool same_file_name(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    return strcmp(sa ? sa + 1 : a, sb ? sb + 1 : b) == 0;
+}
+
+bool weft_plugin_path_shadowed(const char *kind, const char *name, char **shadow,
+                               char **provider)
+{
+    struct str_list all = {0};
+    bool had_error = weft_error_code() != WEFT_OK;
+    *shadow = *provider = NULL;
+    if (collect_all_files(&all) == 0) {
+        pthread_mutex_lock(&path_lock);
+        for (size_t i = 0; i < all.n && !*provider; i++) {
+            size_t first = 0;
+            while (!same_file_name(all.v[first], all.v[i]))
+                first++;
+            if (first < i && weft_manifest_provides(manifest_locked(all.v[i]), kind, name)) {
+                *shadow = strdup(all.v[first]);
+                *provider = strdup(all.v[i]);
+            }
+        }
+        pthread_mutex_unlock(&path_lock);
+    }
+    if (!had_error)
+        weft_error_clear(); /* an unreadable directory only means fewer candidates */
+    list_clear(&all);
+    free(all.v);
+    if (*shadow && *provider)
+        return true;
+    free(*shadow);
+    free(*provider);
+    *shadow = *provider = NULL;
+    return false;
+}
+
+char *weft_plugin_path_later_copy(const char *path)
+{
+    struct str_list all = {0};
+    bool had_error = weft_error_code() != WEFT_OK;
+    char *later = NULL;
+    if (collect_all_files(&all) == 0) {
+        bool seen = false;
+        for (size_t i = 0; i < all.n && !later; i++) {
+            if (!same_file_name(all.v[i], path))
+                continue;
+            if (seen)
+                later = strdup(all.v[i]);
+            seen = seen || strcmp(all.v[i], path) == 0;
+        }
+    }
+    if (!had_error)
+        weft_error_clear();
+    list_clear(&all);
+    free(all.v);
+    return later;
+}
+
 bool weft_plugin_find_provider(const char *kind, const char *name, char *plugin, size_t size)
 {
     if (!kind || !name)

@@ -123,6 +123,17 @@ INI
 expect_error vocab_size 2 "\[model\] vocab_size = 100, but the tokens of \[data\] (reader text) have a vocabulary of 256 (field 'y' has 256 classes): expected vocab_size = 256 or more" \
     "$tmp/lm.ini" --set model.vocab_size=100
 
+# ---- a broken plugin in front of a good one ------------------------------------------------
+# named with why it was rejected (it said "no reader 'csv' (known: none), and no plugin on
+# the search path provides reader:csv"), the good copy named as not tried
+mkdir "$tmp/bad"
+head -c 6000 "$build/plugins/weft-io.so" >"$tmp/bad/weft-io.so"
+saved_path=${WEFT_PLUGIN_PATH:-}
+export WEFT_PLUGIN_PATH="$tmp/bad:$build/plugins"
+expect_error shadowed_io 2 "\[data\] reader = 'idx': no reader 'idx'; $tmp/bad/weft-io.so, the first file of its name on the search path, was rejected (cannot load plugin $tmp/bad/weft-io.so: truncated ELF file: .*); it shadows $build/plugins/weft-io.so, which provides reader:idx and was not tried" \
+    "$tmp/img.ini"
+export WEFT_PLUGIN_PATH="$saved_path"
+
 # ---- special files: refused by their type, never opened (a FIFO would block) -------------
 mkfifo "$tmp/pipe"
 mkdir "$tmp/adir"
