@@ -50,6 +50,7 @@ struct plugin_rec {
     const struct weft_plugin *desc;
     enum plugin_state state;
     char *why; /* the error a refused or failed plugin gave, repeated on later loads */
+    int code;  /* and its code */
 };
 
 
@@ -188,6 +189,7 @@ static int refuse_rec(struct plugin_rec *r, enum plugin_state state, int code, c
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     r->state = state;
+    r->code = code;
     free(r->why);
     r->why = strdup(msg); /* NULL is survivable: later loads give a vaguer message */
     return weft_error_set(code, "%s", msg);
@@ -213,7 +215,7 @@ static int existing_result(const struct plugin_rec *r)
 {
     if (r->state == PLUGIN_LOADED || r->state == PLUGIN_STARTING)
         return 0; /* STARTING: its own init() asked for it again */
-    int code = r->state == PLUGIN_REFUSED ? WEFT_ERR_DEVICE : WEFT_ERR_PLUGIN;
+    int code = r->code ? r->code : r->state == PLUGIN_REFUSED ? WEFT_ERR_DEVICE : WEFT_ERR_PLUGIN;
     return weft_error_set(code, "%s", r->why ? r->why : "plugin failed earlier");
 }
 
@@ -269,12 +271,16 @@ static int start_plugin(const char *path, const struct weft_plugin *desc)
     int rc = run_init(desc);
     if (rc < 0 || (!had_error && weft_error_code() != WEFT_OK)) {
         char msg[1024] = "init() failed without saying why";
+        /* out of memory in init() is the cause as it is (exit 1), not a broken plugin */
+        int code = !had_error && weft_error_code() == WEFT_ERR_OUT_OF_MEMORY
+                       ? WEFT_ERR_OUT_OF_MEMORY
+                       : WEFT_ERR_PLUGIN;
         if (!had_error && weft_error_code() != WEFT_OK)
             snprintf(msg, sizeof msg, "%s", weft_error_message());
         if (!had_error)
             weft_error_clear();
         /* r may have moved if init() loaded other plugins. */
-        return refuse_rec(find_rec(NULL, path), PLUGIN_FAILED, WEFT_ERR_PLUGIN,
+        return refuse_rec(find_rec(NULL, path), PLUGIN_FAILED, code,
                           "plugin %s failed to initialise: %s", path, msg);
     }
     r = find_rec(NULL, path);

@@ -271,8 +271,14 @@ const void *weft_registry_get(const char *kind, const char *name)
     bool had_error = weft_error_code() != WEFT_OK;
     int rc = weft_plugin_autoload(kind, name);
     v = weft_registry_find(kind, name);
-    if (v || had_error)
+    if (had_error || (v && rc >= 0))
         return v;
+    /* rc < 0 with v found: the provider failed in init() after registering it; what it
+     * left half made is not handed out, and its failure is the answer */
+    if (rc > 0 && weft_error_code() == WEFT_ERR_OUT_OF_MEMORY) { /* the cause, as it is */
+        weft_error_prefix("looking for the plugin that provides %s:%s", kind, name);
+        return NULL;
+    }
     if (rc < 0) { /* a plugin provides it but did not load: its reason is the answer */
         char later[1536] = "";
         /* out of memory is the cause as it is, not the plugin's fault: nothing to add */

@@ -5,18 +5,13 @@
  * an error with a message, or succeed (a fallback that needs no memory), never crash;
  * under the sanitizer build LeakSanitizer checks at exit that no error path leaked.
  *
- * The failures are injected by this program's own malloc/calloc/realloc/free (and the
- * aligned allocators), which replace the C library's for the whole process and pass
- * through to the next definition (libc's, or the sanitizer's). Only allocations made by
- * weft's own code fail: the caller's address must lie in libweft*.so or a weft-*.so
- * plugin, so the C library's, OpenMP's and OpenBLAS's inner allocations (whose failure
- * weft can only pass on) are counted as outside. That way a failure always reaches a
- * weft function that must check it.
+ * The failures are injected by tests/alloc_inject.c, whose malloc/calloc/realloc/free
+ * (and aligned allocators) replace the C library's for the whole process: only
+ * allocations made by weft's own code fail (alloc_inject.h), so that a failure always
+ * reaches a weft function that must check it. tests/alloc-train.sh does the same to a
+ * whole weft-train run.
  *   usage: alloc_fail [SCENARIO...]   (default: all; exit 0 ok, 1 failed) */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,180 +28,7 @@
 #include <weft/nn.h>
 #include <weft/optim.h>
 
-/* ---- the allocator -------------------------------------------------------------------- */
-
-static void *(*real_malloc)(size_t);
-static void *(*real_calloc)(size_t, size_t);
-static void *(*real_realloc)(void *, size_t);
-static void (*real_free)(void *);
-static int (*real_posix_memalign)(void **, size_t, size_t);
-static void *(*real_aligned_alloc)(size_t, size_t);
-
-/* dlsym itself may allocate before the real functions are known: from here. */
-static _Alignas(64) char boot[16384];
-static size_t boot_used;
-
-static bool in_boot(const void *p)
-{
-    return (const char *)p >= boot && (const char *)p < boot + sizeof boot;
-}
-
-static void *boot_alloc(size_t n)
-{
-    n = (n + 63) & ~(size_t)63;
-    if (boot_used + n > sizeof boot)
-        return NULL;
-    void *p = boot + boot_used;
-    boot_used += n;
-    return p;
-}
-
-static _Atomic int resolving;
-
-static void resolve(void)
-{
-    if (real_malloc || atomic_exchange(&resolving, 1))
-        return;
-    real_calloc = dlsym(RTLD_NEXT, "calloc");
-    real_malloc = dlsym(RTLD_NEXT, "malloc");
-    real_realloc = dlsym(RTLD_NEXT, "realloc");
-    real_free = dlsym(RTLD_NEXT, "free");
-    real_posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-    real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-}
-
-/* The text segments of weft's libraries and plugins, found when counting is armed. */
-#define MAX_RANGES 64
-static struct {
-    uintptr_t lo, hi;
-} ranges[MAX_RANGES];
-static int nranges;
-
-static int add_ranges(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base = slash ? slash + 1 : info->dlpi_name;
-    if (strncmp(base, "libweft", 7) != 0 && strncmp(base, "weft-", 5) != 0)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum && nranges < MAX_RANGES; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        ranges[nranges].lo = info->dlpi_addr + ph->p_vaddr;
-        ranges[nranges].hi = ranges[nranges].lo + ph->p_memsz;
-        nranges++;
-    }
-    return 0;
-}
-
-static _Atomic bool armed;
-static _Atomic long counted;    /* weft's allocations since arm() */
-static long fail_at;            /* 0: count only */
-static _Atomic bool failed;     /* the chosen allocation was refused */
-static const void *failed_caller; /* by whom */
-
-static bool from_weft(const void *caller)
-{
-    uintptr_t a = (uintptr_t)caller;
-    for (int i = 0; i < nranges; i++)
-        if (a >= ranges[i].lo && a < ranges[i].hi)
-            return true;
-    return false;
-}
-
-/* Whether this allocation (of a caller at `caller`) is the one to refuse. */
-static bool refuse(const void *caller)
-{
-    if (!atomic_load_explicit(&armed, memory_order_relaxed) || !from_weft(caller))
-        return false;
-    long n = atomic_fetch_add(&counted, 1) + 1;
-    if (fail_at > 0 && n == fail_at) {
-        failed_caller = caller;
-        atomic_store(&failed, true);
-        return true;
-    }
-    return false;
-}
-
-void *malloc(size_t n)
-{
-    resolve();
-    if (!real_malloc)
-        return boot_alloc(n);
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_malloc(n);
-}
-
-void *calloc(size_t n, size_t size)
-{
-    resolve();
-    if (!real_calloc) {
-        void *p = n && size > SIZE_MAX / n ? NULL : boot_alloc(n * size);
-        return p; /* boot memory is zero: static storage, never reused */
-    }
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_calloc(n, size);
-}
-
-void *realloc(void *p, size_t n)
-{
-    resolve();
-    if (in_boot(p)) { /* move it out of the boot area */
-        void *q = malloc(n);
-        if (q)
-            memcpy(q, p, n < (size_t)(boot + sizeof boot - (char *)p) ? n : (size_t)(boot + sizeof boot - (char *)p));
-        return q;
-    }
-    if (!real_realloc)
-        return NULL;
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_realloc(p, n);
-}
-
-void free(void *p)
-{
-    if (!p || in_boot(p))
-        return;
-    resolve();
-    if (real_free)
-        real_free(p);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    resolve();
-    if (refuse(__builtin_return_address(0)))
-        return 12; /* ENOMEM */
-    return real_posix_memalign(out, align, n);
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    resolve();
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_aligned_alloc(align, n);
-}
-
-static void arm(long n)
-{
-    nranges = 0;
-    dl_iterate_phdr(add_ranges, NULL); /* plugins loaded since the last time count too */
-    fail_at = n;
-    atomic_store(&counted, 0);
-    atomic_store(&failed, false);
-    atomic_store(&armed, true);
-}
-
-static void disarm(void)
-{
-    atomic_store(&armed, false);
-}
+#include "alloc_inject.h"
 
 /* ---- scenarios ------------------------------------------------------------------------ */
 
@@ -380,17 +202,15 @@ enum outcome { OK_ERROR_OOM = 10, OK_ERROR_OTHER, OK_RECOVERED, BAD = 20 };
 static int one_run(const char *name, int (*run)(void), long n)
 {
     weft_error_clear();
-    arm(n);
+    alloc_inject_arm(n);
     int rc = run();
-    disarm();
-    bool hit = atomic_load(&failed);
+    alloc_inject_disarm();
+    bool hit = alloc_inject_refused(NULL);
     int code = weft_error_code();
     if (getenv("ALLOC_FAIL_VERBOSE") && hit) {
-        Dl_info info;
-        int ok = dladdr(failed_caller, &info);
-        printf("alloc_fail: %s: allocation %ld refused in %s (%s+0x%lx): %s%s\n", name, n,
-               ok && info.dli_sname ? info.dli_sname : "?", ok ? info.dli_fname : "?",
-               ok ? (unsigned long)((const char *)failed_caller - (const char *)info.dli_fbase) : 0ul,
+        char where[512];
+        alloc_inject_describe(where, sizeof where);
+        printf("alloc_fail: %s: allocation %ld refused: %s: %s%s\n", name, n, where,
                rc ? "error: " : code ? "success, error left pending: " : "recovered",
                code ? weft_error_message() : "");
     }
@@ -433,10 +253,10 @@ static int sweep(const char *name, int (*run)(void))
         fprintf(stderr, "alloc_fail: %s fails without any fault: %s\n", name, weft_error_message());
         return 1;
     }
-    arm(0);
+    alloc_inject_arm(0);
     int rc = run();
-    disarm();
-    long total = atomic_load(&counted);
+    alloc_inject_disarm();
+    long total = alloc_inject_counted();
     if (rc != 0 || total == 0) {
         fprintf(stderr, "alloc_fail: %s: %s\n", name,
                 rc ? weft_error_message() : "no allocation of weft's was seen");

@@ -58,11 +58,14 @@ static const struct weft_dataset_reader *find_reader(const weft_options *o)
     }
     bool had_error = weft_error_code() != WEFT_OK;
     const struct weft_dataset_reader *r = weft_registry_get(WEFT_KIND_READER, name);
-    if (!r && !had_error) {
+    if (!r && !had_error) { /* named by its key; out of memory stays the cause */
         char msg[1536];
+        int code = weft_error_code();
         snprintf(msg, sizeof msg, "%s", weft_error_message());
         weft_error_clear();
         weft_options_bad_value(o, "reader", "%s", msg);
+        if (code == WEFT_ERR_OUT_OF_MEMORY)
+            weft_error_recode(code);
     }
     return r;
 }

@@ -186,10 +186,13 @@ static const char *layer_section(struct weft_config *cfg, int i)
     return NULL;
 }
 
-/* Replaces the pending error with "<prefix>: <its message>", keeping WEFT_ERR_CONFIG so
- * that the run ends as a bad config (exit 2). */
-static int blame(const char *prefix)
+/* Replaces the pending error with "<prefix>: <its message>", as WEFT_ERR_CONFIG so that
+ * the run ends as a bad config (exit 2). Out of memory is no fault of the config: it keeps
+ * its code, with "<doing>: " in front (what was being done when it ran out). */
+static int blame(const char *prefix, const char *doing)
 {
+    if (weft_error_code() == WEFT_ERR_OUT_OF_MEMORY)
+        return weft_error_prefix("%s", doing);
     char why[1536];
     snprintf(why, sizeof why, "%s", weft_error_message());
     weft_error_clear();
@@ -208,9 +211,11 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
     if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
         weft_tensor *y = weft_module_forward(t->model, x);
         if (!y) {
+            char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [%s] "
                                             "(shape %s)", file, data, shape_str(x, shape, sizeof shape));
-            blame(prefix);
+            snprintf(doing, sizeof doing, "[model] on one sample of [%s]", data);
+            blame(prefix, doing);
         }
         if (y && record && train_summary_add(&t->summary, "model", t->model, y) != 0)
             return NULL;
@@ -227,12 +232,15 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
         *last_section = sec ? sec : "model";
         weft_tensor *y = weft_module_forward(layer, h);
         if (!y) {
+            char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input, of shape %s "
                                             "for one sample of [%s]%s",
                      file, *last_section, weft_module_type_name(layer),
                      shape_str(h, shape, sizeof shape), data,
                      i ? " after the layers before it" : "");
-            blame(prefix);
+            snprintf(doing, sizeof doing, "[%s] (%s) on one sample of [%s]", *last_section,
+                     weft_module_type_name(layer), data);
+            blame(prefix, doing);
             return NULL;
         }
         if (record && train_summary_add(&t->summary, *last_section, layer, y) != 0)
@@ -246,7 +254,8 @@ int train_blame_layer(struct trainer *t, weft_tensor *x)
     int code = weft_error_code();
     char first[1536];
     snprintf(first, sizeof first, "%s", weft_error_message());
-    if (code == WEFT_OK || strncmp(first, "[layer.", 7) == 0 ||
+    /* out of memory is its own cause: running the layers again would only allocate more */
+    if (code == WEFT_OK || code == WEFT_ERR_OUT_OF_MEMORY || strncmp(first, "[layer.", 7) == 0 ||
         strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
         return code;
     weft_error_clear();
@@ -351,14 +360,14 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
     o.transforms_eval = true;
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
     if (!dl)
-        return weft_error_code();
+        return weft_error_prefix("reading one sample of [%s] to check the model", data);
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
     int got = weft_dataloader_epoch(dl, 0);
     if (got == 0)
         got = weft_dataloader_next(dl, fields);
     if (got <= 0) {
         weft_dataloader_free(dl);
-        return got < 0 ? weft_error_code()
+        return got < 0 ? weft_error_prefix("reading one sample of [%s] to check the model", data)
                        : train_check_samples(t->cfg, ds); /* no sample at all */
     }
     /* Evaluation mode, no autograd: no running statistics change, no random draw. */
@@ -376,7 +385,7 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
         char prefix[512];
         snprintf(prefix, sizeof prefix, "%s: one sample of [%s] could not be made the model's "
                                         "input and target", file, data);
-        rc = blame(prefix);
+        rc = blame(prefix, "making one sample the model's input and target");
     }
     if (rc == 0)
         rc = check_vocabulary(t, ds, in);
@@ -392,7 +401,7 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
                                         "%s)",
                  file, weft_config_string(t->cfg, "loss", "type", "cross_entropy"),
                  shape_str(out, so, sizeof so), last, data, shape_str(target, st, sizeof st));
-        rc = blame(prefix);
+        rc = blame(prefix, "[loss] on one sample's output and target");
     }
     weft_scope_pop();
     weft_grad_mode_restore(prev);

@@ -205,7 +205,8 @@ static int setup(struct trainer *t)
         return weft_error_code();
     t->param_tensors = calloc((size_t)(t->nparams ? t->nparams : 1), sizeof *t->param_tensors);
     if (!t->param_tensors)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory");
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory for the list of %d "
+                                                      "parameters", t->nparams);
     for (int i = 0; i < t->nparams; i++)
         t->param_tensors[i] = t->params[i].tensor;
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
@@ -286,6 +287,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     weft_module_train(t->model, true);
     while (rc == 0) {
         int got = weft_dataloader_next(t->train_loader, fields);
+        if (got < 0)
+            weft_error_prefix("epoch %lld, reading batch %lld of %lld", (long long)epoch + 1,
+                              (long long)b + 1, (long long)batches);
         if (got <= 0) {
             rc = got;
             break;
@@ -305,6 +309,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
         rc = train_micro_batch(t, fields, step_now, &st);
         if (rc == 0 && step_now)
             rc = train_optimizer_step(t);
+        if (rc != 0) /* where it failed, before what failed */
+            weft_error_prefix("epoch %lld, batch %lld of %lld", (long long)epoch + 1,
+                              (long long)b, (long long)batches);
         if (rc == 0) {
             loss_sum += st.loss * (double)st.samples;
             samples += st.samples;
