@@ -80,7 +80,15 @@ static const struct weft_plugin *open_plugin(const char *path, uint32_t *abi, ui
     dlerror();
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
-        weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: %s", path, dlerror());
+        /* the dynamic loader's own words for running out of memory: the cause as it is */
+        const char *why = dlerror();
+        bool oom = why && (strstr(why, "cannot allocate memory") ||
+                           strstr(why, "Cannot allocate memory") ||
+                           strstr(why, "cannot create shared object descriptor") ||
+                           strstr(why, "out of memory"));
+        weft_error_set(oom ? WEFT_ERR_OUT_OF_MEMORY : WEFT_ERR_PLUGIN,
+                       "cannot load plugin %s: %s%s", path, why ? why : "dlopen failed",
+                       oom ? " (out of memory)" : "");
         return NULL;
     }
     dlerror();

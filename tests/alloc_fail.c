@@ -10,7 +10,8 @@
  * allocations made by weft's own code fail (alloc_inject.h), so that a failure always
  * reaches a weft function that must check it. tests/alloc-train.sh does the same to a
  * whole weft-train run.
- *   usage: alloc_fail [SCENARIO...]   (default: all; exit 0 ok, 1 failed) */
+ * And oneDNN's first use, with allocations of any caller refused (check_onednn).
+ *   usage: alloc_fail [SCENARIO... | onednn]   (default: all; exit 0 ok, 1 failed) */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
@@ -27,6 +28,8 @@
 #include <weft/model.h>
 #include <weft/nn.h>
 #include <weft/optim.h>
+#include <weft/options.h>
+#include <weft/plugin.h>
 
 #include "alloc_inject.h"
 
@@ -305,6 +308,126 @@ static int sweep(const char *name, int (*run)(void))
     return bad;
 }
 
+/* ---- oneDNN's first use ------------------------------------------------------------------ */
+
+static const weft_options *cpu_options(void *ctx, const char *plugin)
+{
+    return strcmp(plugin, "cpu") == 0 ? ctx : NULL;
+}
+
+/* A float32 product through oneDNN's sgemm ([cpu] gemm = onednn): 0, or the error's code. */
+static int onednn_product(void)
+{
+    weft_scope_push();
+    int64_t shape[2] = {64, 64};
+    weft_tensor *a = weft_ones(2, shape, WEFT_F32, WEFT_CPU);
+    weft_tensor *c = a ? weft_matmul(a, a) : NULL;
+    int rc = c ? 0 : weft_error_code();
+    weft_scope_pop();
+    return rc;
+}
+
+/* Runs fn in a child; its exit status, or 128 + the signal that ended it. */
+static int in_child(int (*fn)(long), long arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(fn(arg)); /* _exit: oneDNN's half-made kernels are not ours to leak-check */
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return 255;
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+static long onednn_total;
+
+/* In a child: the first product with allocation n of the whole process refused (0: count
+ * them into onednn_total's pipe... here: print). 0 ok, 1 out of memory, 2 another error. */
+static int onednn_first_product(long n)
+{
+    alloc_inject_every_caller(true);
+    alloc_inject_arm(n);
+    int rc = onednn_product();
+    alloc_inject_disarm();
+    if (n == 0) {
+        printf("%ld\n", alloc_inject_counted());
+        fflush(stdout); /* the child ends with _exit */
+        if (rc != 0)
+            fprintf(stderr, "alloc_fail: onednn: %s\n", weft_error_message());
+        return rc == 0 ? 0 : 2;
+    }
+    if (rc != 0 && rc != WEFT_ERR_OUT_OF_MEMORY)
+        fprintf(stderr, "alloc_fail: onednn: allocation %ld refused: %s\n", n,
+                weft_error_message());
+    weft_error_clear();
+    return rc == 0 ? 0 : rc == WEFT_ERR_OUT_OF_MEMORY ? 1 : 2;
+}
+
+/* oneDNN's first sgemm runs its JIT's one-time initialisation, thousands of allocations
+ * of its own in C++, where std::bad_alloc once ended the process (std::terminate: it left
+ * oneDNN's C API into the plugin's C frames). With allocations refused there, one at a
+ * time over a sample of 60, the product must fail with an out-of-memory error or
+ * succeed, never die. Returns the number of bad outcomes; skipped without oneDNN. */
+static int check_onednn(void)
+{
+    weft_options *o = weft_options_new("cpu", "alloc.ini");
+    if (!o || weft_options_set(o, "gemm", "onednn") != 0)
+        return 1;
+    weft_plugin_set_options_source(cpu_options, o);
+    if (!weft_backend_get(WEFT_DEVICE_CPU)) {
+        bool absent = strstr(weft_error_message(), "without oneDNN") != NULL;
+        printf("alloc_fail: onednn: %s\n", absent ? "skipped: this weft-cpu.so was built "
+                                                      "without oneDNN"
+                                                    : weft_error_message());
+        return absent ? 0 : 1;
+    }
+    /* the count, from a child whose stdout is a pipe */
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        _exit(onednn_first_product(0));
+    }
+    close(fds[1]);
+    char buf[64] = "";
+    ssize_t got = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    onednn_total = got > 0 ? strtol(buf, NULL, 10) : 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || onednn_total <= 0) {
+        fprintf(stderr, "alloc_fail: onednn: the first product fails without a fault (status "
+                        "%d, count '%s')\n", status, buf);
+        return 1;
+    }
+    int bad = 0, oom = 0, ok = 0, tried = 0;
+    for (int i = 0; i < 60; i++) {
+        long n = 1 + (long)((double)i * (double)(onednn_total - 1) / 59.0);
+        int out = in_child(onednn_first_product, n);
+        tried++;
+        if (out == 0)
+            ok++;
+        else if (out == 1)
+            oom++;
+        else {
+            bad++;
+            if (out > 128)
+                fprintf(stderr, "alloc_fail: onednn: allocation %ld of %ld refused: the "
+                                "process died of signal %d (%s)\n",
+                        n, onednn_total, out - 128, strsignal(out - 128));
+        }
+    }
+    printf("alloc_fail: onednn: %ld allocations (every caller's) in oneDNN's first sgemm, %d "
+           "refused in turn: %d out-of-memory errors, %d recovered, %d bad\n",
+           onednn_total, tried, oom, ok, bad);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     /* One OpenMP thread: the sweep forks, and a child of a process with an OpenMP pool
@@ -315,12 +438,28 @@ int main(int argc, char **argv)
         perror("alloc_fail: mkdtemp");
         return 1;
     }
+    int bad = 0;
+    /* before the cpu plugin is loaded here: in a child that loads it with gemm = onednn */
+    bool onednn = argc < 2;
+    for (int a = 1; a < argc; a++)
+        onednn = onednn || strcmp(argv[a], "onednn") == 0;
+    if (onednn) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int rc = check_onednn();
+            fflush(stdout);
+            _exit(rc ? 1 : 0);
+        }
+        int status;
+        bad += pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+               WEXITSTATUS(status) != 0;
+    }
     if (!weft_backend_get(WEFT_DEVICE_CPU)) {
         fprintf(stderr, "alloc_fail: no cpu backend: %s\n", weft_error_message());
         return 1;
     }
     weft_manual_seed(1);
-    int bad = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++) {
         bool chosen = argc < 2;
         for (int a = 1; a < argc; a++)

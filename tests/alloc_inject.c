@@ -92,6 +92,7 @@ static bool from_weft(const void *caller)
 /* ---- counting and refusing ---------------------------------------------------------------- */
 
 static _Atomic bool armed;
+static bool every_caller; /* count the C library's, OpenMP's, oneDNN's... too */
 static _Atomic long counted;
 static long fail_at;
 static _Atomic bool refused;
@@ -102,7 +103,8 @@ static size_t refused_size;
 /* Whether this allocation (of size bytes, by fn at caller) is the one to refuse. */
 static bool refuse(const void *caller, const char *fn, size_t size)
 {
-    if (!atomic_load_explicit(&armed, memory_order_relaxed) || looking_up || !from_weft(caller))
+    if (!atomic_load_explicit(&armed, memory_order_relaxed) || looking_up ||
+        (!every_caller && !from_weft(caller)))
         return false;
     long n = atomic_fetch_add(&counted, 1) + 1;
     if (fail_at > 0 && n == fail_at) {
@@ -176,6 +178,11 @@ void *aligned_alloc(size_t align, size_t n)
     if (refuse(__builtin_return_address(0), "aligned_alloc", n))
         return NULL;
     return real_aligned_alloc(align, n);
+}
+
+void alloc_inject_every_caller(bool every)
+{
+    every_caller = every;
 }
 
 void alloc_inject_arm(long n)

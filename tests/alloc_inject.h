@@ -19,6 +19,9 @@
  * fail_at is 0. */
 void alloc_inject_arm(long fail_at);
 void alloc_inject_disarm(void);
+/* every: count (and refuse) every allocation of the process, whoever makes it: what a
+ * real shortage does to the libraries weft calls (oneDNN's C++ throws std::bad_alloc). */
+void alloc_inject_every_caller(bool every);
 /* weft's allocations since the last arm. */
 long alloc_inject_counted(void);
 /* Whether the chosen allocation was refused; *caller (may be NULL) gets its return

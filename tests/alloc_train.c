@@ -5,7 +5,8 @@
  *   alloc-train: 1234 allocations of weft's
  *   alloc-train: allocation 77 of 1234 refused: malloc of 24 bytes in weft_grow (libweft.so+0x1a2b)
  *   alloc-train: allocation 5000 never came (1234 in the run)
- * One thread of OpenMP and no reader threads make the count the same in every run. */
+ * WEFT_ALLOC_FAIL_EVERY_CALLER=1 counts every allocation of the process, the libraries'
+ * too. One thread of OpenMP and no reader threads make the count the same in every run. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,6 +35,8 @@ __attribute__((constructor)) static void arm_from_env(void)
     if (!v)
         return;
     fail_at = strtol(v, NULL, 10);
+    const char *every = getenv("WEFT_ALLOC_FAIL_EVERY_CALLER");
+    alloc_inject_every_caller(every && *every == '1');
     atexit(report);
     alloc_inject_arm(fail_at > 0 ? fail_at : 0);
 }
