@@ -347,7 +347,7 @@ static long onednn_total;
  * them into onednn_total's pipe... here: print). 0 ok, 1 out of memory, 2 another error. */
 static int onednn_first_product(long n)
 {
-    alloc_inject_every_caller(true);
+    alloc_inject_objects("libstdc++"); /* operator new's: what throws std::bad_alloc */
     alloc_inject_arm(n);
     int rc = onednn_product();
     alloc_inject_disarm();
@@ -366,10 +366,13 @@ static int onednn_first_product(long n)
 }
 
 /* oneDNN's first sgemm runs its JIT's one-time initialisation, thousands of allocations
- * of its own in C++, where std::bad_alloc once ended the process (std::terminate: it left
- * oneDNN's C API into the plugin's C frames). With allocations refused there, one at a
- * time over a sample of 60, the product must fail with an out-of-memory error or
- * succeed, never die. Returns the number of bad outcomes; skipped without oneDNN. */
+ * of its own through C++'s operator new, where std::bad_alloc once ended the process
+ * (std::terminate: it left oneDNN's C API into the plugin's C frames). With operator new's
+ * allocations refused there, one at a time over a sample of 60, the product must fail
+ * with an out-of-memory error or succeed, never die. (oneDNN's few plain mallocs are not
+ * refused: it does not check some of them, a NULL it dereferences, out of weft's reach.)
+ * Returns the number of bad outcomes; skipped without oneDNN, and in a sanitizer build,
+ * whose operator new does not call malloc. */
 static int check_onednn(void)
 {
     weft_options *o = weft_options_new("cpu", "alloc.ini");
@@ -400,6 +403,12 @@ static int check_onednn(void)
     int status = 0;
     waitpid(pid, &status, 0);
     onednn_total = got > 0 ? strtol(buf, NULL, 10) : 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && onednn_total == 0) {
+        /* the sanitizer's own operator new never reaches this malloc */
+        printf("alloc_fail: onednn: skipped: no allocation of operator new reaches this "
+               "program's malloc here (a sanitizer build)\n");
+        return 0;
+    }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || onednn_total <= 0) {
         fprintf(stderr, "alloc_fail: onednn: the first product fails without a fault (status "
                         "%d, count '%s')\n", status, buf);
@@ -422,7 +431,7 @@ static int check_onednn(void)
                         n, onednn_total, out - 128, strsignal(out - 128));
         }
     }
-    printf("alloc_fail: onednn: %ld allocations (every caller's) in oneDNN's first sgemm, %d "
+    printf("alloc_fail: onednn: %ld allocations of operator new in oneDNN's first sgemm, %d "
            "refused in turn: %d out-of-memory errors, %d recovered, %d bad\n",
            onednn_total, tried, oom, ok, bad);
     return bad;

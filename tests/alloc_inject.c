@@ -51,21 +51,31 @@ static void resolve(void)
 
 /* ---- whose allocation: the caller's object, looked up once per call site ------------- */
 
+/* glibc's dladdr() allocates nothing, so it may run inside malloc. The sanitizer build
+ * calls malloc before its shadow memory exists: what runs inside malloc is not
+ * instrumented (no stack redzones to poison) and keeps no thread-local state. */
+#define NOT_INSTRUMENTED __attribute__((no_sanitize("address"), noinline))
+
 #define CACHE_BITS 14
 static _Atomic uintptr_t sites[1u << CACHE_BITS]; /* (caller << 1) | weft's; 0 empty */
-static __thread bool looking_up; /* dladdr must not count itself, should it allocate */
 
-static bool object_is_weft(const void *caller)
+/* Whose allocations count: NULL for weft's objects (libweft*.so, weft-*.so, weft-*), else
+ * the objects whose file name starts with it ("" every one). */
+static const char *objects;
+
+NOT_INSTRUMENTED static bool object_counts(const void *caller)
 {
     Dl_info info;
     if (!dladdr(caller, &info) || !info.dli_fname)
         return false;
     const char *slash = strrchr(info.dli_fname, '/');
     const char *base = slash ? slash + 1 : info.dli_fname;
+    if (objects)
+        return strncmp(base, objects, strlen(objects)) == 0;
     return strncmp(base, "libweft", 7) == 0 || strncmp(base, "weft-", 5) == 0;
 }
 
-static bool from_weft(const void *caller)
+NOT_INSTRUMENTED static bool from_weft(const void *caller)
 {
     uintptr_t a = (uintptr_t)caller;
     size_t h = (size_t)((a * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS));
@@ -75,24 +85,18 @@ static bool from_weft(const void *caller)
         if (e && (e >> 1) == a)
             return e & 1;
         if (e == 0) {
-            looking_up = true;
-            bool weft = object_is_weft(caller);
-            looking_up = false;
+            bool weft = object_counts(caller);
             uintptr_t expected = 0;
             atomic_compare_exchange_strong(slot, &expected, (a << 1) | weft);
             return weft;
         }
     }
-    looking_up = true;
-    bool weft = object_is_weft(caller); /* the table is full: look it up every time */
-    looking_up = false;
-    return weft;
+    return object_counts(caller); /* the table is full: look it up every time */
 }
 
 /* ---- counting and refusing ---------------------------------------------------------------- */
 
 static _Atomic bool armed;
-static bool every_caller; /* count the C library's, OpenMP's, oneDNN's... too */
 static _Atomic long counted;
 static long fail_at;
 static _Atomic bool refused;
@@ -101,10 +105,9 @@ static const char *refused_fn;
 static size_t refused_size;
 
 /* Whether this allocation (of size bytes, by fn at caller) is the one to refuse. */
-static bool refuse(const void *caller, const char *fn, size_t size)
+NOT_INSTRUMENTED static bool refuse(const void *caller, const char *fn, size_t size)
 {
-    if (!atomic_load_explicit(&armed, memory_order_relaxed) || looking_up ||
-        (!every_caller && !from_weft(caller)))
+    if (!atomic_load_explicit(&armed, memory_order_relaxed) || !from_weft(caller))
         return false;
     long n = atomic_fetch_add(&counted, 1) + 1;
     if (fail_at > 0 && n == fail_at) {
@@ -180,9 +183,10 @@ void *aligned_alloc(size_t align, size_t n)
     return real_aligned_alloc(align, n);
 }
 
-void alloc_inject_every_caller(bool every)
+void alloc_inject_objects(const char *prefix)
 {
-    every_caller = every;
+    objects = prefix;
+    memset((void *)sites, 0, sizeof sites); /* what a call site is worth has changed */
 }
 
 void alloc_inject_arm(long n)

@@ -7,7 +7,8 @@
  * definition (libc's, or the sanitizer's). Only allocations made by weft's own code are
  * counted and may fail: the caller's address must lie in libweft*.so, a weft-*.so plugin
  * or an executable called weft-*, so the C library's, OpenMP's and OpenBLAS's inner
- * allocations (whose failure weft can only pass on) are outside. That way a refusal always
+ * allocations (whose failure weft can only pass on) are outside (alloc_inject_objects
+ * widens that). That way a refusal always
  * reaches a weft function that must check it. Plugins loaded while armed count too (the
  * caller's object is looked up once per call site). */
 #ifndef WEFT_TESTS_ALLOC_INJECT_H
@@ -19,9 +20,11 @@
  * fail_at is 0. */
 void alloc_inject_arm(long fail_at);
 void alloc_inject_disarm(void);
-/* every: count (and refuse) every allocation of the process, whoever makes it: what a
- * real shortage does to the libraries weft calls (oneDNN's C++ throws std::bad_alloc). */
-void alloc_inject_every_caller(bool every);
+/* Whose allocations count (and may fail), to be set before arming: NULL (the default)
+ * weft's objects, else the objects whose file name starts with prefix: "" every one, what
+ * a real shortage does to the libraries weft calls; "libstdc++" the allocations of C++'s
+ * operator new, which throws std::bad_alloc (oneDNN's). */
+void alloc_inject_objects(const char *prefix);
 /* weft's allocations since the last arm. */
 long alloc_inject_counted(void);
 /* Whether the chosen allocation was refused; *caller (may be NULL) gets its return

@@ -5,7 +5,7 @@
  *   alloc-train: 1234 allocations of weft's
  *   alloc-train: allocation 77 of 1234 refused: malloc of 24 bytes in weft_grow (libweft.so+0x1a2b)
  *   alloc-train: allocation 5000 never came (1234 in the run)
- * WEFT_ALLOC_FAIL_EVERY_CALLER=1 counts every allocation of the process, the libraries'
+ * WEFT_ALLOC_FAIL_OBJECTS= (empty) counts every allocation of the process, the libraries'
  * too. One thread of OpenMP and no reader threads make the count the same in every run. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +35,9 @@ __attribute__((constructor)) static void arm_from_env(void)
     if (!v)
         return;
     fail_at = strtol(v, NULL, 10);
-    const char *every = getenv("WEFT_ALLOC_FAIL_EVERY_CALLER");
-    alloc_inject_every_caller(every && *every == '1');
+    /* WEFT_ALLOC_FAIL_OBJECTS: whose allocations count (alloc_inject_objects): "" every
+     * caller's, "libstdc++" C++'s operator new; unset, weft's */
+    alloc_inject_objects(getenv("WEFT_ALLOC_FAIL_OBJECTS"));
     atexit(report);
     alloc_inject_arm(fail_at > 0 ? fail_at : 0);
 }
