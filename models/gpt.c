@@ -13,6 +13,7 @@
 #include "weft.h"
 #include "weft/nn.h"
 #include "weft/models.h"
+#include "weft/checked.h"
 #include "weft/ops.h"
 
 #define LN_EPS 1e-5 /* nanoGPT's F.layer_norm(..., 1e-5) */
@@ -544,6 +545,11 @@ static int check_config(const struct weft_gpt_config *c)
         if (sizes[i].value <= 0)
             return weft_error_set(WEFT_ERR_VALUE, "GPT: %s must be a positive integer, got %lld",
                                   sizes[i].key, (long long)sizes[i].value);
+    int64_t wide; /* the MLP's hidden width, 4 x n_embd, is a size too */
+    if (!weft_size_mul(c->n_embd, 4, WEFT_SIZE_MAX, &wide))
+        return weft_error_set(WEFT_ERR_VALUE, "GPT: n_embd = %lld: expected a width below 2^61 "
+                                              "(4 x n_embd is the MLP's)",
+                              (long long)c->n_embd);
     if (c->n_embd % c->n_head != 0)
         return weft_error_set(WEFT_ERR_VALUE,
                               "GPT: n_embd (%lld) must be divisible by n_head (%lld)",

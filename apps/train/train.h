@@ -304,6 +304,10 @@ int train_check_paths(const struct trainer *t);
 /* A section header of the config file with no key under it (inih would drop it):
  * WEFT_ERR_CONFIG naming the line and the section. */
 int train_check_sections(struct weft_config *cfg);
+/* A file named on the command line (--resume, --checkpoint) that is missing or not a
+ * regular file (a FIFO would block its load): WEFT_ERR_CONFIG, "<path>: cannot open: a
+ * FIFO (named pipe), not a regular file", found without opening it. */
+int train_check_argument_file(const char *path);
 /* weft_dataset_open of [section]; a data file that cannot be read (missing, no
  * permission) is a config error naming its key: "cfg.ini: [data] images = x.idx: ...". */
 weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section);

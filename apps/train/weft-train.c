@@ -8,7 +8,8 @@
  * (safetensors, loadable by PyTorch) and a CSV log with an SVG plot next to it. What both
  * loops share is in train_step.c; checkpoints and --resume in train_checkpoint.c; what is
  * checked before the first step (paths, the model on one sample) in train_check.c.
- * Exit codes: 0 ok, 1 training error, 2 bad config, 130 interrupted (checkpoint saved).
+ * Exit codes: 0 ok, 1 the run failed, 2 what was given cannot work (exit_code_for), 130
+ * interrupted (checkpoint saved).
  */
 #include <errno.h>
 #include <math.h>
@@ -204,7 +205,8 @@ static int setup(struct trainer *t)
         return weft_error_code();
     t->param_tensors = calloc((size_t)(t->nparams ? t->nparams : 1), sizeof *t->param_tensors);
     if (!t->param_tensors)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory");
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory for the list of %d "
+                                                      "parameters", t->nparams);
     for (int i = 0; i < t->nparams; i++)
         t->param_tensors[i] = t->params[i].tensor;
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
@@ -285,6 +287,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     weft_module_train(t->model, true);
     while (rc == 0) {
         int got = weft_dataloader_next(t->train_loader, fields);
+        if (got < 0)
+            weft_error_prefix("epoch %lld, reading batch %lld of %lld", (long long)epoch + 1,
+                              (long long)b + 1, (long long)batches);
         if (got <= 0) {
             rc = got;
             break;
@@ -304,6 +309,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
         rc = train_micro_batch(t, fields, step_now, &st);
         if (rc == 0 && step_now)
             rc = train_optimizer_step(t);
+        if (rc != 0) /* where it failed, before what failed */
+            weft_error_prefix("epoch %lld, batch %lld of %lld", (long long)epoch + 1,
+                              (long long)b, (long long)batches);
         if (rc == 0) {
             loss_sum += st.loss * (double)st.samples;
             samples += st.samples;
@@ -653,7 +661,9 @@ static int run_command(struct trainer *t, const struct args *a)
         return quantize_args(a, &q) != 0 ? weft_error_code() : train_quantize_command(t, &q);
     }
     struct weft_metadata *meta = NULL;
-    int rc = train_load_weights(t, a->checkpoint, &meta);
+    int rc = train_check_argument_file(a->checkpoint);
+    if (rc == 0)
+        rc = train_load_weights(t, a->checkpoint, &meta);
     if (rc != 0)
         return rc;
     const char *id = weft_metadata_get(meta, "weft.checkpoint");
@@ -692,6 +702,10 @@ static void say_resumed(const struct trainer *t, const char *path)
                t->best.val_loss);
 }
 
+/* The one rule (docs/config.md, Exit codes), by the error's nature whenever it comes: 2 for
+ * what was given that cannot work (the config, the command line, the files and plugins
+ * they name: CONFIG, VALUE, PLUGIN, DEVICE), at setup, at resume or in training alike; 1
+ * for a failure of the run itself (out of memory, I/O, a runtime error). */
 static int exit_code_for(int code)
 {
     return code == WEFT_ERR_CONFIG || code == WEFT_ERR_DEVICE || code == WEFT_ERR_PLUGIN ||
@@ -737,21 +751,24 @@ int main(int argc, char **argv)
         return rc != 0 ? exit_code_for(code) : EXIT_OK;
     }
     if (resume_path && (train_resume(&t, resume_path) != 0 || train_best_resume(&t) != 0)) {
+        int code = weft_error_code();
         report_error(&t, resume_path);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
         (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
                                    t.sequence)))) {
+        int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     if (t.rank == 0 && train_tensorboard_open(t.s.tensorboard, t.sequence) != 0) {
+        int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND};
     sigemptyset(&sa.sa_mask);
@@ -774,11 +791,12 @@ int main(int argc, char **argv)
     fflush(stdout);
     t.run_t0 = train_now();
     rc = run(&t);
+    int code = weft_error_code();
     if (rc != 0)
         report_error(&t, NULL);
     bool was_interrupted = train_interrupted;
     cleanup(&t);
     if (rc != 0)
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     return was_interrupted ? EXIT_INTERRUPTED : EXIT_OK;
 }
