@@ -1,6 +1,7 @@
 # weft: a thin wrapper over Meson. The real build lives in meson.build.
 #   make train   deps + build + train configs/mnist-mlp.ini on the shipped data (the first command)
-#   make deps    install what is missing (Debian packages, apt-get)
+#   make deps    install what is missing (Debian packages, apt-get; onnxruntime-node from npm
+#                into build-onnx/ for the ONNX export tests: make onnx-deps is the same)
 #   make info    deps + build + run weft-info
 #   make         build (release: -O2, OpenMP)
 #   make test    build, run every suite, then all again under ASan+UBSan
@@ -19,9 +20,17 @@ ASAN_BUILD ?= build-asan
 MESON      ?= meson
 NINJA      ?= ninja
 
-DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
+DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libcriterion-dev libinih-dev \
                libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
-               libopenmpi-dev openmpi-bin librsvg2-bin
+               libopenmpi-dev openmpi-bin librsvg2-bin python3-onnx
+
+# ONNX Runtime for the ONNX export's tests and `weft-train export --check` (docs/export.md):
+# npm's onnxruntime-node (no Debian package exists), into build-onnx/ (ignored, kept by
+# make clean), with --ignore-scripts: its install script would download GPU binaries, and
+# the CPU ones ship in the package. node and npm come from Debian where they are missing.
+ONNX_DIR ?= build-onnx
+ONNXRUNTIME_NODE ?= onnxruntime-node@1
+NODE_DEB_PACKAGES = $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
 
 # What `make fuzz` needs besides: clang, and libFuzzer (Debian ships it, with the
 # sanitizer runtimes, in libclang-rt-14-dev).
@@ -34,14 +43,14 @@ CONFIG ?= configs/mnist-mlp.ini
 
 PYTHON ?= python3
 
-.PHONY: all deps fuzz-deps build train info test test-release test-asan bench install clean \
+.PHONY: all deps fuzz-deps onnx-deps onnx-runtime build train info test test-release test-asan bench install clean \
         sparse-data train-sparse train-gpt fuzz
 
 all: build
 
 deps fuzz-deps:
 	@missing=""; \
-	for p in $(if $(filter fuzz-deps,$@),$(FUZZ_DEB_PACKAGES),$(DEB_PACKAGES)); do \
+	for p in $(if $(filter fuzz-deps,$@),$(FUZZ_DEB_PACKAGES),$(DEB_PACKAGES) $(NODE_DEB_PACKAGES)); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -52,6 +61,15 @@ deps fuzz-deps:
 	else \
 	  echo "make $@: all dependencies present"; \
 	fi
+	$(if $(filter deps,$@),@$(MAKE) --no-print-directory onnx-runtime)
+
+onnx-deps: deps
+
+onnx-runtime: $(ONNX_DIR)/node_modules/onnxruntime-node/package.json
+
+$(ONNX_DIR)/node_modules/onnxruntime-node/package.json:
+	mkdir -p $(ONNX_DIR)
+	cd $(ONNX_DIR) && npm install --ignore-scripts --no-audit --no-fund --no-save $(ONNXRUNTIME_NODE)
 
 $(BUILD)/build.ninja:
 	$(MESON) setup $(BUILD) --buildtype=release

@@ -26,6 +26,7 @@
 #include <weft/checkpoint.h>
 #include <weft/gpt.h>
 #include <weft/nn.h>
+#include <weft/quant.h>
 #include <weft/runtime.h>
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
@@ -206,8 +207,14 @@ static weft_module *load_model(const char *path, weft_device device)
     if (rc == 0 && wte && !weft_tensor_dict_get(all, "lm_head.weight"))
         rc = weft_tensor_dict_add(weights, "lm_head.weight", wte);
     weft_scope_pop();
+    /* An int8 checkpoint (weft-train quantize --dynamic) converts the model first. */
+    bool int8 = weft_quant_metadata_present(meta);
+    if (rc == 0 && int8 && device.type != WEFT_DEVICE_CPU)
+        rc = weft_error_set(WEFT_ERR_VALUE, "%s is an int8 checkpoint, which runs on the cpu: "
+                                            "--device cpu", path);
     if (rc != 0 || weft_module_to(m, device, WEFT_F32) != 0 ||
-        weft_module_load_state_dict(m, weights, true) != 0)
+        (int8 ? weft_quant_load_state_dict(m, weights, meta, path)
+              : weft_module_load_state_dict(m, weights, true)) != 0)
         goto fail;
     weft_module_train(m, false);
     weft_tensor_dict_free(weights);

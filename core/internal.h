@@ -111,6 +111,21 @@ WEFT_INTERNAL const char *weft_plugin_manifest_of(const char *path);
  * NULL when none. */
 WEFT_INTERNAL char *weft_plugin_provider_file(const char *kind, const char *name);
 
+/* When no plugin provides kind:name because the file that would is shadowed (an earlier
+ * file on the path has its file name, and only the first of a name is used): the earlier
+ * file into *shadow and the provider into *provider (malloc'd), true. Else false. */
+WEFT_INTERNAL bool weft_plugin_path_shadowed(const char *kind, const char *name, char **shadow,
+                                             char **provider);
+/* The next file on the search path with path's file name, after path (malloc'd); NULL
+ * when there is none. */
+WEFT_INTERNAL char *weft_plugin_path_later_copy(const char *path);
+/* Appends to buf (size bytes) why kind:name could not be had from the search path: a
+ * shadowing file that was rejected and why (plugin.c), or, for a provider at `failed`
+ * that failed to load, the later copy that was not tried. Nothing when there is no such
+ * thing to say. */
+WEFT_INTERNAL void weft_plugin_explain_missing(const char *kind, const char *name,
+                                               const char *failed, char *buf, size_t size);
+
 /* Loads the first plugin on the search path whose manifest provides kind:name: 0 when it
  * loaded, 1 when no plugin provides it, negative (error set) when it failed to load. */
 WEFT_INTERNAL int weft_plugin_autoload(const char *kind, const char *name);

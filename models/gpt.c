@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "weft.h"
 #include "weft/nn.h"
 #include "weft/models.h"
+#include "weft/checked.h"
 #include "weft/ops.h"
 
 #define LN_EPS 1e-5 /* nanoGPT's F.layer_norm(..., 1e-5) */
@@ -71,6 +73,7 @@ static const struct weft_module_type gpt_type = {
     .free_state = gpt_free_state,
     .create = gpt_create,
     .config_export = gpt_config_export,
+    .onnx_export = models_gpt_onnx_export, /* gpt_onnx.c */
 };
 static const struct weft_module_type module_dict_type =
     GPT_TYPE("gpt_module_dict", "ModuleDict", container_forward);
@@ -240,11 +243,14 @@ static weft_tensor *attn_run(const struct attn_state *s, weft_tensor *x, const s
     return weft_dropout(weft_module_forward(s->c_proj, y), s->dropout, training);
 }
 
-/* c_proj(gelu(c_fc(x))), the bias and GELU fused into c_fc's GEMM (weft_linear_gelu). */
+/* c_proj(gelu(c_fc(x))), the bias and GELU fused into c_fc's GEMM (weft_linear_gelu). A
+ * c_fc swapped for a Linear of another kind (an int8 one, weft/quant.h) runs its own
+ * forward. */
 static weft_tensor *mlp_run(const struct mlp_state *s, weft_tensor *x, bool training)
 {
-    weft_tensor *h = weft_linear_gelu(x, weft_module_parameter(s->c_fc, "weight"),
-                                      weft_module_parameter(s->c_fc, "bias"), s->gelu);
+    weft_tensor *w = weft_module_parameter(s->c_fc, "weight");
+    weft_tensor *h = w ? weft_linear_gelu(x, w, weft_module_parameter(s->c_fc, "bias"), s->gelu)
+                       : weft_gelu_approximate(weft_module_forward(s->c_fc, x), s->gelu);
     return weft_dropout(weft_module_forward(s->c_proj, h), s->dropout, training);
 }
 
@@ -539,6 +545,11 @@ static int check_config(const struct weft_gpt_config *c)
         if (sizes[i].value <= 0)
             return weft_error_set(WEFT_ERR_VALUE, "GPT: %s must be a positive integer, got %lld",
                                   sizes[i].key, (long long)sizes[i].value);
+    int64_t wide; /* the MLP's hidden width, 4 x n_embd, is a size too */
+    if (!weft_size_mul(c->n_embd, 4, WEFT_SIZE_MAX, &wide))
+        return weft_error_set(WEFT_ERR_VALUE, "GPT: n_embd = %lld: expected a width below 2^61 "
+                                              "(4 x n_embd is the MLP's)",
+                              (long long)c->n_embd);
     if (c->n_embd % c->n_head != 0)
         return weft_error_set(WEFT_ERR_VALUE,
                               "GPT: n_embd (%lld) must be divisible by n_head (%lld)",
@@ -687,8 +698,9 @@ weft_gpt_cache *weft_gpt_cache_new(const weft_module *gpt, int64_t batch, int64_
     }
     *cache = (weft_gpt_cache){.model = gpt, .batch = batch, .max_len = max_len,
                               .n_layer = c->n_layer};
-    /* The model's device and dtype, whatever weft_module_to made them. */
-    const weft_tensor *w = weft_module_parameter(((const struct gpt_state *)weft_module_state(gpt))->wte,
+    /* The model's device and dtype, whatever weft_module_to made them: the final
+     * LayerNorm's gain, a float parameter whatever the Linears and embeddings became. */
+    const weft_tensor *w = weft_module_parameter(((const struct gpt_state *)weft_module_state(gpt))->ln_f,
                                                  "weight");
     const int64_t shape[4] = {batch, c->n_head, max_len, c->n_embd / c->n_head};
     weft_scope_push();

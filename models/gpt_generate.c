@@ -80,7 +80,10 @@ int weft_gpt_generate(weft_module *gpt, int64_t *tokens, int64_t n, int64_t max_
     if (rc != 0)
         return rc;
     const int64_t V = c->vocab_size, bs = c->block_size;
-    weft_device dev = weft_module_parameter(weft_module_child(gpt, "lm_head"), "weight")->device;
+    /* The final LayerNorm's gain: float on the model's device whatever the Linears and
+     * embeddings became (int8 ones hold their weights as buffers). */
+    weft_device dev = weft_module_parameter(
+        weft_module_child(weft_module_child(gpt, "transformer"), "ln_f"), "weight")->device;
     float *logits = malloc((size_t)V * sizeof *logits);
     double *scratch = malloc((size_t)V * sizeof *scratch);
     weft_gpt_cache *cache = weft_gpt_cache_new(gpt, 1, bs);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "internal.h"
+#include "weft/checked.h"
 #include "weft/nn.h"
 #include "weft/kernel.h"
 #include "weft/ops.h"
@@ -29,5 +30,18 @@ NN_INTERNAL int nn_named_op(int *cached, const char *name);
 /* Whether t's backend has a kernel for op (>= 0) and t's dtype: the fused path runs, else
  * the composite. */
 NN_INTERNAL bool nn_have_kernel(int op, const weft_tensor *t);
+
+/* A window's extent, dilation * (kernel - 1) + 1 (conv and pooling; 1 - dilation for an
+ * empty kernel, as PyTorch computes it), into *out: false when it does not fit an int64,
+ * for kernel_size and dilation are a config's values. dilation >= 1. */
+static inline bool nn_window_extent(int64_t kernel, int64_t dilation, int64_t *out)
+{
+    if (kernel < 1) {
+        *out = 1 - dilation;
+        return true;
+    }
+    return weft_size_mul(dilation, kernel - 1, WEFT_SIZE_MAX, out) &&
+           weft_size_add(*out, 1, WEFT_SIZE_MAX, out);
+}
 
 #endif

@@ -7,10 +7,6 @@
 
 #define NN_INTERNAL __attribute__((visibility("hidden")))
 
-/* A module's children in order (module.c), for containers such as Sequential. */
-NN_INTERNAL int weft_module_num_children(const weft_module *m);
-NN_INTERNAL weft_module *weft_module_child_at(const weft_module *m, int i);
-
 /* The module kind (module.c), registered with the built-in types when the library loads
  * (builtin_layers.c). */
 NN_INTERNAL extern const struct weft_kind weft_module_kind;
@@ -43,5 +39,16 @@ NN_INTERNAL bool nn_is_relu(const weft_module *m);
 /* The built-in GELU's approximate (enum weft_gelu_approximate), or -1 when m is not one:
  * Sequential fuses a Linear and a GELU too. */
 NN_INTERNAL int nn_gelu_form(const weft_module *m);
+
+/* The onnx_export methods of the built-in types (weft/onnx.h): layers.c's types through
+ * one dispatcher on the type's name (onnx_layers.c), the recurrent ones (onnx_rnn.c) and
+ * Sequential (onnx_layers.c). */
+struct weft_onnx_graph;
+NN_INTERNAL const char *nn_onnx_export_builtin(weft_module *m, struct weft_onnx_graph *g,
+                                               const char *input);
+NN_INTERNAL const char *nn_onnx_export_rnn(weft_module *m, struct weft_onnx_graph *g,
+                                           const char *input);
+NN_INTERNAL const char *nn_onnx_export_sequential(weft_module *m, struct weft_onnx_graph *g,
+                                                  const char *input);
 
 #endif

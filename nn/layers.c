@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "layer_state.h"
 #include "weft/nn.h"
 #include "weft/ops.h"
 
@@ -40,7 +41,8 @@ static const char *py_size(const int64_t v[2], char *buf, size_t size)
 /* A built-in type: its INI name, PyTorch's class name, and create() from layer_options.c. */
 #define MODULE_TYPE(ini, class, forward_fn, repr_fn, create_fn)                               \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn}
+     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn,  \
+     .onnx_export = nn_onnx_export_builtin}
 
 /* A module of type owning a malloc'd copy of state (size 0: no state). */
 static weft_module *module_with(const struct weft_module_type *type, const void *state,
@@ -108,10 +110,6 @@ static double fan_in_bound(int64_t fan_in)
 }
 
 /* ---- Linear ----------------------------------------------------------------------- */
-
-struct linear_state {
-    int64_t in_features, out_features;
-};
 
 static weft_tensor *linear_forward(weft_module *m, weft_tensor *x)
 {
@@ -224,6 +222,11 @@ weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
     return built(m, rc);
 }
 
+const struct weft_conv2d_options *weft_nn_conv2d_options(const weft_module *m)
+{
+    return weft_module_type(m) == &conv2d_type ? weft_module_state(m) : NULL;
+}
+
 /* ---- pooling ---------------------------------------------------------------------- */
 
 static weft_tensor *max_pool2d_forward(weft_module *m, weft_tensor *x)
@@ -285,6 +288,11 @@ weft_module *weft_nn_max_pool2d(const struct weft_pool2d_params *params)
     return pool2d(&max_pool2d_type, params);
 }
 
+const struct weft_pool2d_params *weft_nn_max_pool2d_params(const weft_module *m)
+{
+    return weft_module_type(m) == &max_pool2d_type ? weft_module_state(m) : NULL;
+}
+
 weft_module *weft_nn_avg_pool2d(const struct weft_pool2d_params *params)
 {
     return pool2d(&avg_pool2d_type, params);
@@ -313,12 +321,6 @@ weft_module *weft_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w)
 }
 
 /* ---- BatchNorm -------------------------------------------------------------------- */
-
-struct batch_norm_state {
-    int64_t num_features;
-    double eps, momentum;
-    int spatial_dims; /* 1 for BatchNorm1d, 2 for BatchNorm2d */
-};
 
 /* PyTorch's _check_input_dim. */
 static int batch_norm_check_dim(const struct batch_norm_state *s, const weft_tensor *x)
@@ -397,14 +399,15 @@ weft_module *weft_nn_batch_norm2d(int64_t num_features, double eps, double momen
     return batch_norm(&batch_norm2d_type, 2, num_features, eps, momentum);
 }
 
-/* ---- LayerNorm -------------------------------------------------------------------- */
+double weft_nn_batch_norm_eps(const weft_module *m)
+{
+    const struct weft_module_type *t = weft_module_type(m);
+    if (t != &batch_norm1d_type && t != &batch_norm2d_type)
+        return -1.0;
+    return ((const struct batch_norm_state *)weft_module_state(m))->eps;
+}
 
-struct layer_norm_state {
-    int ndims;
-    int64_t shape[WEFT_MAX_DIMS];
-    double eps;
-    bool elementwise_affine;
-};
+/* ---- LayerNorm -------------------------------------------------------------------- */
 
 static weft_tensor *layer_norm_forward(weft_module *m, weft_tensor *x)
 {

@@ -14,14 +14,21 @@ struct pool_args {
     bool ceil_mode, count_include_pad;
 };
 
-/* PyTorch's pooling_output_shape. */
-static int64_t output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+/* PyTorch's pooling_output_shape, without its overflows: extent is the window's
+ * (nn_window_extent), pad at most half of it (checked before), so in + 2 * pad - extent
+ * lies within [-extent, in]; the divisions round toward -inf (floor) or +inf (ceil_mode,
+ * PyTorch's + stride - 1) without adding the stride. */
+static int64_t output_size(int64_t in, int64_t extent, int64_t pad, int64_t stride,
                            bool ceil_mode)
 {
-    int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-    int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+    int64_t num = in - extent + 2 * pad;
+    int64_t q = num / stride;
+    if (num % stride != 0 && (num < 0) != ceil_mode)
+        q += ceil_mode ? 1 : -1;
+    int64_t out = q + 1, last, edge;
     /* the last window must start inside the image or its left padding */
-    if (ceil_mode && (out - 1) * stride >= in + pad)
+    if (ceil_mode && out > 1 && weft_size_add(in, pad, WEFT_SIZE_MAX, &edge) &&
+        (!weft_size_mul(out - 1, stride, WEFT_SIZE_MAX, &last) || last >= edge))
         out--;
     return out;
 }
@@ -69,10 +76,17 @@ static int pool_args_of(const weft_tensor *x, const struct weft_pool2d_params *p
                               "dilation should be greater than zero, but got dilationH: %lld "
                               "dilationW: %lld",
                               (long long)a->dh, (long long)a->dw);
+    int64_t eh, ew; /* the windows' extents */
+    if (!nn_window_extent(a->kh, a->dh, &eh) || !nn_window_extent(a->kw, a->dw, &ew))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "pooling: kernel size (%lld x %lld) and dilation (%lld, %lld) give "
+                              "a window beyond int64's range",
+                              (long long)a->kh, (long long)a->kw, (long long)a->dh, (long long)a->dw);
     if (is_max) {
         const int64_t k[2] = {a->kh, a->kw}, pad[2] = {a->ph, a->pw}, d[2] = {a->dh, a->dw};
+        const int64_t extent[2] = {eh, ew};
         for (int i = 0; i < 2; i++)
-            if (pad[i] < 0 || pad[i] > ((k[i] - 1) * d[i] + 1) / 2)
+            if (pad[i] < 0 || pad[i] > extent[i] / 2)
                 return weft_error_set(WEFT_ERR_RUNTIME,
                                       "pad should be at most half of effective kernel size, but got "
                                       "pad=%lld, kernel_size=%lld and dilation=%lld",
@@ -83,8 +97,8 @@ static int pool_args_of(const weft_tensor *x, const struct weft_pool2d_params *p
                               "padW = %lld, padH = %lld, kW = %lld, kH = %lld",
                               (long long)a->pw, (long long)a->ph, (long long)a->kw, (long long)a->kh);
     }
-    a->OH = output_size(a->H, a->kh, a->ph, a->sh, a->dh, a->ceil_mode);
-    a->OW = output_size(a->W, a->kw, a->pw, a->sw, a->dw, a->ceil_mode);
+    a->OH = output_size(a->H, eh, a->ph, a->sh, a->ceil_mode);
+    a->OW = output_size(a->W, ew, a->pw, a->sw, a->ceil_mode);
     if (a->OH < 1 || a->OW < 1)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "Given input size: (%lldx%lldx%lld). Calculated output size: "

@@ -139,7 +139,7 @@ static weft_module *create_gru(const weft_options *o)
 #define RNN_TYPE(ini, class, create_fn)                                                       \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
      .forward = rnn_module_forward, .free_state = free, .extra_repr = rnn_repr,               \
-     .create = create_fn}
+     .create = create_fn, .onnx_export = nn_onnx_export_rnn}
 const struct weft_module_type rnn_type = RNN_TYPE("rnn", "RNN", create_rnn);
 const struct weft_module_type lstm_type = RNN_TYPE("lstm", "LSTM", create_lstm);
 const struct weft_module_type gru_type = RNN_TYPE("gru", "GRU", create_gru);

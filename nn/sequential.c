@@ -57,6 +57,7 @@ static const struct weft_module_type sequential_type = {
     WEFT_VTABLE(WEFT_KIND_MODULE, "sequential", struct weft_module_type), "Sequential",
     sequential_forward,
     NULL, NULL,
+    .onnx_export = nn_onnx_export_sequential,
 };
 
 weft_module *weft_nn_sequential(int n, weft_module *const *modules)

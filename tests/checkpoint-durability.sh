@@ -6,7 +6,8 @@
 # complete checkpoint or the new one, and the run resumed from them (or started again,
 # when the first save never completed) must end with a model file identical to an
 # uninterrupted run's. Also: stale temporary files are removed by the next save, a model
-# file beside the state of another save is refused naming both, and a changed scheduler
+# file beside the state of another save (or of another run at the same step) is refused
+# naming both, and a changed scheduler
 # and a finished run are refused on resume. (A full disk: checkpoint-disk-full.sh.)
 #   usage: checkpoint-durability.sh BUILD_DIR
 set -eu
@@ -166,5 +167,44 @@ if "$train" "$tmp/run.ini" --set train.log= --set train.max_iters=8 \
 fi
 grep -q 'checkpoint is at step 8; \[train\] max_iters = 8 trains nothing' "$d/over.txt" ||
     { cat "$d/over.txt"; fail "message for a finished run"; }
+
+# ---- two runs written to one path --------------------------------------------------------
+# Run A saves at step 4; run B (another lr) to the same path is killed right after its
+# first save renamed its model into place: the model is B's, the .train file A's, both
+# "step 4, epoch ..". The checkpoint ids agree; the state's model digest does not.
+d="$tmp/tworuns"
+mkdir "$d"
+b_args="--set optimizer.lr=0.05 --set train.max_iters=8 --set train.log="
+# shellcheck disable=SC2086
+"$train" "$tmp/run.ini" $b_args --set "train.checkpoint=$tmp/b-full.safetensors" >/dev/null 2>&1 ||
+    fail "the uninterrupted run B failed"
+"$train" "$tmp/run.ini" --set train.max_iters=4 --set "train.checkpoint=$d/m.safetensors" \
+    --set train.log= >/dev/null 2>&1 || fail "run A failed"
+set +e
+# shellcheck disable=SC2086
+WEFT_TEST_CRASH_AT=safetensors.renamed:2 "$train" "$tmp/run.ini" $b_args \
+    --set "train.checkpoint=$d/m.safetensors" >"$d/b.txt" 2>&1
+code=$?
+set -e
+[ "$code" = 137 ] || { cat "$d/b.txt"; fail "run B: exit $code, expected SIGKILL after its model's rename"; }
+# without B's .next state: A's state is refused, naming both files (it was taken, rc 0)
+mkdir "$d/alone"
+cp "$d/m.safetensors" "$d/m.train.safetensors" "$d/alone/"
+set +e
+# shellcheck disable=SC2086
+"$train" "$tmp/run.ini" $b_args --set "train.checkpoint=$d/alone/m.safetensors" \
+    --resume "$d/alone/m.safetensors" >"$d/alone.txt" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || { cat "$d/alone.txt"; fail "a state of another run: exit $code, expected 2"; }
+grep -q "the model $d/alone/m.safetensors (step 4, .*digest [0-9a-f]*) and the training state $d/alone/m.train.safetensors (step 4, .*saved with a model of digest [0-9a-f]*) are from different runs" \
+    "$d/alone.txt" || { cat "$d/alone.txt"; fail "message for a state of another run"; }
+# with it: B's own state is taken, and B ends where it would have uninterrupted
+# shellcheck disable=SC2086
+"$train" "$tmp/run.ini" $b_args --set "train.checkpoint=$d/m.safetensors" \
+    --resume "$d/m.safetensors" >"$d/resume.txt" 2>&1 || { cat "$d/resume.txt"; fail "resuming run B failed"; }
+cmp -s "$tmp/b-full.safetensors" "$d/m.safetensors" ||
+    fail "run B resumed beside run A's state ends with a model other than its uninterrupted one"
+echo "two runs on one path: the other run's state refused, the run's own taken"
 
 echo "checkpoint-durability: ok"

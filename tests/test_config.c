@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void no_setup(void)
@@ -450,7 +451,20 @@ Test(config, missing_file_is_an_error_naming_it)
 Test(config, directory_is_not_a_readable_file)
 {
     cr_assert_null(weft_config_load("/tmp"));
-    tu_assert_error(WEFT_ERR_CONFIG, "/tmp: cannot read config file: Is a directory");
+    tu_assert_error(WEFT_ERR_CONFIG, "/tmp: cannot open config file: a directory, not a "
+                                     "regular file");
+}
+
+/* A FIFO as the config is refused at once: opened for reading it would wait for a writer
+ * forever (the test would time out). */
+Test(config, a_fifo_is_refused_without_waiting_for_a_writer)
+{
+    const char *path = tu_tmp_path("pipe.ini");
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_null(weft_config_load(path));
+    tu_assert_error(WEFT_ERR_CONFIG, "pipe.ini: cannot open config file: a FIFO (named pipe), "
+                                     "not a regular file");
+    unlink(path);
 }
 
 Test(config, files_load_with_their_path_as_the_name)

@@ -448,6 +448,10 @@ Test(dataloader, option_errors_use_pytorchs_words)
     cr_assert_null(weft_dataloader_new(ds, &o));
     tu_assert_error(WEFT_ERR_VALUE,
                     "batch_size should be a positive integer value, but got batch_size=0");
+    o.batch_size = INT64_C(1000000000000000000); /* its bytes would not fit an int64 */
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "batch_size should be at most 2147483647 (2^31 - 1), but got "
+                                    "batch_size=1000000000000000000");
     o = weft_dataloader_options_default();
     o.num_workers = -1;
     cr_assert_null(weft_dataloader_new(ds, &o));

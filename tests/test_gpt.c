@@ -629,6 +629,11 @@ Test(gpt, bad_config_keys_are_errors_naming_the_key)
     c.n_head = 3;
     cr_assert_null(weft_gpt_new(&c));
     tu_assert_error(WEFT_ERR_VALUE, "n_embd (16) must be divisible by n_head (3)");
+    c = tiny_config(); /* 4 x n_embd, the MLP's width, would overflow int64 */
+    c.n_embd = INT64_C(1) << 62, c.n_head = 1;
+    cr_assert_null(weft_gpt_new(&c));
+    tu_assert_error(WEFT_ERR_VALUE, "GPT: n_embd = 4611686018427387904: expected a width below "
+                                    "2^61 (4 x n_embd is the MLP's)");
 }
 
 Test(gpt, a_sequence_longer_than_the_block_is_pytorchs_error)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <weft/dataset.h>
@@ -220,6 +221,33 @@ Test(io, idx_rejects_an_images_file_given_as_labels)
     write_idx("flabels.idx", 0x0D, 1, (uint32_t[]){3}, "\0\0\0\0\0\0\0\0\0\0\0\0", 12);
     tu_open_fails("[data]\nreader = idx\nimages = images.idx\nlabels = flabels.idx\n", WEFT_ERR_IO,
                   "says float32 elements; expected integer labels");
+}
+
+/* A labels file given as the images would be samples of rank 0 (scalars): refused when
+ * it is read as images, naming the file and what it is. */
+Test(io, idx_rejects_a_labels_file_given_as_images)
+{
+    write_tiny_mnist();
+    tu_open_fails("[data]\nreader = idx\nimages = labels.idx\nlabels = labels.idx\n", WEFT_ERR_IO,
+                  "labels.idx: byte 0: magic 0x00000801 says 1 dimension: a labels file, given "
+                  "as images; expected an images file with 2 or more dimensions");
+}
+
+/* A FIFO or a directory as a data file is refused by its type before anything reads it
+ * (the FIFO used to block the open until a writer came): through the streamed readers
+ * (idx, csv) and the mapped one (npy). */
+Test(io, a_fifo_or_a_directory_as_a_data_file_is_refused_without_blocking)
+{
+    cr_assert_eq(mkfifo(tu_tmp_path("pipe"), 0600), 0);
+    tu_open_fails("[data]\nreader = idx\nimages = pipe\n", WEFT_ERR_IO,
+                  "pipe: cannot open: a FIFO (named pipe), not a regular file");
+    tu_open_fails("[data]\nreader = csv\npath = pipe\n", WEFT_ERR_IO,
+                  "pipe: cannot open: a FIFO (named pipe), not a regular file");
+    tu_open_fails("[data]\nreader = npy\npath = pipe\n", WEFT_ERR_IO,
+                  "pipe: cannot open: a FIFO (named pipe), not a regular file");
+    tu_open_fails("[data]\nreader = idx\nimages = /tmp\n", WEFT_ERR_IO,
+                  "/tmp: cannot open: a directory, not a regular file");
+    unlink(tu_tmp_path("pipe"));
 }
 
 Test(io, idx_rejects_truncated_headers)

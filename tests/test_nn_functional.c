@@ -209,6 +209,32 @@ Test(nn_functional, conv2d_of_an_unbatched_image_is_unbatched)
         cr_expect_float_eq(a[i], b4[i], 1e-6);
 }
 
+/* Padding, dilation and kernel sizes from a config can be anything: sizes that would
+ * overflow int64 (signed overflow, undefined behaviour, which UBSan stops in the sanitizer
+ * build) are refused, and pooling's ceil_mode with a stride near 2^63 still gives the
+ * right shape. */
+Test(nn_functional, conv_and_pool_sizes_beyond_int64_are_refused)
+{
+    const int64_t xs[4] = {1, 1, 5, 5}, ws[4] = {1, 1, 3, 3}, big = INT64_C(1) << 62;
+    weft_tensor *x = weft_zeros(4, xs, WEFT_F32, WEFT_CPU), *w = weft_zeros(4, ws, WEFT_F32, WEFT_CPU);
+    struct weft_conv2d_params pad = {.padding = {big, 0}}, dil = {.dilation = {1, big}};
+    cr_expect_null(weft_conv2d(x, w, NULL, &pad));
+    tu_assert_error(WEFT_ERR_RUNTIME, "conv2d: input size (5 x 5) with padding (4611686018427387904, "
+                                      "0), kernel size (3 x 3) and dilation (1, 1) give sizes "
+                                      "beyond int64's range");
+    cr_expect_null(weft_conv2d(x, w, NULL, &dil));
+    tu_assert_error(WEFT_ERR_RUNTIME, "dilation (1, 4611686018427387904) give sizes beyond");
+    struct weft_pool2d_params window = {.kernel = {big, 2}, .dilation = {4, 1}};
+    cr_expect_null(weft_max_pool2d(x, &window));
+    tu_assert_error(WEFT_ERR_RUNTIME, "pooling: kernel size (4611686018427387904 x 2) and dilation "
+                                      "(4, 1) give a window beyond int64's range");
+    struct weft_pool2d_params wide = {.kernel = {2, 2}, .stride = {INT64_MAX, INT64_MAX},
+                                      .ceil_mode = true};
+    weft_tensor *y = weft_max_pool2d(x, &wide);
+    tu_assert_no_error();
+    tu_assert_shape(y, 4, (const int64_t[]){1, 1, 1, 1});
+}
+
 Test(nn_functional, conv2d_errors_use_pytorch_words)
 {
     const int64_t xs[4] = {1, 4, 5, 5}, ws[4] = {8, 3, 3, 3}, ws7[4] = {7, 2, 3, 3}, bs[1] = {7};

@@ -156,6 +156,49 @@ Test(nn_module, lookups_by_name_return_borrowed_members_or_null)
     weft_module_free(m);
 }
 
+Test(nn_module, children_are_walked_in_order_with_their_names)
+{
+    weft_module *m = small_model();
+    cr_assert_eq(weft_module_num_children(m), 4);
+    cr_expect_str_eq(weft_module_child_name(m, 2), "2");
+    cr_expect_eq(weft_module_child_at(m, 3), weft_module_child(m, "3"));
+    cr_expect_null(weft_module_child_at(m, 4));
+    cr_expect_null(weft_module_child_name(m, -1));
+    weft_module_free(m);
+}
+
+Test(nn_module, swap_puts_a_module_in_anothers_place_keeping_its_identity)
+{
+    weft_module *m = small_model();
+    weft_module *held = weft_module_child(m, "2"); /* as a model's state holds a layer */
+    weft_tensor *old_weight = weft_module_parameter(held, "weight");
+    int n = 0;
+    cr_assert_not_null(weft_module_parameters(m, &n));
+    cr_assert_eq(n, 6);
+    weft_module *inner[1] = {weft_nn_linear(3, 5, false)};
+    weft_module *replacement = check_module(weft_nn_sequential(1, inner));
+    cr_assert_eq(weft_module_swap(held, replacement), 0, "%s", weft_error_message());
+    cr_expect_eq(weft_module_child(m, "2"), held);
+    cr_expect_str_eq(weft_module_type_name(held), "Sequential");
+    cr_expect_eq(weft_module_parameter(weft_module_child(held, "0"), "bias"), NULL);
+    /* the old contents went to the replacement, which is the caller's */
+    cr_expect_str_eq(weft_module_type_name(replacement), "Linear");
+    cr_expect_eq(weft_module_parameter(replacement, "weight"), old_weight);
+    /* the parameter list follows: 6 - 2 + 1 */
+    cr_assert_not_null(weft_module_parameters(m, &n));
+    cr_expect_eq(n, 5);
+    /* the moved child answers to its new holder: freeing it alone is refused */
+    weft_module_free(weft_module_child(held, "0"));
+    assert_error_text(WEFT_ERR_RUNTIME, "weft_module_free: this Linear belongs to a Sequential "
+                                        "and is freed with it");
+    /* a module that belongs elsewhere cannot be swapped in */
+    cr_expect_lt(weft_module_swap(held, weft_module_child(m, "1")), 0);
+    assert_error_text(WEFT_ERR_VALUE, "weft_module_swap: the replacement ReLU belongs to a "
+                                      "Sequential; give a module of its own");
+    weft_module_free(replacement);
+    weft_module_free(m);
+}
+
 /* ---- registration --------------------------------------------------------------------- */
 
 Test(nn_module, registration_refuses_names_as_torch_does)

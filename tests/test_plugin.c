@@ -273,6 +273,74 @@ Test(plugin, registry_get_of_a_name_nobody_provides_lists_what_there_is)
                      "backend:cpv");
 }
 
+/* A broken plugin earlier on the path shadows a good one of the same file name: the
+ * error names the broken file and why it was rejected, and says the good one was not
+ * tried (it said "no plugin on the search path provides api:fixture", naming nothing). */
+Test(plugin, a_broken_plugin_that_shadows_a_good_one_is_named_with_its_reason)
+{
+    char *dir = make_temp_dir();
+    char copy[4096], good[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture.so", dir);
+    snprintf(good, sizeof good, "%s", fixture("fixture"));
+    static char head[4000];
+    FILE *in = fopen(good, "rb");
+    cr_assert_not_null(in);
+    cr_assert_eq(fread(head, 1, sizeof head, in), sizeof head);
+    fclose(in);
+    write_file(copy, head, sizeof head); /* cut: its segments lie past its end */
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "fixture"));
+    char want[12288];
+    snprintf(want, sizeof want, "no api 'fixture'; %s, the first file of its name on the search "
+             "path, was rejected (cannot load plugin %s: truncated ELF file", copy, copy);
+    char tail[8192];
+    snprintf(tail, sizeof tail, "it shadows %s, which provides api:fixture and was not tried "
+             "(weft loads the first file of a name on the search path", good);
+    assert_error_has(WEFT_ERR_PLUGIN, want, tail);
+    cr_assert_not(weft_plugin_is_loaded("fixture"), "the shadowed copy was loaded");
+    remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
+}
+
+/* The same for a plugin of another ABI in front (an older build of the same plugin). */
+Test(plugin, a_wrong_abi_plugin_that_shadows_a_good_one_is_named_with_both_versions)
+{
+    char *dir = make_temp_dir();
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture.so", dir);
+    copy_file(fixture("fixture-abi0"), copy);
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "fixture"));
+    char want[8192];
+    snprintf(want, sizeof want, "was rejected (plugin %s was built for weft ABI 0, but this weft "
+             "has ABI 2; rebuild the plugin against this weft); it shadows", copy);
+    assert_error_has(WEFT_ERR_PLUGIN, want, "which provides api:fixture and was not tried");
+    remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
+}
+
+/* A provider in front that fails to load: its own reason, and the later copy named as not
+ * tried. */
+Test(plugin, a_provider_that_fails_to_load_names_the_later_copy_not_tried)
+{
+    char *dir = make_temp_dir();
+    char copy[4096], later[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture-liar.so", dir);
+    snprintf(later, sizeof later, "%s", fixture("fixture-liar"));
+    copy_file(later, copy);
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "liar"));
+    char want[8192];
+    snprintf(want, sizeof want, "cannot load the plugin that provides api:liar: plugin %s failed "
+             "to initialise: its manifest says it provides api:liar", copy);
+    char tail[8192];
+    snprintf(tail, sizeof tail, "; a later copy, %s, was not tried (weft loads the first file of "
+             "a name on the search path", later);
+    assert_error_has(WEFT_ERR_PLUGIN, want, tail);
+    remove_dir(dir, (const char *const[]){"weft-fixture-liar.so", NULL});
+}
+
 Test(plugin, a_manifest_that_promises_what_init_does_not_register_fails_the_load)
 {
     cr_assert_lt(weft_plugin_load(fixture("fixture-liar")), 0);

@@ -116,7 +116,7 @@ for sig in KILL STOP; do
     took=$(( $(date +%s) - start ))
     [ "$took" -lt 45 ] || fail "the job took $took s to end after SIG$sig on a rank"
     if [ $sig = STOP ]; then
-        grep -q 'weft: rank [01]: .*waited 3 s for the other ranks' "$tmp/long.txt" ||
+        grep -q 'weft: rank [01]: .*waited 3 s for the other ranks (timeout_s = 3); rank [01] did not arrive (no answer: stopped' "$tmp/long.txt" ||
             { cat "$tmp/long.txt"; fail "no timeout message from the rank left waiting"; }
     fi
 done

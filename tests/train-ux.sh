@@ -338,7 +338,7 @@ echo "patience: early stopping after epoch 5, unbroken and resumed after epoch 4
 sed -e 's/^\[layer.act\]$/[layer.bn]\ntype = batchnorm1d\nnum_features = 8\n\n[layer.act]/' \
     -e 's/^batch_size = 20$/batch_size = 149/' "$tmp/ok.ini" >"$tmp/bn.ini"
 grep -q '^type = batchnorm1d$' "$tmp/bn.ini" || fail "blame: the batchnorm layer was not added to the config"
-expect_error blame_in_training 1 "[layer.bn] Expected more than 1 value per channel when training, got input size [1, 8]" \
+expect_error blame_in_training 2 "[layer.bn] Expected more than 1 value per channel when training, got input size [1, 8]" \
     "$tmp/bn.ini" --set train.checkpoint="$tmp/bn/m.safetensors" --set train.log="$tmp/bn/log.csv"
 echo "blame: an error met in training names [layer.bn]"
 echo "train-ux: ok"

@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "weft/error.h"
+#include "weft/file.h"
 #include "weft/options.h"
 #include "weft/plugin.h"
 
@@ -322,12 +324,14 @@ static int check_text(const char *path, const char *text, size_t len)
                           path, line, (size_t)(nul - text));
 }
 
-/* The whole file as a string; NULL with an error naming the file. */
+/* The whole file as a string; NULL with an error naming the file. Its type is checked
+ * before it is read (a FIFO given as the config would block); a config that cannot be
+ * read is the config's fault, so the error's code is CONFIG. */
 static char *read_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        weft_error_set(WEFT_ERR_CONFIG, "%s: cannot open config file: %s", path, strerror(errno));
+    int fd = weft_open_regular_file(path, "config file");
+    if (fd < 0) {
+        weft_error_recode(WEFT_ERR_CONFIG);
         return NULL;
     }
     char *text = NULL;
@@ -337,15 +341,17 @@ static char *read_file(const char *path)
         rc = weft_grow((void **)&text, &cap, len + 4096 + 1, 1);
         if (rc < 0)
             break;
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
+        ssize_t got = read(fd, text + len, cap - len - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            rc = weft_error_set(WEFT_ERR_CONFIG, "%s: cannot read config file: %s", path,
+                                strerror(errno));
+        if (got <= 0)
             break;
+        len += (size_t)got;
     }
-    if (rc == 0 && ferror(f))
-        rc = weft_error_set(WEFT_ERR_CONFIG, "%s: cannot read config file: %s", path,
-                            strerror(errno));
-    fclose(f);
+    close(fd);
     if (rc == 0)
         rc = check_text(path, text, len);
     if (rc < 0) {

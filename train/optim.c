@@ -53,11 +53,14 @@ static const struct weft_optimizer_type *find_type(const weft_options *o, const 
 {
     bool had_error = weft_error_code() != WEFT_OK;
     const struct weft_optimizer_type *t = weft_registry_get(WEFT_KIND_OPTIMIZER, name);
-    if (!t && !had_error) {
+    if (!t && !had_error) { /* named by its key; out of memory stays the cause */
         char msg[1536];
+        int code = weft_error_code();
         snprintf(msg, sizeof msg, "%s", weft_error_message());
         weft_error_clear();
         weft_options_error(o, "type = '%s': %s", name, msg);
+        if (code == WEFT_ERR_OUT_OF_MEMORY)
+            weft_error_recode(code);
     }
     return t;
 }

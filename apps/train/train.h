@@ -195,7 +195,7 @@ struct trainer {
     int rank, world;
     weft_ddp *ddp;
     struct weft_ddp_options ddp_options;
-    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT } command;
+    enum { CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_EXPORT, CMD_QUANTIZE } command;
     const char *data_section;     /* eval/predict --data */
     weft_dataset *extra_set;      /* --data names a [data.*] section training does not read */
     struct train_inputs extra_inputs;
@@ -278,6 +278,19 @@ int train_eval_command(struct trainer *t, const char *section);
  * out (.csv: index, class and probabilities, or the raw outputs; .npy: float32). */
 int train_predict_command(struct trainer *t, const char *section, const char *out);
 
+/* ---- quantize (train_quantize.c) ---------------------------------------------------------- */
+
+struct train_quantize_args {
+    const char *checkpoint, *out, *data;
+    const char *observer; /* minmax, moving_average, histogram (NULL: histogram) */
+    int64_t calib;        /* calibration samples (static) */
+    bool dynamic, per_tensor;
+};
+/* weft-train quantize: the checkpoint's model quantized to int8 (static, calibrated on the
+ * first a->calib training samples, or dynamic), the float32 and int8 figures side by side
+ * on [data.test] (else the validation set, or a->data), the int8 model saved at a->out. */
+int train_quantize_command(struct trainer *t, const struct train_quantize_args *a);
+
 /* The exact command that resumes this run: the same arguments, --resume CHECKPOINT. */
 void train_print_resume_command(const struct trainer *t, FILE *f);
 
@@ -291,6 +304,10 @@ int train_check_paths(const struct trainer *t);
 /* A section header of the config file with no key under it (inih would drop it):
  * WEFT_ERR_CONFIG naming the line and the section. */
 int train_check_sections(struct weft_config *cfg);
+/* A file named on the command line (--resume, --checkpoint) that is missing or not a
+ * regular file (a FIFO would block its load): WEFT_ERR_CONFIG, "<path>: cannot open: a
+ * FIFO (named pipe), not a regular file", found without opening it. */
+int train_check_argument_file(const char *path);
 /* weft_dataset_open of [section]; a data file that cannot be read (missing, no
  * permission) is a config error naming its key: "cfg.ini: [data] images = x.idx: ...". */
 weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section);
@@ -329,5 +346,18 @@ int train_dist_should_stop(const struct trainer *t);
 /* On an error: with several processes, ends the job on every rank (does not return). */
 void train_dist_fail(const struct trainer *t, int code);
 void train_dist_end(struct trainer *t);
+
+/* weft-train export (train_export.c): its own arguments as given, checked by the command. */
+struct train_export_args {
+    const char *opset, *batch, *seq, *check, *atol, *latency, *ort_threads;
+    bool fold_batchnorm, external_data;
+};
+/* argv[i] as one of export's arguments: how many it took (1 or 2), 0 when it is none of
+ * them, -1 after saying what is missing. */
+int train_export_parse(struct train_export_args *a, int argc, char **argv, int i);
+/* Writes the model (with its weights loaded) to out as ONNX; with --check, compares it
+ * with ONNX Runtime. 0; 1 when the check found a difference above the tolerance (said);
+ * negative with the error. */
+int train_export_command(struct trainer *t, const struct train_export_args *a, const char *out);
 
 #endif

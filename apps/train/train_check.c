@@ -108,6 +108,15 @@ int train_check_sections(struct weft_config *cfg)
     return rc;
 }
 
+int train_check_argument_file(const char *path)
+{
+    return weft_check_regular_file(path, NULL) == 0 ? 0 : weft_error_recode(WEFT_ERR_CONFIG);
+}
+
+/* A file the reader refused is the config's fault, named by its key (exit 2): missing,
+ * unreadable, not a regular file (a FIFO, a directory: refused by its type, never read), or
+ * not what the key expects (a corrupt header, a labels file given as images: the reader
+ * names the byte). */
 weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
 {
     const weft_options *o = weft_config_options(cfg, section);
@@ -126,7 +135,7 @@ weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
             continue;
         }
         size_t n = strlen(path);
-        if (strncmp(why, path, n) != 0 || why[n] != ':' || access(path, R_OK) == 0)
+        if (strncmp(why, path, n) != 0 || why[n] != ':')
             continue;
         weft_error_clear();
         weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s: %s", weft_config_name(cfg), section,
@@ -177,10 +186,13 @@ static const char *layer_section(struct weft_config *cfg, int i)
     return NULL;
 }
 
-/* Replaces the pending error with "<prefix>: <its message>", keeping WEFT_ERR_CONFIG so
- * that the run ends as a bad config (exit 2). */
-static int blame(const char *prefix)
+/* Replaces the pending error with "<prefix>: <its message>", as WEFT_ERR_CONFIG so that
+ * the run ends as a bad config (exit 2). Out of memory is no fault of the config: it keeps
+ * its code, with "<doing>: " in front (what was being done when it ran out). */
+static int blame(const char *prefix, const char *doing)
 {
+    if (weft_error_code() == WEFT_ERR_OUT_OF_MEMORY)
+        return weft_error_prefix("%s", doing);
     char why[1536];
     snprintf(why, sizeof why, "%s", weft_error_message());
     weft_error_clear();
@@ -199,9 +211,11 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
     if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
         weft_tensor *y = weft_module_forward(t->model, x);
         if (!y) {
+            char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [%s] "
                                             "(shape %s)", file, data, shape_str(x, shape, sizeof shape));
-            blame(prefix);
+            snprintf(doing, sizeof doing, "[model] on one sample of [%s]", data);
+            blame(prefix, doing);
         }
         if (y && record && train_summary_add(&t->summary, "model", t->model, y) != 0)
             return NULL;
@@ -218,12 +232,15 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
         *last_section = sec ? sec : "model";
         weft_tensor *y = weft_module_forward(layer, h);
         if (!y) {
+            char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input, of shape %s "
                                             "for one sample of [%s]%s",
                      file, *last_section, weft_module_type_name(layer),
                      shape_str(h, shape, sizeof shape), data,
                      i ? " after the layers before it" : "");
-            blame(prefix);
+            snprintf(doing, sizeof doing, "[%s] (%s) on one sample of [%s]", *last_section,
+                     weft_module_type_name(layer), data);
+            blame(prefix, doing);
             return NULL;
         }
         if (record && train_summary_add(&t->summary, *last_section, layer, y) != 0)
@@ -237,7 +254,8 @@ int train_blame_layer(struct trainer *t, weft_tensor *x)
     int code = weft_error_code();
     char first[1536];
     snprintf(first, sizeof first, "%s", weft_error_message());
-    if (code == WEFT_OK || strncmp(first, "[layer.", 7) == 0 ||
+    /* out of memory is its own cause: running the layers again would only allocate more */
+    if (code == WEFT_OK || code == WEFT_ERR_OUT_OF_MEMORY || strncmp(first, "[layer.", 7) == 0 ||
         strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
         return code;
     weft_error_clear();
@@ -266,7 +284,7 @@ static int check_classes(struct trainer *t, const weft_dataset *ds, const struct
                          const weft_tensor *out, const weft_tensor *target,
                          const char *last_section)
 {
-    if (!t->loss.classification || in->sparse || !out || out->ndim < 2 || in->target < 0)
+    if (!t->loss.classification || !out || out->ndim < 2 || in->target < 0)
         return 0;
     const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
     if (!f || f->num_classes <= 0)
@@ -285,6 +303,40 @@ static int check_classes(struct trainer *t, const weft_dataset *ds, const struct
     return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] gives %lld outputs per position, but "
                                            "field '%s' of [%s] has %lld classes",
                           file, last_section, (long long)c, f->name, weft_dataset_section(ds),
+                          (long long)f->num_classes);
+}
+
+/* A language model's vocabulary against the data's: the tokens of the input are those of
+ * the target, shifted, so a target of V classes means ids up to V - 1 at the embedding;
+ * fewer rows than that fails at the first sample with PyTorch's "index out of range in
+ * self", naming nothing. The model's vocabulary is [model] vocab_size (gpt) or the
+ * num_embeddings of a first [layer.*] of type embedding. */
+static int check_vocabulary(struct trainer *t, const weft_dataset *ds,
+                            const struct train_inputs *in)
+{
+    if (!t->sequence || in->target < 0)
+        return 0;
+    const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
+    const char *sec = "model", *key = "vocab_size";
+    if (!weft_config_has(t->cfg, sec, key)) {
+        sec = layer_section(t->cfg, 0);
+        key = "num_embeddings";
+        if (!sec || strcmp(weft_config_string(t->cfg, sec, "type", ""), "embedding") != 0)
+            return 0;
+    }
+    int64_t vocab = 0;
+    if (!f || f->num_classes <= 0 || weft_config_int(t->cfg, sec, key, 0, &vocab) != 0 ||
+        vocab >= f->num_classes) {
+        weft_error_clear(); /* a bad value was reported when the model was built */
+        return 0;
+    }
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: [%s] %s = %lld, but the tokens of [%s] (reader %s) have a "
+                          "vocabulary of %lld (field '%s' has %lld classes): expected %s = %lld "
+                          "or more",
+                          weft_config_name(t->cfg), sec, key, (long long)vocab,
+                          weft_dataset_section(ds), weft_dataset_reader_name(ds),
+                          (long long)f->num_classes, f->name, (long long)f->num_classes, key,
                           (long long)f->num_classes);
 }
 
@@ -308,14 +360,14 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
     o.transforms_eval = true;
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
     if (!dl)
-        return weft_error_code();
+        return weft_error_prefix("reading one sample of [%s] to check the model", data);
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
     int got = weft_dataloader_epoch(dl, 0);
     if (got == 0)
         got = weft_dataloader_next(dl, fields);
     if (got <= 0) {
         weft_dataloader_free(dl);
-        return got < 0 ? weft_error_code()
+        return got < 0 ? weft_error_prefix("reading one sample of [%s] to check the model", data)
                        : train_check_samples(t->cfg, ds); /* no sample at all */
     }
     /* Evaluation mode, no autograd: no running statistics change, no random draw. */
@@ -333,8 +385,10 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
         char prefix[512];
         snprintf(prefix, sizeof prefix, "%s: one sample of [%s] could not be made the model's "
                                         "input and target", file, data);
-        rc = blame(prefix);
+        rc = blame(prefix, "making one sample the model's input and target");
     }
+    if (rc == 0)
+        rc = check_vocabulary(t, ds, in);
     weft_tensor *out = rc == 0 ? forward_named(t, x, data, record, &last) : NULL;
     if (rc == 0 && !out)
         rc = weft_error_code();
@@ -347,7 +401,7 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
                                         "%s)",
                  file, weft_config_string(t->cfg, "loss", "type", "cross_entropy"),
                  shape_str(out, so, sizeof so), last, data, shape_str(target, st, sizeof st));
-        rc = blame(prefix);
+        rc = blame(prefix, "[loss] on one sample's output and target");
     }
     weft_scope_pop();
     weft_grad_mode_restore(prev);

@@ -8,6 +8,7 @@
  * prefixed with their rank). The metrics printed are summed or averaged over the ranks.
  * Without a launcher this is a world of one and none of it costs anything.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,10 +61,17 @@ int train_dist_setup(struct trainer *t)
                          &d.find_unused_parameters) ||
         weft_config_bool(cfg, "distributed", "broadcast_buffers", true, &d.broadcast_buffers))
         return weft_error_code();
-    if (!(o.timeout_s > 0) || !(d.bucket_mb > 0))
+    if (!(o.timeout_s > 0) || isinf(o.timeout_s))
         return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: [distributed] timeout_s = %g, bucket_mb = %g: both must be > 0",
-                              weft_config_name(cfg), o.timeout_s, d.bucket_mb);
+                              "%s: [distributed] timeout_s = '%s': expected a number of seconds "
+                              "> 0", weft_config_name(cfg),
+                              weft_config_string(cfg, "distributed", "timeout_s", ""));
+    if (!(d.bucket_mb > 0 && d.bucket_mb <= WEFT_DDP_MAX_BUCKET_MB))
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: [distributed] bucket_mb = '%s': expected a number of MiB "
+                              "above 0 and at most %d (1 TiB)", weft_config_name(cfg),
+                              weft_config_string(cfg, "distributed", "bucket_mb", ""),
+                              WEFT_DDP_MAX_BUCKET_MB);
     t->ddp_options = d;
     o.backend = backends[backend];
     /* auto: NCCL for device tensors, MPI for host ones, nothing for a world of one */

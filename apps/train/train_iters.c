@@ -142,7 +142,8 @@ int train_run_iters(struct trainer *t)
         }
         int got = weft_dataloader_next(t->train_loader, fields);
         if (got < 0) {
-            rc = got;
+            rc = weft_error_prefix("step %lld (epoch %lld), reading batch %lld",
+                                   (long long)t->step + 1, (long long)epoch + 1, (long long)b + 1);
             break;
         }
         if (got == 0) { /* the epoch is over: the next one, shuffled anew */
@@ -175,8 +176,11 @@ int train_run_iters(struct trainer *t)
             stepped = rc == 0;
         }
         weft_scope_pop();
-        if (rc != 0)
+        if (rc != 0) { /* where it failed, before what failed */
+            weft_error_prefix("step %lld (epoch %lld, batch %lld)", (long long)t->step + 1,
+                              (long long)epoch + 1, (long long)b);
             break;
+        }
         window_add(&logw, &st);
         window_add(&evalw, &st);
         if (!stepped)

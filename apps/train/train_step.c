@@ -119,7 +119,7 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
     if (!dl || (t->ddp && weft_ddp_sync_buffers(t->ddp) != 0)) {
         weft_dataloader_free(dl);
-        return weft_error_code();
+        return weft_error_prefix("evaluating on [%s]", weft_dataset_section(ds));
     }
     weft_module_train(t->model, false);
     bool prev = weft_no_grad_begin();
@@ -154,6 +154,9 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
     weft_grad_mode_restore(prev);
     weft_module_train(t->model, true);
     weft_dataloader_free(dl);
+    if (rc != 0) /* where it failed, before what failed */
+        weft_error_prefix("evaluating on [%s], batch %lld", weft_dataset_section(ds),
+                          (long long)batches + 1);
     if (rc == 0 && n > 0) {
         r->loss = loss_sum / (double)(t->loss.ce.reduction == WEFT_REDUCTION_MEAN ? tokens : n);
         r->acc = t->loss.classification && !t->sequence ? (double)correct / (double)n : NAN;

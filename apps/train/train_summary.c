@@ -84,16 +84,19 @@ int train_summary_print(const struct train_summary *s, const weft_module *model,
     int n = weft_module_named_parameters(model, &params);
     if (n < 0)
         return weft_error_code();
-    int64_t total = 0, trainable = 0, param_bytes = 0, act_bytes = 0;
+    /* Sizes in doubles: batch times a sample's bytes need not fit an int64, and these
+     * are estimates in MB. */
+    int64_t total = 0, trainable = 0;
+    double param_bytes = 0, act_bytes = 0;
     for (int i = 0; i < n; i++) {
         int64_t numel = weft_tensor_numel(params[i].tensor);
         total += numel;
         trainable += weft_requires_grad(params[i].tensor) ? numel : 0;
-        param_bytes += numel * (int64_t)weft_dtype_size(params[i].tensor->dtype);
+        param_bytes += (double)numel * (double)weft_dtype_size(params[i].tensor->dtype);
     }
     free(params);
     for (int i = 0; i < s->count; i++)
-        act_bytes += s->rows[i].bytes * batch;
+        act_bytes += (double)s->rows[i].bytes * (double)batch;
     char buf[160], num[32];
     rule(f, '=');
     fprintf(f, "%-40s %-30s %s\n", "Layer (type)", "Output Shape", "Param #");
@@ -111,8 +114,8 @@ int train_summary_print(const struct train_summary *s, const weft_module *model,
     fprintf(f, "Non-trainable params: %s\n", grouped(total - trainable, num, sizeof num));
     rule(f, '=');
     /* torchinfo counts each output once for the forward pass and once for its gradient */
-    double in_mb = (double)(input_bytes * batch) / 1e6, act_mb = 2.0 * (double)act_bytes / 1e6;
-    double par_mb = (double)param_bytes / 1e6;
+    double in_mb = (double)input_bytes * (double)batch / 1e6, act_mb = 2.0 * act_bytes / 1e6;
+    double par_mb = param_bytes / 1e6;
     fprintf(f, "Input size (MB): %.2f\n", in_mb);
     fprintf(f, "Forward/backward pass size (MB): %.2f\n", act_mb);
     fprintf(f, "Params size (MB): %.2f\n", par_mb);

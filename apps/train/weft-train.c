@@ -8,7 +8,8 @@
  * (safetensors, loadable by PyTorch) and a CSV log with an SVG plot next to it. What both
  * loops share is in train_step.c; checkpoints and --resume in train_checkpoint.c; what is
  * checked before the first step (paths, the model on one sample) in train_check.c.
- * Exit codes: 0 ok, 1 training error, 2 bad config, 130 interrupted (checkpoint saved).
+ * Exit codes: 0 ok, 1 the run failed, 2 what was given cannot work (exit_code_for), 130
+ * interrupted (checkpoint saved).
  */
 #include <errno.h>
 #include <math.h>
@@ -212,7 +213,8 @@ static int setup(struct trainer *t)
         return weft_error_code();
     t->param_tensors = calloc((size_t)(t->nparams ? t->nparams : 1), sizeof *t->param_tensors);
     if (!t->param_tensors)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory");
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory for the list of %d "
+                                                      "parameters", t->nparams);
     for (int i = 0; i < t->nparams; i++)
         t->param_tensors[i] = t->params[i].tensor;
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
@@ -293,6 +295,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     weft_module_train(t->model, true);
     while (rc == 0) {
         int got = weft_dataloader_next(t->train_loader, fields);
+        if (got < 0)
+            weft_error_prefix("epoch %lld, reading batch %lld of %lld", (long long)epoch + 1,
+                              (long long)b + 1, (long long)batches);
         if (got <= 0) {
             rc = got;
             break;
@@ -312,6 +317,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
         rc = train_micro_batch(t, fields, step_now, &st);
         if (rc == 0 && step_now)
             rc = train_optimizer_step(t);
+        if (rc != 0) /* where it failed, before what failed */
+            weft_error_prefix("epoch %lld, batch %lld of %lld", (long long)epoch + 1,
+                              (long long)b, (long long)batches);
         if (rc == 0) {
             loss_sum += st.loss * (double)st.samples;
             samples += st.samples;
@@ -493,43 +501,67 @@ static void usage(FILE *f)
                "       weft-train eval CONFIG.ini --checkpoint CKPT [--data SECTION] [--set ...]\n"
                "       weft-train predict CONFIG.ini --checkpoint CKPT [--data SECTION] --out FILE.csv|FILE.npy\n"
                "                  [--set ...]\n"
+               "       weft-train export CONFIG.ini --checkpoint CKPT --out MODEL.onnx [--opset 17]\n"
+               "                  [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]\n"
+               "                  [--check N [--atol 1e-4]] [--latency N [--ort-threads T]] [--set ...]\n"
+               "       weft-train quantize CONFIG.ini --checkpoint CKPT --out FILE.int8.safetensors\n"
+               "                  [--calib N] [--observer minmax|histogram] [--dynamic] [--per-tensor]\n"
                "Trains the model the config describes; eval prints a checkpoint's loss and accuracy on\n"
                "[data.test] (else the validation set, or --data data|data.val|data.test|data.NAME);\n"
-               "predict writes its outputs for every sample. See docs/config.md.\n");
+               "predict writes its outputs for every sample; export writes the model as ONNX\n"
+               "(docs/export.md); quantize makes an int8 model of it (docs/quantization.md).\n"
+               "See docs/config.md.\n");
 }
 
 struct args {
     const char *config, *resume, *checkpoint, *data, *out;
+    struct train_export_args export;
+    const char *calib, *observer; /* quantize */
+    bool dynamic, per_tensor;
 };
 
 /* The command line: 0 to go on, 1 when --help was answered, -1 on a usage error (said). */
 static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
 {
-    static const char *const commands[] = {"train", "eval", "predict"};
+    static const char *const commands[] = {"train", "eval", "predict", "export", "quantize"};
+    static const int command_ids[] = {CMD_TRAIN, CMD_EVAL, CMD_PREDICT, CMD_EXPORT, CMD_QUANTIZE};
     int first = 1;
-    for (int c = 0; c < 3 && argc > 1; c++)
+    for (int c = 0; c < 5 && argc > 1; c++)
         if (!strcmp(argv[1], commands[c])) {
-            t->command = c == 0 ? CMD_TRAIN : c == 1 ? CMD_EVAL : CMD_PREDICT;
+            t->command = command_ids[c];
             first = 2;
         }
-    static const char *const valued[] = {"--set", "--resume", "--checkpoint", "--data", "--out"};
+    static const char *const valued[] = {"--set", "--resume", "--checkpoint", "--data", "--out",
+                                         "--calib", "--observer"};
     for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 1;
         }
+        if (!strcmp(argv[i], "--dynamic") || !strcmp(argv[i], "--per-tensor")) {
+            *(argv[i][2] == 'd' ? &a->dynamic : &a->per_tensor) = true;
+            continue;
+        }
         int k = 0;
-        while (k < 5 && strcmp(argv[i], valued[k]) != 0)
+        while (k < 7 && strcmp(argv[i], valued[k]) != 0)
             k++;
-        if (k < 5) {
+        if (k < 7) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "weft-train: %s needs a value\n", argv[i]);
                 return -1;
             }
-            const char **slot[] = {NULL, &a->resume, &a->checkpoint, &a->data, &a->out};
+            const char **slot[] = {NULL, &a->resume, &a->checkpoint, &a->data, &a->out,
+                                   &a->calib, &a->observer};
             if (slot[k])
                 *slot[k] = argv[i + 1];
             i++;
+            continue;
+        }
+        int took = t->command == CMD_EXPORT ? train_export_parse(&a->export, argc, argv, i) : 0;
+        if (took < 0)
+            return -1;
+        if (took > 0) {
+            i += took - 1;
             continue;
         }
         if (argv[i][0] == '-' || a->config) {
@@ -543,16 +575,28 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
     if (!a->config)
         wrong = "a config file is needed";
     else if (t->command == CMD_TRAIN && (a->checkpoint || a->data || a->out))
-        wrong = "--checkpoint, --data and --out belong to eval and predict (training continues "
-                "from a checkpoint with --resume)";
+        wrong = "--checkpoint, --data and --out belong to eval, predict and quantize (training "
+                "continues from a checkpoint with --resume)";
     else if (t->command != CMD_TRAIN && a->resume)
         wrong = "--resume belongs to training; eval and predict read --checkpoint";
     else if (t->command != CMD_TRAIN && !a->checkpoint)
-        wrong = "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
+        wrong = t->command == CMD_EXPORT     ? "export needs --checkpoint CKPT (a model file weft-train saved)"
+                : t->command == CMD_QUANTIZE ? "quantize needs --checkpoint CKPT (the float32 model file to quantize)"
+                                             : "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
+    else if (t->command == CMD_EXPORT && (!a->out || a->data))
+        wrong = a->data ? "--data belongs to eval and predict; export reads the shape of [data]"
+                        : "export needs --out MODEL.onnx";
     else if (t->command == CMD_EVAL && a->out)
         wrong = "--out belongs to predict; eval prints its figures";
     else if (t->command == CMD_PREDICT && !a->out)
         wrong = "predict needs --out FILE.csv or --out FILE.npy";
+    else if (t->command == CMD_QUANTIZE && !a->out)
+        wrong = "quantize needs --out FILE.int8.safetensors";
+    else if (t->command != CMD_QUANTIZE && (a->calib || a->observer || a->dynamic || a->per_tensor))
+        wrong = "--calib, --observer, --dynamic and --per-tensor belong to quantize";
+    else if (a->dynamic && (a->calib || a->observer))
+        wrong = "--calib and --observer belong to static quantization; --dynamic calibrates "
+                "nothing (activations are quantized per batch)";
     if (wrong) {
         fprintf(stderr, "weft-train: %s\n", wrong);
         usage(stderr);
@@ -569,7 +613,8 @@ static int apply_sets(struct weft_config *cfg, int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--resume") || !strcmp(argv[i], "--checkpoint") ||
-            !strcmp(argv[i], "--data") || !strcmp(argv[i], "--out")) {
+            !strcmp(argv[i], "--data") || !strcmp(argv[i], "--out") ||
+            !strcmp(argv[i], "--calib") || !strcmp(argv[i], "--observer")) {
             i++;
             continue;
         }
@@ -603,11 +648,30 @@ static int apply_sets(struct weft_config *cfg, int argc, char **argv)
     return 0;
 }
 
+/* --calib N: a positive count. */
+static int quantize_args(const struct args *a, struct train_quantize_args *q)
+{
+    *q = (struct train_quantize_args){.checkpoint = a->checkpoint, .out = a->out, .data = a->data,
+                                      .observer = a->observer, .calib = 512,
+                                      .dynamic = a->dynamic, .per_tensor = a->per_tensor};
+    char *end = NULL;
+    if (a->calib && ((q->calib = strtoll(a->calib, &end, 10)) < 1 || *end))
+        return weft_error_set(WEFT_ERR_CONFIG, "--calib %s: expected a number of samples >= 1",
+                              a->calib);
+    return 0;
+}
+
 /* Loads the checkpoint for eval and predict, says which, and runs the command. */
 static int run_command(struct trainer *t, const struct args *a)
 {
+    if (t->command == CMD_QUANTIZE) {
+        struct train_quantize_args q;
+        return quantize_args(a, &q) != 0 ? weft_error_code() : train_quantize_command(t, &q);
+    }
     struct weft_metadata *meta = NULL;
-    int rc = train_load_weights(t, a->checkpoint, &meta);
+    int rc = train_check_argument_file(a->checkpoint);
+    if (rc == 0)
+        rc = train_load_weights(t, a->checkpoint, &meta);
     if (rc != 0)
         return rc;
     const char *id = weft_metadata_get(meta, "weft.checkpoint");
@@ -617,7 +681,13 @@ static int run_command(struct trainer *t, const struct args *a)
                weft_metadata_get(meta, "weft.best_value"));
     else
         printf("checkpoint: %s%s%s%s\n", a->checkpoint, id ? " (" : "", id ? id : "", id ? ")" : "");
+    if (weft_metadata_get(meta, "quant.mode")) /* weft-train quantize's */
+        printf("int8 model: %s quantization, weights %s, activations %s\n",
+               weft_metadata_get(meta, "quant.mode"), weft_metadata_get(meta, "quant.weights"),
+               weft_metadata_get(meta, "quant.activations"));
     weft_metadata_free(meta);
+    if (t->command == CMD_EXPORT)
+        return train_export_command(t, &a->export, a->out);
     return t->command == CMD_EVAL ? train_eval_command(t, a->data)
                                   : train_predict_command(t, a->data, a->out);
 }
@@ -640,6 +710,10 @@ static void say_resumed(const struct trainer *t, const char *path)
                t->best.val_loss);
 }
 
+/* The one rule (docs/config.md, Exit codes), by the error's nature whenever it comes: 2 for
+ * what was given that cannot work (the config, the command line, the files and plugins
+ * they name: CONFIG, VALUE, PLUGIN, DEVICE), at setup, at resume or in training alike; 1
+ * for a failure of the run itself (out of memory, I/O, a runtime error). */
 static int exit_code_for(int code)
 {
     return code == WEFT_ERR_CONFIG || code == WEFT_ERR_DEVICE || code == WEFT_ERR_PLUGIN ||
@@ -675,27 +749,34 @@ int main(int argc, char **argv)
     if (t.command != CMD_TRAIN) {
         rc = run_command(&t, &a);
         int code = weft_error_code();
-        if (rc != 0)
+        if (rc < 0)
             report_error(&t, NULL);
         cleanup(&t);
+        /* export: every failure is the request's (a layer ONNX cannot express, a path that
+         * cannot be written, a checkpoint of another model); 1 is a failed --check */
+        if (t.command == CMD_EXPORT && rc != 0)
+            return rc > 0 ? EXIT_TRAINING_ERROR : EXIT_BAD_CONFIG;
         return rc != 0 ? exit_code_for(code) : EXIT_OK;
     }
     if (resume_path && (train_resume(&t, resume_path) != 0 || train_best_resume(&t) != 0)) {
+        int code = weft_error_code();
         report_error(&t, resume_path);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
         (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
                                    t.sequence)))) {
+        int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     if (t.rank == 0 && train_tensorboard_open(t.s.tensorboard, t.sequence) != 0) {
+        int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     }
     struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND};
     sigemptyset(&sa.sa_mask);
@@ -718,11 +799,12 @@ int main(int argc, char **argv)
     fflush(stdout);
     t.run_t0 = train_now();
     rc = run(&t);
+    int code = weft_error_code();
     if (rc != 0)
         report_error(&t, NULL);
     bool was_interrupted = train_interrupted;
     cleanup(&t);
     if (rc != 0)
-        return EXIT_TRAINING_ERROR;
+        return exit_code_for(code);
     return was_interrupted ? EXIT_INTERRUPTED : EXIT_OK;
 }

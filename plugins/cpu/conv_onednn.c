@@ -315,12 +315,11 @@ static int conv_pass(const struct weft_op_call *call, enum pass pass, const weft
     if (tmp.prim)
         destroy_prim(&tmp);
     if (st != dnnl_success)
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "conv2d: oneDNN's convolution failed (status %d) for input "
-                              "[%lld, %lld, %lld, %lld] and weight [%lld, %lld, %lld, %lld]",
-                              (int)st, (long long)k.N, (long long)k.C, (long long)k.H,
-                              (long long)k.W, (long long)k.Cout, (long long)k.C,
-                              (long long)k.kh, (long long)k.kw);
+        return cpu_onednn_error(st, "conv2d: oneDNN's convolution for input [%lld, %lld, %lld, "
+                                    "%lld] and weight [%lld, %lld, %lld, %lld]",
+                                (long long)k.N, (long long)k.C, (long long)k.H, (long long)k.W,
+                                (long long)k.Cout, (long long)k.C, (long long)k.kh,
+                                (long long)k.kw);
     return 0;
 }
 

@@ -90,6 +90,10 @@ extern const struct weft_kernel_entry cpu_relu_kernels[];
 extern const struct weft_kernel_entry cpu_activation_kernels[];
 extern const struct weft_kernel_entry cpu_divmod_kernels[];
 extern const struct weft_kernel_entry cpu_onednn_conv_kernels[];
+/* weft/kernel_quant.h's ops: quantize, dequantize, max pool (kernels_quant.c), then the int8
+ * linear and conv2d through oneDNN (quant_onednn.c; empty without it). */
+extern const struct weft_kernel_entry cpu_quant_kernels[];
+extern const struct weft_kernel_entry cpu_quant_onednn_kernels[];
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);

@@ -287,7 +287,7 @@ static bool max_plane_is_2x2s2(const struct pool_geom *g)
  * and a cpu ([cpu] simd) with AVX2. */
 static bool max_plane_f32_vector(int64_t sx, const struct pool_geom *g)
 {
-    return sx == 1 && g->H * g->W < INT32_MAX && g->sw * 8 < INT32_MAX &&
+    return sx == 1 && g->H * g->W < INT32_MAX && g->sw < INT32_MAX / 8 &&
            cpu_simd_level() >= CPU_SIMD_AVX2;
 }
 #else

@@ -253,7 +253,7 @@ static int cpu_init(const weft_options *options)
     const struct weft_kernel_entry *const tables[] = {
         cpu_kernels, cpu_unary_kernels, cpu_binary_kernels, cpu_where_clamp_kernels,
         cpu_relu_kernels, cpu_activation_kernels, cpu_divmod_kernels,
-        conv_onednn ? cpu_onednn_conv_kernels : NULL,
+        conv_onednn ? cpu_onednn_conv_kernels : NULL, cpu_quant_kernels, cpu_quant_onednn_kernels,
     };
     int type = weft_register(&cpu_backend);
     if (type < 0)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <weft/nn.h>
+#include <weft/onnx.h>
 #include <weft/ops.h>
 
 #include "sparse_impl.h"
@@ -81,6 +82,47 @@ static int field_key(const weft_options *o, const char *key, char *out)
     return 0;
 }
 
+/* The ONNX form (weft/onnx.h). ONNX has sparse tensors only as stored constants, not as
+ * inputs a runtime computes with, so the exported layer reads the padded rows the readers
+ * hand out: indices int64 [batch, nnz] (-1 pads a row) and values float [batch, nnz],
+ * named after its `indices` and `values` fields, and computes torch's
+ * EmbeddingBag(mode='sum', per_sample_weights=values) over the weight's columns:
+ * y[b] = sum_k values[b, k] * weight[:, indices[b, k]] + bias, the padding weighted 0.
+ * The weight stays the state_dict's [out, in] tensor (a Gather along dim 1). */
+static const char *sparse_linear_onnx(weft_module *m, struct weft_onnx_graph *g,
+                                      const char *input)
+{
+    const struct sparse_linear_state *st = weft_module_state(m);
+    (void)input; /* the dense [batch, in_features] form is not what the data holds */
+    const struct weft_onnx_options *o = weft_onnx_graph_options(g);
+    const char *params[2] = {weft_onnx_batch_param(g), "nnz"};
+    const int64_t shape[2] = {o->batch, 0};
+    /* a layer built in C names no fields: the readers' own names */
+    const char *idx_name = st->indices[0] ? st->indices : "indices";
+    const char *val_name = st->values[0] ? st->values : "values";
+    const char *idx = weft_onnx_input(g, idx_name, WEFT_I64, 2, shape, params);
+    const char *val = weft_onnx_input(g, val_name, WEFT_F32, 2, shape, params);
+    const char *zero = weft_onnx_const_scalar(g, WEFT_I64, 0);
+    const char *keep = weft_onnx_op(g, "GreaterOrEqual", 2, (const char *[]){idx, zero});
+    const char *safe = weft_onnx_op(g, "Where", 3, (const char *[]){keep, idx, zero});
+    const char *w = weft_onnx_op(g, "Where", 3, (const char *[]){keep, val,
+                                                                 weft_onnx_const_scalar(g, WEFT_F32, 0)});
+    const char *gather_in[2] = {weft_onnx_param(g, m, "weight"), safe};
+    weft_onnx_node *cols = weft_onnx_node_add(g, "Gather", 2, gather_in, 1); /* [out, B, nnz] */
+    weft_onnx_attr_int(cols, "axis", 1);
+    const char *weighted = weft_onnx_op(g, "Mul", 2, (const char *[]){weft_onnx_node_output(cols, 0), w});
+    weft_onnx_node *sum = weft_onnx_node_add(
+        g, "ReduceSum", 2, (const char *[]){weighted, weft_onnx_const_ints(g, 1, (const int64_t[]){2})}, 1);
+    weft_onnx_attr_int(sum, "keepdims", 0);
+    weft_onnx_node *t = weft_onnx_node_add(g, "Transpose", 1,
+                                           (const char *[]){weft_onnx_node_output(sum, 0)}, 1);
+    weft_onnx_attr_ints(t, "perm", 2, (const int64_t[]){1, 0}); /* [B, out] */
+    const char *y = weft_onnx_node_output(t, 0);
+    if (!weft_module_parameter(m, "bias"))
+        return y;
+    return weft_onnx_op(g, "Add", 2, (const char *[]){y, weft_onnx_param(g, m, "bias")});
+}
+
 static weft_module *sparse_linear_create(const weft_options *o);
 
 static const struct weft_module_type sparse_linear_type = {
@@ -90,6 +132,7 @@ static const struct weft_module_type sparse_linear_type = {
     .free_state = free,
     .extra_repr = sparse_linear_repr,
     .create = sparse_linear_create,
+    .onnx_export = sparse_linear_onnx,
 };
 
 /* A SparseLinear over st (taken), with Linear's initialisation. */

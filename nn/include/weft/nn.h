@@ -203,6 +203,7 @@ weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tens
 /* ---- modules ----------------------------------------------------------------------- */
 
 typedef struct weft_module weft_module;
+struct weft_onnx_graph; /* weft/onnx.h */
 
 /* What a kind of module does: a vtable of kind WEFT_KIND_MODULE (weft/registry.h) whose
  * name is the type an INI file names ([layer.fc1] type = linear). Types with create() are
@@ -230,6 +231,12 @@ struct weft_module_type {
      * this module from into meta as "model.<key>" = "<value>" ("model.n_layer" = "4");
      * "model.type" is written by weft_module_config_export. 0 or negative. */
     int (*config_export)(const weft_module *m, struct weft_metadata *meta);
+    /* Added in ABI 2 (after config_export). Optional: writes into g the ONNX nodes that
+     * compute forward in eval mode from the value named input, through weft/onnx.h's
+     * builder, and returns the output value's name (owned by g), or NULL with an error
+     * that says why this module cannot be exported. Without it, weft_onnx_export refuses
+     * the module, naming it. */
+    const char *(*onnx_export)(weft_module *m, struct weft_onnx_graph *g, const char *input);
 };
 
 /* A new module of the registered type `name` built from options (loading the plugin
@@ -257,6 +264,17 @@ int weft_module_add_child(weft_module *m, const char *name, weft_module *child);
 weft_tensor *weft_module_parameter(const weft_module *m, const char *name);
 weft_tensor *weft_module_buffer(const weft_module *m, const char *name);
 weft_module *weft_module_child(const weft_module *m, const char *name);
+/* The children in registration order, for walking a tree (Module.named_children()):
+ * their count, child i (borrowed; NULL out of range) and its own name (owned by m). */
+int weft_module_num_children(const weft_module *m);
+weft_module *weft_module_child_at(const weft_module *m, int i);
+const char *weft_module_child_name(const weft_module *m, int i);
+/* Module swapping in place, as torch.ao.quantization's convert and fuse_modules replace a
+ * child: a and b exchange everything but their identity and their place in the tree (type,
+ * state, parameters, buffers, children, training mode), so whoever holds a (its parent, a
+ * model's state that keeps a pointer to it) runs b's computation from then on. b must have
+ * no parent; it keeps a's old contents and stays its caller's to free. 0 or negative. */
+int weft_module_swap(weft_module *a, weft_module *b);
 
 /* Runs forward (a new reference). */
 weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input);
@@ -345,6 +363,11 @@ weft_module *weft_nn_tanh(void);
 weft_module *weft_nn_sigmoid(void);
 weft_module *weft_nn_softmax(int dim);
 weft_module *weft_nn_log_softmax(int dim);
+/* What a built-in layer was made with, for code that rebuilds layers (fusion,
+ * quantization): NULL (or a negative eps) when m is not one of that type. */
+const struct weft_conv2d_options *weft_nn_conv2d_options(const weft_module *m);
+const struct weft_pool2d_params *weft_nn_max_pool2d_params(const weft_module *m);
+double weft_nn_batch_norm_eps(const weft_module *m); /* BatchNorm1d or BatchNorm2d */
 /* Children named "0", "1", ... in order; takes ownership of all (also on failure). */
 weft_module *weft_nn_sequential(int n, weft_module *const *modules);
 /* Adds m as child str(len(seq)); takes ownership of m (also on failure). */
