@@ -3,6 +3,7 @@
 
     bench/train_compare.py [--rounds R] [--epochs E] [--model NAME ...] [--weft-set K=V ...]
                            [--variant NAME:K=V[,K=V...] ...] [--bf16] [--weft PATH]
+                           [--base PATH]
 
 For each model (the MLP 784-256-128-10 at batch 64 and 256, the CNN of
 configs/mnist-cnn.ini at batch 64; SGD lr 0.05 momentum 0.9), each round runs weft-train
@@ -16,8 +17,10 @@ under bf16 autocast (1 and 2 threads), and sets the bf16 runs against each other
 weft runs with the config's own settings (its [data] workers included) unless --weft-set
 or --variant says otherwise; PyTorch indexes the decoded set in its training thread.
 --weft names another weft-train binary (default build/apps/weft-train); --base a second
-one (another commit's build), run right after it in every round. Run from the repository root after `make`, with nothing else
-running; PyTorch is Debian's python3-torch (/usr/bin/python3).
+one (another commit's build), run with the same settings right after it in every round and
+set against it run by run (the paired ratio weft/base: median, min, max), so a before/after
+comparison of two commits shares the machine's drift. Run from the repository root after
+`make`, with nothing else running; PyTorch is Debian's python3-torch (/usr/bin/python3).
 
 Before its rounds each model finds PyTorch's fastest OpenBLAS core type (bench/torch_blas.py):
 one epoch at 2 threads under each of --torch-coretypes, and every PyTorch run of that
