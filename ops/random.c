@@ -1,9 +1,44 @@
-/* ops/random.c: the random front ends (rand, randn, randint, uniform_, normal_), which
- * fill their output from Philox blocks reserved on the core's stream (core/random.c,
- * weft/philox.h); checks and error texts as PyTorch's. */
+/* ops/random.c: the process-wide Philox stream (seed + offset) and the random front ends
+ * (rand, randn, randint, uniform_, normal_), which fill their output from blocks reserved
+ * on it; checks and error texts as PyTorch's. A random op reserves a run of Philox blocks
+ * by advancing the offset atomically, then fills its output from those blocks with the
+ * element mapping of weft/philox.h, so values depend only on (seed, offset, element
+ * index): not on threads, strides or device. */
 #include <math.h>
 
 #include "internal.h"
+
+/* PyTorch's default_rng_seed_val. */
+#define DEFAULT_SEED 67280421310721ull
+
+static uint64_t rng_seed = DEFAULT_SEED;
+static uint64_t rng_offset;
+
+void weft_manual_seed(uint64_t seed)
+{
+    __atomic_store_n(&rng_seed, seed, __ATOMIC_RELAXED);
+    __atomic_store_n(&rng_offset, 0, __ATOMIC_RELAXED);
+}
+
+uint64_t weft_random_seed(void)
+{
+    return __atomic_load_n(&rng_seed, __ATOMIC_RELAXED);
+}
+
+uint64_t weft_random_offset(void)
+{
+    return __atomic_load_n(&rng_offset, __ATOMIC_RELAXED);
+}
+
+void weft_random_set_offset(uint64_t offset)
+{
+    __atomic_store_n(&rng_offset, offset, __ATOMIC_RELAXED);
+}
+
+uint64_t weft_random_reserve(uint64_t blocks)
+{
+    return __atomic_fetch_add(&rng_offset, blocks, __ATOMIC_RELAXED);
+}
 
 /* Philox blocks a random op over numel elements consumes, which is how far it moves the
  * offset: each block gives four 32-bit words, one per uniform or normal value and two

@@ -11,7 +11,6 @@
 #include "weft/version.h"
 #include "weft/error.h"
 #include "weft/checked.h"
-#include "weft/file.h"
 #include "weft/dtype.h"
 #include "weft/device.h"
 #include "weft/storage.h"

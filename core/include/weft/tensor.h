@@ -177,18 +177,6 @@ weft_tensor *weft_from_blob(void *data, int ndim, const int64_t *shape, const in
                             enum weft_dtype dtype, weft_device dev, weft_deleter deleter,
                             void *ctx);
 
-/* ---- random numbers ----------------------------------------------------------------
- * One Philox4x32-10 stream per process, keyed by a seed and advanced by an offset, so
- * every backend draws the same numbers for the same (seed, offset). See weft/philox.h;
- * the random ops (rand, randn, randint, uniform_, normal_) are the op layer's
- * (weft/ops.h). */
-void weft_manual_seed(uint64_t seed);
-uint64_t weft_random_seed(void);
-uint64_t weft_random_offset(void);
-void weft_random_set_offset(uint64_t offset);
-/* Advances the offset by `blocks` Philox blocks atomically; returns where the run starts. */
-uint64_t weft_random_reserve(uint64_t blocks);
-
 /* ---- views: new tensors over the same storage; no data moves -----------------------
  * The core's own: the view ops (view, reshape, transpose, narrow, ...) are the op
  * layer's (weft/ops.h). */

@@ -20,7 +20,17 @@
 extern "C" {
 #endif
 
-/* ---- random numbers (weft/philox.h; the stream is the core's, weft/tensor.h) -------- */
+/* ---- random numbers ----------------------------------------------------------------
+ * One Philox4x32-10 stream per process, keyed by a seed and advanced by an offset, so
+ * every backend draws the same numbers for the same (seed, offset) (weft/philox.h). A
+ * random op reserves the blocks it draws (so does dropout, weft/nn.h). */
+void weft_manual_seed(uint64_t seed);
+uint64_t weft_random_seed(void);
+uint64_t weft_random_offset(void);
+void weft_random_set_offset(uint64_t offset);
+/* Advances the offset by `blocks` Philox blocks atomically; returns where the run starts. */
+uint64_t weft_random_reserve(uint64_t blocks);
+
 /* Uniform on [0, 1), as torch.rand (floating dtypes). */
 weft_tensor *weft_rand(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
 /* Standard normal, as torch.randn (floating dtypes). */
