@@ -1,4 +1,25 @@
-/* core/internal.h: helpers shared by the core's files; not installed, not ABI. */
+/* core/internal.h: helpers shared by the core's files; not installed, not ABI.
+ *
+ * How the core's files call each other. These call no file that calls them back: error,
+ * dtype, small_alloc, options, version, accessors; elf, manifest and plugin_path (the
+ * loader's reading of files and paths); device; autocast (a thread's state); iter. The
+ * rest call each other in three circles, each on purpose:
+ * - registry <-> plugin: a lookup of a name nobody has registered loads the plugin whose
+ *   manifest provides it, and that plugin's entry point registers into the registry
+ *   (lazy loading is this mutual recursion). The registry also lists the core's own
+ *   kinds (backend.c's, layout.c's, plugin.c's) when it starts, by address.
+ * - tensor <-> scope, storage, layout, autograd: a tensor's last release frees what it
+ *   owns (its storage, a layout's data through the layout's vtable, its autograd
+ *   metadata), and a scope owns the tensors made inside it.
+ * - autograd <-> view, copy, creation: the primitives the core keeps record graph nodes
+ *   when an input requires grad, and the engine computes with them (contiguous, clone
+ *   and zeros of a gradient, copy_ into a CopySlices base). PyTorch's has the same
+ *   circle through its dispatcher (an op's autograd kernel records the node, the engine
+ *   calls ops). A table of function pointers would hide it, not remove it.
+ * Nothing in core/ calls the op layer: the ops the engine needs beyond these primitives
+ * (add, sum, scatter_add) come through the hook libweft-ops installs
+ * (weft_autograd_set_ops), and no core file includes an ops/ header
+ * (tests/layering-check.py). */
 #ifndef WEFT_CORE_INTERNAL_H
 #define WEFT_CORE_INTERNAL_H
 
