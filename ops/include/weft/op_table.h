@@ -92,10 +92,11 @@
     X(TRUNC, trunc, ROUNDING, PROMOTE, "TruncBackward0", NOTHING, (weft_zeros_like(g)), ANY,  \
       (trunc(x)))                                                                             \
     X(LOGICAL_NOT, logical_not, NOT, PROMOTE, NULL, NOTHING, NULL, ANY, (x == 0))             \
-    /* sin(pi x) / (pi x), 1 at 0; d/dx = (cos(pi x) - y) / x, 0 at 0 (PyTorch's sinc) */    \
+    /* sin(pi x) / (pi x), 1 at 0; d/dx = (cos(pi x) - y) / x, 0 at 0 (PyTorch's sinc) */     \
     X(SINC, sinc, FLOAT, PROMOTE, "SincBackward0", INPUT_RESULT,                              \
       (weft_mul(g, weft_where_scalar(weft_ne_scalar(x, 0),                                    \
-                                     weft_div(weft_sub(weft_cos(weft_mul_scalar(x, M_PI)), y), \
+                                                                                              \
+                                     weft_div(weft_sub(weft_cos(weft_mul_scalar(x, M_PI)), y),\
                                               x),                                             \
                                      0))),                                                    \
       ANY, (x == 0 ? 1 : sin(M_PI * x) / (M_PI * x)))
@@ -111,8 +112,8 @@
  * scalar form is PowBackward0 (PyTorch's overload), and a tensor times or over a scalar
  * keeps nothing (its formula reads neither, as PyTorch's). */
 #define WEFT_OPS_BINARY(X)                                                                    \
-    X(ADD, add, ARITH, PROMOTE, "AddBackward0", NOTHING, add_backward, ANY, (a + b))                \
-    X(SUB, sub, SUB, PROMOTE, "SubBackward0", NOTHING, sub_backward, ANY, (a - b))                  \
+    X(ADD, add, ARITH, PROMOTE, "AddBackward0", NOTHING, add_backward, ANY, (a + b))          \
+    X(SUB, sub, SUB, PROMOTE, "SubBackward0", NOTHING, sub_backward, ANY, (a - b))            \
     X(MUL, mul, ARITH, PROMOTE, "MulBackward0", A | B, mul_backward, ANY, (a * b))            \
     X(DIV, div, DIV, PROMOTE, "DivBackward0", B | OUT, div_backward, POSITIVE, (a / b))       \
     X(POW, pow, POW, FP32, "PowBackward1", A | B | OUT, pow_backward, POSITIVE, (pow(a, b)))  \
@@ -120,13 +121,14 @@
       (a > b ? a : b))                                                                        \
     X(MINIMUM, minimum, ARITH, PROMOTE, "MinimumBackward0", A | B, minimum_backward, ANY,     \
       (a < b ? a : b))                                                                        \
-    X(EQ, eq, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a == b))                                 \
-    X(NE, ne, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a != b))                                 \
-    X(LT, lt, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a < b))                                  \
-    X(LE, le, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a <= b))                                 \
-    X(GT, gt, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a > b))                                  \
-    X(GE, ge, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a >= b))                                 \
-    X(LOGICAL_AND, logical_and, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a != 0 && b != 0))     \
+    X(EQ, eq, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a == b))                           \
+    X(NE, ne, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a != b))                           \
+    X(LT, lt, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a < b))                            \
+    X(LE, le, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a <= b))                           \
+    X(GT, gt, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a > b))                            \
+    X(GE, ge, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a >= b))                           \
+    X(LOGICAL_AND, logical_and, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY,                   \
+      (a != 0 && b != 0))                                                                     \
     X(LOGICAL_OR, logical_or, COMPARE, PROMOTE, NULL, NOTHING, NULL, ANY, (a != 0 || b != 0))
 
 /* ---- selection (ops/where_clamp.c; declared in weft/ops.h) -----------------------------
@@ -149,11 +151,11 @@
  * sum, mean and prod ...Backward0, and max(dim)/min(dim) MaxBackward0/MinBackward0. */
 #define WEFT_OPS_REDUCE(X)                                                                    \
     X(SUM, sum, NONE, FP32, "SumBackward1", NOTHING, reduce_backward, NONE, 0)                \
-    X(PROD, prod, NONE, FP32, "ProdBackward1", INPUT_RESULT, reduce_backward, NONE, 0)       \
-    X(MEAN, mean, NONE, PROMOTE, "MeanBackward1", NOTHING, reduce_backward, NONE, 0)         \
-    X(VAR, var, NONE, PROMOTE, "VarBackward0", INPUT, reduce_backward, NONE, 0)              \
-    X(MAX, max, NONE, PROMOTE, "MaxBackward1", INPUT_RESULT, reduce_backward, NONE, 0)       \
-    X(MIN, min, NONE, PROMOTE, "MinBackward1", INPUT_RESULT, reduce_backward, NONE, 0)       \
+    X(PROD, prod, NONE, FP32, "ProdBackward1", INPUT_RESULT, reduce_backward, NONE, 0)        \
+    X(MEAN, mean, NONE, PROMOTE, "MeanBackward1", NOTHING, reduce_backward, NONE, 0)          \
+    X(VAR, var, NONE, PROMOTE, "VarBackward0", INPUT, reduce_backward, NONE, 0)               \
+    X(MAX, max, NONE, PROMOTE, "MaxBackward1", INPUT_RESULT, reduce_backward, NONE, 0)        \
+    X(MIN, min, NONE, PROMOTE, "MinBackward1", INPUT_RESULT, reduce_backward, NONE, 0)        \
     X(ARGMAX, argmax, NONE, PROMOTE, NULL, NOTHING, NULL, NONE, 0)                            \
     X(ARGMIN, argmin, NONE, PROMOTE, NULL, NOTHING, NULL, NONE, 0)                            \
     X(ALL, all, NONE, PROMOTE, NULL, NOTHING, NULL, NONE, 0)                                  \
@@ -217,7 +219,7 @@
  * kernel.h) and record their own node (declared in weft/ops.h, front end and formula in
  * the file named) ---------------------------------------------------------------------- */
 #define WEFT_OPS_COMPOSITE(X)                                                                 \
-    X(STD, std, NONE, PROMOTE, "StdBackward0", INPUT_RESULT, reduce_backward, NONE, 0)       \
+    X(STD, std, NONE, PROMOTE, "StdBackward0", INPUT_RESULT, reduce_backward, NONE, 0)        \
     X(MM, mm, NONE, LOWER, "MmBackward0", FN, matmul_backward, NONE, 0)                       \
     X(BMM, bmm, NONE, LOWER, "BmmBackward0", FN, matmul_backward, NONE, 0)                    \
     X(ADDMM, addmm, NONE, LOWER, "AddmmBackward0", FN, addmm_backward, NONE, 0)               \
