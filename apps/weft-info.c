@@ -156,18 +156,18 @@ static void print_backend(int type)
     const struct weft_backend *b = weft_backend_find(type);
     if (!b)
         return;
-    int n = b->device_count();
+    int n = b->device_count(b->context);
     printf("  %s: %d device(s)\n", b->base.name, n);
     for (int i = 0; i < n; i++) {
         char name[256] = "";
         if (b->device_name)
-            b->device_name(i, name, sizeof name);
+            b->device_name(b->context, i, name, sizeof name);
         weft_device dev = {(int16_t)type, (int16_t)i};
         char str[64];
         printf("    %-8s %s\n", weft_device_str(dev, str, sizeof str), name);
     }
     if (b->features)
-        printf("    features: %s\n", b->features());
+        printf("    features: %s\n", b->features(b->context));
     struct kernel_count kc = count_kernels(type);
     printf("    kernels: %d ops, %d op/dtype pairs\n", kc.ops, kc.kernels);
 }
@@ -422,6 +422,8 @@ static int print_ops(void)
         printf(" %-28s", weft_device_type_name(types[i]));
     printf("\n");
     for (int op = 0; op < weft_op_count(); op++) {
+        if (strcmp(weft_op_name(op), "unknown") == 0)
+            continue; /* an id between the built-in ops and the named ones */
         printf("%-20s", weft_op_name(op));
         for (int i = 0; i < ntypes; i++) {
             char cell[96];

@@ -345,9 +345,10 @@ fi
 # -cudart shared: the programs use the same libcudart.so as weft-cuda.so (nvcc links the
 # static runtime by default, which would put two runtimes in one process).
 if fits 90 bench-cublas; then
-    if nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -I"$build_abs/core/include" \
-        bench/cublas_direct.c -o "$build_abs/cublas_direct" -L"$build_abs/core" -lweft -lcublas \
-        -Xlinker -rpath="$build_abs/core" >"$logs/cublas_direct-build.log" 2>&1; then
+    if nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -Iops/include \
+        -I"$build_abs/core/include" bench/cublas_direct.c -o "$build_abs/cublas_direct" \
+        -L"$build_abs/ops" -lweft-ops -L"$build_abs/core" -lweft -lcublas \
+        -Xlinker -rpath="$build_abs/ops:$build_abs/core" >"$logs/cublas_direct-build.log" 2>&1; then
         run_step bench-cublas 150 "$build_abs/cublas_direct"
         grep -E '^[a-z0-9_]+ [0-9.e+-]+ [A-Za-z/]+' "$logs/bench-cublas.log" >>"$logs/figures.txt"
     else

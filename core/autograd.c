@@ -9,11 +9,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "memory_format.h"
 #include "weft/autocast.h"
 #include "weft/layout.h"
 #include "weft/autograd.h"
-#include "weft/ops.h"
 
 struct weft_autograd_meta {
     bool requires_grad; /* set on leaves by weft_requires_grad_ */
@@ -234,7 +232,7 @@ int weft_zero_grad(weft_tensor *t, bool set_to_none)
     if (set_to_none)
         return weft_set_grad(t, NULL);
     bool prev = weft_no_grad_begin();
-    int rc = weft_mul_scalar_(t->autograd->grad, 0.0) ? 0 : weft_error_code();
+    int rc = weft_fill_(t->autograd->grad, 0.0) ? 0 : weft_error_code();
     weft_grad_mode_restore(prev);
     return rc;
 }
@@ -695,7 +693,8 @@ static int rebase_view(struct weft_node *node, weft_tensor *view)
     return 0;
 }
 
-void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in)
+/* Records in a view recorded from `in` the tensor at the root of its views (CopySlices). */
+static void set_view_base(weft_tensor *view, weft_tensor *in)
 {
     if (!view || !in || !view->autograd || view->storage != in->storage)
         return;
@@ -706,10 +705,26 @@ void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in)
     view->autograd->base = weft_tensor_retain(base);
 }
 
-void weft_node_mark_view(struct weft_node *node)
+weft_tensor *weft_node_finish1(struct weft_node *node, weft_tensor *out)
+{
+    if (!node)
+        return weft_tensor_discard(out);
+    if (!out) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    if (weft_node_finish(node, 1, &out) != 0)
+        return weft_tensor_discard(out);
+    return out;
+}
+
+weft_tensor *weft_node_finish_view(struct weft_node *node, weft_tensor *in, weft_tensor *out)
 {
     if (node)
         node->is_view = true;
+    out = weft_node_finish1(node, out);
+    set_view_base(out, in);
+    return out;
 }
 
 void weft_node_abandon(struct weft_node *node)
@@ -809,12 +824,12 @@ static struct weft_node *heap_pop(struct node_list *h)
     return top;
 }
 
-/* a + b for gradients: weft_add for strided ones, the layout's add() for others (sparse
+/* a + b for gradients: the op layer's add for strided ones, the layout's add() for others (sparse
  * gradients of a tensor used twice). A new reference in the current scope. */
 static weft_tensor *grad_sum(weft_tensor *a, weft_tensor *b)
 {
     if (a->layout == WEFT_LAYOUT_STRIDED && b->layout == WEFT_LAYOUT_STRIDED)
-        return weft_add(a, b);
+        return weft_grad_add(a, b);
     return weft_layout_add(a, b);
 }
 
@@ -837,7 +852,7 @@ static weft_tensor *first_grad(const weft_tensor *owner, weft_tensor *g)
 static int grad_store(const weft_tensor *owner, weft_tensor **slot, weft_tensor *g)
 {
     if (*slot && (*slot)->layout == WEFT_LAYOUT_STRIDED && g->layout == WEFT_LAYOUT_STRIDED)
-        return weft_add_(*slot, g) ? 0 : weft_error_code();
+        return weft_grad_add_(*slot, g) ? 0 : weft_error_code();
     weft_tensor *own = !*slot ? first_grad(owner, g) : grad_sum(*slot, g);
     if (!own)
         return weft_error_code();
@@ -935,17 +950,23 @@ static int check_saved(const struct weft_node *n)
     return 0;
 }
 
-/* True when every element is finite. */
+/* True when every element is finite. Anomaly mode is for debugging, so the values are
+ * read on the host as float64 rather than checked with ops the core does not have. */
 static int check_finite(weft_tensor *g, bool *finite)
 {
-    weft_tensor *bad = weft_any(weft_logical_not(weft_logical_and(weft_eq(g, g),
-                                                                 weft_lt_scalar(weft_abs(g), INFINITY))),
-                                0, NULL, false);
-    double v;
-    if (!bad || weft_tensor_item(bad, &v) != 0)
-        return weft_error_code();
-    *finite = v == 0;
-    return 0;
+    *finite = true;
+    if (!weft_dtype_is_floating(g->dtype) || g->layout != WEFT_LAYOUT_STRIDED)
+        return 0;
+    int64_t n = weft_tensor_numel(g);
+    double *values = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!values)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory checking a gradient");
+    weft_tensor *h = weft_to(g, WEFT_CPU, WEFT_F64, false);
+    int rc = h ? weft_tensor_read(h, values, sizeof(double) * (size_t)n) : weft_error_code();
+    for (int64_t i = 0; rc == 0 && i < n && *finite; i++)
+        *finite = isfinite(values[i]);
+    free(values);
+    return rc;
 }
 
 /* Sums a gradient over the dims the forward broadcast, and converts its dtype. */
@@ -965,8 +986,8 @@ static weft_tensor *fit_to_input(weft_tensor *g, const struct input_info *info)
         else if (info->shape[id] != g->shape[d])
             goto mismatch;
     }
-    weft_tensor *r = nd ? weft_sum(g, nd, dims, true) : g;
-    r = weft_reshape(r, info->ndim, info->shape);
+    weft_tensor *r = nd ? weft_grad_sum(g, nd, dims, true) : g;
+    r = weft_reshape_contiguous(r, info->ndim, info->shape);
     return r && r->dtype != info->dtype ? weft_to_dtype(r, info->dtype) : r;
 mismatch:;
     char a[160], b[160];
@@ -1003,6 +1024,50 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
     for (int i = 0; rc == 0 && i < m->num_hooks; i++)
         rc = m->hooks[i].fn(leaf, m->hooks[i].ctx);
     return rc;
+}
+
+/* ---- the op layer's ops (weft_autograd_set_ops) --------------------------------------- */
+
+static struct weft_autograd_ops grad_ops;
+
+int weft_autograd_set_ops(const struct weft_autograd_ops *ops)
+{
+    if (!ops || ops->struct_size != sizeof grad_ops)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_autograd_set_ops: a struct of %zu bytes, expected %zu",
+                              ops ? ops->struct_size : 0, sizeof grad_ops);
+    grad_ops = *ops;
+    return 0;
+}
+
+static bool have_grad_op(const void *fn, const char *name)
+{
+    if (!fn)
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "backward needs the op '%s', which libweft-ops provides, and it is not "
+                       "loaded", name);
+    return fn != NULL;
+}
+
+weft_tensor *weft_grad_add(weft_tensor *a, weft_tensor *b)
+{
+    return have_grad_op(grad_ops.add, "add") ? grad_ops.add(a, b) : NULL;
+}
+
+weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b)
+{
+    return have_grad_op(grad_ops.add_, "add_") ? grad_ops.add_(a, b) : NULL;
+}
+
+weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+{
+    return have_grad_op(grad_ops.sum, "sum") ? grad_ops.sum(t, ndims, dims, keepdim) : NULL;
+}
+
+weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+{
+    return have_grad_op(grad_ops.scatter_add, "scatter_add") ? grad_ops.scatter_add(t, dim, index, src)
+                                                             : NULL;
 }
 
 /* ---- hooks ---------------------------------------------------------------------------- */

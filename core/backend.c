@@ -99,7 +99,7 @@ int weft_device_count(int device_type)
     }
     if (!b)
         return 0;
-    int n = b->device_count();
+    int n = b->device_count(b->context);
     return n < 0 ? 0 : n;
 }
 
@@ -109,7 +109,7 @@ static const struct weft_backend *device_backend(weft_device dev)
     const struct weft_backend *b = weft_backend_get(dev.type);
     if (!b)
         return NULL;
-    int n = b->device_count();
+    int n = b->device_count(b->context);
     if (dev.index < 0 || dev.index >= n) {
         weft_error_set(WEFT_ERR_DEVICE, "invalid device %s: only %d %s device(s) present",
                        weft_device_name_tl(dev), n < 0 ? 0 : n, b->base.name);
@@ -125,7 +125,7 @@ int weft_synchronize(weft_device dev)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
     if (!WEFT_VTABLE_HAS(b, synchronize))
         return 0; /* a backend without queues is always synchronized */
-    return b->synchronize(dev.index);
+    return b->synchronize(b->context, dev.index);
 }
 
 int weft_copy_side(weft_tensor *dst, const weft_tensor *src)
@@ -141,7 +141,7 @@ int weft_copy_side(weft_tensor *dst, const weft_tensor *src)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
     if (!WEFT_VTABLE_HAS(b, copy_side) || !WEFT_VTABLE_HAS(b, wait_side))
         return 0;
-    int rc = b->copy_side(dst, src);
+    int rc = b->copy_side(b->context, dst, src);
     if (rc < 0)
         return rc;
     weft_tensor_bump_version(dst);
@@ -153,7 +153,7 @@ int weft_wait_side(weft_device dev)
     const struct weft_backend *b = device_backend(dev);
     if (!b)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
-    return WEFT_VTABLE_HAS(b, wait_side) ? b->wait_side(dev.index) : 0;
+    return WEFT_VTABLE_HAS(b, wait_side) ? b->wait_side(b->context, dev.index) : 0;
 }
 
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
@@ -171,21 +171,21 @@ int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
     /* Fields the backend does not know read as zero. */
     size_t size = out->struct_size;
     memset((char *)out + sizeof(out->struct_size), 0, size - sizeof(out->struct_size));
-    return b->memory_stats(dev.index, out);
+    return b->memory_stats(b->context, dev.index, out);
 }
 
 void weft_reset_peak_memory_stats(weft_device dev)
 {
     const struct weft_backend *b = weft_backend_find(dev.type);
     if (b && WEFT_VTABLE_HAS(b, reset_peak_memory_stats))
-        b->reset_peak_memory_stats(dev.index);
+        b->reset_peak_memory_stats(b->context, dev.index);
 }
 
 void weft_empty_cache(weft_device dev)
 {
     const struct weft_backend *b = weft_backend_find(dev.type);
     if (b && WEFT_VTABLE_HAS(b, empty_cache))
-        b->empty_cache(dev.index);
+        b->empty_cache(b->context, dev.index);
 }
 
 int weft_set_num_threads(int n)
@@ -198,7 +198,7 @@ int weft_set_num_threads(int n)
         const struct weft_backend *b = weft_backend_find(type);
         if (!b || !WEFT_VTABLE_HAS(b, set_num_threads))
             continue;
-        int r = b->set_num_threads(n);
+        int r = b->set_num_threads(b->context, n);
         if (r < 0 && rc == 0)
             rc = r;
     }
@@ -210,7 +210,7 @@ int weft_get_num_threads(void)
     const struct weft_backend *b = weft_backend_find(WEFT_DEVICE_CPU);
     if (!b || !WEFT_VTABLE_HAS(b, get_num_threads))
         return 1;
-    int n = b->get_num_threads();
+    int n = b->get_num_threads(b->context);
     return n > 0 ? n : 1;
 }
 
@@ -234,7 +234,7 @@ char *weft_memory_summary(weft_device dev, bool abbreviated)
     if (!b)
         return NULL;
     if (WEFT_VTABLE_HAS(b, memory_summary))
-        return b->memory_summary(dev.index, abbreviated);
+        return b->memory_summary(b->context, dev.index, abbreviated);
     struct weft_memory_stats st = {.struct_size = sizeof st};
     if (weft_memory_stats(dev, &st) < 0)
         return NULL;

@@ -8,8 +8,21 @@
 #define NN_INTERNAL __attribute__((visibility("hidden")))
 
 /* The module kind (module.c), registered with the built-in types when the library loads
- * (layers.c). */
+ * (builtin_layers.c). */
 NN_INTERNAL extern const struct weft_kind weft_module_kind;
+
+/* The built-in module types an INI file names, registered from this one table when the
+ * library loads (builtin_layers.c); each defined beside its layer (layers.c,
+ * rnn_module.c). */
+#define NN_BUILTIN_TYPES(X)                                                                   \
+    X(linear_type) X(conv2d_type) X(max_pool2d_type) X(avg_pool2d_type)                      \
+    X(adaptive_avg_pool2d_type) X(batch_norm1d_type) X(batch_norm2d_type) X(layer_norm_type) \
+    X(embedding_type) X(dropout_type) X(flatten_type) X(relu_type) X(gelu_type)              \
+    X(tanh_type) X(sigmoid_type) X(leaky_relu_type) X(softmax_type) X(log_softmax_type)      \
+    X(rnn_type) X(lstm_type) X(gru_type)
+#define NN_DECLARE_TYPE(type) NN_INTERNAL extern const struct weft_module_type type;
+NN_BUILTIN_TYPES(NN_DECLARE_TYPE)
+#undef NN_DECLARE_TYPE
 
 /* Each built-in layer type's create() from options (layer_options.c). */
 #define NN_LAYER_CREATORS(X)                                                                  \

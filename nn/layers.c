@@ -124,7 +124,7 @@ static int linear_repr(const weft_module *m, char *buf, size_t size)
                     py_bool(weft_module_parameter(m, "bias") != NULL));
 }
 
-static const struct weft_module_type linear_type =
+const struct weft_module_type linear_type =
     MODULE_TYPE("linear", "Linear", linear_forward, linear_repr, nn_create_linear);
 
 bool nn_is_linear(const weft_module *m)
@@ -180,7 +180,7 @@ static int conv2d_repr(const weft_module *m, char *buf, size_t size)
     return (int)used;
 }
 
-static const struct weft_module_type conv2d_type =
+const struct weft_module_type conv2d_type =
     MODULE_TYPE("conv2d", "Conv2d", conv2d_forward, conv2d_repr, nn_create_conv2d);
 
 weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
@@ -258,10 +258,10 @@ static int avg_pool2d_repr(const weft_module *m, char *buf, size_t size)
                     py_size(p->padding, pad, sizeof pad));
 }
 
-static const struct weft_module_type max_pool2d_type =
+const struct weft_module_type max_pool2d_type =
     MODULE_TYPE("maxpool2d", "MaxPool2d", max_pool2d_forward, max_pool2d_repr,
                 nn_create_max_pool2d);
-static const struct weft_module_type avg_pool2d_type =
+const struct weft_module_type avg_pool2d_type =
     MODULE_TYPE("avgpool2d", "AvgPool2d", avg_pool2d_forward, avg_pool2d_repr,
                 nn_create_avg_pool2d);
 
@@ -310,7 +310,7 @@ static int adaptive_avg_pool2d_repr(const weft_module *m, char *buf, size_t size
     return snprintf(buf, size, "output_size=%s", py_size(weft_module_state(m), out, sizeof out));
 }
 
-static const struct weft_module_type adaptive_avg_pool2d_type =
+const struct weft_module_type adaptive_avg_pool2d_type =
     MODULE_TYPE("adaptive_avgpool2d", "AdaptiveAvgPool2d", adaptive_avg_pool2d_forward,
                 adaptive_avg_pool2d_repr, nn_create_adaptive_avg_pool2d);
 
@@ -359,10 +359,10 @@ static int batch_norm_repr(const weft_module *m, char *buf, size_t size)
                     weft_repr_float(s->momentum, momentum, sizeof momentum));
 }
 
-static const struct weft_module_type batch_norm1d_type =
+const struct weft_module_type batch_norm1d_type =
     MODULE_TYPE("batchnorm1d", "BatchNorm1d", batch_norm_forward, batch_norm_repr,
                 nn_create_batch_norm1d);
-static const struct weft_module_type batch_norm2d_type =
+const struct weft_module_type batch_norm2d_type =
     MODULE_TYPE("batchnorm2d", "BatchNorm2d", batch_norm_forward, batch_norm_repr,
                 nn_create_batch_norm2d);
 
@@ -431,7 +431,7 @@ static int layer_norm_repr(const weft_module *m, char *buf, size_t size)
                     weft_repr_float(s->eps, eps, sizeof eps), py_bool(s->elementwise_affine));
 }
 
-static const struct weft_module_type layer_norm_type =
+const struct weft_module_type layer_norm_type =
     MODULE_TYPE("layernorm", "LayerNorm", layer_norm_forward, layer_norm_repr,
                 nn_create_layer_norm);
 
@@ -472,7 +472,7 @@ static int embedding_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "%lld, %lld", (long long)s[0], (long long)s[1]);
 }
 
-static const struct weft_module_type embedding_type =
+const struct weft_module_type embedding_type =
     MODULE_TYPE("embedding", "Embedding", embedding_forward, embedding_repr,
                 nn_create_embedding);
 
@@ -503,7 +503,7 @@ static int dropout_repr(const weft_module *m, char *buf, size_t size)
                     weft_repr_float(*(const double *)weft_module_state(m), p, sizeof p));
 }
 
-static const struct weft_module_type dropout_type =
+const struct weft_module_type dropout_type =
     MODULE_TYPE("dropout", "Dropout", dropout_forward, dropout_repr, nn_create_dropout);
 
 weft_module *weft_nn_dropout(double p)
@@ -529,7 +529,7 @@ static int flatten_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "start_dim=%d, end_dim=%d", dims[0], dims[1]);
 }
 
-static const struct weft_module_type flatten_type =
+const struct weft_module_type flatten_type =
     MODULE_TYPE("flatten", "Flatten", flatten_forward, flatten_repr, nn_create_flatten);
 
 weft_module *weft_nn_flatten(int start_dim, int end_dim)
@@ -597,25 +597,25 @@ static int softmax_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "dim=%d", *(const int *)weft_module_state(m));
 }
 
-static const struct weft_module_type relu_type = MODULE_TYPE("relu", "ReLU", relu_forward, NULL, nn_create_relu);
+const struct weft_module_type relu_type = MODULE_TYPE("relu", "ReLU", relu_forward, NULL, nn_create_relu);
 
 bool nn_is_relu(const weft_module *m)
 {
     return weft_module_type(m) == &relu_type;
 }
-static const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
+const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
 int nn_gelu_form(const weft_module *m)
 {
     return weft_module_type(m) == &gelu_type ? *(const int *)weft_module_state(m) : -1;
 }
-static const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
-static const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);
-static const struct weft_module_type leaky_relu_type =
+const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
+const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);
+const struct weft_module_type leaky_relu_type =
     MODULE_TYPE("leaky_relu", "LeakyReLU", leaky_relu_forward, leaky_relu_repr,
                 nn_create_leaky_relu);
-static const struct weft_module_type softmax_type =
+const struct weft_module_type softmax_type =
     MODULE_TYPE("softmax", "Softmax", softmax_forward, softmax_repr, nn_create_softmax);
-static const struct weft_module_type log_softmax_type =
+const struct weft_module_type log_softmax_type =
     MODULE_TYPE("log_softmax", "LogSoftmax", log_softmax_forward, softmax_repr,
                 nn_create_log_softmax);
 
@@ -662,21 +662,4 @@ weft_module *weft_nn_softmax(int dim)
 weft_module *weft_nn_log_softmax(int dim)
 {
     return module_with(&log_softmax_type, &dim, sizeof dim);
-}
-
-/* ---- registration ------------------------------------------------------------------ */
-
-/* When the library loads: the module kind, then every built-in type, so an INI file can
- * name them and a plugin linking this library can add its own. A failure here (out of
- * memory) leaves the error pending on the loading thread. */
-__attribute__((constructor)) static void register_builtin_layers(void)
-{
-    const void *const types[] = {
-        &weft_module_kind,   &linear_type,      &conv2d_type,       &max_pool2d_type,
-        &avg_pool2d_type,    &adaptive_avg_pool2d_type, &batch_norm1d_type,
-        &batch_norm2d_type,  &layer_norm_type,  &embedding_type,    &dropout_type,
-        &flatten_type,       &relu_type,        &gelu_type,         &tanh_type,
-        &sigmoid_type,       &leaky_relu_type,  &softmax_type,      &log_softmax_type,
-    };
-    weft_register_all((int)(sizeof types / sizeof *types), types);
 }

@@ -6,7 +6,7 @@
  * the input entirely (NaN and inf in it do not propagate), as BLAS does. */
 #include <math.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* beta * input + alpha * product, input expanded to the product's shape; grad mode off. */
 static weft_tensor *combine(weft_tensor *input, weft_tensor *product, double beta, double alpha)
@@ -99,7 +99,7 @@ static weft_tensor *run(const char *name, weft_tensor *input, weft_tensor *a, we
         alpha = trunc(alpha);
     }
     weft_tensor *ins[3] = {input, a, b};
-    bool rec = weft_autograd_needed(3, ins);
+    bool rec = weft_autograd_needed_inline(3, ins);
     bool prev = weft_no_grad_begin();
     weft_scope_push();
     weft_tensor *out = combine(input, batched ? weft_bmm(a, b) : weft_mm(a, b), beta, alpha);

@@ -1,6 +1,9 @@
-/* core/autocast.c: the autocast scope and its one policy table (weft/autocast.h).
+/* ops/autocast.c: autocast's policy by op name (weft/autocast_policy.h), for the ops of
+ * the op table and those of the libraries above; the scope itself is the core's
+ * (core/autocast.c, weft/autocast.h). The op layer's own front ends read their row's
+ * policy at compile time (internal.h's OP_AUTOCAST_RETURN).
  *
- * The table follows PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
+ * The policies follow PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
  * (lower_precision_fp, fp32 and fp32_set_opt_dtype) are used for every device type, so
  * that a bf16 run on the CPU keeps softmax, reductions, norms and losses in float32 as
  * a CUDA run does (PyTorch's own CPU list keeps only some losses in float32). */
@@ -9,39 +12,26 @@
 #include <string.h>
 
 #include "internal.h"
-#include "weft/autocast.h"
-
-WEFT_FAST_TLS struct weft_autocast_state weft_autocast_current = {.dtype = WEFT_BF16};
+#include "weft/autocast_policy.h"
 
 static const struct {
     const char *op;
     enum weft_autocast_policy policy;
 } policy_table[] = {
-    /* lower_precision_fp */
-    {"matmul", WEFT_AUTOCAST_LOWER},
-    {"mm", WEFT_AUTOCAST_LOWER},
-    {"bmm", WEFT_AUTOCAST_LOWER},
+    /* the op table's rows (weft/op_table.h's AUTOCAST column) */
+#define POLICY_ROW(ID, name, DTYPES, AUTOCAST, ...) {#name, WEFT_AUTOCAST_##AUTOCAST},
+    WEFT_OP_TABLE(POLICY_ROW) WEFT_OPS_COMPOSITE(POLICY_ROW)
+#undef POLICY_ROW
+    /* the ops of the libraries above (nn), which ask by these names: PyTorch's
+     * lower_precision_fp and fp32 lists */
     {"linear", WEFT_AUTOCAST_LOWER},
     {"conv2d", WEFT_AUTOCAST_LOWER},
     {"scaled_dot_product_attention", WEFT_AUTOCAST_LOWER},
-    /* fp32, and fp32_set_opt_dtype (sum, prod, softmax, log_softmax, cumsum) */
-    {"softmax", WEFT_AUTOCAST_FP32},
-    {"log_softmax", WEFT_AUTOCAST_FP32},
-    {"sum", WEFT_AUTOCAST_FP32},
-    {"prod", WEFT_AUTOCAST_FP32},
     {"cumsum", WEFT_AUTOCAST_FP32},
-    {"exp", WEFT_AUTOCAST_FP32},
-    {"expm1", WEFT_AUTOCAST_FP32},
-    {"log", WEFT_AUTOCAST_FP32},
-    {"log1p", WEFT_AUTOCAST_FP32},
-    {"reciprocal", WEFT_AUTOCAST_FP32},
-    {"rsqrt", WEFT_AUTOCAST_FP32},
-    {"pow", WEFT_AUTOCAST_FP32},
     {"layer_norm", WEFT_AUTOCAST_FP32},
     {"group_norm", WEFT_AUTOCAST_FP32},
     {"batch_norm", WEFT_AUTOCAST_FP32},
     {"norm", WEFT_AUTOCAST_FP32},
-    {"logsumexp", WEFT_AUTOCAST_FP32},
     {"cross_entropy", WEFT_AUTOCAST_FP32},
     {"nll_loss", WEFT_AUTOCAST_FP32},
     {"mse_loss", WEFT_AUTOCAST_FP32},
@@ -61,7 +51,7 @@ static const struct {
  * full, so a miss ends within a probe or two), and a lookup costs one hash of the name
  * and usually one strcmp. Keyed by the text, not the pointer: a name in a reused buffer
  * gets the same answer as before. */
-#define POLICY_SLOTS 128
+#define POLICY_SLOTS 512
 
 static uint8_t policy_index[POLICY_SLOTS];
 static pthread_once_t policy_index_once = PTHREAD_ONCE_INIT;
@@ -100,63 +90,15 @@ enum weft_autocast_policy weft_autocast_policy(const char *op)
     return WEFT_AUTOCAST_PROMOTE;
 }
 
-weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype)
-{
-    weft_autocast_state prev = weft_autocast_current;
-    if (dtype != WEFT_BF16 && dtype != WEFT_F16) {
-        weft_error_set(WEFT_ERR_VALUE,
-                       "In autocast, but the target dtype is not supported: expected "
-                       "torch.bfloat16 or torch.float16, got torch.%s",
-                       weft_dtype_valid(dtype) ? weft_dtype_name(dtype) : "(invalid)");
-        return prev;
-    }
-    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES) {
-        weft_error_set(WEFT_ERR_VALUE,
-                       "User specified an unsupported autocast device_type '%d': expected a "
-                       "device type id below %d",
-                       device_type, WEFT_MAX_DEVICE_TYPES);
-        return prev;
-    }
-    weft_autocast_current = (weft_autocast_state){true, (int16_t)device_type, dtype};
-    return prev;
-}
-
-weft_autocast_state weft_autocast_suspend(void)
-{
-    weft_autocast_state prev = weft_autocast_current;
-    weft_autocast_current.enabled = false;
-    return prev;
-}
-
-void weft_autocast_end(weft_autocast_state previous)
-{
-    weft_autocast_current = previous;
-}
-
-weft_autocast_state weft_autocast_get(void)
-{
-    return weft_autocast_current;
-}
-
-bool weft_autocast_enabled(void)
-{
-    return weft_autocast_current.enabled;
-}
-
-enum weft_dtype weft_autocast_dtype(void)
-{
-    return weft_autocast_current.dtype;
-}
-
 /* The dtype t runs in under policy, or t's own dtype when it is not cast. */
 static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_policy policy)
 {
     /* PyTorch's is_eligible: floating, not double, on the autocast device type. */
-    if (t->device.type != weft_autocast_current.device_type || !weft_dtype_is_floating(t->dtype) ||
+    if (t->device.type != weft_autocast_get().device_type || !weft_dtype_is_floating(t->dtype) ||
         t->dtype == WEFT_F64)
         return t->dtype;
     if (policy == WEFT_AUTOCAST_LOWER)
-        return weft_autocast_current.dtype;
+        return weft_autocast_dtype();
     if (policy == WEFT_AUTOCAST_FP32)
         return WEFT_F32;
     return t->dtype;
@@ -164,7 +106,7 @@ static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_pol
 
 int weft_autocast_cast_inputs(const char *op, int n, weft_tensor **inputs)
 {
-    if (!weft_autocast_current.enabled)
+    if (!weft_autocast_enabled())
         return 0;
     enum weft_autocast_policy policy = weft_autocast_policy(op);
     if (policy == WEFT_AUTOCAST_PROMOTE)

@@ -5,7 +5,7 @@
  * gradient passes) or RemainderBackward1 (tensor divisor: -grad * floor_divide(a, b) for
  * it); floor_divide has no derivative, so its result records a "NotImplemented" node
  * whose backward fails with PyTorch's text. */
-#include "forward.h"
+#include "internal.h"
 
 /* Threads may race to set it; weft_op_register gives them all the same id. */
 static int op_id(int *cached, const char *name)
@@ -63,7 +63,7 @@ static weft_tensor *floor_divide(weft_tensor *a, weft_tensor *b, double s)
 {
     weft_tensor *ins[2] = {a, b};
     weft_tensor *out = forward(floor_divide_op(), a, b, s);
-    if (!out || !weft_autograd_needed(b ? 2 : 1, ins))
+    if (!out || !weft_autograd_needed_inline(b ? 2 : 1, ins))
         return out;
     return finish(weft_node_create("NotImplemented", not_implemented_backward, b ? 2 : 1, ins, 0),
                   out);
@@ -102,7 +102,7 @@ static weft_tensor *remainder_of(weft_tensor *a, weft_tensor *b, double s)
     weft_tensor *ins[2] = {a, b};
     int n = b ? 2 : 1;
     weft_tensor *out = forward(remainder_op(), a, b, s);
-    if (!out || !weft_autograd_needed(n, ins))
+    if (!out || !weft_autograd_needed_inline(n, ins))
         return out;
     struct weft_node *node = weft_node_create(b ? "RemainderBackward1" : "RemainderBackward0",
                                               remainder_backward, n, ins, b ? 2 : 0);

@@ -307,9 +307,9 @@ static weft_tensor *import_tensor(const DLTensor *dl, struct import_ctx *c)
     if (!s)
         goto fail;
     /* From here the storage owns c: releasing it frees c, unarmed. */
-    weft_tensor *t = weft_tensor_make(s, dl->ndim, dl->shape, strides, 0, dtype);
+    /* may fail and release the tensor: c then goes unarmed */
+    weft_tensor *t = weft_tensor_from_storage(s, dl->ndim, dl->shape, strides, 0, dtype);
     weft_storage_release(s);
-    t = weft_tensor_finish(t); /* may fail and release t: c then goes unarmed */
     if (!t)
         return NULL;
     c->armed = true;

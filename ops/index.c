@@ -1,8 +1,9 @@
-/* core/ops_index.c: cat, stack, index_select, gather, scatter_add, one_hot. */
+/* ops/index.c: cat, stack, index_select, gather, scatter_add and one_hot, forward and
+ * backward (their rows in weft/op_table.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* A 0-dim tensor seen as a 1-element vector (the kernels want a dim to index). */
 static weft_tensor *as_vector(weft_tensor *t)
@@ -88,7 +89,7 @@ static weft_tensor *cat_in_scope(int n, weft_tensor *const *ts, int dim)
     return out;
 }
 
-weft_tensor *weft_fwd_cat(int n, weft_tensor *const *tensors, int dim)
+static weft_tensor *cat_forward(int n, weft_tensor *const *tensors, int dim)
 {
     if (n <= 0 || !tensors) {
         weft_error_set(WEFT_ERR_RUNTIME, "torch.cat(): expected a non-empty list of Tensors");
@@ -135,7 +136,7 @@ static weft_tensor *stack_parts(int n, weft_tensor *const *ts, int d, weft_tenso
         if (!parts[i])
             return NULL;
     }
-    return weft_fwd_cat(n, parts, d);
+    return cat_forward(n, parts, d);
 }
 
 static weft_tensor *stack_in_scope(int n, weft_tensor *const *ts, int d)
@@ -150,7 +151,7 @@ static weft_tensor *stack_in_scope(int n, weft_tensor *const *ts, int d)
     return out;
 }
 
-weft_tensor *weft_fwd_stack(int n, weft_tensor *const *tensors, int dim)
+static weft_tensor *stack_forward(int n, weft_tensor *const *tensors, int dim)
 {
     if (n <= 0 || !tensors) {
         weft_error_set(WEFT_ERR_RUNTIME, "stack expects a non-empty TensorList");
@@ -205,7 +206,7 @@ static weft_tensor *index_select_in_scope(weft_tensor *t, int d, weft_tensor *in
     return t->ndim == 0 ? weft_tensor_alias(out, 0, NULL, NULL, out->offset) : out;
 }
 
-weft_tensor *weft_fwd_index_select(weft_tensor *t, int dim, weft_tensor *index)
+static weft_tensor *index_select_forward(weft_tensor *t, int dim, weft_tensor *index)
 {
     if (!t || !index)
         return NULL;
@@ -261,7 +262,7 @@ static int gather_shape_check(const weft_tensor *t, int d, const weft_tensor *in
     return 0;
 }
 
-weft_tensor *weft_fwd_gather(weft_tensor *t, int dim, weft_tensor *index)
+static weft_tensor *gather_forward(weft_tensor *t, int dim, weft_tensor *index)
 {
     if (!t || !index)
         return NULL;
@@ -324,7 +325,7 @@ int weft_scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *ind
     return 0;
 }
 
-weft_tensor *weft_fwd_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+static weft_tensor *scatter_add_forward_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
 {
     if (!t || !index || !src)
         return NULL;
@@ -363,12 +364,12 @@ weft_tensor *weft_fwd_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, 
     return t;
 }
 
-weft_tensor *weft_fwd_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+static weft_tensor *scatter_add_forward(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
 {
     if (!t || !index || !src)
         return NULL;
     weft_scope_push();
-    weft_tensor *result = weft_tensor_retain(weft_fwd_scatter_add_(weft_clone(t), dim, index, src));
+    weft_tensor *result = weft_tensor_retain(scatter_add_forward_(weft_clone(t), dim, index, src));
     weft_scope_pop();
     return weft_tensor_finish(result);
 }
@@ -424,7 +425,7 @@ static weft_tensor *one_hot_in_scope(weft_tensor *t, int64_t num_classes)
     weft_tensor *one = weft_scalar_tensor(1, WEFT_I64, t->device);
     int64_t zero[WEFT_MAX_DIMS] = {0};
     weft_tensor *ones = one ? weft_tensor_alias(one, nd, shape, zero, one->offset) : NULL;
-    if (!index || !ones || !weft_fwd_scatter_add_(out, -1, index, ones))
+    if (!index || !ones || !scatter_add_forward_(out, -1, index, ones))
         return NULL;
     return out;
 }
@@ -447,4 +448,154 @@ weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes)
     weft_tensor *result = weft_tensor_retain(one_hot_in_scope(t, num_classes));
     weft_scope_pop();
     return weft_tensor_finish(result);
+}
+
+/* ---- backward and the public ops -------------------------------------------------------------- */
+
+/* cat: each input gets its slice of the gradient. ints[0] = dim. Legacy empty 1-D inputs
+ * were skipped by the forward and get no gradient. */
+static int cat_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                        weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    int dim = (int)weft_node_ints(node)[0];
+    bool stack = weft_node_ints(node)[1] != 0;
+    int64_t offset = 0;
+    for (int i = 0; i < weft_node_num_inputs(node); i++) {
+        int ndim = weft_node_input_ndim(node, i);
+        const int64_t *shape = weft_node_input_shape(node, i);
+        if (stack) {
+            if (weft_node_needs_input_grad(node, i) && !(grad_inputs[i] = weft_select(g, dim, i)))
+                return weft_error_code();
+            continue;
+        }
+        if (ndim == 1 && shape[0] == 0 && g->ndim != 1)
+            continue;
+        int64_t size = shape[dim];
+        if (weft_node_needs_input_grad(node, i) &&
+            !(grad_inputs[i] = weft_narrow(g, dim, offset, size)))
+            return weft_error_code();
+        offset += size;
+    }
+    return 0;
+}
+
+static weft_tensor *joined(bool stack, int n, weft_tensor *const *tensors, int dim)
+{
+    bool rec = n > 0 && weft_autograd_needed_inline(n, tensors);
+    weft_tensor *out = WEFT_NO_GRAD(rec, stack ? stack_forward(n, tensors, dim)
+                                          : cat_forward(n, tensors, dim));
+    if (!rec || !out)
+        return out;
+    struct weft_node *node = weft_node_create(stack ? OP_GRAD_FN(STACK) : OP_GRAD_FN(CAT),
+                                              cat_backward, n, tensors, 0);
+    if (node) {
+        weft_node_ints(node)[0] = dim < 0 ? dim + out->ndim : dim;
+        weft_node_ints(node)[1] = stack;
+    }
+    return weft_node_finish1(node, out);
+}
+
+weft_tensor *weft_cat(int n, weft_tensor *const *tensors, int dim)
+{
+    return joined(false, n, tensors, dim);
+}
+
+weft_tensor *weft_stack(int n, weft_tensor *const *tensors, int dim)
+{
+    return joined(true, n, tensors, dim);
+}
+
+/* index_select/gather/scatter_add. ints[0] = dim, ints[1] = kind. Saved: 0 index. */
+enum index_kind { IX_INDEX_SELECT, IX_GATHER, IX_SCATTER_ADD };
+
+static int index_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                          weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *idx = weft_node_saved(node, 0);
+    if (!g)
+        return 0;
+    int dim = (int)weft_node_ints(node)[0];
+    switch ((enum index_kind)weft_node_ints(node)[1]) {
+    case IX_INDEX_SELECT: {
+        /* Scatter-add rows back; the 1-D index is broadcast along the other dims. */
+        int nd = g->ndim;
+        int64_t shape[WEFT_MAX_DIMS];
+        for (int d = 0; d < nd; d++)
+            shape[d] = d == dim ? g->shape[d] : 1;
+        weft_tensor *ix = weft_expand(weft_reshape(weft_to_dtype(idx, WEFT_I64), nd, shape), nd, g->shape);
+        weft_tensor *zeros = weft_zeros(weft_node_input_ndim(node, 0), weft_node_input_shape(node, 0),
+                                        g->dtype, g->device);
+        grad_inputs[0] = weft_scatter_add(zeros, dim, ix, g);
+        break;
+    }
+    case IX_GATHER: {
+        weft_tensor *zeros = weft_zeros(weft_node_input_ndim(node, 0), weft_node_input_shape(node, 0),
+                                        g->dtype, g->device);
+        grad_inputs[0] = weft_scatter_add(zeros, dim, idx, g);
+        break;
+    }
+    case IX_SCATTER_ADD:
+        /* inputs: 0 self, 1 src */
+        if (weft_node_needs_input_grad(node, 0))
+            grad_inputs[0] = weft_autorelease(weft_tensor_retain(g));
+        if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_gather(g, dim, idx)))
+            return weft_error_code();
+        return 0;
+    }
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+static weft_tensor *record_index(enum index_kind kind, int ninputs, weft_tensor **inputs, int dim,
+                                 weft_tensor *index, weft_tensor *out)
+{
+    const char *name = kind == IX_INDEX_SELECT ? OP_GRAD_FN(INDEX_SELECT)
+                       : kind == IX_GATHER     ? OP_GRAD_FN(GATHER)
+                                               : OP_GRAD_FN(SCATTER_ADD);
+    struct weft_node *node = weft_node_create(name, index_backward, ninputs, inputs, 1);
+    if (node && out) {
+        int nd = inputs[0] ? inputs[0]->ndim : 1;
+        weft_node_ints(node)[0] = dim < 0 ? dim + (nd ? nd : 1) : dim;
+        weft_node_ints(node)[1] = kind;
+        if (weft_node_save(node, 0, index) != 0) {
+            weft_node_abandon(node);
+            return weft_tensor_discard(out);
+        }
+    }
+    return weft_node_finish1(node, out);
+}
+
+weft_tensor *weft_index_select(weft_tensor *t, int dim, weft_tensor *index)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, index_select_forward(t, dim, index));
+    return rec ? record_index(IX_INDEX_SELECT, 1, &t, dim, index, out) : out;
+}
+
+weft_tensor *weft_gather(weft_tensor *t, int dim, weft_tensor *index)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, gather_forward(t, dim, index));
+    return rec ? record_index(IX_GATHER, 1, &t, dim, index, out) : out;
+}
+
+weft_tensor *weft_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+{
+    weft_tensor *in[2] = {t, src};
+    bool rec = weft_autograd_needed_inline(2, in);
+    weft_tensor *out = WEFT_NO_GRAD(rec, scatter_add_forward(t, dim, index, src));
+    return rec ? record_index(IX_SCATTER_ADD, 2, in, dim, index, out) : out;
+}
+
+weft_tensor *weft_scatter_add_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+{
+    weft_tensor *in[2] = {t, src};
+    if (!weft_autograd_needed_inline(2, in))
+        return scatter_add_forward_(t, dim, index, src);
+    if (weft_autograd_check_inplace(t, true) != 0)
+        return NULL;
+    weft_tensor *out = WEFT_NO_GRAD(true, scatter_add_forward_(t, dim, index, src));
+    return out ? record_index(IX_SCATTER_ADD, 2, in, dim, index, t) : NULL;
 }

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* Normalised, deduplicated dims (all of them when ndims == 0) into out; count or -1. */
 static int reduced_dims(const weft_tensor *t, int ndims, const int *dims, int *out)
@@ -87,7 +87,7 @@ weft_tensor *weft_logsumexp(weft_tensor *t, int ndims, const int *dims, bool kee
     int n = reduced_dims(t, ndims, dims, rd);
     if (n < 0)
         return NULL;
-    bool rec = weft_autograd_needed(1, &t);
+    bool rec = weft_autograd_needed_inline(1, &t);
     bool prev = weft_no_grad_begin();
     weft_scope_push();
     /* 16-bit floats compute in float32 and round once, as PyTorch's CUDA kernels do */

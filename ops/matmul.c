@@ -1,4 +1,4 @@
-/* core/ops_matmul.c: torch.matmul.
+/* ops/matmul.c: torch.matmul.
  *
  * Every case becomes [B, M, K] x [B, K, N] -> [B, M, N] views for the MATMUL kernel: a 1-D
  * left operand is a row [1, K], a 1-D right operand a column [K, 1] (the size-1 dim is
@@ -6,7 +6,7 @@
  * strides allow; otherwise the kernel runs once per index of the outer batch dims. */
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* PyTorch prints c10's C++ names here ("c10::Half != float"); weft its dtype names
  * ("float16 != float32") in the same sentence. */
@@ -195,7 +195,7 @@ static weft_tensor *matmul_in_scope(weft_tensor *a, weft_tensor *b)
     return run_batches(a, b, out, &bt, &p) == 0 ? out : NULL;
 }
 
-weft_tensor *weft_fwd_matmul(weft_tensor *a, weft_tensor *b)
+static weft_tensor *matmul_forward(weft_tensor *a, weft_tensor *b)
 {
     if (!a || !b || check_args(a, b) != 0)
         return NULL;
@@ -204,6 +204,163 @@ weft_tensor *weft_fwd_matmul(weft_tensor *a, weft_tensor *b)
     weft_scope_pop();
     return weft_tensor_finish(result);
 }
+
+/* ---- backward and the public ops ------------------------------------------------------------
+ * Saved: 0 a, 1 b. 1-D operands are handled as PyTorch's matmul promotes them; broadcast
+ * batch dims are summed by the engine. */
+
+/* True for a 2-D matrix stored column by column (a transposed view of a contiguous one). */
+static bool column_major(const weft_tensor *t)
+{
+    return t->ndim == 2 && t->stride[0] == 1 && t->stride[1] == t->shape[0] && t->shape[0] > 1;
+}
+
+static int matmul_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                           weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *a = weft_node_saved(node, 0), *b = weft_node_saved(node, 1);
+    if (!g)
+        return 0;
+    bool need_a = weft_node_needs_input_grad(node, 0), need_b = weft_node_needs_input_grad(node, 1);
+    if (a->ndim == 1 && b->ndim == 1) {
+        grad_inputs[0] = need_a ? weft_mul(g, b) : NULL;
+        grad_inputs[1] = need_b ? weft_mul(g, a) : NULL;
+    } else {
+        /* Promote 1-D operands (and the gradient) the way the forward did. */
+        weft_tensor *a2 = a->ndim == 1 ? weft_unsqueeze(a, 0) : a;
+        weft_tensor *b2 = b->ndim == 1 ? weft_unsqueeze(b, 1) : b;
+        weft_tensor *g2 = g;
+        if (a->ndim == 1)
+            g2 = weft_unsqueeze(g2, -2);
+        if (b->ndim == 1)
+            g2 = weft_unsqueeze(g2, -1);
+        if (need_a) {
+            weft_tensor *ga = weft_matmul(g2, weft_transpose(b2, -1, -2));
+            grad_inputs[0] = a->ndim == 1 ? weft_squeeze_dim(ga, -2) : ga;
+        }
+        if (need_b) {
+            /* A transposed b (Linear's W^T) gets its gradient in its own layout, as
+             * PyTorch's mm_mat2_backward: (g^T a)^T, whose transpose back to W is
+             * contiguous, where a^T g would be a transposed copy to make later. */
+            weft_tensor *gb = column_major(b2) && a2->ndim == 2
+                                  ? weft_t(weft_matmul(weft_t(g2), a2))
+                                  : weft_matmul(weft_transpose(a2, -1, -2), g2);
+            grad_inputs[1] = b->ndim == 1 ? weft_squeeze_dim(gb, -1) : gb;
+        }
+    }
+    if ((need_a && !grad_inputs[0]) || (need_b && !grad_inputs[1]))
+        return weft_error_code();
+    return 0;
+}
+
+/* One node does every case; it carries the name of the op PyTorch 1.13's matmul ends
+ * in for those ranks (dot, mv, mm; 1-D @ 2-D squeezes an mm; batched cases fold into
+ * bmm/mm and _unsafe_view, except 2-D @ batched, which expands and clones). */
+static const char *matmul_name(const weft_tensor *a, const weft_tensor *b)
+{
+    if (!a || !b)
+        return OP_GRAD_FN(MATMUL);
+    if (a->ndim == 1 && b->ndim == 1)
+        return "DotBackward0";
+    if (a->ndim == 2 && b->ndim == 1)
+        return "MvBackward0";
+    if (a->ndim == 1 && b->ndim == 2)
+        return "SqueezeBackward3";
+    if (a->ndim == 2 && b->ndim == 2)
+        return OP_GRAD_FN(MM);
+    if (a->ndim == 2)
+        return "CloneBackward0";
+    return "UnsafeViewBackward0";
+}
+
+/* mm and bmm take no mixed dtypes, with PyTorch's text (matmul has its own). */
+static int check_same_dtype(const weft_tensor *a, const weft_tensor *b)
+{
+    if (a->dtype == b->dtype)
+        return 0;
+    return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                          weft_dtype_torch_name(a->dtype), weft_dtype_torch_name(b->dtype));
+}
+
+/* matmul under one node named `name` (the forward's own name, or mm/bmm's). */
+static weft_tensor *matmul_named(weft_tensor *a, weft_tensor *b, const char *name)
+{
+    weft_tensor *in[2] = {a, b};
+    bool rec = weft_autograd_needed_inline(2, in);
+    weft_tensor *out = WEFT_NO_GRAD(rec, matmul_forward(a, b));
+    if (!rec)
+        return out;
+    struct weft_node *node = weft_node_create(name ? name : matmul_name(a, b), matmul_backward,
+                                              2, in, 2);
+    if (node && out &&
+        (weft_node_save(node, 0, a) != 0 || weft_node_save(node, 1, b) != 0)) {
+        weft_node_abandon(node);
+        return weft_tensor_discard(out);
+    }
+    return weft_node_finish1(node, out);
+}
+
+weft_tensor *weft_matmul(weft_tensor *a, weft_tensor *b)
+{
+    weft_tensor *in[2] = {a, b};
+    OP_AUTOCAST_RETURN(MATMUL, 2, in, weft_matmul(in[0], in[1]));
+    return matmul_named(a, b, NULL);
+}
+
+weft_tensor *weft_mm(weft_tensor *a, weft_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    if (a->ndim != 2) {
+        weft_error_set(WEFT_ERR_RUNTIME, "self must be a matrix");
+        return NULL;
+    }
+    if (b->ndim != 2) {
+        weft_error_set(WEFT_ERR_RUNTIME, "mat2 must be a matrix");
+        return NULL;
+    }
+    if (a->shape[1] != b->shape[0]) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                       (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0],
+                       (long long)b->shape[1]);
+        return NULL;
+    }
+    if (check_same_dtype(a, b) < 0)
+        return NULL;
+    weft_tensor *in[2] = {a, b};
+    OP_AUTOCAST_RETURN(MM, 2, in, weft_mm(in[0], in[1]));
+    return matmul_named(a, b, OP_GRAD_FN(MM));
+}
+
+weft_tensor *weft_bmm(weft_tensor *a, weft_tensor *b)
+{
+    if (!a || !b)
+        return NULL;
+    if (a->ndim != 3) {
+        weft_error_set(WEFT_ERR_RUNTIME, "batch1 must be a 3D tensor");
+        return NULL;
+    }
+    if (b->ndim != 3) {
+        weft_error_set(WEFT_ERR_RUNTIME, "batch2 must be a 3D tensor");
+        return NULL;
+    }
+    if (b->shape[0] != a->shape[0] || b->shape[1] != a->shape[2]) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "Expected size for first two dimensions of batch2 tensor to be: "
+                       "[%lld, %lld] but got: [%lld, %lld].",
+                       (long long)a->shape[0], (long long)a->shape[2], (long long)b->shape[0],
+                       (long long)b->shape[1]);
+        return NULL;
+    }
+    if (check_same_dtype(a, b) < 0)
+        return NULL;
+    weft_tensor *in[2] = {a, b};
+    OP_AUTOCAST_RETURN(BMM, 2, in, weft_bmm(in[0], in[1]));
+    return matmul_named(a, b, OP_GRAD_FN(BMM));
+}
+
+/* ---- torch.backends.cuda.matmul.allow_tf32 ------------------------------------------------- */
 
 static bool allow_tf32_flag;
 

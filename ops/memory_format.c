@@ -1,41 +1,11 @@
-/* core/memory_format.c: which strides a new result gets. PyTorch keeps its inputs' layout
- * (`exp(x.t())` is column-major, `zeros_like(x.t())` too): TensorIterator for elementwise
- * results (c10/core/TensorIterator.cpp: fast_set_up, reorder_dimensions,
- * compatible_stride) and empty_like's preserve_format (infer_dense_strides). The rules
- * are copied with their tie-breaks, since users see the strides they produce. */
+/* ops/memory_format.c: which strides an elementwise result gets. PyTorch keeps its
+ * inputs' layout (`exp(x.t())` is column-major): TensorIterator's rule
+ * (c10/core/TensorIterator.cpp: fast_set_up, reorder_dimensions, compatible_stride),
+ * copied with its tie-breaks, since users see the strides it produces. empty_like's rule
+ * (preserve_format) is the core's (core/tensor.c). */
 #include <string.h>
 
 #include "memory_format.h"
-
-bool weft_is_non_overlapping_and_dense(const weft_tensor *t)
-{
-    int n = t->ndim, perm[WEFT_MAX_DIMS];
-    if (n == 1)
-        return t->shape[0] < 2 || t->stride[0] == 1;
-    for (int i = 0; i < n; i++)
-        perm[i] = i;
-    /* by stride, dims of size < 2 last (their strides do not matter) */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0; j--) {
-            int a = perm[j - 1], b = perm[j];
-            bool swap = t->shape[a] < 2 ? t->shape[b] >= 2
-                                        : t->shape[b] >= 2 && t->stride[b] < t->stride[a];
-            if (!swap)
-                break;
-            perm[j - 1] = b;
-            perm[j] = a;
-        }
-    int64_t expected = 1;
-    for (int i = 0; i < n; i++) {
-        int d = perm[i];
-        if (t->shape[d] < 2)
-            return true;
-        if (t->stride[d] != expected)
-            return false;
-        expected *= t->shape[d];
-    }
-    return true;
-}
 
 /* c10's is_contiguous(ChannelsLast) for 4-D (NHWC order) and 5-D (NDHWC) tensors. */
 static bool channels_last_contiguous(const weft_tensor *t)
@@ -134,27 +104,6 @@ static int should_swap(const struct order_ctx *c, int dim0, int dim1)
     return 0;
 }
 
-/* Insertion sort with undecided comparisons, fastest dim first (PyTorch's perm_). */
-static void sort_dims(int ndim, int *perm, int (*cmp)(const void *ctx, int, int), const void *ctx)
-{
-    for (int i = 0; i < ndim; i++)
-        perm[i] = ndim - 1 - i;
-    for (int i = 1; i < ndim; i++) {
-        int dim1 = i;
-        for (int dim0 = i - 1; dim0 >= 0; dim0--) {
-            int c = cmp(ctx, perm[dim0], perm[dim1]);
-            if (c > 0) {
-                int tmp = perm[dim0];
-                perm[dim0] = perm[dim1];
-                perm[dim1] = tmp;
-                dim1 = dim0;
-            } else if (c < 0) {
-                break;
-            }
-        }
-    }
-}
-
 static int iterator_cmp(const void *ctx, int dim0, int dim1)
 {
     return should_swap(ctx, dim0, dim1);
@@ -177,7 +126,7 @@ bool weft_elementwise_strides_general(int n, const weft_tensor *const *ins, int 
     int perm[WEFT_MAX_DIMS];
     if (kind == 0 && ndim > 1) {
         struct order_ctx c = {n, ndim, ins, shape};
-        sort_dims(ndim, perm, iterator_cmp, &c);
+        weft_sort_dims(ndim, perm, iterator_cmp, &c);
         bool inverted = true;
         for (int i = 0; i < ndim; i++)
             inverted = inverted && perm[i] == ndim - 1 - i;
@@ -192,37 +141,4 @@ bool weft_elementwise_strides_general(int n, const weft_tensor *const *ins, int 
     }
     weft_contiguous_strides(ndim, shape, strides);
     return true;
-}
-
-/* infer_dense_strides' comparison: broadcast dims keep the contiguous order. */
-static int dense_cmp(const void *ctx, int dim0, int dim1)
-{
-    const weft_tensor *t = ctx;
-    int64_t s0 = t->stride[dim0], s1 = t->stride[dim1];
-    if (s0 == 0 || s1 == 0)
-        return 0;
-    if (s0 != s1)
-        return s0 < s1 ? -1 : 1;
-    return t->shape[dim0] > t->shape[dim1] ? 1 : 0;
-}
-
-bool weft_preserve_strides(const weft_tensor *t, int64_t *strides)
-{
-    if (weft_is_non_overlapping_and_dense(t)) {
-        memcpy(strides, t->stride, (size_t)t->ndim * sizeof *strides);
-        return weft_tensor_is_contiguous(t);
-    }
-    int perm[WEFT_MAX_DIMS];
-    sort_dims(t->ndim, perm, dense_cmp, t);
-    int64_t next = 1;
-    bool contiguous = true;
-    for (int i = 0; i < t->ndim; i++) {
-        strides[perm[i]] = next;
-        contiguous = contiguous && perm[i] == t->ndim - 1 - i;
-        if (t->shape[perm[i]] > 1)
-            next *= t->shape[perm[i]];
-    }
-    if (contiguous)
-        weft_contiguous_strides(t->ndim, t->shape, strides);
-    return contiguous;
 }

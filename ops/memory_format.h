@@ -1,13 +1,9 @@
-/* core/memory_format.h: the strides a result gets from its inputs' layout (PyTorch's
- * preserve_format and TensorIterator's output rule); not installed, not ABI. */
-#ifndef WEFT_CORE_MEMORY_FORMAT_H
-#define WEFT_CORE_MEMORY_FORMAT_H
+/* ops/memory_format.h: the strides an elementwise result gets from its inputs' layout
+ * (TensorIterator's output rule); not installed, not ABI. */
+#ifndef WEFT_OPS_MEMORY_FORMAT_H
+#define WEFT_OPS_MEMORY_FORMAT_H
 
 #include "internal.h"
-
-/* PyTorch's is_non_overlapping_and_dense: the elements tile numel slots exactly, in some
- * order of the dims. */
-WEFT_INTERNAL bool weft_is_non_overlapping_and_dense(const weft_tensor *t);
 
 /* Strides (in elements) for the output of an elementwise op of shape [ndim, shape] over
  * the inputs ins[0..n) (each broadcastable to shape, before expansion), as PyTorch 1.13's
@@ -56,17 +52,5 @@ static inline bool weft_elementwise_strides(int n, const weft_tensor *const *ins
             return weft_elementwise_strides_general(n, ins, ndim, shape, strides);
     return true;
 }
-
-/* Strides for empty_like(t, memory_format=preserve): t's own when t is non-overlapping
- * and dense (those of its size-1 dims too), else dense strides in the order of t's
- * (infer_dense_strides). Returns true when the tensor they describe is contiguous. */
-WEFT_INTERNAL bool weft_preserve_strides(const weft_tensor *t, int64_t *strides);
-
-/* An uninitialised tensor of that geometry (strides must be dense and non-overlapping;
- * NULL: contiguous): a new reference recorded in the open scope. weft_empty is this with
- * NULL strides (core/tensor.c). */
-WEFT_INTERNAL weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape,
-                                                    const int64_t *strides,
-                                                    enum weft_dtype dtype, weft_device dev);
 
 #endif

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
+#include "weft/layout.h"
 
 #define PRECISION 4
 #define THRESHOLD 1000
@@ -256,24 +257,24 @@ static int read_summarised(weft_tensor *t, bool summarize, enum weft_dtype dtype
         weft_storage_wrap(WEFT_CPU, dst, (size_t)numel * weft_dtype_size(dtype), NULL, NULL);
     if (!s)
         return weft_error_code();
-    weft_tensor *host = weft_tensor_make(s, t->ndim, stored_shape, NULL, 0, dtype);
-    weft_storage_release(s);
-    if (!host)
-        return weft_error_code();
-    int rc = 0;
+    /* A scope of our own owns host and the views; grad mode off: none is recorded. */
     weft_scope_push();
+    bool prev = weft_no_grad_begin();
+    weft_tensor *host = weft_tensor_from_storage(s, t->ndim, stored_shape, NULL, 0, dtype);
+    weft_storage_release(s);
+    int rc = host ? 0 : weft_error_code();
     for (int piece = 0; piece < (1 << ncut) && rc == 0; piece++) {
         weft_tensor *from = t, *to = host;
         for (int j = 0; j < ncut && from && to; j++) {
             bool tail = piece >> j & 1;
             int d = cut[j];
-            from = weft_fwd_narrow(from, d, tail ? t->shape[d] - EDGEITEMS : 0, EDGEITEMS);
-            to = weft_fwd_narrow(to, d, tail ? EDGEITEMS : 0, EDGEITEMS);
+            from = weft_narrow(from, d, tail ? t->shape[d] - EDGEITEMS : 0, EDGEITEMS);
+            to = weft_narrow(to, d, tail ? EDGEITEMS : 0, EDGEITEMS);
         }
-        rc = from && to ? weft_fwd_copy_nonblocking_(to, from, false) : weft_error_code();
+        rc = from && to ? weft_copy_(to, from) : weft_error_code();
     }
+    weft_grad_mode_restore(prev);
     weft_scope_pop();
-    weft_tensor_release(host);
     return rc;
 }
 

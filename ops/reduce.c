@@ -1,12 +1,12 @@
-/* core/ops_reduce.c: reductions (sum, mean, prod, var, std, all, any, max/min, argmax/argmin)
- * and softmax front ends.
+/* ops/reduce.c: the reductions (sum, mean, prod, var, std, all, any, max/min,
+ * argmax/argmin), forward and backward (weft/op_table.h's WEFT_OPS_REDUCE and STD).
  *
  * A reduction's front end normalises the dims, views the input with the reduced dims
  * last (no data moves), allocates the output of the kept dims and dispatches; keepdim is
  * a view of that output with the reduced dims put back as size 1. */
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 /* Marks the dims a reduction covers (ndims == 0: all of them), each at most once. */
 static int reduced_mask(const weft_tensor *t, int ndims, const int *dims, bool *mask)
@@ -112,21 +112,21 @@ static enum weft_dtype sum_dtype(enum weft_dtype dt)
     return weft_dtype_is_floating(dt) ? dt : WEFT_I64;
 }
 
-weft_tensor *weft_fwd_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+static weft_tensor *sum_forward(weft_tensor *t, int ndims, const int *dims, bool keepdim)
 {
     if (!t)
         return NULL;
     return reduce(WEFT_OP_SUM, "sum", t, ndims, dims, keepdim, sum_dtype(t->dtype), 0);
 }
 
-weft_tensor *weft_fwd_prod(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+static weft_tensor *prod_forward(weft_tensor *t, int ndims, const int *dims, bool keepdim)
 {
     if (!t)
         return NULL;
     return reduce(WEFT_OP_PROD, "prod", t, ndims, dims, keepdim, sum_dtype(t->dtype), 0);
 }
 
-weft_tensor *weft_fwd_mean(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+static weft_tensor *mean_forward(weft_tensor *t, int ndims, const int *dims, bool keepdim)
 {
     if (!t)
         return NULL;
@@ -148,7 +148,7 @@ static bool check_var_dtype(const weft_tensor *t)
     return false;
 }
 
-weft_tensor *weft_fwd_var(weft_tensor *t, int ndims, const int *dims, double correction,
+static weft_tensor *var_forward(weft_tensor *t, int ndims, const int *dims, double correction,
                           bool keepdim)
 {
     if (!t || !check_var_dtype(t))
@@ -156,13 +156,13 @@ weft_tensor *weft_fwd_var(weft_tensor *t, int ndims, const int *dims, double cor
     return reduce(WEFT_OP_VAR, "var", t, ndims, dims, keepdim, t->dtype, correction);
 }
 
-weft_tensor *weft_fwd_std(weft_tensor *t, int ndims, const int *dims, double correction,
+static weft_tensor *std_forward(weft_tensor *t, int ndims, const int *dims, double correction,
                           bool keepdim)
 {
     if (!t || !check_var_dtype(t))
         return NULL;
     weft_tensor *v = reduce(WEFT_OP_VAR, "std", t, ndims, dims, keepdim, t->dtype, correction);
-    if (v && !weft_fwd_sqrt_(v)) {
+    if (v && !weft_sqrt_(v)) {
         /* v was recorded in the caller's scope if one is open; otherwise it is ours */
         if (weft_scope_depth() == 0)
             weft_tensor_release(v);
@@ -210,12 +210,12 @@ static weft_tensor *extreme_all(int op, const char *name, weft_tensor *t)
     return reduce(op, name, t, 0, NULL, false, t->dtype, 0);
 }
 
-weft_tensor *weft_fwd_max(weft_tensor *t)
+static weft_tensor *max_forward(weft_tensor *t)
 {
     return extreme_all(WEFT_OP_MAX, "max", t);
 }
 
-weft_tensor *weft_fwd_min(weft_tensor *t)
+static weft_tensor *min_forward(weft_tensor *t)
 {
     return extreme_all(WEFT_OP_MIN, "min", t);
 }
@@ -295,13 +295,13 @@ static int extreme_dim(int op, const char *name, weft_tensor *t, int dim, bool k
     return 0;
 }
 
-int weft_fwd_max_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
+static int max_dim_forward(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
                      weft_tensor **indices)
 {
     return extreme_dim(WEFT_OP_MAX, "max", t, dim, keepdim, values, indices);
 }
 
-int weft_fwd_min_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
+static int min_dim_forward(weft_tensor *t, int dim, bool keepdim, weft_tensor **values,
                      weft_tensor **indices)
 {
     return extreme_dim(WEFT_OP_MIN, "min", t, dim, keepdim, values, indices);
@@ -363,53 +363,270 @@ weft_tensor *weft_argmin_all(weft_tensor *t)
     return arg_all(WEFT_OP_ARGMIN, "argmin", t);
 }
 
-/* ---- softmax ------------------------------------------------------------------------------ */
+/* ---- backward and the public ops ------------------------------------------------------------
+ * ints[0] = number of reduced dims (0: all), ints[1..] the dims (normalised);
+ * scalars[0] = correction for var/std. Saved: 0 input, 1 output. */
 
-static weft_tensor *softmax_in_scope(int op, weft_tensor *t, int d)
+/* Shape of input i with the dims listed in the node's ints[1..ndims] set to 1 (the
+ * keepdim shape of a reduction). */
+static int keepdim_shape(struct weft_node *node, int64_t *shape)
 {
-    weft_tensor *out = weft_empty(t->ndim, t->shape, t->dtype, t->device);
-    if (!out)
-        return NULL;
-    weft_tensor *in = t, *dst = out;
-    if (t->ndim == 0) { /* a single element: a line of length 1 */
-        const int64_t one = 1;
-        in = weft_tensor_alias(t, 1, &one, &one, t->offset);
-        dst = weft_tensor_alias(out, 1, &one, &one, out->offset);
-        if (!in || !dst)
-            return NULL;
+    int ndim = weft_node_input_ndim(node, 0);
+    memcpy(shape, weft_node_input_shape(node, 0), (size_t)ndim * sizeof *shape);
+    int64_t *ints = weft_node_ints(node);
+    if (ints[0] == 0)
+        for (int d = 0; d < ndim; d++)
+            shape[d] = 1;
+    for (int i = 0; i < ints[0]; i++)
+        shape[ints[1 + i]] = 1;
+    return ndim;
+}
+
+/* g reshaped to the keepdim shape, then expanded to the input's shape. */
+static weft_tensor *expand_reduced(struct weft_node *node, weft_tensor *g)
+{
+    int64_t shape[WEFT_MAX_DIMS];
+    int ndim = keepdim_shape(node, shape);
+    return weft_expand(weft_reshape(g, ndim, shape), ndim, weft_node_input_shape(node, 0));
+}
+
+static int64_t reduced_count(struct weft_node *node)
+{
+    int ndim = weft_node_input_ndim(node, 0);
+    const int64_t *shape = weft_node_input_shape(node, 0);
+    int64_t *ints = weft_node_ints(node), n = 1;
+    if (ints[0] == 0) {
+        for (int d = 0; d < ndim; d++)
+            n *= shape[d];
+        return n;
     }
-    struct weft_op_call call = {.op = op, .nin = 1, .nout = 1};
-    call.in[0] = in;
-    call.out[0] = dst;
-    call.ints[0] = d;
-    return weft_dispatch(&call) == 0 ? out : NULL;
+    for (int i = 0; i < ints[0]; i++)
+        n *= shape[ints[1 + i]];
+    return n;
 }
 
-static weft_tensor *softmax_common(int op, const char *name, weft_tensor *t, int dim)
+/* Stores normalised, deduplicated reduction dims in ints[0] (count) and ints[1..]. */
+static void store_dims(struct weft_node *node, int ndim, int ndims, const int *dims)
 {
-    if (!t)
-        return NULL;
-    int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0 || weft_require_strided(t, name) != 0)
-        return NULL;
-    if (!weft_dtype_is_floating(t->dtype)) {
-        bool last = t->ndim == 0 || d == t->ndim - 1;
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s%s_kernel_impl\" not implemented for '%s'",
-                       name, last ? "_lastdim" : "", weft_dtype_torch_name(t->dtype));
-        return NULL;
+    int64_t *ints = weft_node_ints(node);
+    ints[0] = 0;
+    for (int i = 0; i < ndims && i < 15; i++) {
+        int d = dims[i] < 0 ? dims[i] + ndim : dims[i];
+        ints[1 + ints[0]++] = d;
     }
-    weft_scope_push();
-    weft_tensor *result = weft_tensor_retain(softmax_in_scope(op, t, d));
-    weft_scope_pop();
-    return weft_tensor_finish(result);
 }
 
-weft_tensor *weft_fwd_softmax(weft_tensor *t, int dim)
+enum reduce_kind { R_SUM, R_MEAN, R_PROD, R_VAR, R_STD, R_AMAX };
+
+static weft_tensor *prod_grad(weft_tensor *x, weft_tensor *g_full, struct weft_node *node,
+                              weft_tensor *out_full)
 {
-    return softmax_common(WEFT_OP_SOFTMAX, "softmax", t, dim);
+    /* Without zeros: prod / x. With zeros: only a lone zero in its slice gets the product
+     * of the others; everything else in that slice gets 0. */
+    int nd = (int)weft_node_ints(node)[0];
+    int dims[WEFT_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        dims[i] = (int)weft_node_ints(node)[1 + i];
+    weft_tensor *is_zero = weft_eq_scalar(x, 0);
+    weft_tensor *zeros_in_slice = weft_expand_as(weft_sum(is_zero, nd, dims, true), x);
+    weft_tensor *others = weft_expand_as(weft_prod(weft_masked_fill(x, is_zero, 1), nd, dims, true), x);
+    weft_tensor *no_zero = weft_div(out_full, x);
+    weft_tensor *lone = weft_where_scalar(weft_logical_and(is_zero, weft_eq_scalar(zeros_in_slice, 1)),
+                                          others, 0);
+    weft_tensor *grad = weft_where(weft_eq_scalar(zeros_in_slice, 0), no_zero, lone);
+    return weft_mul(g_full, grad);
 }
 
-weft_tensor *weft_fwd_log_softmax(weft_tensor *t, int dim)
+static int reduce_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                           weft_tensor **grad_inputs)
 {
-    return softmax_common(WEFT_OP_LOG_SOFTMAX, "log_softmax", t, dim);
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *x = weft_node_saved(node, 0), *out = weft_node_saved(node, 1);
+    weft_tensor *g_full = expand_reduced(node, g);
+    int nd = (int)weft_node_ints(node)[0];
+    int dims[WEFT_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        dims[i] = (int)weft_node_ints(node)[1 + i];
+    double correction = weft_node_scalars(node)[0];
+    double n = (double)reduced_count(node);
+    weft_tensor *r = NULL;
+    switch ((enum reduce_kind)weft_node_ints(node)[15]) {
+    case R_SUM: r = g_full; break;
+    case R_MEAN: r = weft_div_scalar(g_full, n); break;
+    case R_PROD: r = prod_grad(x, g_full, node, expand_reduced(node, out)); break;
+    case R_VAR:
+    case R_STD: {
+        weft_tensor *centered = weft_sub(x, weft_mean(x, nd, dims, true));
+        double denom = n - correction > 0 ? n - correction : 0;
+        r = weft_mul(g_full, weft_mul_scalar(centered, 2.0 / denom));
+        if (weft_node_ints(node)[15] == R_STD) { /* d std = d var / (2 std) */
+            weft_tensor *std = expand_reduced(node, out);
+            /* a constant input: 0 / 0, which PyTorch's std_backward masks to 0 */
+            r = masked(weft_ne_scalar(std, 0), weft_div(r, weft_mul_scalar(std, 2)));
+        }
+        break;
+    }
+    case R_AMAX: {
+        /* max()/min() over everything: ties share the gradient evenly, as PyTorch. */
+        weft_tensor *hits = weft_to_dtype(weft_eq(x, expand_reduced(node, out)), g->dtype);
+        r = weft_div(weft_mul(g_full, hits), weft_sum(hits, 0, NULL, false));
+        break;
+    }
+    }
+    grad_inputs[0] = r;
+    return r ? 0 : weft_error_code();
 }
+
+/* The rows' names, by kind (weft/op_table.h). */
+static const char *reduce_name(enum reduce_kind kind)
+{
+    switch (kind) {
+    case R_SUM: return OP_GRAD_FN(SUM);
+    case R_MEAN: return OP_GRAD_FN(MEAN);
+    case R_PROD: return OP_GRAD_FN(PROD);
+    case R_VAR: return OP_GRAD_FN(VAR);
+    case R_STD: return OP_GRAD_FN(STD);
+    case R_AMAX: return OP_GRAD_FN(MAX);
+    }
+    return NULL;
+}
+
+/* `name` overrides the table (min's node); NULL keeps it. PyTorch names the overload:
+ * sum() is SumBackward0, sum(dim) and sum((), keepdim=True) SumBackward1. */
+static weft_tensor *record_reduce(enum reduce_kind kind, const char *name, weft_tensor *in,
+                                  int ndims, const int *dims, bool keepdim, double correction,
+                                  weft_tensor *out)
+{
+    if (!name)
+        name = reduce_name(kind);
+    if (ndims == 0 && !keepdim && (kind == R_SUM || kind == R_MEAN || kind == R_PROD))
+        name = kind == R_SUM ? "SumBackward0" : kind == R_MEAN ? "MeanBackward0" : "ProdBackward0";
+    struct weft_node *node = weft_node_create(name, reduce_backward, 1, &in, 2);
+    if (!node || !out)
+        return weft_node_finish1(node, out);
+    store_dims(node, in->ndim, ndims, dims);
+    weft_node_ints(node)[15] = kind;
+    weft_node_scalars(node)[0] = correction;
+    int rc = 0;
+    if (kind != R_SUM && kind != R_MEAN)
+        rc = weft_node_save(node, 0, in);
+    if (rc == 0 && (kind == R_PROD || kind == R_STD || kind == R_AMAX))
+        rc = weft_node_save_output(node, 1, out, 0);
+    if (rc != 0) {
+        weft_node_abandon(node);
+        return weft_tensor_discard(out);
+    }
+    return weft_node_finish1(node, out);
+}
+
+#define REDUCE_WRAPPER(name, ID, KIND)                                                            \
+    weft_tensor *weft_##name(weft_tensor *t, int ndims, const int *dims, bool keepdim)        \
+    {                                                                                         \
+        OP_AUTOCAST_RETURN(ID, 1, &t, weft_##name(t, ndims, dims, keepdim));                         \
+        bool rec = weft_autograd_needed_inline(1, &t);                                               \
+        weft_tensor *out = WEFT_NO_GRAD(rec, name##_forward(t, ndims, dims, keepdim));            \
+        return rec ? record_reduce(KIND, NULL, t, ndims, dims, keepdim, 0, out) : out;                       \
+    }
+REDUCE_WRAPPER(sum, SUM, R_SUM)
+REDUCE_WRAPPER(mean, MEAN, R_MEAN)
+REDUCE_WRAPPER(prod, PROD, R_PROD)
+#undef REDUCE_WRAPPER
+
+weft_tensor *weft_var(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, var_forward(t, ndims, dims, correction, keepdim));
+    return rec ? record_reduce(R_VAR, NULL, t, ndims, dims, keepdim, correction, out) : out;
+}
+
+weft_tensor *weft_std(weft_tensor *t, int ndims, const int *dims, double correction, bool keepdim)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, std_forward(t, ndims, dims, correction, keepdim));
+    return rec ? record_reduce(R_STD, NULL, t, ndims, dims, keepdim, correction, out) : out;
+}
+
+weft_tensor *weft_max(weft_tensor *t)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, max_forward(t));
+    return rec ? record_reduce(R_AMAX, OP_GRAD_FN(MAX), t, 0, NULL, false, 0, out) : out;
+}
+
+weft_tensor *weft_min(weft_tensor *t)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, min_forward(t));
+    return rec ? record_reduce(R_AMAX, OP_GRAD_FN(MIN), t, 0, NULL, false, 0, out) : out;
+}
+
+/* max_dim/min_dim: the gradient goes to the selected index. Saved: 0 indices. */
+static int select_dim_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                               weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0], *idx = weft_node_saved(node, 0);
+    if (!g)
+        return 0;
+    int dim = (int)weft_node_ints(node)[0];
+    bool keepdim = weft_node_ints(node)[1] != 0;
+    if (!keepdim && weft_node_input_ndim(node, 0) > 0) {
+        g = weft_unsqueeze(g, dim);
+        idx = weft_unsqueeze(idx, dim);
+    }
+    weft_tensor *zeros = weft_zeros(weft_node_input_ndim(node, 0), weft_node_input_shape(node, 0),
+                                    g ? g->dtype : WEFT_F32, g ? g->device : WEFT_CPU);
+    grad_inputs[0] = weft_scatter_add(zeros, dim, idx, g);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+static int select_dim_wrapper(bool is_max, weft_tensor *t, int dim, bool keepdim,
+                              weft_tensor **values, weft_tensor **indices)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *v = NULL, *i = NULL;
+    int rc = WEFT_NO_GRAD(rec, is_max ? max_dim_forward(t, dim, keepdim, &v, &i)
+                                 : min_dim_forward(t, dim, keepdim, &v, &i));
+    if (rc == 0 && rec) {
+        struct weft_node *node = weft_node_create(is_max ? "MaxBackward0" : "MinBackward0",
+                                                  select_dim_backward, 1, &t, 1);
+        if (node) {
+            weft_node_ints(node)[0] = dim < 0 ? dim + (t->ndim ? t->ndim : 1) : dim;
+            weft_node_ints(node)[1] = keepdim;
+            rc = weft_node_save(node, 0, i);
+            weft_tensor *outs[2] = {v, i};
+            if (rc == 0)
+                rc = weft_node_finish(node, 2, outs);
+            else
+                weft_node_abandon(node);
+        } else {
+            rc = weft_error_code();
+        }
+    }
+    if (rc != 0) {
+        weft_tensor_discard(v);
+        weft_tensor_discard(i);
+        return rc;
+    }
+    if (values)
+        *values = v;
+    else
+        weft_tensor_discard(v);
+    if (indices)
+        *indices = i;
+    else
+        weft_tensor_discard(i);
+    return 0;
+}
+
+int weft_max_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values, weft_tensor **indices)
+{
+    return select_dim_wrapper(true, t, dim, keepdim, values, indices);
+}
+
+int weft_min_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values, weft_tensor **indices)
+{
+    return select_dim_wrapper(false, t, dim, keepdim, values, indices);
+}
+

@@ -5,7 +5,7 @@
  * derivatives.yaml's, written with ops. */
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 static const char *const reduce_names[] = {"sum", "prod", "mean", "amax", "amin"};
 enum { R_SUM, R_PROD, R_MEAN, R_AMAX, R_AMIN };
@@ -112,7 +112,7 @@ static weft_tensor *scatter(weft_tensor *t, int dim, weft_tensor *index, weft_te
     weft_tensor *ins[2] = {t, src};
     int n = src ? 2 : 1;
     weft_tensor *out = run(named_op(&cached, WEFT_OP_SCATTER_NAME), t, d, index, src, value, 0, 0);
-    if (!out || !weft_autograd_needed(n, ins))
+    if (!out || !weft_autograd_needed_inline(n, ins))
         return out;
     struct weft_node *node = weft_node_create(src ? "ScatterBackward0" : "ScatterBackward1",
                                               scatter_backward, n, ins, 1);
@@ -230,7 +230,7 @@ weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, we
     weft_tensor *ins[2] = {t, src};
     weft_tensor *out = run(named_op(&cached, WEFT_OP_SCATTER_REDUCE_NAME), t, d, index, src, 0, r,
                            include_self);
-    if (!out || !weft_autograd_needed(2, ins))
+    if (!out || !weft_autograd_needed_inline(2, ins))
         return out;
     struct weft_node *node = weft_node_create("ScatterReduceBackward0", scatter_reduce_backward, 2,
                                               ins, 4);

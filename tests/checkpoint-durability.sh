@@ -1,6 +1,7 @@
 #!/bin/sh
 # A checkpoint is one atomic unit (apps/train/train_checkpoint.c): weft-train is killed
-# (SIGKILL, through the WEFT_TEST_CRASH_AT hook of weft/checkpoint.h) at every step of
+# (SIGKILL, through the WEFT_TEST_CRASH_AT hook of weft/checkpoint.h, which only the
+# test build weft-train-crashpoints has: tests/crashpoint.c) at every step of
 # every save of a run, in turn; after each kill the files on disk must be the old
 # complete checkpoint or the new one, and the run resumed from them (or started again,
 # when the first save never completed) must end with a model file identical to an
@@ -11,7 +12,7 @@
 #   usage: checkpoint-durability.sh BUILD_DIR
 set -eu
 build=$(cd "$1" && pwd)
-train="$build/apps/weft-train"
+train="$build/tests/weft-train-crashpoints"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-durable.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "checkpoint-durability: $*"; exit 1; }

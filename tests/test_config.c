@@ -649,3 +649,21 @@ Test(config, sections_and_keys_not_asked_for_yet_do_not_take_the_blame)
     weft_config_free(cfg);
     weft_config_free(cfg2);
 }
+
+/* [optim], the optimizer section's former name, is read as [optimizer] (weft-train warns);
+ * a file that has both keeps both, and nothing else is renamed. */
+Test(config, an_old_section_name_is_read_under_its_new_one)
+{
+    struct weft_config *cfg = weft_config_parse("[optim]\ntype = adam\nlr = 0.5\n", "old.ini");
+    cr_assert_not_null(cfg, "%s", weft_error_message());
+    cr_assert_eq(weft_config_rename_section(cfg, "optim", "optimizer"), 1);
+    cr_expect_str_eq(weft_config_string(cfg, "optimizer", "type", "sgd"), "adam");
+    cr_expect_eq(weft_config_has_section(cfg, "optim"), false);
+    cr_expect_eq(weft_config_rename_section(cfg, "optim", "optimizer"), 0);
+    weft_config_free(cfg);
+    cfg = weft_config_parse("[optim]\nlr = 1\n[optimizer]\ntype = sgd\n", "both.ini");
+    cr_assert_not_null(cfg);
+    cr_expect_eq(weft_config_rename_section(cfg, "optim", "optimizer"), 0);
+    cr_expect_str_eq(weft_config_string(cfg, "optimizer", "type", "x"), "sgd");
+    weft_config_free(cfg);
+}

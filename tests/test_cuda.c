@@ -229,9 +229,9 @@ Test(cuda, with_a_device_the_backend_describes_it)
     const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
     cr_assert_not_null(b);
     char name[256] = "";
-    cr_expect_eq(b->device_name(0, name, sizeof name), 0);
+    cr_expect_eq(b->device_name(b->context, 0, name, sizeof name), 0);
     cr_expect_neq(name[0], '\0');
-    const char *features = b->features();
+    const char *features = b->features(b->context);
     cr_expect(strstr(features, "sm_") == features && strstr(features, "; CUDA ") != NULL &&
                   strstr(features, "cuBLAS") != NULL,
               "%s", features);
@@ -296,8 +296,8 @@ static const struct {
     const char *name;
     unary_fn fn;
 } unary_ops[] = {
-#define UNARY_ENTRY(name) {#name, weft_##name},
-    WEFT_UNARY_OPS(UNARY_ENTRY)
+#define UNARY_ENTRY(ID, name, ...) {#name, weft_##name},
+    WEFT_OPS_UNARY(UNARY_ENTRY)
 #undef UNARY_ENTRY
 };
 
@@ -332,8 +332,8 @@ static const struct {
     binary_fn fn;
     binary_scalar_fn scalar;
 } binary_ops[] = {
-#define BINARY_ENTRY(name) {#name, weft_##name, weft_##name##_scalar},
-    WEFT_BINARY_OPS(BINARY_ENTRY)
+#define BINARY_ENTRY(ID, name, ...) {#name, weft_##name, weft_##name##_scalar},
+    WEFT_OPS_BINARY(BINARY_ENTRY)
 #undef BINARY_ENTRY
 };
 
@@ -469,7 +469,7 @@ Test(cuda, out_of_memory_is_reported_in_pytorchs_words)
 static void free_pinned(void *ctx, void *data)
 {
     const struct weft_backend *b = ctx;
-    b->host_free_pinned(data, 0);
+    b->host_free_pinned(b->context, data, 0);
 }
 
 Test(cuda, non_blocking_copies_from_pinned_memory_arrive)
@@ -478,7 +478,7 @@ Test(cuda, non_blocking_copies_from_pinned_memory_arrive)
     weft_scope_push();
     const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
     int64_t n = 1 << 16;
-    float *host = b->host_alloc_pinned((size_t)n * sizeof *host);
+    float *host = b->host_alloc_pinned(b->context, (size_t)n * sizeof *host);
     cr_assert_not_null(host, "%s", weft_error_message());
     for (int64_t i = 0; i < n; i++)
         host[i] = (float)i;
@@ -636,7 +636,7 @@ Test(cuda, a_uint8_tensor_of_2_pow_31_plus_1_elements_is_filled_copied_converted
 /* A cpu tensor over a block of the backend's pinned memory, freed back to it. */
 static weft_tensor *pinned_tensor(const struct weft_backend *b, int64_t n)
 {
-    float *host = b->host_alloc_pinned((size_t)n * sizeof *host);
+    float *host = b->host_alloc_pinned(b->context, (size_t)n * sizeof *host);
     cr_assert_not_null(host, "%s", weft_error_message());
     return weft_from_blob(host, 1, &n, NULL, WEFT_F32, WEFT_CPU, free_pinned, (void *)b);
 }

@@ -1143,12 +1143,12 @@ Test(io, register_refuses_wrong_versions_names_and_missing_methods)
     struct weft_dataset_reader r = test_reader;
     r.base.abi_version = 99;
     cr_assert_lt(weft_register(&r), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 99, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 99, but this weft has ABI 3");
     r = test_reader;
     r.base.struct_size = 24;
     cr_assert_lt(weft_register(&r), 0);
     tu_assert_error(WEFT_ERR_PLUGIN, "reader 'test.counting' has struct_size 24, smaller than "
-                                     "ABI 2's");
+                                     "ABI 3's");
     r = test_reader;
     r.read = NULL;
     cr_assert_lt(weft_register(&r), 0);

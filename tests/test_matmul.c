@@ -317,7 +317,7 @@ static bool have_onednn(void)
 {
     const struct weft_backend *b = weft_backend_find(WEFT_DEVICE_CPU);
     cr_assert_not_null(b);
-    return strstr(b->features(), "no oneDNN") == NULL;
+    return strstr(b->features(b->context), "no oneDNN") == NULL;
 }
 
 /* op(a) op(b) for a [M, K] and b [K, N] that are column slices of wider matrices (leading

@@ -331,7 +331,7 @@ Test(nn_module, a_type_of_another_abi_is_refused)
     struct weft_module_type old = scale_type;
     old.base.abi_version = WEFT_ABI_VERSION + 1;
     cr_assert_null(weft_module_new(&old, NULL));
-    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 3, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 4, but this weft has ABI 3");
     struct weft_module_type no_forward = scale_type;
     no_forward.forward = NULL;
     cr_assert_null(weft_module_new(&no_forward, NULL));

@@ -114,7 +114,7 @@ static void assert_error_has(int code, const char *a, const char *b)
 Test(plugin, wrong_abi_version_is_refused_naming_both_versions)
 {
     cr_assert_lt(weft_plugin_load(fixture("fixture-abi0")), 0);
-    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 0, but this weft has ABI 2",
+    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 0, but this weft has ABI 3",
                      fixture("fixture-abi0"));
     cr_assert_not(weft_plugin_is_loaded("fixture-abi0"));
 }
@@ -123,7 +123,7 @@ Test(plugin, an_abi1_plugin_is_refused_naming_both_versions)
 {
     /* Its init() aborts: reaching it would kill this test. */
     cr_assert_lt(weft_plugin_load(fixture("fixture-abi1")), 0);
-    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 1, but this weft has ABI 2",
+    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 1, but this weft has ABI 3",
                      "weft-fixture-abi1.so");
     cr_assert_not(weft_plugin_is_loaded("fixture-abi1"));
 }
@@ -131,7 +131,7 @@ Test(plugin, an_abi1_plugin_is_refused_naming_both_versions)
 Test(plugin, descriptor_smaller_than_this_abis_is_refused)
 {
     cr_assert_lt(weft_plugin_load(fixture("fixture-small")), 0);
-    assert_error_has(WEFT_ERR_PLUGIN, "smaller than ABI 2's", "weft-fixture-small.so");
+    assert_error_has(WEFT_ERR_PLUGIN, "smaller than ABI 3's", "weft-fixture-small.so");
 }
 
 Test(plugin, larger_descriptor_from_a_newer_plugin_is_accepted)
@@ -314,7 +314,8 @@ Test(plugin, a_wrong_abi_plugin_that_shadows_a_good_one_is_named_with_both_versi
     cr_assert_null(weft_registry_get(WEFT_KIND_API, "fixture"));
     char want[8192];
     snprintf(want, sizeof want, "was rejected (plugin %s was built for weft ABI 0, but this weft "
-             "has ABI 2; rebuild the plugin against this weft); it shadows", copy);
+             "has ABI %d; rebuild the plugin against this weft); it shadows", copy,
+             WEFT_ABI_VERSION);
     assert_error_has(WEFT_ERR_PLUGIN, want, "which provides api:fixture and was not tried");
     remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
 }
@@ -615,21 +616,21 @@ Test(plugin, search_path_order_is_added_then_env_then_exe_then_installed)
 
 /* ---- the backend kind ----------------------------------------------------------------- */
 
-static int one_device(void)
+static int one_device(void *context)
 {
     return 1;
 }
 
-static void *no_alloc(int index, size_t nbytes)
+static void *no_alloc(void *context, int index, size_t nbytes)
 {
     return NULL;
 }
 
-static void no_free(int index, void *ptr, size_t nbytes)
+static void no_free(void *context, int index, void *ptr, size_t nbytes)
 {
 }
 
-static int no_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int no_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     return 0;
 }
@@ -651,7 +652,7 @@ Test(plugin, backend_with_a_wrong_abi_is_refused_naming_both_versions)
     b = test_backend("oldabi");
     b.base.abi_version = 0;
     cr_assert_lt(weft_register(&b), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 0, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 0, but this weft has ABI 3");
 }
 
 Test(plugin, backend_smaller_than_this_abis_is_refused_larger_is_accepted)
@@ -660,7 +661,7 @@ Test(plugin, backend_smaller_than_this_abis_is_refused_larger_is_accepted)
     small = test_backend("small");
     small.base.struct_size = 24;
     cr_assert_lt(weft_register(&small), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "backend 'small' has struct_size 24, smaller than ABI 2's");
+    tu_assert_error(WEFT_ERR_PLUGIN, "backend 'small' has struct_size 24, smaller than ABI 3's");
 
     static struct {
         struct weft_backend backend;

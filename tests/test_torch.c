@@ -257,8 +257,8 @@ static const struct {
     const char *name;
     unary_fn f, f_;
 } unary_ops[] = {
-#define U(n) {#n, weft_##n, weft_##n##_},
-    WEFT_UNARY_OPS(U)
+#define U(ID, n, ...) {#n, weft_##n, weft_##n##_},
+    WEFT_OPS_UNARY(U)
 #undef U
 };
 
@@ -267,8 +267,8 @@ static const struct {
     binary_fn f, f_;
     scalar_fn s, s_;
 } binary_ops[] = {
-#define B(n) {#n, weft_##n, weft_##n##_, weft_##n##_scalar, weft_##n##_scalar_},
-    WEFT_BINARY_OPS(B)
+#define B(ID, n, ...) {#n, weft_##n, weft_##n##_, weft_##n##_scalar, weft_##n##_scalar_},
+    WEFT_OPS_BINARY(B)
 #undef B
 };
 

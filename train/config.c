@@ -500,6 +500,26 @@ bool weft_config_has_section(const struct weft_config *cfg, const char *section)
     return s && s->present;
 }
 
+int weft_config_rename_section(struct weft_config *cfg, const char *old_name, const char *name)
+{
+    struct section *s = cfg && old_name && name ? find_section(cfg, old_name) : NULL;
+    if (!s || !s->present || find_section(cfg, name))
+        return 0;
+    char *copy = strdup(name);
+    weft_options *view = copy ? weft_options_view(name, cfg->name, view_lookup, cfg) : NULL;
+    if (!view) {
+        free(copy);
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory renaming [%s]", old_name);
+    }
+    free(s->name);
+    weft_options_free(s->options);
+    s->name = copy;
+    s->options = view;
+    retire(cfg, cfg->secv); /* the cached list of section names */
+    cfg->secv = NULL;
+    return 1;
+}
+
 static void remember_asked(struct section *s, const char *key)
 {
     for (size_t i = 0; i < s->nasked; i++)

@@ -357,7 +357,7 @@ struct pinned_block {
 static void free_pinned(void *ctx, void *data)
 {
     struct pinned_block *pb = ctx;
-    pb->backend->host_free_pinned(data, pb->nbytes);
+    pb->backend->host_free_pinned(pb->backend->context, data, pb->nbytes);
     free(pb);
 }
 
@@ -373,7 +373,7 @@ static weft_tensor *host_tensor(weft_dataloader *dl, int ndim, const int64_t *sh
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory");
         return NULL;
     }
-    void *data = dl->backend->host_alloc_pinned(nbytes);
+    void *data = dl->backend->host_alloc_pinned(dl->backend->context, nbytes);
     if (!data) {
         free(pb);
         if (weft_error_code() == WEFT_OK)

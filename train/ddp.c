@@ -19,6 +19,7 @@
 #include "weft/ddp.h"
 #include "weft/dist.h"
 #include "weft/error.h"
+#include "weft/ops.h"
 
 #define FIRST_BUCKET_BYTES (1 << 20) /* PyTorch's _DEFAULT_FIRST_BUCKET_BYTES */
 

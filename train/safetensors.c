@@ -21,6 +21,7 @@
 
 #include "json.h"
 #include "weft.h"
+#include "weft/file.h"
 
 /* Tensor data is stored little-endian; weft only targets little-endian hosts, where the
  * bytes of a tensor are written as they are in memory. */

@@ -194,6 +194,14 @@ static int setup(struct trainer *t)
         const struct weft_dataset_field *f = weft_dataset_field(t->train_all, t->inputs.target);
         t->sequence = f && f->ndim == 1 && (f->dtype == WEFT_I64 || f->num_classes > 0);
     }
+    /* [optim], the section's name in the library's headers before it was [optimizer]
+     * everywhere: read, with a warning. */
+    if ((rc = weft_config_rename_section(cfg, "optim", "optimizer")) < 0)
+        return rc;
+    if (rc == 1)
+        fprintf(stderr, "weft-train: warning: %s: [optim] is the old name of [optimizer]; "
+                        "read as [optimizer] (rename the section)\n",
+                weft_config_name(cfg));
     const char *opt_type = weft_config_string(cfg, "optimizer", "type", "sgd");
     /* The model on one sample before any step: errors name the layer that does not fit.
      * Before DDP wraps it, so no rank waits on another for it. */

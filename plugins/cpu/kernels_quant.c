@@ -55,26 +55,17 @@ CPU_CLONES static void quantize_loop(void *ctx, char **data, const int64_t *s, i
     }
 }
 
-/* x = (q - zp) * scale for uint8 (T uint8_t) and int8 (int8_t) storage. */
-#define DEQUANTIZE_LOOP(name, T)                                                              \
-    CPU_CLONES static void dequantize_loop_##name(void *ctx, char **data, const int64_t *s,    \
-                                                  int64_t n)                                  \
-    {                                                                                         \
-        const struct qparams *p = ctx;                                                        \
-        const float scale = p->scale;                                                         \
-        const int32_t zp = (int32_t)p->zero_point;                                            \
-        if (s[0] == (int64_t)sizeof(float) && s[1] == 1) {                                    \
-            float *x = (float *)data[0];                                                      \
-            const T *q = (const T *)data[1];                                                  \
-            CPU_SIMD for (int64_t i = 0; i < n; i++) x[i] = (float)((int32_t)q[i] - zp) * scale; \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            *(float *)(data[0] + i * s[0]) =                                                  \
-                (float)((int32_t) * (const T *)(data[1] + i * s[1]) - zp) * scale;            \
-    }
-DEQUANTIZE_LOOP(u8, uint8_t)
-DEQUANTIZE_LOOP(i8, int8_t)
+/* dequantize_loop_u8 and _i8: x = (q - zp) * scale. */
+#define DT u8
+#define T uint8_t
+#include "dequantize_loop.inc"
+#undef DT
+#undef T
+#define DT i8
+#define T int8_t
+#include "dequantize_loop.inc"
+#undef DT
+#undef T
 
 static int check_qdtype(const char *op, enum weft_dtype dt)
 {
@@ -132,88 +123,21 @@ static bool windows_inside(const weft_tensor *x, const weft_tensor *y, const int
            (y->shape[3] - 1) * g[3] + g[1] <= x->shape[3];
 }
 
-/* The max of kw C-long pixel vectors a, a + C, ... into out; C a constant where it is
- * small, so the loop is one vector operation. */
-#define PIXEL_MAX(name, T)                                                                    \
-    static inline __attribute__((always_inline)) void pixel_max_##name(                       \
-        T *out, const T *a, int64_t C, int64_t kw)                                            \
-    {                                                                                         \
-        for (int64_t c = 0; c < C; c++)                                                       \
-            out[c] = a[c];                                                                    \
-        for (int64_t j = 1; j < kw; j++)                                                      \
-            for (int64_t c = 0; c < C; c++)                                                   \
-                out[c] = a[j * C + c] > out[c] ? a[j * C + c] : out[c];                       \
-    }
-
-/* One output row (n, oh) of uint8 (T uint8_t) or int8 values. Channels-last with every
- * window inside: the max of the window's kh input rows first, whole rows at a time (one
- * contiguous run), then of each window's kw pixels in that row. Otherwise tap by tap,
- * element by element through the strides. */
-#define POOL_ROWS(name, T, LEAST)                                                             \
-    PIXEL_MAX(name, T)                                                                        \
-    static void pool_rows_##name(void *ctx, int64_t begin, int64_t end)                        \
-    {                                                                                         \
-        const struct pool_job *j = ctx;                                                       \
-        const weft_tensor *x = j->x;                                                          \
-        weft_tensor *y = j->y;                                                                \
-        const int64_t *g = j->g, C = x->shape[1], H = x->shape[2], W = x->shape[3];           \
-        const int64_t OH = y->shape[2], OW = y->shape[3];                                     \
-        const T *xd = (const T *)weft_tensor_data(x);                                         \
-        T *yd = (T *)weft_tensor_data(y);                                                     \
-        T *rowmax = j->fast ? malloc((size_t)(W * C)) : NULL;                                 \
-        if (j->fast && !rowmax) {                                                             \
-            __atomic_store_n(j->failed, true, __ATOMIC_RELAXED);                              \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t r = begin; r < end; r++) {                                               \
-            const int64_t n = r / OH, oh = r % OH;                                            \
-            if (j->fast) {                                                                    \
-                const T *in = xd + n * x->stride[0] + oh * g[2] * x->stride[2];               \
-                const int64_t len = W * C;                                                    \
-                memcpy(rowmax, in, (size_t)len * sizeof(T));                                  \
-                for (int64_t i = 1; i < g[0]; i++) {                                          \
-                    const T *row = in + i * x->stride[2];                                     \
-                    CPU_SIMD for (int64_t k = 0; k < len; k++) rowmax[k] =                    \
-                        row[k] > rowmax[k] ? row[k] : rowmax[k];                              \
-                }                                                                             \
-                T *out = yd + n * y->stride[0] + oh * y->stride[2];                           \
-                for (int64_t ow = 0; ow < OW; ow++) {                                         \
-                    const T *a = rowmax + ow * g[3] * C;                                      \
-                    if (C == 8)                                                               \
-                        pixel_max_##name(out + ow * C, a, 8, g[1]);                           \
-                    else if (C == 16)                                                         \
-                        pixel_max_##name(out + ow * C, a, 16, g[1]);                          \
-                    else                                                                      \
-                        pixel_max_##name(out + ow * C, a, C, g[1]);                           \
-                }                                                                             \
-                continue;                                                                     \
-            }                                                                                 \
-            for (int64_t ow = 0; ow < OW; ow++) {                                             \
-                T *out = yd + n * y->stride[0] + oh * y->stride[2] + ow * y->stride[3];       \
-                for (int64_t c = 0; c < C; c++)                                               \
-                    out[c * y->stride[1]] = LEAST;                                            \
-                for (int64_t i = 0; i < g[0]; i++) {                                          \
-                    const int64_t ih = oh * g[2] - g[4] + i * g[6];                           \
-                    if (ih < 0 || ih >= H)                                                    \
-                        continue;                                                             \
-                    for (int64_t k = 0; k < g[1]; k++) {                                      \
-                        const int64_t iw = ow * g[3] - g[5] + k * g[7];                       \
-                        if (iw < 0 || iw >= W)                                                \
-                            continue;                                                         \
-                        const T *in = xd + n * x->stride[0] + ih * x->stride[2] + iw * x->stride[3]; \
-                        for (int64_t c = 0; c < C; c++) {                                     \
-                            T v = in[c * x->stride[1]];                                       \
-                            T *o = &out[c * y->stride[1]];                                    \
-                            *o = v > *o ? v : *o;                                             \
-                        }                                                                     \
-                    }                                                                         \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-        free(rowmax);                                                                         \
-    }
-POOL_ROWS(u8, uint8_t, 0)
-POOL_ROWS(i8, int8_t, -128)
+/* pool_rows_u8 and _i8 (and their pixel_max). */
+#define DT u8
+#define T uint8_t
+#define LEAST 0
+#include "quant_pool_rows.inc"
+#undef DT
+#undef T
+#define DT i8
+#define T int8_t
+#undef LEAST
+#define LEAST -128
+#include "quant_pool_rows.inc"
+#undef DT
+#undef T
+#undef LEAST
 
 static int max_pool_kernel(const struct weft_op_call *call)
 {
@@ -237,27 +161,11 @@ static int max_pool_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-int cpu_register_quant_kernels(void)
-{
-    const struct {
-        const char *name;
-        weft_kernel_fn fn;
-        uint32_t dtypes;
-    } table[] = {
-        {WEFT_OP_QUANTIZE_PER_TENSOR_NAME, quantize_kernel, WEFT_DTYPE_BIT(WEFT_F32)},
-        {WEFT_OP_DEQUANTIZE_PER_TENSOR_NAME, dequantize_kernel,
-         WEFT_DTYPE_BIT(WEFT_U8) | WEFT_DTYPE_BIT(WEFT_I8)},
-        {WEFT_OP_QUANTIZED_MAX_POOL2D_NAME, max_pool_kernel,
-         WEFT_DTYPE_BIT(WEFT_U8) | WEFT_DTYPE_BIT(WEFT_I8)},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        int op = weft_op_register(table[i].name);
-        if (op < 0)
-            return op;
-        int rc = weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, table[i].dtypes,
-                                      table[i].fn);
-        if (rc != 0)
-            return rc;
-    }
-    return cpu_register_quant_onednn_kernels();
-}
+const struct weft_kernel_entry cpu_quant_kernels[] = {
+    {-1, WEFT_OP_QUANTIZE_PER_TENSOR_NAME, WEFT_DTYPE_BIT(WEFT_F32), quantize_kernel},
+    {-1, WEFT_OP_DEQUANTIZE_PER_TENSOR_NAME, WEFT_DTYPE_BIT(WEFT_U8) | WEFT_DTYPE_BIT(WEFT_I8),
+     dequantize_kernel},
+    {-1, WEFT_OP_QUANTIZED_MAX_POOL2D_NAME, WEFT_DTYPE_BIT(WEFT_U8) | WEFT_DTYPE_BIT(WEFT_I8),
+     max_pool_kernel},
+    {0},
+};

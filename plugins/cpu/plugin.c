@@ -15,19 +15,19 @@ extern void openblas_set_num_threads(int n);
 extern int openblas_get_num_threads(void);
 extern char *openblas_get_corename(void);
 
-static int cpu_device_count(void)
+static int cpu_device_count(void *context)
 {
     return 1;
 }
 
-static int cpu_device_name(int index, char *buf, size_t size)
+static int cpu_device_name(void *context, int index, char *buf, size_t size)
 {
     snprintf(buf, size, "cpu (%s)", openblas_get_corename());
     return 0;
 }
 
 /* Both sides are host memory here (the cpu backend is only asked for cpu<->cpu). */
-static int cpu_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int cpu_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
@@ -65,7 +65,7 @@ static int cpu_set_num_threads(int n)
 static bool conv_onednn;
 
 /* Rebuilt on each call: [cpu] gemm may change when the plugin is configured again. */
-static const char *cpu_features(void)
+static const char *cpu_features(void *context)
 {
     static char text[448];
     char gemm[256];
@@ -87,18 +87,54 @@ static const char *cpu_features(void)
     return text;
 }
 
+/* The backend methods over functions the plugin also calls itself. */
+static void *backend_alloc(void *context, int index, size_t nbytes)
+{
+    return cpu_alloc(index, nbytes);
+}
+
+static void backend_free(void *context, int index, void *ptr, size_t nbytes)
+{
+    cpu_free(index, ptr, nbytes);
+}
+
+static int backend_memory_stats(void *context, int index, struct weft_memory_stats *out)
+{
+    return cpu_memory_stats(index, out);
+}
+
+static void backend_empty_cache(void *context, int index)
+{
+    cpu_empty_cache(index);
+}
+
+static void backend_reset_peak_memory_stats(void *context, int index)
+{
+    cpu_reset_peak_memory_stats(index);
+}
+
+static int backend_set_num_threads(void *context, int n)
+{
+    return cpu_set_num_threads(n);
+}
+
+static int backend_get_num_threads(void *context)
+{
+    return cpu_num_threads();
+}
+
 static const struct weft_backend cpu_backend = {
     .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "cpu", struct weft_backend),
     .device_count = cpu_device_count,
     .device_name = cpu_device_name,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
+    .alloc = backend_alloc,
+    .free = backend_free,
     .copy = cpu_copy,
-    .memory_stats = cpu_memory_stats,
-    .empty_cache = cpu_empty_cache,
-    .reset_peak_memory_stats = cpu_reset_peak_memory_stats,
-    .set_num_threads = cpu_set_num_threads,
-    .get_num_threads = cpu_num_threads,
+    .memory_stats = backend_memory_stats,
+    .empty_cache = backend_empty_cache,
+    .reset_peak_memory_stats = backend_reset_peak_memory_stats,
+    .set_num_threads = backend_set_num_threads,
+    .get_num_threads = backend_get_num_threads,
     .features = cpu_features,
 };
 
@@ -156,33 +192,80 @@ static int read_options(const weft_options *o)
     return n > 0 ? cpu_set_num_threads((int)n) : 0;
 }
 
+/* Every kernel the plugin provides: one row per op whose kernel takes every dtype listed,
+ * then the families generated per op and dtype (their own tables). */
+static const struct weft_kernel_entry cpu_kernels[] = {
+    {WEFT_OP_COPY, NULL, WEFT_DTYPES_ALL, cpu_copy_kernel},
+    {WEFT_OP_FILL, NULL, WEFT_DTYPES_ALL, cpu_fill_kernel},
+    {WEFT_OP_ARANGE, NULL, WEFT_DTYPES_ALL, cpu_arange_kernel},
+    {WEFT_OP_LINSPACE, NULL, WEFT_DTYPES_ALL, cpu_linspace_kernel},
+    {WEFT_OP_RAND_UNIFORM, NULL, WEFT_DTYPES_FLOATING, cpu_random_kernel},
+    {WEFT_OP_RAND_NORMAL, NULL, WEFT_DTYPES_FLOATING, cpu_random_kernel},
+    {WEFT_OP_RANDINT, NULL, WEFT_DTYPES_ALL, cpu_random_kernel},
+    {WEFT_OP_SUM, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_PROD, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_MEAN, NULL, WEFT_DTYPES_FLOATING, cpu_reduce_kernel},
+    {WEFT_OP_VAR, NULL, WEFT_DTYPES_FLOATING, cpu_reduce_kernel},
+    {WEFT_OP_MAX, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_MIN, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_ARGMAX, NULL, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), cpu_reduce_kernel},
+    {WEFT_OP_ARGMIN, NULL, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), cpu_reduce_kernel},
+    {WEFT_OP_ALL, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_ANY, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_SOFTMAX, NULL, WEFT_DTYPES_FLOATING, cpu_softmax_kernel},
+    {WEFT_OP_LOG_SOFTMAX, NULL, WEFT_DTYPES_FLOATING, cpu_softmax_kernel},
+    {WEFT_OP_MATMUL, NULL, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), cpu_matmul_kernel},
+    {WEFT_OP_INDEX_SELECT, NULL, WEFT_DTYPES_ALL, cpu_index_select_kernel},
+    {WEFT_OP_GATHER, NULL, WEFT_DTYPES_ALL, cpu_gather_kernel},
+    {WEFT_OP_SCATTER_ADD, NULL, WEFT_DTYPES_ALL, cpu_scatter_add_kernel},
+    {WEFT_OP_IM2COL, NULL, WEFT_DTYPES_FLOATING, cpu_im2col_kernel},
+    {WEFT_OP_COL2IM, NULL, WEFT_DTYPES_FLOATING, cpu_col2im_kernel},
+    {WEFT_OP_MAX_POOL2D, NULL, WEFT_DTYPES_FLOATING, cpu_pool_kernel},
+    {WEFT_OP_AVG_POOL2D, NULL, WEFT_DTYPES_FLOATING, cpu_pool_kernel},
+    {WEFT_OP_MAX_POOL2D_BACKWARD, NULL, WEFT_DTYPES_FLOATING, cpu_pool_backward_kernel},
+    {WEFT_OP_AVG_POOL2D_BACKWARD, NULL, WEFT_DTYPES_FLOATING, cpu_pool_backward_kernel},
+    {-1, WEFT_OP_SCATTER_NAME, WEFT_DTYPES_ALL, cpu_scatter_kernel},
+    {-1, WEFT_OP_SCATTER_REDUCE_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING,
+     cpu_scatter_reduce_kernel},
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_NAME, WEFT_DTYPES_FLOATING, cpu_native_layer_norm_kernel},
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME, WEFT_DTYPES_FLOATING,
+     cpu_native_layer_norm_backward_kernel},
+    {-1, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME, WEFT_DTYPES_FLOATING,
+     cpu_embedding_dense_backward_kernel},
+    {-1, WEFT_OP_SDPA_FLASH_NAME, WEFT_DTYPES_FLOATING, cpu_sdpa_flash_kernel},
+    {-1, WEFT_OP_SDPA_FLASH_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cpu_sdpa_flash_backward_kernel},
+    {-1, WEFT_OP_UPSAMPLE_NAME, WEFT_DTYPES_FLOATING, cpu_upsample_kernel},
+    {-1, WEFT_OP_UPSAMPLE_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cpu_upsample_backward_kernel},
+    {-1, WEFT_OP_CDIST_NAME, WEFT_DTYPES_FLOATING, cpu_cdist_kernel},
+    {-1, WEFT_OP_CDIST_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cpu_cdist_backward_kernel},
+    {-1, WEFT_OP_RNN_LAYER_NAME, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64),
+     cpu_rnn_layer_kernel},
+    {-1, WEFT_OP_RNN_LAYER_BACKWARD_NAME, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64),
+     cpu_rnn_layer_backward_kernel},
+    {0},
+};
+
 static int cpu_init(const weft_options *options)
 {
-    int (*const families[])(void) = {
-        cpu_register_copy_kernels,   cpu_register_fill_kernels,    cpu_register_unary_kernels,
-        cpu_register_binary_kernels, cpu_register_reduce_kernels,  cpu_register_softmax_kernels,
-        cpu_register_matmul_kernels, cpu_register_index_kernels,  cpu_register_random_kernels,
-        cpu_register_conv_kernels,   cpu_register_pool_kernels,
-        cpu_register_norm_kernels,   cpu_register_activation_kernels,
-        cpu_register_embedding_kernels, cpu_register_attention_kernels,
-        cpu_register_divmod_kernels, cpu_register_scatter_kernels,
-        cpu_register_interpolate_kernels, cpu_register_cdist_kernels,
-        cpu_register_rnn_kernels,       cpu_register_quant_kernels,
-    };
     /* Options first: a refused value must leave nothing registered. */
     if (read_options(options) < 0)
         return WEFT_ERR_CONFIG;
+    const struct weft_kernel_entry *const tables[] = {
+        cpu_kernels, cpu_unary_kernels, cpu_binary_kernels, cpu_where_clamp_kernels,
+        cpu_relu_kernels, cpu_activation_kernels, cpu_divmod_kernels,
+        conv_onednn ? cpu_onednn_conv_kernels : NULL, cpu_quant_kernels, cpu_quant_onednn_kernels,
+    };
     int type = weft_register(&cpu_backend);
     if (type < 0)
         return type;
     /* One pool: OpenBLAS (OpenMP build) and our kernels share libgomp's threads. */
     openblas_set_num_threads(cpu_num_threads());
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
-        int rc = families[i]();
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        int rc = weft_kernel_register_table(type, WEFT_LAYOUT_STRIDED, tables[i]);
         if (rc != 0)
             return rc;
     }
-    return conv_onednn ? cpu_register_onednn_conv_kernels() : 0;
+    return 0;
 }
 
 static void cpu_fini(void)

@@ -425,28 +425,15 @@ static int conv_kernel(const struct weft_op_call *call)
     return execute(&k, &a, WEFT_OP_QUANTIZED_CONV2D_NAME);
 }
 
-int cpu_register_quant_onednn_kernels(void)
-{
-    const char *names[2] = {WEFT_OP_QUANTIZED_LINEAR_NAME, WEFT_OP_QUANTIZED_CONV2D_NAME};
-    const weft_kernel_fn fns[2] = {linear_kernel, conv_kernel};
-    for (int i = 0; i < 2; i++) {
-        int op = weft_op_register(names[i]);
-        if (op < 0)
-            return op;
-        int rc = weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                      WEFT_DTYPE_BIT(WEFT_U8), fns[i]);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
+const struct weft_kernel_entry cpu_quant_onednn_kernels[] = {
+    {-1, WEFT_OP_QUANTIZED_LINEAR_NAME, WEFT_DTYPE_BIT(WEFT_U8), linear_kernel},
+    {-1, WEFT_OP_QUANTIZED_CONV2D_NAME, WEFT_DTYPE_BIT(WEFT_U8), conv_kernel},
+    {0},
+};
 
 #else
 
 /* Without oneDNN nothing is registered: libweft-quant's reference loops run the products. */
-int cpu_register_quant_onednn_kernels(void)
-{
-    return 0;
-}
+const struct weft_kernel_entry cpu_quant_onednn_kernels[] = {{0}};
 
 #endif

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "cuda_dtypes.cuh"
+#include "weft/kernel_checks.h"
 
 namespace {
 
@@ -117,11 +118,9 @@ static int gelu_tanh_op(const struct weft_op_call *call)
 
 static int gelu_backward_op(const struct weft_op_call *call)
 {
+    if (weft_check_gelu_backward(call) != 0)
+        return weft_error_code();
     int approximate = (int)call->ints[0];
-    if (approximate != 0 && approximate != 1)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "gelu_backward: approximate must be 0 (none) or 1 (tanh), got %d",
-                              approximate);
     const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};
     weft_iter it;
     cudaStream_t stream = nullptr;
@@ -147,13 +146,8 @@ static int add_bias_gelu_op(const struct weft_op_call *call)
     weft_tensor *h = call->out[0], *y = call->nout > 1 ? call->out[1] : nullptr;
     const weft_tensor *b = call->in[0];
     int approximate = (int)call->ints[0];
-    if (!y || h->ndim != 2 || b->ndim != 1 || b->shape[0] != h->shape[1] || b->dtype != h->dtype ||
-        y->ndim != 2 || y->shape[0] != h->shape[0] || y->shape[1] != h->shape[1] ||
-        y->dtype != h->dtype || !weft_tensor_is_contiguous(h) || !weft_tensor_is_contiguous(y) ||
-        !weft_tensor_is_contiguous(b) || (approximate != 0 && approximate != 1))
-        return weft_error_set(WEFT_ERR_RUNTIME, "add_bias_gelu: expected contiguous [M, N] "
-                                                "pre-activation and output, a [N] bias of their "
-                                                "dtype and approximate 0 or 1");
+    if (weft_check_add_bias_gelu(call) != 0)
+        return weft_error_code();
     int64_t n = weft_tensor_numel(h), N = h->shape[1];
     if (n == 0)
         return 0;
@@ -179,24 +173,9 @@ static int add_bias_gelu_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_activation_kernels(void)
-{
-    int add_bias_gelu = weft_op_register(WEFT_OP_ADD_BIAS_GELU_NAME);
-    if (add_bias_gelu < 0)
-        return add_bias_gelu;
-    if (weft_kernel_register(add_bias_gelu, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                             WEFT_DTYPES_FLOATING, add_bias_gelu_op) != 0)
-        return weft_error_code();
-    int gelu_tanh = weft_op_register(WEFT_OP_GELU_TANH_NAME);
-    if (gelu_tanh < 0)
-        return gelu_tanh;
-    int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
-    if (gelu_backward < 0)
-        return gelu_backward;
-    int rc = weft_kernel_register(gelu_tanh, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, gelu_tanh_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(gelu_backward, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, gelu_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_activation_kernels[] = {
+    {-1, WEFT_OP_ADD_BIAS_GELU_NAME, WEFT_DTYPES_FLOATING, add_bias_gelu_op},
+    {-1, WEFT_OP_GELU_TANH_NAME, WEFT_DTYPES_FLOATING, gelu_tanh_op},
+    {-1, WEFT_OP_GELU_BACKWARD_NAME, WEFT_DTYPES_FLOATING, gelu_backward_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -38,7 +38,7 @@ struct dist_world {
  * what the launcher's environment said ("the launcher says rank 1 of 2 but MPI says
  * rank 0 of 1"). who names the backend in messages. 0 or negative with an error. */
 DIST_INTERNAL int dist_world_open(struct dist_world *w, const char *who,
-                                  const struct weft_dist_init_options *options,
+                                  const weft_options *options,
                                   const struct weft_dist_env *env);
 /* Drains stale requests (up to the timeout), frees the communicator and finalizes MPI
  * when this plugin initialised it. With a request still pending MPI is left as is (its

@@ -27,10 +27,12 @@ int dist_mpi_error(int code, const char *what, const char *call)
 }
 
 int dist_world_open(struct dist_world *w, const char *who,
-                    const struct weft_dist_init_options *options,
+                    const weft_options *options,
                     const struct weft_dist_env *env)
 {
-    *w = (struct dist_world){.comm = MPI_COMM_NULL, .timeout_s = options->timeout_s};
+    *w = (struct dist_world){.comm = MPI_COMM_NULL};
+    if (weft_options_double(options, "timeout_s", 1800, &w->timeout_s) != 0)
+        return weft_error_code();
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <weft/optim.h>
+#include <weft/optim_kernels.h>
 #include <weft/plugin.h>
 #include <weft/version.h>
 
@@ -283,7 +284,7 @@ static int optim_init(const weft_options *options)
         return WEFT_ERR_RUNTIME;
     const void *const types[] = {&sgd_type, &adam_type, &adamw_type, &rmsprop_type};
     int rc = weft_register_all(4, types);
-    return rc < 0 ? rc : opt_register_cpu_kernels();
+    return rc < 0 ? rc : weft_kernel_register_table(WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, opt_cpu_kernels);
 }
 
 WEFT_PLUGIN_MANIFEST("provides optimizer:sgd optimizer:adam optimizer:adamw optimizer:rmsprop\n");

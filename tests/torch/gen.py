@@ -158,6 +158,7 @@ UNARY = {
     "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu,
     "silu": F.silu, "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil,
     "round": torch.round, "trunc": torch.trunc, "logical_not": torch.logical_not,
+    "sinc": torch.sinc,
 }
 UNARY_DOMAIN = {"log": (0, 6), "log1p": (0, 6), "sqrt": (0, 9), "rsqrt": (0, 9)}
 BINARY = {

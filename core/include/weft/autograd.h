@@ -89,6 +89,16 @@ typedef int (*weft_backward_fn)(struct weft_node *node, weft_tensor *const *grad
 
 /* True when grad mode is on and one of the tensors requires grad. */
 bool weft_autograd_needed(int n, weft_tensor *const *tensors);
+/* The same, with its common answer inline for front ends in other libraries: tensors that
+ * autograd never touched (no metadata) need nothing, whatever the grad mode, and asking
+ * costs no call into libweft. */
+static inline bool weft_autograd_needed_inline(int n, weft_tensor *const *tensors)
+{
+    for (int i = 0; i < n; i++)
+        if (tensors[i] && tensors[i]->autograd)
+            return weft_autograd_needed(n, tensors);
+    return false;
+}
 
 /* A new node named `name` (a string literal or otherwise static) with edges to the
  * inputs' histories (NULL inputs and inputs that do not require grad get no edge) and
@@ -116,6 +126,46 @@ enum weft_dtype weft_node_input_dtype(const struct weft_node *node, int i);
 int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const *outputs);
 /* Frees a node that will not be finished (an error path). */
 void weft_node_abandon(struct weft_node *node);
+/* weft_node_finish for one output, as a front end ends: returns out, now with node as its
+ * grad_fn; or NULL, with node freed and out discarded (weft_tensor_discard), when either
+ * is NULL or finishing failed. */
+weft_tensor *weft_node_finish1(struct weft_node *node, weft_tensor *out);
+/* weft_node_finish1 for a view op (out a view of in's storage): also marks node as a
+ * view's, so in-place checks find the leaf a view came from, and records in out the
+ * tensor at the root of its views, so that an in-place op on out rebases that tensor's
+ * history (PyTorch's CopySlices). */
+weft_tensor *weft_node_finish_view(struct weft_node *node, weft_tensor *in, weft_tensor *out);
+/* Saves an output of the node itself (its producer is the node) in slot: a detached alias
+ * that remembers output_nr, so the graph holds no cycle and backward can see the output
+ * was changed in place. */
+int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t, int output_nr);
+
+/* Evaluates expr, an op's forward computation, with grad mode off when rec (the op will
+ * record one node itself), so that the ops it is made of record nothing. GNU C. */
+#define WEFT_NO_GRAD(rec, expr)                                                               \
+    ({                                                                                        \
+        bool weft_prev_mode__ = (rec) ? weft_no_grad_begin() : true;                         \
+        __typeof__(expr) weft_result__ = (expr);                                              \
+        if (rec)                                                                              \
+            weft_grad_mode_restore(weft_prev_mode__);                                         \
+        weft_result__;                                                                        \
+    })
+
+/* ---- the ops the engine computes with ------------------------------------------------
+ * The engine sums the gradients that reach a tensor, accumulates them into .grad, sums
+ * them back over the dims the forward broadcast, and scatters them back through
+ * as_strided, with ops of the op layer above the core (libweft-ops). That library
+ * installs them when it loads, as libtorch installs autograd into c10's TensorImpl
+ * through AutogradMetaFactory; until then a backward that needs one fails, naming it. */
+struct weft_autograd_ops {
+    size_t struct_size; /* sizeof(struct weft_autograd_ops) */
+    weft_tensor *(*add)(weft_tensor *a, weft_tensor *b);
+    weft_tensor *(*add_)(weft_tensor *a, weft_tensor *b);
+    weft_tensor *(*sum)(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+    weft_tensor *(*scatter_add)(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+};
+/* Installs the ops (copied); returns 0, or an error for a struct of another size. */
+int weft_autograd_set_ops(const struct weft_autograd_ops *ops);
 /* Checks before an in-place op on t: errors for a leaf that requires grad ("a leaf
  * Variable that requires grad is being used in an in-place operation.") and for views
  * when recording (weft refuses rather than risk a wrong gradient). */

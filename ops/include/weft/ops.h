@@ -13,36 +13,86 @@
 #ifndef WEFT_OPS_H
 #define WEFT_OPS_H
 
+#include "weft/op_table.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---- elementwise unary: floating results for floating-only functions -------------- */
-#define WEFT_UNARY_OPS(X)                                                                     \
-    X(neg) X(abs) X(sign) X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal)     \
-    X(sin) X(cos) X(tanh) X(sigmoid) X(relu) X(gelu) X(silu) X(erf) X(floor) X(ceil)         \
-    X(round) X(trunc) X(logical_not)
+/* ---- random numbers ----------------------------------------------------------------
+ * One Philox4x32-10 stream per process, keyed by a seed and advanced by an offset, so
+ * every backend draws the same numbers for the same (seed, offset) (weft/philox.h). A
+ * random op reserves the blocks it draws (so does dropout, weft/nn.h). */
+void weft_manual_seed(uint64_t seed);
+uint64_t weft_random_seed(void);
+uint64_t weft_random_offset(void);
+void weft_random_set_offset(uint64_t offset);
+/* Advances the offset by `blocks` Philox blocks atomically; returns where the run starts. */
+uint64_t weft_random_reserve(uint64_t blocks);
 
-#define WEFT_DECLARE_UNARY(name)                                                              \
+/* Uniform on [0, 1), as torch.rand (floating dtypes). */
+weft_tensor *weft_rand(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Standard normal, as torch.randn (floating dtypes). */
+weft_tensor *weft_randn(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Integers uniform on [low, high), as torch.randint. */
+weft_tensor *weft_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
+                          enum weft_dtype dtype, weft_device dev);
+/* Uniform on [low, high) filled in place (bumps the version). Returns 0 or negative. */
+int weft_uniform_(weft_tensor *t, double low, double high);
+int weft_normal_(weft_tensor *t, double mean, double std);
+
+/* ---- sequences (weft/tensor.h: the constant fills) ---------------------------------- */
+/* [start, end) by step, length ceil((end - start) / step), as torch.arange. An integer
+ * dtype truncates start, end and step first (a step of 0.5 is "step must be nonzero"), and
+ * int64 counts the elements from the truncated values, as PyTorch does. */
+weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
+                         weft_device dev);
+/* `steps` values evenly from start to end inclusive, as torch.linspace. */
+weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,
+                           weft_device dev);
+/* n x m identity (m < 0 means m = n). */
+weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
+
+/* ---- views: new tensors over the same storage; no data moves ------------------------
+ * (expand, as_strided, detach: weft/tensor.h) */
+
+/* Shape may contain one -1. Fails with PyTorch's "view size is not compatible with
+ * input tensor's size and stride ..." when no strides can express it. */
+weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape);
+/* A view when possible, else a contiguous copy. */
+weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape);
+weft_tensor *weft_transpose(weft_tensor *t, int dim0, int dim1);
+/* Transpose of a tensor of at most 2 dims, as Tensor.t(). */
+weft_tensor *weft_t(weft_tensor *t);
+weft_tensor *weft_permute(weft_tensor *t, int ndim, const int *dims);
+weft_tensor *weft_narrow(weft_tensor *t, int dim, int64_t start, int64_t length);
+/* t[start:end:step] along dim with Python's clamping of start/end; step > 0. */
+weft_tensor *weft_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+weft_tensor *weft_select(weft_tensor *t, int dim, int64_t index);
+weft_tensor *weft_squeeze(weft_tensor *t);          /* all size-1 dims */
+weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim); /* no-op if size != 1 */
+weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
+weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
+weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
+
+/* ---- elementwise: one row each in weft/op_table.h ----------------------------------
+ * Unary (WEFT_OPS_UNARY): weft_exp(t) and weft_exp_(t), ...; floating-only functions
+ * compute integer inputs in the default float dtype. Binary with broadcasting
+ * (WEFT_OPS_BINARY): weft_add(a, b), weft_add_(a, b), weft_add_scalar(a, s) and
+ * weft_add_scalar_(a, s), ...; div is true division; comparisons give bool. */
+#define WEFT_DECLARE_UNARY(ID, name, ...)                                                     \
     weft_tensor *weft_##name(weft_tensor *t);                                                 \
     weft_tensor *weft_##name##_(weft_tensor *t);
-WEFT_UNARY_OPS(WEFT_DECLARE_UNARY)
+WEFT_OPS_UNARY(WEFT_DECLARE_UNARY)
 #undef WEFT_DECLARE_UNARY
 
-/* ---- elementwise binary with broadcasting ------------------------------------------
- * add sub mul div(true division) pow maximum minimum; comparisons give bool. */
-#define WEFT_BINARY_OPS(X)                                                                    \
-    X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) X(eq) X(ne) X(lt) X(le) X(gt)   \
-    X(ge) X(logical_and) X(logical_or)
-
-#define WEFT_DECLARE_BINARY(name)                                                             \
+#define WEFT_DECLARE_BINARY(ID, name, ...)                                                    \
     weft_tensor *weft_##name(weft_tensor *a, weft_tensor *b);                                 \
     weft_tensor *weft_##name##_(weft_tensor *a, weft_tensor *b);                              \
     weft_tensor *weft_##name##_scalar(weft_tensor *a, double b);                              \
     weft_tensor *weft_##name##_scalar_(weft_tensor *a, double b);
-WEFT_BINARY_OPS(WEFT_DECLARE_BINARY)
+WEFT_OPS_BINARY(WEFT_DECLARE_BINARY)
 #undef WEFT_DECLARE_BINARY
 
 /* scalar - t and scalar / t (rsub, rdiv), as `2 - t` in Python. */
@@ -165,14 +215,18 @@ weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, we
  * (num_classes < 0: max + 1). */
 weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes);
 
-/* ---- broadcasting helpers -------------------------------------------------------------- */
-/* The broadcast shape of two shapes, or -1 with PyTorch's "The size of tensor a (3) must
- * match the size of tensor b (4) at non-singleton dimension 1". */
-int weft_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
-                          int *ndim_out, int64_t *out);
+/* ---- type promotion ---------------------------------------------------------------------- */
 /* torch.result_type of two tensors (0-dim tensors rank below dimensioned ones). */
 enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
 enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
+
+/* ---- printing ---------------------------------------------------------------------- */
+
+/* PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", dtype suffix unless float32
+ * or int64 (or bool), device suffix unless cpu, summarised with "..." past 1000 elements.
+ * Returns a malloc'd string the caller frees, or NULL with an error set. */
+char *weft_tensor_repr(const weft_tensor *t);
+int weft_tensor_print(const weft_tensor *t, FILE *f); /* repr plus newline */
 
 #ifdef __cplusplus
 }

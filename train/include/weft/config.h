@@ -38,6 +38,10 @@ int weft_config_put(struct weft_config *cfg, const char *section, const char *ke
 
 bool weft_config_has(const struct weft_config *cfg, const char *section, const char *key);
 bool weft_config_has_section(const struct weft_config *cfg, const char *section);
+/* Reads [old_name] as [name] (a section's former name, kept for old files): renames it
+ * when the file has it and not [name], before anything reads either. Returns 1 when it
+ * renamed (the caller warns), 0 when not, negative on failure. */
+int weft_config_rename_section(struct weft_config *cfg, const char *old_name, const char *name);
 
 /* The keys of [section] as options (weft/options.h), which is how readers, optimizers,
  * layer types and plugins read them; every key read through it counts as known. Owned by

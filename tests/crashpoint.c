@@ -1,10 +1,12 @@
-/* train/crashpoint.c: named points where a test may kill the process (weft/checkpoint.h).
+/* tests/crashpoint.c: kills the process at a named crash point (weft/checkpoint.h), for
+ * test programs only: the shipped libraries have the points, and a hook that is NULL
+ * unless a program linked with this file installs it when it starts.
  *
  * SQLite tests its journal by crashing at every write; weft's durability test
  * (tests/checkpoint-durability.sh) does the same to a checkpoint save: it sets
- * WEFT_TEST_CRASH_AT and the process dies by SIGKILL at the chosen point, with no
- * atexit handler, no stdio flush and no cleanup, as a power cut or `kill -9` would. The
- * variable is read once; without it each point costs a branch. */
+ * WEFT_TEST_CRASH_AT and weft-train-crashpoints (weft-train's objects and this file)
+ * dies by SIGKILL at the chosen point, with no atexit handler, no stdio flush and no
+ * cleanup, as a power cut or `kill -9` would. The variable is read once. */
 #include "weft/checkpoint.h"
 
 #include <signal.h>
@@ -41,7 +43,7 @@ static void parse(void)
     wanted = colon ? strtol(colon + 1, NULL, 10) : 1;
 }
 
-void weft_test_crash_point(const char *name)
+static void crash_at(const char *name)
 {
     if (!parsed)
         parse();
@@ -55,4 +57,9 @@ void weft_test_crash_point(const char *name)
     if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
         n = 0;
     raise(SIGKILL);
+}
+
+__attribute__((constructor)) static void install(void)
+{
+    weft_test_set_crash_hook(crash_at);
 }

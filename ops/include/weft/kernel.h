@@ -1,6 +1,6 @@
 /* weft/kernel.h: the plugin-facing contract between op front ends and kernels.
  *
- * Front ends (core) check arguments, promote dtypes, broadcast (inputs arrive expanded
+ * Front ends (libweft-ops, and nn's) check arguments, promote dtypes, broadcast (inputs arrive expanded
  * to the output's shape, stride 0 where broadcast), allocate outputs and fill a
  * weft_op_call. A kernel only computes. This file is an ABI: ids and struct fields are
  * append-only, and changing either bumps WEFT_ABI_VERSION (weft/registry.h).
@@ -9,7 +9,8 @@
  * plugin that asks the same id, whichever asks first, so the plugin that defines an op
  * and the backends that implement it never name each other.
  *
- * Per-op contract. "same shape" means every listed tensor has out[0]'s shape.
+ * Per-op contract (the op table's section comments, and the named ops' below). "same
+ * shape" means every listed tensor has out[0]'s shape.
  * "dispatch dtype" (what a kernel's dtype mask is tested against) is in[0]'s dtype when
  * the op has inputs, else out[0]'s.
  */
@@ -20,151 +21,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/dispatch.h"
+#include "weft/op_table.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* X(ID, name) lists built-in ops; ids are their position. Append only. */
-#define WEFT_BUILTIN_OPS(X)                                                                  \
-    /* COPY: out[0] <- in[0], same shape, dtypes may differ (convert), same device.      */ \
-    X(COPY, "copy")                                                                          \
-    /* FILL: out[0][:] = scalar[0] (cast).                                                */ \
-    X(FILL, "fill")                                                                          \
-    /* ARANGE: 1-D out[0][i] = scalar[0] + i * scalar[1], computed in double then cast.   */ \
-    X(ARANGE, "arange")                                                                      \
-    /* LINSPACE: 1-D out, n = ints[0]; step = (scalar[1]-scalar[0])/(n-1); i < n/2:       */ \
-    /*   start + i*step, else end - (n-1-i)*step (torch's symmetric formula).            */ \
-    X(LINSPACE, "linspace")                                                                  \
-    /* RAND_UNIFORM / RAND_NORMAL / RANDINT: out[0] filled in row-major element order     */ \
-    /* from Philox with key ints[0] (seed) and block counter ints[1] + ..., see philox.h. */ \
-    /* uniform: scalar[0] low, scalar[1] high; normal: scalar[0] mean, scalar[1] std;      */ \
-    /* randint: ints[2] low, ints[3] high.                                               */ \
-    X(RAND_UNIFORM, "rand_uniform")                                                          \
-    X(RAND_NORMAL, "rand_normal")                                                            \
-    X(RANDINT, "randint")                                                                    \
-    /* Unary: out[0] = f(in[0]), same shape, same dtype (the front end converts integer  */ \
-    /* inputs of floating-only functions); LOGICAL_NOT gives bool.                        */ \
-    X(NEG, "neg") X(ABS, "abs") X(SIGN, "sign") X(EXP, "exp") X(EXPM1, "expm1")              \
-    X(LOG, "log") X(LOG1P, "log1p") X(SQRT, "sqrt") X(RSQRT, "rsqrt")                        \
-    X(RECIPROCAL, "reciprocal") X(SIN, "sin") X(COS, "cos") X(TANH, "tanh")                  \
-    X(SIGMOID, "sigmoid") X(RELU, "relu") X(GELU, "gelu") X(SILU, "silu") X(ERF, "erf")      \
-    X(FLOOR, "floor") X(CEIL, "ceil") X(ROUND, "round") X(TRUNC, "trunc")                    \
-    X(LOGICAL_NOT, "logical_not")                                                            \
-    /* Binary: out[0] = f(in[0], in[1]), same shape, in[0] and in[1] of one dtype; in[1] */ \
-    /* may be NULL, then the right operand is scalar[0]. Comparisons and logical ops     */ \
-    /* give bool. DIV is true division on floating dtypes only.                           */ \
-    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(POW, "pow")                    \
-    X(MAXIMUM, "maximum") X(MINIMUM, "minimum") X(EQ, "eq") X(NE, "ne") X(LT, "lt")          \
-    X(LE, "le") X(GT, "gt") X(GE, "ge") X(LOGICAL_AND, "logical_and")                        \
-    X(LOGICAL_OR, "logical_or")                                                              \
-    /* WHERE: out[0] = in[0] (bool) ? in[1] : in[2], same shape; in[1]/in[2] share out's  */ \
-    /* dtype; a NULL in[1] or in[2] means scalar[0] or scalar[1].                         */ \
-    X(WHERE, "where")                                                                        \
-    /* CLAMP: out[0] = min(max(in[0], scalar[0]), scalar[1]); ints[0]/ints[1] say whether */ \
-    /* the lower/upper bound is present. Same dtype.                                      */ \
-    X(CLAMP, "clamp")                                                                        \
-    /* Reductions: in[0] has its reduced dims last; ints[0] = k, the number of trailing  */ \
-    /* reduced dims; out[0] has in[0]'s leading ndim-k dims. SUM/PROD: out dtype int64   */ \
-    /* for bool/integers else in's; MEAN/VAR: floating; VAR: scalar[0] = correction;      */ \
-    /* ALL/ANY: bool out. MAX/MIN: values in out[0] (in's dtype), and when nout == 2     */ \
-    /* int64 indices of the first extreme in out[1] (k == 1 then). ARGMAX/ARGMIN: k == 1, */ \
-    /* int64 out[0]. NaN propagates through MAX/MIN/ARGMAX/ARGMIN as in PyTorch.         */ \
-    X(SUM, "sum") X(PROD, "prod") X(MEAN, "mean") X(VAR, "var") X(MAX, "max")                \
-    X(MIN, "min") X(ARGMAX, "argmax") X(ARGMIN, "argmin") X(ALL, "all") X(ANY, "any")        \
-    /* SOFTMAX / LOG_SOFTMAX: out[0] same shape and floating dtype as in[0]; ints[0] dim. */ \
-    X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                                      \
-    /* MATMUL: in[0] [B, M, K], in[1] [B, K, N], out[0] [B, M, N] (any strides; batch    */ \
-    /* strides may be 0), one dtype.                                                      */ \
-    X(MATMUL, "matmul")                                                                      \
-    /* INDEX_SELECT: out[0] = in[0] indexed along ints[0] by in[1] (int64 1-D, checked   */ \
-    /* in range by the kernel: IndexError "index out of range in self").                 */ \
-    X(INDEX_SELECT, "index_select")                                                          \
-    /* GATHER: out[0][..i..] = in[0][.. in[1][..i..] ..] along ints[0]; in[1] int64 has  */ \
-    /* out's shape. Kernel checks range: "index 5 is out of bounds for dimension 1 with  */ \
-    /* size 3".                                                                          */ \
-    X(GATHER, "gather")                                                                      \
-    /* SCATTER_ADD: out[0][.. in[0][..i..] ..] += in[1][..i..] along ints[0], in place on */ \
-    /* out[0]; in[0] int64 index and in[1] src have the iteration shape (index's).       */ \
-    X(SCATTER_ADD, "scatter_add")                                                            \
-    /* Convolution and pooling geometry, shared by the ops below: ints[0..7] = kH, kW,    */ \
-    /* strideH, strideW, padH, padW, dilationH, dilationW (all >= 1 but pads >= 0).       */ \
-    /* Images are [N, C, H, W]; output positions (oh, ow) read rows oh*sH - pH + i*dH and */ \
-    /* columns ow*sW - pW + j*dW; positions outside the image are padding.                */ \
-    /* IM2COL: in[0] [N, C, H, W] (any strides) -> out[0] contiguous [N, C*kH*kW, OH*OW], */ \
-    /* row (c*kH + i)*kW + j holding the input under kernel tap (i, j) of channel c, 0 in */ \
-    /* padding; ints[8], ints[9] = OH, OW.                                                */ \
-    X(IM2COL, "im2col")                                                                      \
-    /* COL2IM: the adjoint of IM2COL: in[0] [N, C*kH*kW, OH*OW] (any strides) -> out[0]   */ \
-    /* contiguous [N, C, H, W], overwritten with the sum of every column entry that reads */ \
-    /* each pixel (padding entries are dropped); ints[8], ints[9] = OH, OW.               */ \
-    X(COL2IM, "col2im")                                                                      \
-    /* MAX_POOL2D: in[0] [N, C, H, W] (any strides) -> out[0] values and out[1] int64     */ \
-    /* indices (h*W + w within the plane), both contiguous [N, C, OH, OW]; the window     */ \
-    /* holds the in-image taps only; the first maximum wins, NaN propagates (a NaN tap is */ \
-    /* taken); a window without in-image taps gives -inf and index -1.                    */ \
-    X(MAX_POOL2D, "max_pool2d")                                                              \
-    /* MAX_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW], in[1] int64 indices (any    */ \
-    /* strides) -> out[0] contiguous [N, C, H, W] zeroed, then grad_output added at each  */ \
-    /* index (indices < 0 are skipped). Dispatch dtype: in[0]'s.                          */ \
-    X(MAX_POOL2D_BACKWARD, "max_pool2d_backward")                                            \
-    /* AVG_POOL2D: in[0] [N, C, H, W] (any strides) -> out[0] contiguous [N, C, OH, OW];  */ \
-    /* dilation must be 1. PyTorch's windows: hstart = oh*sH - pH,                        */ \
-    /* hend = min(hstart + kH, H + pH), pool size (hend-hstart)*(wend-wstart), then       */ \
-    /* clipped to the image; the clipped window's sum is divided by ints[9] when > 0      */ \
-    /* (divisor_override), else by the pool size when ints[8] (count_include_pad), else   */ \
-    /* by the clipped window's size; an empty clipped window gives 0.                     */ \
-    X(AVG_POOL2D, "avg_pool2d")                                                              \
-    /* AVG_POOL2D_BACKWARD: in[0] grad_output [N, C, OH, OW] (any strides) -> out[0]      */ \
-    /* contiguous [N, C, H, W]: each pixel gets grad_output / divisor of every window     */ \
-    /* that holds it; same ints as AVG_POOL2D.                                            */ \
-    X(AVG_POOL2D_BACKWARD, "avg_pool2d_backward")
-
+/* The op layer's built-in ops: one id per row of the op table (weft/op_table.h, where
+ * each op's kernel contract is), after the core's (weft/dispatch.h's WEFT_CORE_OPS). */
 enum weft_op_id {
-#define WEFT_OP_ENUM(id, name) WEFT_OP_##id,
-    WEFT_BUILTIN_OPS(WEFT_OP_ENUM)
+    WEFT_OP_TABLE_BEFORE_FIRST_ = WEFT_OP_CORE_COUNT - 1,
+#define WEFT_OP_ENUM(ID, ...) WEFT_OP_##ID,
+    WEFT_OP_TABLE(WEFT_OP_ENUM)
 #undef WEFT_OP_ENUM
     WEFT_OP_BUILTIN_COUNT
 };
-
-#define WEFT_OP_MAX_INPUTS 4
-#define WEFT_OP_MAX_OUTPUTS 2
-#define WEFT_OP_MAX_SCALARS 4
-#define WEFT_OP_MAX_INTS 16
-
-struct weft_op_call {
-    int op;
-    int nin, nout;
-    const weft_tensor *in[WEFT_OP_MAX_INPUTS];
-    weft_tensor *out[WEFT_OP_MAX_OUTPUTS];
-    double scalar[WEFT_OP_MAX_SCALARS];
-    int64_t ints[WEFT_OP_MAX_INTS];
-    /* ABI 2: a typed parameter block, for ops whose parameters do not fit the slots above
-     * (a plugin's named op documents its struct: weft/optim.h's weft_adam_step_params). A
-     * kernel checks params_size against the struct it expects. NULL and 0 for the
-     * built-in ops. */
-    const void *params;
-    size_t params_size;
-};
-
-/* Returns 0, or a negative status with weft_error_set() called. */
-typedef int (*weft_kernel_fn)(const struct weft_op_call *call);
-
-/* Registers fn for (op, device type, layout) and the dtypes in dtype_mask
- * (WEFT_DTYPE_BIT...). A later registration for the same key replaces the earlier one
- * for the dtypes it names. */
-int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mask,
-                         weft_kernel_fn fn);
-/* The kernel for a key and dtype, or NULL. */
-weft_kernel_fn weft_kernel_lookup(int op, int device_type, int layout, enum weft_dtype dtype);
-/* Dtypes registered for a key (0 when none). */
-uint32_t weft_kernel_dtypes(int op, int device_type, int layout);
-
-/* Finds and runs the kernel for call (device and layout from out[0], or in[0] when there
- * are no outputs). Missing kernels give NotImplemented errors naming op, device, layout
- * and dtype, e.g. "\"add\" not implemented for 'Bool' on cpu". */
-int weft_dispatch(const struct weft_op_call *call);
+#ifndef __cplusplus
+_Static_assert(WEFT_OP_BUILTIN_COUNT <= WEFT_OP_FIRST_NAMED, "too many built-in ops");
+#endif
 
 /* Named ops the core uses where a backend registers them, and composes from built-in
  * ops where it does not (so a backend need not have them):
@@ -369,38 +245,6 @@ enum { WEFT_UPSAMPLE_NEAREST = 0, WEFT_UPSAMPLE_NEAREST_EXACT = 1, WEFT_UPSAMPLE
  * dtypes by floor division; amax/amin propagate NaN. Elements no index names keep their
  * value. */
 #define WEFT_OP_SCATTER_REDUCE_NAME "scatter_reduce"
-
-/* Registers a plugin-defined op by name (or finds it) and returns its id. */
-int weft_op_register(const char *name);
-int weft_op_lookup(const char *name); /* -1 when unknown */
-const char *weft_op_name(int op);    /* "unknown" when out of range */
-int weft_op_count(void);
-
-/* ---- the strided iterator ---------------------------------------------------------------
- * Walks up to WEFT_ITER_MAX_OPERANDS same-shaped tensors (all on one device, strides in
- * bytes) in the memory order of operand 0, after dropping size-1 dims and merging dims
- * that are contiguous in every operand. Kernels then write only their inner loop. */
-#define WEFT_ITER_MAX_OPERANDS 4
-
-struct weft_iter {
-    int ndim;                 /* after coalescing; 0 means a single element */
-    int nops;
-    int64_t numel;
-    int64_t shape[WEFT_MAX_DIMS];                               /* innermost last */
-    int64_t strides[WEFT_ITER_MAX_OPERANDS][WEFT_MAX_DIMS];     /* bytes */
-    char *data[WEFT_ITER_MAX_OPERANDS];                         /* element 0 */
-};
-
-/* Inner loop: n elements; data[i] advances by stride[i] bytes per element. */
-typedef void (*weft_iter_loop_fn)(void *ctx, char **data, const int64_t *stride, int64_t n);
-
-/* Sets up the walk. ops[i] may be NULL only past nops. All must share ops[0]'s shape. */
-int weft_iter_init(struct weft_iter *it, int nops, const weft_tensor *const *ops);
-/* Calls loop for linear elements [begin, end) (row-major over the coalesced shape), in
- * pieces that never cross an innermost line. Safe to call from several threads on
- * disjoint ranges. */
-void weft_iter_run(const struct weft_iter *it, int64_t begin, int64_t end, weft_iter_loop_fn loop,
-                   void *ctx);
 
 #ifdef __cplusplus
 }

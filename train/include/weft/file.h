@@ -1,7 +1,8 @@
-/* weft/file.h: opening a file a user named (a data path, a checkpoint, a config, a
- * plugin) without trusting that it is one. A FIFO opened for reading waits for a writer,
+/* weft/file.h (libweft-train): opening a file a user named (a data path, a checkpoint, a
+ * config) without trusting that it is one. A FIFO opened for reading waits for a writer,
  * a directory reads as an error deep in a parser, a character device may never end: the
- * type is checked first, and a FIFO is never waited on. */
+ * type is checked first, and a FIFO is never waited on. (The plugin loader checks its
+ * files itself, core/elf.c.) */
 #ifndef WEFT_FILE_H
 #define WEFT_FILE_H
 

@@ -1,5 +1,7 @@
-/* core/file.c: opening a file a user named, refusing what is not a regular file before
- * anything could block on it (weft/file.h). */
+/* train/file.c: opening a file a user named, refusing what is not a regular file before
+ * anything could block on it (weft/file.h). Its callers are the ones that read what a
+ * user names: the config loader, checkpoint loads, the io plugin's readers and
+ * weft-train's argument checks. */
 #define _GNU_SOURCE
 #include "weft/file.h"
 

@@ -1,7 +1,9 @@
-/* weft/autocast.h: automatic mixed precision, torch.autocast's policy.
+/* weft/autocast_policy.h: automatic mixed precision, torch.autocast's policy: what an op
+ * does inside an autocast scope (weft/autocast.h).
  *
- * Inside an autocast scope (thread-local, nestable), ops on tensors of the scope's device
- * type cast their floating inputs before they run, by one table (core/autocast.c):
+ * Inside a scope, ops on tensors of the scope's device type cast their floating inputs
+ * before they run, by one table (the op table's autocast column, weft/op_table.h, and
+ * ops/autocast.c for the ops of the libraries above):
  *   - lower:  matmul, linear, conv2d, scaled_dot_product_attention run in the scope's
  *             dtype (bfloat16 on the CPU; float16 or bfloat16 on CUDA);
  *   - fp32:   softmax, log_softmax, sum, prod, exp, log, pow, the norms and the losses
@@ -10,32 +12,16 @@
  * float64 inputs are never cast (as PyTorch). The casts are ordinary recorded ops, so the
  * gradients of float32 leaves come back in float32. Inside an op that autocast cast, the
  * ops it is made of run with autocast suspended (PyTorch excludes the autocast key there);
- * backward runs with autocast suspended too. Outside any scope the cost is one
- * thread-local load per op.
- *
- *     weft_autocast_state prev = weft_autocast_begin(WEFT_DEVICE_CPU, WEFT_BF16);
- *     weft_tensor *loss = weft_cross_entropy(model_forward(x), y, NULL); // bf16 GEMMs
- *     weft_autocast_end(prev);
- *     weft_backward(loss, NULL, false);                                  // float32 grads */
-#ifndef WEFT_AUTOCAST_H
-#define WEFT_AUTOCAST_H
+ * backward runs with autocast suspended too. */
+#ifndef WEFT_AUTOCAST_POLICY_H
+#define WEFT_AUTOCAST_POLICY_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
-#include "weft/dtype.h"
+#include "weft/autocast.h"
 #include "weft/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The thread's autocast state; a value to hand back to weft_autocast_end(). */
-typedef struct weft_autocast_state {
-    bool enabled;
-    int16_t device_type;   /* the device type whose tensors are cast */
-    enum weft_dtype dtype; /* the lower precision: WEFT_BF16 or WEFT_F16 */
-} weft_autocast_state;
 
 /* Where each op runs under autocast. */
 enum weft_autocast_policy {
@@ -43,22 +29,6 @@ enum weft_autocast_policy {
     WEFT_AUTOCAST_LOWER,   /* the scope's low precision */
     WEFT_AUTOCAST_FP32,    /* float32 */
 };
-
-/* Opens an autocast scope for tensors of device_type in dtype (WEFT_BF16 or WEFT_F16);
- * returns the previous state for weft_autocast_end(). On a bad dtype or device type it
- * sets a WEFT_ERR_VALUE error and leaves the state as it was (the returned state is
- * still the one to restore). */
-weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype);
-/* Suspends autocast (torch.autocast(enabled=False)); returns the state to restore. */
-weft_autocast_state weft_autocast_suspend(void);
-/* Restores a state returned by weft_autocast_begin() or weft_autocast_suspend(). */
-void weft_autocast_end(weft_autocast_state previous);
-/* The thread's current state. */
-weft_autocast_state weft_autocast_get(void);
-/* True inside an autocast scope (and not suspended). */
-bool weft_autocast_enabled(void);
-/* The scope's low-precision dtype; WEFT_BF16 when none is open (PyTorch's CPU default). */
-enum weft_dtype weft_autocast_dtype(void);
 
 /* The policy for an op by its PyTorch name ("matmul", "cross_entropy", ...). */
 enum weft_autocast_policy weft_autocast_policy(const char *op);

@@ -1,8 +1,9 @@
-/* core/random.c: the process-wide Philox stream (seed + offset) and the random front ends.
- *
- * A random op reserves a run of Philox blocks by advancing the offset atomically, then
- * fills its output from those blocks with the element mapping of weft/philox.h. Values
- * depend only on (seed, offset, element index): not on threads, strides or device. */
+/* ops/random.c: the process-wide Philox stream (seed + offset) and the random front ends
+ * (rand, randn, randint, uniform_, normal_), which fill their output from blocks reserved
+ * on it; checks and error texts as PyTorch's. A random op reserves a run of Philox blocks
+ * by advancing the offset atomically, then fills its output from those blocks with the
+ * element mapping of weft/philox.h, so values depend only on (seed, offset, element
+ * index): not on threads, strides or device. */
 #include <math.h>
 
 #include "internal.h"
@@ -34,6 +35,11 @@ void weft_random_set_offset(uint64_t offset)
     __atomic_store_n(&rng_offset, offset, __ATOMIC_RELAXED);
 }
 
+uint64_t weft_random_reserve(uint64_t blocks)
+{
+    return __atomic_fetch_add(&rng_offset, blocks, __ATOMIC_RELAXED);
+}
+
 /* Philox blocks a random op over numel elements consumes, which is how far it moves the
  * offset: each block gives four 32-bit words, one per uniform or normal value and two
  * per randint value (a 64-bit draw). So ceil(numel / 4), or ceil(numel / 2) for randint.
@@ -52,7 +58,7 @@ static int random_fill(weft_tensor *t, struct weft_op_call call)
     call.nout = 1;
     call.out[0] = t;
     call.ints[0] = (int64_t)weft_random_seed();
-    call.ints[1] = (int64_t)__atomic_fetch_add(&rng_offset, blocks, __ATOMIC_RELAXED);
+    call.ints[1] = (int64_t)weft_random_reserve(blocks);
     int rc = weft_dispatch(&call);
     if (rc != 0)
         return rc;
