@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profiler_internal.h"
 #include "memory_format.h"
 #include "weft/autocast.h"
 #include "weft/layout.h"
@@ -1103,9 +1104,12 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
     }
     weft_scope_push();
+    const char *outer = WEFT_PROFILING() ? weft_profiler_node_begin(n->name) : NULL;
     rc = store_retained(n);
     if (rc == 0)
         rc = n->backward(n, grad_outputs, grad_inputs);
+    if (WEFT_PROFILING())
+        weft_profiler_node_end(outer);
     for (int i = 0; i < ninputs && rc == 0; i++) {
         struct edge *e = &n->next[i];
         weft_tensor *g = grad_inputs[i];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profiler_internal.h"
 #include "weft/layout.h"
 
 #define MAX_OPS 1024
@@ -133,14 +134,25 @@ static inline weft_kernel_fn dispatch_lookup(int op, int device_type, int layout
     return k ? __atomic_load_n(&k->fn[device_type][layout][dtype], __ATOMIC_ACQUIRE) : NULL;
 }
 
+/* Both entries test the profiler's flag first: one predictable branch while it is off
+ * (profiler.c records around weft_dispatch_unprofiled while it is on). */
 int weft_dispatch_strided(const struct weft_op_call *call)
 {
+    if (WEFT_PROFILING())
+        return weft_profiler_dispatch(call);
     weft_kernel_fn fn = dispatch_lookup(call->op, call->out[0]->device.type, WEFT_LAYOUT_STRIDED,
                                         call->in[0]->dtype);
-    return fn ? fn(call) : weft_dispatch(call);
+    return fn ? fn(call) : weft_dispatch_unprofiled(call);
 }
 
 int weft_dispatch(const struct weft_op_call *call)
+{
+    if (WEFT_PROFILING())
+        return weft_profiler_dispatch(call);
+    return weft_dispatch_unprofiled(call);
+}
+
+int weft_dispatch_unprofiled(const struct weft_op_call *call)
 {
     const weft_tensor *key = call->nin > 0 && call->in[0] ? call->in[0] : call->out[0];
     const weft_tensor *where = call->nout > 0 ? call->out[0] : key;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profiler_internal.h"
 #include "weft/storage.h"
 
 static struct weft_storage *storage_header(weft_device dev, void *data, size_t nbytes)
@@ -37,6 +38,8 @@ struct weft_storage *weft_storage_new(weft_device dev, size_t nbytes)
     }
     s->backend = backend;
     s->resizable = true;
+    if (WEFT_PROFILING())
+        weft_profiler_storage_new(s);
     return s;
 }
 
@@ -61,6 +64,8 @@ void weft_storage_release(struct weft_storage *s)
 {
     if (!s || !weft_refcount_release(&s->refcount))
         return;
+    if (s->backend && WEFT_PROFILING())
+        weft_profiler_storage_free(s);
     if (s->backend)
         s->backend->free(s->device.index, s->data, s->nbytes);
     else if (s->deleter)
@@ -110,9 +115,13 @@ int weft_storage_resize(struct weft_storage *s, size_t nbytes)
         s->backend->free(s->device.index, data, nbytes);
         return rc;
     }
+    if (WEFT_PROFILING())
+        weft_profiler_storage_free(s);
     s->backend->free(s->device.index, s->data, s->nbytes);
     s->data = data;
     s->nbytes = nbytes;
+    if (WEFT_PROFILING())
+        weft_profiler_storage_new(s);
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "weft/autograd.h"
 #include "weft/autocast.h"
 #include "weft/memory.h"
+#include "weft/profiler.h"
 #include "weft/dlpack.h"
 #include "weft/plugin.h"
 

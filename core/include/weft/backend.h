@@ -69,6 +69,11 @@ struct weft_backend {
     char *(*memory_summary)(int index, bool abbreviated);
     /* Optional: resets the peak figures of memory_stats. */
     void (*reset_peak_memory_stats)(int index);
+    /* Optional (appended in ABI 2 without a bump: older plugins simply lack it): the
+     * allocator's blocks, segment by segment in address order, as a malloc'd array of *n
+     * (caller frees); a backend that does not track live blocks lists its cached ones.
+     * For weft_memory_snapshot. 0 or negative. */
+    int (*memory_blocks)(int index, struct weft_memory_block **out, size_t *n);
 };
 
 /* The backend for a device type, loading the plugin that provides it on first use (its

@@ -32,6 +32,20 @@ struct weft_memory_stats {
     uint64_t num_ooms;
 };
 
+/* One block of a device allocator, as torch.cuda.memory._snapshot() lists it (the
+ * backend's optional memory_blocks method; weft_memory_snapshot in weft/profiler.h). */
+struct weft_memory_block {
+    void *ptr;
+    size_t size;            /* the block's (rounded) size */
+    size_t requested_size;  /* as asked; 0 for a free block */
+    void *segment;          /* the device allocation holding it */
+    size_t segment_size;
+    int64_t stream;         /* 0 where the device has none */
+    bool small_pool;
+    bool allocated;         /* handed out now */
+    bool pending;           /* freed, waiting for another stream's events */
+};
+
 /* Devices of a type (weft_device_type_id); 0 when its backend cannot run here. */
 int weft_device_count(int device_type);
 /* Waits for the work queued on dev. 0 or negative. */
