@@ -69,6 +69,10 @@ struct saved_tensor {
     uint64_t version;
     const char *producer; /* grad_fn name of the saved tensor, for messages */
     int output_nr;
+    /* A checkpointed segment's save (checkpoint.c): alias NULL, the frame that recomputes
+     * it and its number there. */
+    struct weft_checkpoint_frame *frame;
+    int frame_index;
 };
 
 struct weft_node {
@@ -350,6 +354,9 @@ static void node_free_saved(struct weft_node *n)
     for (int i = 0; i < n->num_saved; i++) {
         weft_tensor_release(n->saved[i].alias);
         n->saved[i].alias = NULL;
+        if (n->saved[i].frame)
+            weft_checkpoint_drop(n->saved[i].frame, n->saved[i].frame_index);
+        n->saved[i].frame = NULL;
     }
 }
 
@@ -460,6 +467,16 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
         return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
     if (!t)
         return 0;
+    struct weft_checkpoint_frame *frame = weft_checkpoint_active();
+    if (frame && weft_checkpoint_recording(frame) && t->layout == WEFT_LAYOUT_STRIDED) {
+        struct saved_tensor *s = &node->saved[slot];
+        weft_tensor_release(s->alias);
+        if (s->frame)
+            weft_checkpoint_drop(s->frame, s->frame_index);
+        *s = (struct saved_tensor){NULL, weft_tensor_version(t), producer, output_nr, frame,
+                                   weft_checkpoint_placeholder(frame)};
+        return 0;
+    }
     weft_tensor *alias;
     if (t->layout != WEFT_LAYOUT_STRIDED) {
         /* A sparse tensor has no storage to alias: save it itself (as PyTorch saves
@@ -477,7 +494,11 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
     }
     struct saved_tensor *s = &node->saved[slot];
     weft_tensor_release(s->alias);
-    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr};
+    if (s->frame)
+        weft_checkpoint_drop(s->frame, s->frame_index);
+    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr, NULL, 0};
+    if (frame && t->layout == WEFT_LAYOUT_STRIDED)
+        weft_checkpoint_store(frame, alias);
     return 0;
 }
 
@@ -498,7 +519,8 @@ weft_tensor *weft_node_saved(struct weft_node *node, int slot)
 {
     if (!node || slot < 0 || slot >= node->num_saved)
         return NULL;
-    return node->saved[slot].alias;
+    const struct saved_tensor *s = &node->saved[slot];
+    return s->frame ? weft_checkpoint_saved(s->frame, s->frame_index) : s->alias;
 }
 
 int64_t *weft_node_ints(struct weft_node *node)

@@ -135,6 +135,19 @@ WEFT_INTERNAL void weft_node_mark_view(struct weft_node *node);
 /* Records in a view recorded from `in` (a view op's result, after its node is attached)
  * the tensor at the root of its views, for CopySlices (autograd.c). */
 WEFT_INTERNAL void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in);
+/* Activation checkpointing (checkpoint.c), as autograd.c's saved slots see it: the frame
+ * whose forward is running on this thread (NULL when none); while it records, a save
+ * becomes placeholder number weft_checkpoint_placeholder(f); while it reruns, each save is
+ * also handed to weft_checkpoint_store. A placeholder is read through
+ * weft_checkpoint_saved (rerunning the segment the first time) and let go through
+ * weft_checkpoint_drop. */
+struct weft_checkpoint_frame;
+WEFT_INTERNAL struct weft_checkpoint_frame *weft_checkpoint_active(void);
+WEFT_INTERNAL bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f);
+WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
+WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);
+WEFT_INTERNAL weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index);
+WEFT_INTERNAL void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index);
 /* Dtype table entries. */
 WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
 
