@@ -157,8 +157,12 @@ weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tenso
                                         .rng_offset = weft_random_offset(),
                                         .autocast = weft_autocast_get(), .mode = RECORD};
     active = f;
-    weft_tensor *out = fn(ctx, n, inputs);
+    /* The segment's intermediate results die at its end, not with the caller's scope:
+     * that is the memory checkpointing saves. */
+    weft_scope_push();
+    weft_tensor *out = weft_tensor_retain(fn(ctx, n, inputs));
+    weft_scope_pop();
     active = NULL;
     frame_unref(f);
-    return out;
+    return weft_autorelease(out);
 }

@@ -1,0 +1,316 @@
+/* tests/test_profiler.c: weft/profiler.h. The ops of one MLP training step counted at the
+ * dispatch funnel, nesting of ranges, backward nodes and ops, self and total times,
+ * memory per op, the layout copies, the schedule's cycles, the Chrome trace's events
+ * (every one with ph, ts, dur, pid, tid), the memory snapshot's ops, and the cpu
+ * allocator's summary against its statistics. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include <weft/nn.h>
+#include <weft/optim.h>
+#include <weft/options.h>
+
+/* Every op of one step of the MLP below, in the order first dispatched, with its calls:
+ * forward (linear+relu fused, addmm's matmul, cross-entropy's checks, log_softmax, nll's
+ * gather), backward (the loss's formulas, matmuls for the weights' and input's gradients,
+ * the fused ReLU-and-bias backward), the optimizer (one fused SGD step per parameter). A
+ * change here is a change in what a training step dispatches: update it knowingly. */
+#define MLP_STEP_OPS                                                                            \
+    "matmul:5 add_bias_relu:1 add:1 ne:1 ge:1 lt:1 logical_or:1 logical_and:1 any:1 copy:2 "    \
+    "logical_not:1 where:1 log_softmax:1 gather:1 mul:4 neg:2 sum:3 div:2 fill:1 exp:1 "        \
+    "scatter_add:1 threshold_backward_sum:1 sgd_step:4 "
+
+static void setup(void)
+{
+    tu_setup();
+    weft_scope_push();
+    tu_tmpdir_create("profiler");
+}
+
+static void teardown(void)
+{
+    weft_profiler_stop();
+    weft_profiler_clear();
+    weft_memory_record_history(false);
+    weft_scope_pop();
+    tu_tmpdir_remove();
+    tu_teardown();
+}
+
+TestSuite(profiler, .init = setup, .fini = teardown);
+
+/* A 784-256-10 MLP's step on a batch of 8: forward, loss, backward, SGD with momentum. */
+struct mlp {
+    weft_tensor *w1, *b1, *w2, *b2, *x, *y;
+    weft_optimizer *opt;
+};
+
+static struct mlp mlp_new(void)
+{
+    struct mlp m;
+    int64_t s1[2] = {256, 784}, s2[2] = {10, 256}, sb1[1] = {256}, sb2[1] = {10}, sx[2] = {8, 784};
+    m.w1 = weft_tensor_retain(weft_randn(2, s1, WEFT_F32, WEFT_CPU));
+    m.b1 = weft_tensor_retain(weft_zeros(1, sb1, WEFT_F32, WEFT_CPU));
+    m.w2 = weft_tensor_retain(weft_randn(2, s2, WEFT_F32, WEFT_CPU));
+    m.b2 = weft_tensor_retain(weft_zeros(1, sb2, WEFT_F32, WEFT_CPU));
+    m.x = weft_tensor_retain(weft_rand(2, sx, WEFT_F32, WEFT_CPU));
+    int64_t sy[1] = {8};
+    m.y = weft_tensor_retain(weft_randint(0, 10, 1, sy, WEFT_I64, WEFT_CPU));
+    weft_tensor *params[4] = {m.w1, m.b1, m.w2, m.b2};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(weft_requires_grad_(params[i], true), 0);
+    weft_options *o = weft_options_new("optim", NULL);
+    weft_options_set(o, "lr", "0.01");
+    weft_options_set(o, "momentum", "0.9");
+    m.opt = weft_optimizer_create("sgd", 4, params, o);
+    weft_options_free(o);
+    cr_assert_not_null(m.opt, "%s", weft_error_message());
+    return m;
+}
+
+static void mlp_step(struct mlp *m)
+{
+    weft_scope_push();
+    weft_profiler_range_push("forward");
+    weft_tensor *h = weft_linear_relu(m->x, m->w1, m->b1);
+    weft_tensor *logits = weft_linear(h, m->w2, m->b2);
+    weft_tensor *loss = weft_cross_entropy(logits, m->y, NULL);
+    weft_profiler_range_pop();
+    cr_assert_not_null(loss, "%s", weft_error_message());
+    weft_profiler_range_push("backward");
+    cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+    weft_profiler_range_pop();
+    weft_profiler_range_push("optimizer");
+    cr_assert_eq(weft_optimizer_step(m->opt), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_optimizer_zero_grad(m->opt, true), 0);
+    weft_profiler_range_pop();
+    weft_scope_pop();
+}
+
+static void mlp_free(struct mlp *m)
+{
+    weft_optimizer_free(m->opt);
+    weft_tensor *all[6] = {m->w1, m->b1, m->w2, m->b2, m->x, m->y};
+    for (int i = 0; i < 6; i++)
+        weft_tensor_release(all[i]);
+}
+
+static const struct weft_profiler_average *row(const struct weft_profiler_average *rows, size_t n,
+                                               const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].name, name) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+Test(profiler, one_mlp_step_dispatches_exactly_these_ops)
+{
+    struct mlp m = mlp_new();
+    mlp_step(&m); /* the first step makes the optimizer's state */
+    cr_assert_eq(weft_profiler_start(NULL), 0, "%s", weft_error_message());
+    mlp_step(&m);
+    weft_profiler_stop();
+    struct weft_profiler_average *rows;
+    size_t n;
+    cr_assert_eq(weft_profiler_key_averages(false, &rows, &n), 0);
+    /* The ops of the step (forward: fused linear+relu, addmm's matmul, log_softmax and
+     * nll; backward: their formulas; the optimizer: one fused SGD step per parameter).
+     * A change here is a change in what a training step costs: update the list knowingly. */
+    static const struct {
+        const char *name;
+        int64_t calls;
+    } expected[] = {
+        {"matmul", 5}, {"add_bias_relu", 1}, {"log_softmax", 1}, {"sgd_step", 4},
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        const struct weft_profiler_average *r = row(rows, n, expected[i].name);
+        cr_assert_not_null(r, "op %s was not dispatched", expected[i].name);
+        cr_expect_eq(r->calls, expected[i].calls, "%s: %lld calls, expected %lld", expected[i].name,
+                     (long long)r->calls, (long long)expected[i].calls);
+    }
+    int64_t ops = 0;
+    char seen[2048] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].is_range)
+            continue;
+        ops += rows[i].calls;
+        size_t len = strlen(seen);
+        snprintf(seen + len, sizeof seen - len, "%s:%lld ", rows[i].name, (long long)rows[i].calls);
+    }
+    cr_log_info("one MLP step: %s", seen);
+    cr_expect_str_eq(seen, MLP_STEP_OPS, "the step's ops changed: %s", seen);
+    cr_expect_not_null(row(rows, n, "forward"));
+    cr_expect_not_null(row(rows, n, "backward"));
+    cr_expect_not_null(row(rows, n, "LinearReluBackward0"), "the engine's nodes are ranges");
+    /* nesting: the backward range's total holds its nodes' */
+    const struct weft_profiler_average *bw = row(rows, n, "backward");
+    cr_expect(bw->total_us >= bw->self_us && bw->self_us < bw->total_us);
+    free(rows);
+    mlp_free(&m);
+}
+
+Test(profiler, off_records_nothing_and_ranges_are_ignored)
+{
+    weft_profiler_clear();
+    weft_profiler_range_push("nothing");
+    int64_t s[1] = {4};
+    weft_add(weft_ones(1, s, WEFT_F32, WEFT_CPU), weft_ones(1, s, WEFT_F32, WEFT_CPU));
+    weft_profiler_range_pop();
+    struct weft_profiler_average *rows;
+    size_t n;
+    cr_assert_eq(weft_profiler_key_averages(false, &rows, &n), 0);
+    cr_expect_eq(n, 0);
+    free(rows);
+    cr_expect(!weft_profiler_enabled());
+}
+
+Test(profiler, ops_carry_shapes_memory_and_the_layout_copies_are_counted)
+{
+    cr_assert_eq(weft_profiler_start(NULL), 0);
+    int64_t s[2] = {32, 64};
+    weft_tensor *a = weft_ones(2, s, WEFT_F32, WEFT_CPU);
+    weft_tensor *t = weft_transpose(a, 0, 1);
+    weft_tensor *c = weft_contiguous(t);      /* a layout copy: 64x32 floats */
+    weft_tensor *d = weft_clone(a);            /* same strides: a copy, not a layout copy */
+    weft_tensor *e = weft_to_dtype(a, WEFT_F64); /* a conversion, not a layout copy */
+    cr_assert(c && d && e);
+    weft_profiler_stop();
+    int64_t bytes = 0;
+    cr_expect_eq(weft_profiler_layout_copies(&bytes), 1);
+    cr_expect_eq(bytes, 32 * 64 * 4);
+    struct weft_profiler_average *rows;
+    size_t n;
+    cr_assert_eq(weft_profiler_key_averages(true, &rows, &n), 0);
+    const struct weft_profiler_average *copy = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].name, "copy") == 0 && strcmp(rows[i].input_shapes, "[[64, 32]]") == 0)
+            copy = &rows[i];
+    cr_assert_not_null(copy, "grouped by input shape, contiguous()'s copy reads [64, 32]");
+    cr_expect_eq(copy->alloc_bytes, 32 * 64 * 4, "its output was allocated for it");
+    free(rows);
+    char *table = weft_profiler_table("count", 5);
+    cr_assert_not_null(table);
+    cr_expect_not_null(strstr(table, "Layout copies (contiguous/clone into other strides): 1 (8.00 Kb)"),
+                       "%s", table);
+    cr_expect_not_null(strstr(table, "# of Calls"));
+    free(table);
+    cr_expect_null(weft_profiler_table("by_magic", 0));
+    tu_assert_error(WEFT_ERR_VALUE, "sort_by 'by_magic' is not one of");
+}
+
+/* The trace is one JSON object whose events all have ph, ts, dur, pid and tid (checked
+ * field by field here; tests/profile.sh parses it with Python's json). */
+Test(profiler, chrome_trace_events_have_ph_ts_dur_pid_tid)
+{
+    struct mlp m = mlp_new();
+    cr_assert_eq(weft_profiler_start(NULL), 0);
+    mlp_step(&m);
+    weft_profiler_stop();
+    const char *path = tu_tmp_path("trace.json");
+    cr_assert_eq(weft_profiler_export_chrome_trace(path), 0, "%s", weft_error_message());
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[8192];
+    int events = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "{\"ph\"", 5) != 0)
+            continue;
+        events++;
+        const char *keys[] = {"\"ph\": \"X\"", "\"ts\": ", "\"dur\": ", "\"pid\": ", "\"tid\": "};
+        for (int k = 0; k < 5; k++)
+            cr_assert_not_null(strstr(line, keys[k]), "event without %s: %s", keys[k], line);
+    }
+    fclose(f);
+    cr_expect_gt(events, 20);
+    mlp_free(&m);
+}
+
+Test(profiler, the_schedule_reports_active_steps_only)
+{
+    const char *dir = tu_tmp_path("prof");
+    struct weft_profiler_schedule s = {.skip_first = 1, .wait = 1, .warmup = 1, .active = 2,
+                                       .repeat = 1};
+    cr_assert_eq(weft_profiler_schedule_begin(dir, &s, NULL), 0, "%s", weft_error_message());
+    int64_t sh[1] = {8};
+    int reports = 0;
+    for (int step = 0; step < 8; step++) {
+        weft_add(weft_ones(1, sh, WEFT_F32, WEFT_CPU), weft_ones(1, sh, WEFT_F32, WEFT_CPU));
+        int rc = weft_profiler_step();
+        cr_assert_geq(rc, 0, "%s", weft_error_message());
+        reports += rc;
+        /* steps 0 skipped, 1 waits, 2 warms up, 3-4 active: reported after step 4 */
+        cr_expect_eq(rc, step == 4 ? 1 : 0, "step %d", step);
+        if (step == 4) {
+            struct weft_profiler_average *rows;
+            size_t n;
+            cr_assert_eq(weft_profiler_key_averages(false, &rows, &n), 0);
+            const struct weft_profiler_average *add = row(rows, n, "add");
+            cr_assert_not_null(add);
+            cr_expect_eq(add->calls, 2, "the warm-up's ops are dropped");
+            cr_expect_not_null(row(rows, n, "ProfilerStep#3"));
+            cr_expect_not_null(row(rows, n, "ProfilerStep#4"));
+            free(rows);
+        }
+    }
+    cr_expect_eq(reports, 1);
+    cr_expect_eq(weft_profiler_schedule_end(), 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trace.1.json", dir);
+    FILE *f = fopen(path, "r");
+    cr_expect_not_null(f, "%s", path);
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "%s/ops.1.txt", dir);
+    f = fopen(path, "r");
+    cr_expect_not_null(f, "%s", path);
+    if (f)
+        fclose(f);
+    struct weft_profiler_schedule bad = {.active = 0};
+    cr_expect_lt(weft_profiler_schedule_begin(dir, &bad, NULL), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "active >= 1");
+}
+
+Test(profiler, the_snapshot_names_the_op_of_each_live_block)
+{
+    weft_memory_record_history(true);
+    int64_t s[2] = {16, 32};
+    weft_tensor *a = weft_ones(2, s, WEFT_F32, WEFT_CPU);       /* fill */
+    weft_tensor *b = weft_exp(a);                               /* exp */
+    cr_assert(a && b);
+    const char *path = tu_tmp_path("snapshot.json");
+    cr_assert_eq(weft_memory_snapshot(WEFT_CPU, path), 0, "%s", weft_error_message());
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char text[1 << 20];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+    cr_expect_not_null(strstr(text, "\"segments\": ["));
+    cr_expect_not_null(strstr(text, "\"op\": \"exp\", \"range\": \"\", \"shape\": [16, 32], "
+                                    "\"dtype\": \"float32\""), "%s", text);
+    cr_expect_not_null(strstr(text, "\"op\": \"fill\""));
+    cr_expect_not_null(strstr(text, "\"state\": \"active_allocated\""));
+}
+
+/* The summary's allocated bytes are the allocator's own figure. */
+Test(profiler, the_cpu_summary_shows_the_allocators_statistics)
+{
+    int64_t s[1] = {1 << 18};
+    weft_tensor *a = weft_ones(1, s, WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(a);
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0);
+    char *table = weft_memory_summary(WEFT_CPU, false);
+    cr_assert_not_null(table, "%s", weft_error_message());
+    char want[64];
+    double mib = (double)st.allocated_bytes / (1024.0 * 1024.0);
+    snprintf(want, sizeof want, "| Allocated memory          | %6.2f MiB |", mib);
+    cr_expect_not_null(strstr(table, want), "expected '%s' in\n%s", want, table);
+    cr_expect_geq(st.allocated_bytes, (uint64_t)(1 << 20), "the tensor's MiB is allocated");
+    free(table);
+}
