@@ -22,7 +22,8 @@ NINJA      ?= ninja
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
                libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
-               libopenmpi-dev openmpi-bin librsvg2-bin python3-onnx
+               libopenmpi-dev openmpi-bin librsvg2-bin python3-onnx \
+               libmicrohttpd-dev prometheus curl
 
 # ONNX Runtime for the ONNX export's tests and `weft-train export --check` (docs/export.md):
 # npm's onnxruntime-node (no Debian package exists), into build-onnx/ (ignored, kept by
