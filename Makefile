@@ -45,6 +45,7 @@ CONFIG ?= configs/mnist-mlp.ini
 PYTHON ?= python3
 
 .PHONY: all deps fuzz-deps onnx-deps onnx-runtime build train info test test-release test-asan bench install clean \
+        bench-baseline bench-check \
         sparse-data train-sparse train-gpt fuzz
 
 all: build
@@ -128,6 +129,17 @@ test-asan: $(ASAN_BUILD)/build.ninja
 
 bench: build
 	$(BUILD)/bench/weft-bench
+
+# The regression gate (bench/bench-check.py): bench-baseline keeps this build as the
+# baseline; bench-check runs it and the current build interleaved on the MLP, CNN and GPT
+# configs and fails on throughput down > 3% beyond the spread, peak memory up > 5%, or a
+# layout copy in a step that had none. On a quiet machine; CI runs only its self-test.
+BENCH_BASELINE ?= .bench-baseline
+bench-baseline: build
+	bench/bench-check.py baseline $(BUILD) $(BENCH_BASELINE)
+
+bench-check: build
+	bench/bench-check.py check $(BUILD) $(BENCH_BASELINE)
 
 # PREFIX (re)configures the build's prefix (the compiled-in plugin directory follows it);
 # DESTDIR stages the install under another root, as packagers do.

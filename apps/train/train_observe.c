@@ -16,6 +16,10 @@ struct train_observe {
     double wait_total, wait_last;
     double last_step_t;
     int64_t steps_per_epoch;
+    /* WEFT_BENCH_INJECT (bench/bench-check.py's self-test): "slow:F" spins F times each
+     * step's time more, "copy" adds a layout copy to each step. */
+    double inject_slow;
+    bool inject_copy;
 };
 
 static int read_schedule(struct weft_config *cfg, struct weft_profiler_schedule *s,
@@ -85,8 +89,30 @@ int train_observe_setup(struct trainer *t)
         snprintf(host, sizeof host, "%.*s", (int)(strrchr(at, ':') - at), at);
         printf("metrics: http://%s:%d/metrics\n", host, train_metrics_port(o->metrics));
     }
+    const char *inject = getenv("WEFT_BENCH_INJECT");
+    if (inject && *inject) {
+        const char *slow = strstr(inject, "slow:");
+        o->inject_slow = slow ? strtod(slow + 5, NULL) : 0;
+        o->inject_copy = strstr(inject, "copy") != NULL;
+        fprintf(stderr, "weft-train: WEFT_BENCH_INJECT=%s (a deliberate regression)\n", inject);
+    }
     o->last_step_t = train_now();
     return 0;
+}
+
+static void inject(struct trainer *t, double step_seconds)
+{
+    struct train_observe *o = t->observe;
+    if (o->inject_copy && t->nparams > 0) {
+        weft_scope_push();
+        weft_tensor *p = t->param_tensors[0];
+        if (p->ndim == 2)
+            weft_contiguous(weft_transpose(p, 0, 1));
+        weft_scope_pop();
+    }
+    double until = train_now() + o->inject_slow * step_seconds;
+    while (o->inject_slow > 0 && train_now() < until)
+        ;
 }
 
 int train_next_batch(struct trainer *t, weft_tensor **fields)
@@ -107,7 +133,6 @@ static void publish(struct trainer *t, const struct train_batch_stats *st, int64
 {
     struct train_observe *o = t->observe;
     double now = train_now(), dt = now - o->last_step_t;
-    o->last_step_t = now;
     int64_t total = t->s.max_iters > 0 ? t->s.max_iters : t->s.epochs * o->steps_per_epoch;
     int64_t done = t->step - t->start_step;
     double per_step = done > 0 ? (now - t->run_t0) / (double)done : NAN;
@@ -141,8 +166,11 @@ int train_observe_step(struct trainer *t, const struct train_batch_stats *st, in
     struct train_observe *o = t->observe;
     if (!o)
         return 0;
+    if (o->inject_slow > 0 || o->inject_copy)
+        inject(t, train_now() - o->last_step_t);
     if (o->metrics)
         publish(t, st, epoch);
+    o->last_step_t = train_now();
     if (!o->profiling)
         return 0;
     int rc = weft_profiler_step();
