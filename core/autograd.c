@@ -1110,6 +1110,16 @@ static int store_retained(struct weft_node *n)
     return 0;
 }
 
+static void buffer_release(struct weft_node *n)
+{
+    if (!n->buffer)
+        return;
+    for (int j = 0; j < n->num_outputs; j++)
+        weft_tensor_release(n->buffer[j]);
+    weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
+    n->buffer = NULL;
+}
+
 static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph)
 {
     int rc = check_saved(n);
@@ -1164,6 +1174,10 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
      * released here; those recorded were released by the pop. */
     if (grad_inputs != grad_inputs_small)
         free(grad_inputs);
+    /* The gradients that came in die with the node's run, as PyTorch's InputBuffer does:
+     * kept to the end of the backward, they held a gradient for every activation of the
+     * graph at once, and a checkpointed segment's recomputed tensors with them. */
+    buffer_release(n);
     if (!retain_graph && rc == 0) {
         node_free_saved(n);
         n->released = true;
@@ -1175,12 +1189,7 @@ static void engine_cleanup(struct node_list *all)
 {
     for (size_t i = 0; i < all->count; i++) {
         struct weft_node *n = all->items[i];
-        if (n->buffer) {
-            for (int j = 0; j < n->num_outputs; j++)
-                weft_tensor_release(n->buffer[j]);
-            weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
-            n->buffer = NULL;
-        }
+        buffer_release(n);
         n->deps = 0;
         n->discovered = false;
     }

@@ -181,18 +181,23 @@ Test(activation_checkpoint, the_peak_drops_by_about_the_blocks_activations)
     measure(false, &fwd_plain, &fpeak_plain, &peak_plain, &base_plain);
     measure(true, &fwd_ckpt, &fpeak_ckpt, &peak_ckpt, &base_ckpt);
     /* What the blocks keep for backward is what the forward leaves allocated beyond the
-     * checkpointed run; a checkpointed forward holds one block's intermediates at a time,
-     * so its peak should be lower by about (L - 1) / L of it. */
+     * checkpointed run. Checkpointed, the forward keeps none of it and the backward holds
+     * one block's recomputed activations at a time (each node drops its own once it ran,
+     * with the gradients that came into it), so both peaks should be lower by about
+     * (L - 1) / L of it. */
     double kept = (double)(fwd_plain - base_plain) - (double)(fwd_ckpt - base_ckpt);
     double expected = kept * 5.0 / 6.0;
-    double measured = (double)fpeak_plain - (double)fpeak_ckpt;
+    double fwd_drop = (double)fpeak_plain - (double)fpeak_ckpt;
     double step_drop = (double)peak_plain - (double)peak_ckpt;
     printf("checkpointing, GPT 6 blocks B=8 T=64 C=64: the blocks keep %.2f MiB of activations; "
-           "forward peak drop expected %.2f MiB, measured %.2f MiB; forward+backward peak "
-           "%.2f -> %.2f MiB\n", kept / 1048576, expected / 1048576, measured / 1048576,
-           (double)(peak_plain - base_plain) / 1048576, (double)(peak_ckpt - base_ckpt) / 1048576);
+           "expected drop of either peak %.2f MiB; measured: forward %.2f MiB, forward+backward "
+           "%.2f MiB (%.2f -> %.2f MiB)\n", kept / 1048576, expected / 1048576,
+           fwd_drop / 1048576, step_drop / 1048576, (double)(peak_plain - base_plain) / 1048576,
+           (double)(peak_ckpt - base_ckpt) / 1048576);
     cr_expect_gt(kept, 1 << 20, "the blocks' activations are megabytes");
-    cr_expect(measured > 0.6 * expected && measured < 1.4 * expected,
-              "expected a drop of %.0f bytes, measured %.0f", expected, measured);
-    cr_expect_geq(step_drop, -65536.0, "checkpointing must not raise the step's peak");
+    cr_expect(fwd_drop > 0.75 * expected && fwd_drop < 1.25 * expected,
+              "forward peak: expected a drop of %.0f bytes, measured %.0f", expected, fwd_drop);
+    cr_expect(step_drop > 0.75 * expected && step_drop < 1.25 * expected,
+              "forward+backward peak: expected a drop of %.0f bytes, measured %.0f", expected,
+              step_drop);
 }
