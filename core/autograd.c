@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "profiler_internal.h"
 #include "memory_format.h"
 #include "weft/autocast.h"
 #include "weft/layout.h"
@@ -1136,12 +1135,13 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
     }
     weft_scope_push();
-    const char *outer = WEFT_PROFILING() ? weft_profiler_node_begin(n->name) : NULL;
+    const struct weft_observer *o = WEFT_OBSERVER();
+    void *token = __builtin_expect(o != NULL, 0) ? weft_observe_node_enter(o, n->name) : NULL;
     rc = store_retained(n);
     if (rc == 0)
         rc = n->backward(n, grad_outputs, grad_inputs);
-    if (WEFT_PROFILING())
-        weft_profiler_node_end(outer);
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_node_exit(o, token);
     for (int i = 0; i < ninputs && rc == 0; i++) {
         struct edge *e = &n->next[i];
         weft_tensor *g = grad_inputs[i];

@@ -13,7 +13,6 @@
 
 #include "internal.h"
 #include "weft/autocast.h"
-#include "weft/ops.h"
 
 enum frame_mode { RECORD, RECOMPUTE };
 

@@ -148,6 +148,18 @@ WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
 WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);
 WEFT_INTERNAL weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index);
 WEFT_INTERNAL void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index);
+/* The observer of the core's events (observer.c, weft/observer.h), NULL when none: each
+ * place that reports to it loads it once and tests it, a branch predicted untaken. */
+struct weft_observer;
+WEFT_INTERNAL extern const struct weft_observer *weft_observer_now;
+#define WEFT_OBSERVER() __atomic_load_n(&weft_observer_now, __ATOMIC_ACQUIRE)
+WEFT_INTERNAL int weft_observe_dispatch(const struct weft_observer *o,
+                                        const struct weft_op_call *call);
+WEFT_INTERNAL int weft_dispatch_unobserved(const struct weft_op_call *call);
+WEFT_INTERNAL void weft_observe_storage(const struct weft_observer *o,
+                                        const struct weft_storage *s, bool alloc);
+WEFT_INTERNAL void *weft_observe_node_enter(const struct weft_observer *o, const char *name);
+WEFT_INTERNAL void weft_observe_node_exit(const struct weft_observer *o, void *token);
 /* Dtype table entries. */
 WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
 

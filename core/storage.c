@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "profiler_internal.h"
 #include "weft/storage.h"
 
 static struct weft_storage *storage_header(weft_device dev, void *data, size_t nbytes)
@@ -38,8 +37,9 @@ struct weft_storage *weft_storage_new(weft_device dev, size_t nbytes)
     }
     s->backend = backend;
     s->resizable = true;
-    if (WEFT_PROFILING())
-        weft_profiler_storage_new(s);
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, true);
     return s;
 }
 
@@ -64,8 +64,9 @@ void weft_storage_release(struct weft_storage *s)
 {
     if (!s || !weft_refcount_release(&s->refcount))
         return;
-    if (s->backend && WEFT_PROFILING())
-        weft_profiler_storage_free(s);
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0) && s->backend)
+        weft_observe_storage(o, s, false);
     if (s->backend)
         s->backend->free(s->device.index, s->data, s->nbytes);
     else if (s->deleter)
@@ -115,13 +116,14 @@ int weft_storage_resize(struct weft_storage *s, size_t nbytes)
         s->backend->free(s->device.index, data, nbytes);
         return rc;
     }
-    if (WEFT_PROFILING())
-        weft_profiler_storage_free(s);
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, false);
     s->backend->free(s->device.index, s->data, s->nbytes);
     s->data = data;
     s->nbytes = nbytes;
-    if (WEFT_PROFILING())
-        weft_profiler_storage_new(s);
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, true);
     return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <weft/nn.h>
 #include <weft/optim.h>
 #include <weft/options.h>
+#include <weft/backend.h>
+#include <weft/observer.h>
 
 /* Every op of one step of the MLP below, in the order first dispatched, with its calls:
  * forward (linear+relu fused, addmm's matmul, cross-entropy's checks, log_softmax, nll's
@@ -169,6 +171,30 @@ Test(profiler, off_records_nothing_and_ranges_are_ignored)
     cr_expect(!weft_profiler_enabled());
 }
 
+/* Off, the core has no observer (its hooks cost one untaken branch); the profiler and the
+ * memory history each set it, and it goes when both are off. Another observer keeps the
+ * profiler from starting. */
+Test(profiler, it_observes_the_core_only_while_on)
+{
+    cr_expect_null(weft_observer_get());
+    cr_assert_eq(weft_profiler_start(NULL), 0);
+    const struct weft_observer *mine = weft_observer_get();
+    cr_expect_not_null(mine);
+    cr_assert_eq(weft_memory_record_history(true), 0);
+    weft_profiler_stop();
+    cr_expect_eq(weft_observer_get(), mine, "the history still observes");
+    weft_memory_record_history(false);
+    cr_expect_null(weft_observer_get());
+
+    static const struct weft_observer other = {.struct_size = sizeof other};
+    cr_assert_eq(weft_observer_set(&other), 0);
+    cr_expect_neq(weft_profiler_start(NULL), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "an observer is already set");
+    cr_expect(!weft_profiler_enabled());
+    weft_error_clear();
+    cr_assert_eq(weft_observer_set(NULL), 0);
+}
+
 Test(profiler, ops_carry_shapes_memory_and_the_layout_copies_are_counted)
 {
     cr_assert_eq(weft_profiler_start(NULL), 0);
@@ -297,20 +323,90 @@ Test(profiler, the_snapshot_names_the_op_of_each_live_block)
     cr_expect_not_null(strstr(text, "\"state\": \"active_allocated\""));
 }
 
-/* The summary's allocated bytes are the allocator's own figure. */
-Test(profiler, the_cpu_summary_shows_the_allocators_statistics)
+/* memory_detail's figures for the cpu, as memory_summary prints them. */
+static struct weft_memory_detail cpu_detail(void)
 {
-    int64_t s[1] = {1 << 18};
-    weft_tensor *a = weft_ones(1, s, WEFT_F32, WEFT_CPU);
-    cr_assert_not_null(a);
+    const struct weft_backend *b = weft_backend_get(WEFT_DEVICE_CPU);
+    struct weft_memory_detail d = {.struct_size = sizeof d};
+    cr_assert(b && WEFT_VTABLE_HAS(b, memory_detail), "the cpu backend has memory_detail");
+    cr_assert_eq(b->memory_detail(0, &d), 0, "%s", weft_error_message());
+    return d;
+}
+
+#define LARGE WEFT_MEMORY_POOL_LARGE
+#define SMALL WEFT_MEMORY_POOL_SMALL
+
+/* PyTorch's _format_size for a cell whose column's all-pools value is pref. */
+static void size_cell(char *cell, size_t n, int64_t v, int64_t pref)
+{
+    static const char *const units[] = {"B  ", "KiB", "MiB", "GiB"};
+    int u = 0;
+    for (double p = (double)pref; u < 3 && p >= 768.0 * 1024; p /= 1024, u++)
+        v /= 1024;
+    snprintf(cell, n, "%6lld %s", (long long)v, units[u]);
+}
+
+/* A 4 MiB tensor lands in the large pool, ten of 400 bytes in the small one (448-byte
+ * blocks, on this thread's lists when it has some); the summary's rows are the
+ * allocator's statistics, pool by pool, and its allocated memory weft_memory_stats'. */
+Test(profiler, the_cpu_summary_shows_the_allocators_statistics_per_pool)
+{
+    struct weft_memory_detail d0 = cpu_detail();
+    int64_t big[1] = {1 << 20}, small[1] = {100};
+    weft_scope_push(); /* the tensors are the test's alone, freed by its releases */
+    weft_tensor *a = weft_tensor_retain(weft_ones(1, big, WEFT_F32, WEFT_CPU));
+    weft_tensor *t[10];
+    for (int i = 0; i < 10; i++)
+        t[i] = weft_tensor_retain(weft_zeros(1, small, WEFT_F32, WEFT_CPU));
+    weft_scope_pop();
+    struct weft_memory_detail d1 = cpu_detail();
+    cr_expect_eq(d1.allocated_bytes[LARGE].current - d0.allocated_bytes[LARGE].current, 4 << 20);
+    cr_expect_eq(d1.allocation[LARGE].current - d0.allocation[LARGE].current, 1);
+    cr_expect_eq(d1.allocated_bytes[SMALL].current - d0.allocated_bytes[SMALL].current, 10 * 448);
+    cr_expect_eq(d1.allocation[SMALL].current - d0.allocation[SMALL].current, 10);
+    cr_expect_eq(d1.allocated_bytes[SMALL].allocated - d0.allocated_bytes[SMALL].allocated, 10 * 448);
+    for (int p = 0; p < WEFT_MEMORY_POOLS; p++) {
+        cr_expect_geq(d1.reserved_bytes[p].current, d1.allocated_bytes[p].current, "pool %d", p);
+        cr_expect_geq(d1.allocated_bytes[p].peak, d1.allocated_bytes[p].current, "pool %d", p);
+        cr_expect_eq(d1.allocated_bytes[p].allocated - d1.allocated_bytes[p].freed,
+                     d1.allocated_bytes[p].current, "pool %d", p);
+        cr_expect_eq(d1.active_bytes[p].current, d1.allocated_bytes[p].current, "no streams");
+        cr_expect_eq(d1.inactive_split_bytes[p].current, 0, "blocks are never split");
+    }
+    cr_expect_eq(d1.allocated_bytes[0].current,
+                 d1.allocated_bytes[LARGE].current + d1.allocated_bytes[SMALL].current);
     struct weft_memory_stats st = {.struct_size = sizeof st};
     cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0);
+    cr_expect_eq((uint64_t)d1.allocated_bytes[0].current, st.allocated_bytes);
+
     char *table = weft_memory_summary(WEFT_CPU, false);
     cr_assert_not_null(table, "%s", weft_error_message());
-    char want[64];
-    double mib = (double)st.allocated_bytes / (1024.0 * 1024.0);
-    snprintf(want, sizeof want, "| Allocated memory          | %6.2f MiB |", mib);
+    char all[16], large[16], want[128];
+    size_cell(all, sizeof all, (int64_t)st.allocated_bytes, (int64_t)st.allocated_bytes);
+    size_cell(large, sizeof large, d1.allocated_bytes[LARGE].current, (int64_t)st.allocated_bytes);
+    snprintf(want, sizeof want, "| Allocated memory      | %s |", all);
     cr_expect_not_null(strstr(table, want), "expected '%s' in\n%s", want, table);
-    cr_expect_geq(st.allocated_bytes, (uint64_t)(1 << 20), "the tensor's MiB is allocated");
+    snprintf(want, sizeof want, "|       from large pool | %s |", large);
+    cr_expect_not_null(strstr(table, want), "expected '%s' in\n%s", want, table);
+    for (const char *row = "CPU OOMs: 0"; row; row = NULL)
+        cr_expect_not_null(strstr(table, row), "%s", table);
+    static const char *const rows[] = {"| Active memory ", "| CPU reserved memory ",
+                                       "| Non-releasable memory ", "| Allocations ",
+                                       "| Active allocs ", "| CPU reserved segments ",
+                                       "| Non-releasable allocs ", "| Oversize allocations ",
+                                       "from small pool", "The cpu allocator's pools"};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        cr_expect_not_null(strstr(table, rows[i]), "no '%s' in\n%s", rows[i], table);
     free(table);
+    table = weft_memory_summary(WEFT_CPU, true);
+    cr_assert_not_null(table);
+    cr_expect_null(strstr(table, "from large pool"), "abbreviated: no pools");
+    free(table);
+
+    weft_tensor_release(a);
+    for (int i = 0; i < 10; i++)
+        weft_tensor_release(t[i]);
+    struct weft_memory_detail d2 = cpu_detail();
+    cr_expect_eq(d2.allocated_bytes[LARGE].freed - d1.allocated_bytes[LARGE].freed, 4 << 20);
+    cr_expect_eq(d2.allocation[SMALL].freed - d1.allocation[SMALL].freed, 10);
 }

@@ -60,6 +60,7 @@ int cpu_register_rnn_kernels(void);        /* rnn_layer and its backward */
 void *cpu_alloc(int index, size_t nbytes);
 void cpu_free(int index, void *ptr, size_t nbytes);
 int cpu_memory_stats(int index, struct weft_memory_stats *out);
+int cpu_memory_detail(int index, struct weft_memory_detail *out); /* per pool */
 void cpu_empty_cache(int index);
 void cpu_reset_peak_memory_stats(int index);
 

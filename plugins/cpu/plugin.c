@@ -100,6 +100,7 @@ static const struct weft_backend cpu_backend = {
     .set_num_threads = cpu_set_num_threads,
     .get_num_threads = cpu_num_threads,
     .features = cpu_features,
+    .memory_detail = cpu_memory_detail,
 };
 
 static int cpu_probe(char *why, size_t why_size)

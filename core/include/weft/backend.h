@@ -74,6 +74,10 @@ struct weft_backend {
      * (caller frees); a backend that does not track live blocks lists its cached ones.
      * For weft_memory_snapshot. 0 or negative. */
     int (*memory_blocks)(int index, struct weft_memory_block **out, size_t *n);
+    /* Optional (appended in ABI 2, likewise): the allocator's statistics per pool, for
+     * weft_memory_summary's table (weft/profiler.h). Fills what out->struct_size holds.
+     * 0 or negative. */
+    int (*memory_detail)(int index, struct weft_memory_detail *out);
 };
 
 /* The backend for a device type, loading the plugin that provides it on first use (its

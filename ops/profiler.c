@@ -1,11 +1,14 @@
-/* core/profiler.c: recording events at the dispatch funnel (weft/profiler.h), user ranges,
- * the autograd engine's nodes, torch.profiler's schedule and WEFT_PROFILE.
+/* ops/profiler.c: recording events (weft/profiler.h): the ops at the core's dispatch
+ * funnel, user ranges, the autograd engine's nodes; torch.profiler's schedule; and
+ * WEFT_PROFILE, read when libweft-ops loads.
+ *
+ * The recorder is the core's observer (weft/observer.h) while it records or the memory
+ * history is on, and no observer at all otherwise: the core then tests one pointer per
+ * op, storage and backward node, and nothing here runs.
  *
  * Every thread appends to its own list of events, in chunks that never move, so a report
  * can read a list while its thread goes on; start and clear bump a generation, and a
- * thread drops its events of an older generation at its next event. Nothing here runs
- * while the profiler is off: weft_dispatch tests weft_profiler_flags and comes here only
- * when it is set (profiler_internal.h). */
+ * thread drops its events of an older generation at its next event. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,11 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
 #include "profiler_internal.h"
+#include "weft/dtype.h"
+#include "weft/error.h"
+#include "weft/observer.h"
 #include "weft/profiler.h"
 
-int weft_profiler_flags;
+static int prof_flags; /* PROF_OPS, PROF_MEMORY; atomic */
 
 static struct {
     pthread_mutex_t lock;
@@ -42,6 +47,8 @@ static struct {
 } prof = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static __thread struct prof_thread *current;
+
+#define PROF_FLAGS() __atomic_load_n(&prof_flags, __ATOMIC_RELAXED)
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 
@@ -267,19 +274,20 @@ static bool is_layout_copy(const struct weft_op_call *call)
     return false;
 }
 
-int weft_profiler_dispatch(const struct weft_op_call *call)
+/* The observer's op_enter: the op's event, handed to op_exit (NULL when not recorded). */
+static void *op_enter(const struct weft_op_call *call)
 {
-    int flags = __atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED);
-    if (flags & WEFT_PROFILER_MEMORY)
+    int flags = PROF_FLAGS();
+    if (flags & PROF_MEMORY)
         weft_memory_history_attribute(call);
-    struct prof_thread *th = (flags & WEFT_PROFILER_OPS) ? thread_get() : NULL;
+    struct prof_thread *th = (flags & PROF_OPS) ? thread_get() : NULL;
     /* The op's memory counts from the previous op's end: its front end allocated its
      * outputs in between. */
     struct prof_event *e =
         th ? event_open(th, weft_op_name(call->op), PROF_OP, th->mark_alloc, th->mark_freed)
            : NULL;
     if (!e)
-        return weft_dispatch_unprofiled(call);
+        return NULL;
     const weft_tensor *where = call->nout > 0 && call->out[0] ? call->out[0]
                                : call->nin > 0 && call->in[0] ? call->in[0]
                                                               : NULL;
@@ -295,23 +303,37 @@ int weft_profiler_dispatch(const struct weft_op_call *call)
     }
     th->mark_alloc = th->alloc_total;
     th->mark_freed = th->freed_total;
-    int rc = weft_dispatch_unprofiled(call);
-    event_close(th, e);
-    return rc;
+    return e;
 }
 
-void weft_profiler_count_alloc(size_t nbytes)
+static void op_exit(void *token, const struct weft_op_call *call, int rc)
 {
-    struct prof_thread *th = thread_get();
-    if (th)
-        th->alloc_total += nbytes;
+    (void)call, (void)rc;
+    struct prof_thread *th = current;
+    if (token && th)
+        event_close(th, token);
 }
 
-void weft_profiler_count_free(size_t nbytes)
+/* The observer's storage methods: the bytes each thread allocated and freed, and the
+ * memory history. */
+static void storage_alloc(const struct weft_storage *s)
 {
-    struct prof_thread *th = thread_get();
+    int flags = PROF_FLAGS();
+    struct prof_thread *th = (flags & PROF_OPS) && prof.options.profile_memory ? thread_get() : NULL;
     if (th)
-        th->freed_total += nbytes;
+        th->alloc_total += s->nbytes;
+    if (flags & PROF_MEMORY)
+        weft_memory_history_alloc(s);
+}
+
+static void storage_free(const struct weft_storage *s)
+{
+    int flags = PROF_FLAGS();
+    struct prof_thread *th = (flags & PROF_OPS) && prof.options.profile_memory ? thread_get() : NULL;
+    if (th)
+        th->freed_total += s->nbytes;
+    if (flags & PROF_MEMORY)
+        weft_memory_history_free(s);
 }
 
 const char *weft_profiler_open_range(void)
@@ -345,36 +367,66 @@ static void range_pop(int kind)
 
 void weft_profiler_range_push(const char *name)
 {
-    if (__atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED) & WEFT_PROFILER_OPS)
+    if (PROF_FLAGS() & PROF_OPS)
         range_push(name ? name : "", PROF_RANGE);
 }
 
 void weft_profiler_range_pop(void)
 {
-    if (__atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED) & WEFT_PROFILER_OPS)
+    if (PROF_FLAGS() & PROF_OPS)
         range_pop(PROF_RANGE);
 }
 
-const char *weft_profiler_node_begin(const char *name)
+/* The observer's node methods: a backward node is a range, and the ops inside it carry
+ * its name. The token is the node that was running (nodes nest when a backward function
+ * runs a checkpointed segment's forward). */
+static void *node_enter(const char *name)
 {
-    struct prof_thread *th = thread_get();
+    struct prof_thread *th = (PROF_FLAGS() & PROF_OPS) ? thread_get() : NULL;
     if (!th)
         return NULL;
     const char *prev = th->node;
-    if (__atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED) & WEFT_PROFILER_OPS) {
-        range_push(name, PROF_NODE);
-        th->node = name; /* a node's name is static (weft_node_create) */
-    }
-    return prev;
+    range_push(name, PROF_NODE);
+    th->node = name; /* a node's name is static (weft_node_create) */
+    return (void *)prev;
 }
 
-void weft_profiler_node_end(const char *prev)
+static void node_exit(void *token)
 {
     struct prof_thread *th = current;
-    if (!th)
+    if (!th || th->generation != weft_profiler_generation())
         return;
     range_pop(PROF_NODE);
-    th->node = prev;
+    th->node = token;
+}
+
+static const struct weft_observer observer = {
+    .struct_size = sizeof(struct weft_observer),
+    .op_enter = op_enter,
+    .op_exit = op_exit,
+    .storage_alloc = storage_alloc,
+    .storage_free = storage_free,
+    .node_enter = node_enter,
+    .node_exit = node_exit,
+};
+
+int weft_profiler_flags(void)
+{
+    return PROF_FLAGS();
+}
+
+int weft_profiler_flags_change(int on, int off)
+{
+    pthread_mutex_lock(&prof.lock);
+    int was = PROF_FLAGS(), now = (was | on) & ~off, rc = 0;
+    if (!was && now)
+        rc = weft_observer_set(&observer);
+    if (rc == 0)
+        __atomic_store_n(&prof_flags, now, __ATOMIC_RELEASE);
+    if (rc == 0 && was && !now && weft_observer_get() == &observer)
+        weft_observer_set(NULL);
+    pthread_mutex_unlock(&prof.lock);
+    return rc;
 }
 
 /* ---- start, stop, clear ------------------------------------------------------------------- */
@@ -409,7 +461,7 @@ static void clear_events(void)
 
 int weft_profiler_start(const struct weft_profiler_options *o)
 {
-    if (weft_profiler_flags & WEFT_PROFILER_OPS)
+    if (PROF_FLAGS() & PROF_OPS)
         return weft_error_set(WEFT_ERR_RUNTIME, "profiler is already running");
     struct weft_profiler_options opts = weft_profiler_default_options();
     if (o) {
@@ -420,15 +472,13 @@ int weft_profiler_start(const struct weft_profiler_options *o)
     clear_events();
     prof.options = opts;
     prof.t0 = prof.t0 ? prof.t0 : weft_profiler_now_ns();
-    if (opts.profile_memory)
-        weft_memory_record_history(true);
-    __atomic_or_fetch(&weft_profiler_flags, WEFT_PROFILER_OPS, __ATOMIC_RELEASE);
-    return 0;
+    int rc = weft_profiler_flags_change(PROF_OPS, 0);
+    return rc == 0 ? 0 : weft_error_prefix("profiler");
 }
 
 int weft_profiler_stop(void)
 {
-    __atomic_and_fetch(&weft_profiler_flags, ~WEFT_PROFILER_OPS, __ATOMIC_RELEASE);
+    weft_profiler_flags_change(0, PROF_OPS);
     /* Ranges still open on this thread end here. */
     struct prof_thread *th = current;
     while (th && th->generation == weft_profiler_generation() && th->depth > 0)
@@ -442,7 +492,7 @@ int weft_profiler_stop(void)
 
 bool weft_profiler_enabled(void)
 {
-    return (__atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED) & WEFT_PROFILER_OPS) != 0;
+    return (PROF_FLAGS() & PROF_OPS) != 0;
 }
 
 void weft_profiler_clear(void)
@@ -453,11 +503,6 @@ void weft_profiler_clear(void)
         strings_free_locked();
         pthread_mutex_unlock(&prof.lock);
     }
-}
-
-bool weft_profiler_record_shapes(void)
-{
-    return prof.options.record_shapes;
 }
 
 /* ---- steps and the schedule ------------------------------------------------------------- */
@@ -653,7 +698,7 @@ const char *weft_profiler_last_report(void)
     return prof.last_report;
 }
 
-/* ---- WEFT_PROFILE=DIR ------------------------------------------------------------------ */
+/* ---- WEFT_PROFILE=DIR: every program that runs ops links libweft-ops ------------------- */
 
 static void env_report(void)
 {

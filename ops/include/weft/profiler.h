@@ -9,10 +9,13 @@
  * thread. User ranges (weft_profiler_range_push/pop, PyTorch's record_function) and the
  * backward nodes the autograd engine runs are recorded around the ops they contain.
  *
- * Off by default and free when off: the funnel tests one global flag. Turned on by
+ * Off by default and free when off: the profiler is libweft-ops' observer of the core
+ * (weft/observer.h), set only while it records, and without an observer the core tests
+ * one pointer per op, storage and backward node. Turned on by
  * weft_profiler_start(), by a schedule (weft_profiler_schedule_begin, torch.profiler's
  * schedule with prof.step()), or for a whole program by WEFT_PROFILE=DIR in the
- * environment (the trace and the table are written to DIR when the program exits).
+ * environment, read when libweft-ops loads (the trace and the table are written to DIR
+ * when the program exits).
  *
  * Times are host wall times: on an asynchronous device (cuda) an op's time is its
  * launch, not its kernel. Threads: any thread may record; start, stop, clear and the
@@ -34,15 +37,14 @@ extern "C" {
 struct weft_profiler_options {
     size_t struct_size;  /* sizeof the caller's struct: fields are only appended */
     bool record_shapes;  /* operands' shapes and dtypes in every event */
-    bool profile_memory; /* bytes allocated and freed per op; the live blocks' ops for
-                          * weft_memory_snapshot */
+    bool profile_memory; /* bytes allocated and freed per op */
 };
 
 /* Defaults: record_shapes and profile_memory on. */
 struct weft_profiler_options weft_profiler_default_options(void);
 
 /* Forgets earlier events and starts recording (o NULL: defaults). 0 or negative (already
- * recording: "profiler is already running"). */
+ * recording: "profiler is already running"; another observer of the core is set). */
 int weft_profiler_start(const struct weft_profiler_options *o);
 /* Stops recording; the events stay for the reports until the next start or clear. */
 int weft_profiler_stop(void);
@@ -106,12 +108,22 @@ int64_t weft_profiler_layout_copies(int64_t *bytes);
  * a temporary file renamed into place. 0 or negative. */
 int weft_profiler_export_chrome_trace(const char *path);
 
-/* ---- memory history (torch.cuda.memory._record_memory_history) ---------------------- */
+/* ---- memory: torch.cuda.memory_summary, _record_memory_history, _snapshot ----------- */
+
+/* torch.cuda.memory_summary(device, abbreviated): the table of the device allocator's
+ * statistics PyTorch prints (allocated, active, reserved and non-releasable memory,
+ * allocations, active allocations, reserved segments, non-releasable allocations, per
+ * pool unless abbreviated, and the OOMs), as a malloc'd string the caller frees (NULL
+ * with an error). The backend's own memory_summary when it has one; otherwise the table
+ * is made from its memory_detail (weft/backend.h), with the notes that say what each
+ * row means on that device, or from weft_memory_stats alone. */
+char *weft_memory_summary(weft_device dev, bool abbreviated);
 
 /* Remembers, for every block allocated from now on, its size, device and the op whose
- * output it became (its shape and dtype), for weft_memory_snapshot. The profiler turns
- * it on with profile_memory. */
-void weft_memory_record_history(bool enabled);
+ * output it became (its shape and dtype), for weft_memory_snapshot; false forgets them
+ * and stops. While it is on, libweft-ops observes the core (weft/observer.h): each op
+ * pays for a look-up. 0 or negative (another observer is set). */
+int weft_memory_record_history(bool enabled);
 
 /* torch.cuda.memory._snapshot() written as JSON to path: the device allocator's segments
  * and blocks (address, size, requested size, state) and, for each live block recorded by

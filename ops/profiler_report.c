@@ -1,4 +1,4 @@
-/* core/profiler_report.c: what the recorder's events say: key_averages() and its table,
+/* ops/profiler_report.c: what the recorder's events say: key_averages() and its table,
  * the layout copies, and the Chrome trace (the format chrome://tracing and Perfetto
  * read: an object whose traceEvents are complete events, ph "X", times in microseconds).
  *
@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "profiler_internal.h"
+#include "weft/device.h"
+#include "weft/error.h"
 #include "weft/profiler.h"
 
 /* Calls fn for every closed event of the current generation with its children's totals. */

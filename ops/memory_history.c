@@ -1,8 +1,9 @@
-/* core/memory_history.c: which op allocated each live block
+/* ops/memory_history.c: which op allocated each live block
  * (torch.cuda.memory._record_memory_history), and the snapshot that reports it.
  *
  * Storages are remembered from their allocation to their free in a table keyed by the
- * storage; the op is learnt at the dispatch funnel, where a fresh block first appears as
+ * storage, told by the profiler's observer of the core (profiler.c); the op is learnt at
+ * the dispatch funnel, where a fresh block first appears as
  * an output (front ends allocate outputs just before their kernel). A block never written
  * by a kernel keeps the range or backward node that was open when it was allocated. */
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 
 #include "profiler_internal.h"
+#include "weft/backend.h"
+#include "weft/error.h"
 #include "weft/profiler.h"
 
 struct live_block {
@@ -40,13 +43,11 @@ static size_t bucket_of(const void *p)
     return (size_t)((x ^ (x >> 12)) % BUCKETS);
 }
 
-void weft_memory_record_history(bool enabled)
+int weft_memory_record_history(bool enabled)
 {
-    if (enabled) {
-        __atomic_or_fetch(&weft_profiler_flags, WEFT_PROFILER_MEMORY, __ATOMIC_RELEASE);
-        return;
-    }
-    __atomic_and_fetch(&weft_profiler_flags, ~WEFT_PROFILER_MEMORY, __ATOMIC_RELEASE);
+    if (enabled)
+        return weft_profiler_flags_change(PROF_MEMORY, 0);
+    weft_profiler_flags_change(0, PROF_MEMORY);
     pthread_mutex_lock(&history.lock);
     for (size_t i = 0; i < BUCKETS; i++) {
         struct live_block *b = history.bucket[i];
@@ -58,14 +59,12 @@ void weft_memory_record_history(bool enabled)
         history.bucket[i] = NULL;
     }
     pthread_mutex_unlock(&history.lock);
+    return 0;
 }
 
-void weft_profiler_storage_new(const struct weft_storage *s)
+void weft_memory_history_alloc(const struct weft_storage *s)
 {
-    int flags = __atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED);
-    if (flags & WEFT_PROFILER_OPS)
-        weft_profiler_count_alloc(s->nbytes);
-    if (!(flags & WEFT_PROFILER_MEMORY) || !s->data)
+    if (!s->data)
         return;
     struct live_block *b = calloc(1, sizeof *b);
     if (!b)
@@ -83,12 +82,9 @@ void weft_profiler_storage_new(const struct weft_storage *s)
     pthread_mutex_unlock(&history.lock);
 }
 
-void weft_profiler_storage_free(const struct weft_storage *s)
+void weft_memory_history_free(const struct weft_storage *s)
 {
-    int flags = __atomic_load_n(&weft_profiler_flags, __ATOMIC_RELAXED);
-    if (flags & WEFT_PROFILER_OPS)
-        weft_profiler_count_free(s->nbytes);
-    if (!(flags & WEFT_PROFILER_MEMORY) || !s->data)
+    if (!s->data)
         return;
     size_t k = bucket_of(s);
     pthread_mutex_lock(&history.lock);
@@ -204,7 +200,7 @@ static int snapshot_write(FILE *f, weft_device dev, struct weft_memory_block *bl
     char name[32];
     fprintf(f, "{\"device\": \"%s\", \"history\": %s, \"segments\": [",
             weft_device_str(dev, name, sizeof name),
-            (weft_profiler_flags & WEFT_PROFILER_MEMORY) ? "true" : "false");
+            (weft_profiler_flags() & PROF_MEMORY) ? "true" : "false");
     bool first = true;
     /* The allocator's own segments (a cuda device: all of them; the cpu: its cache). */
     for (size_t i = 0; i < nblocks;) {
