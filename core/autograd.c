@@ -99,6 +99,12 @@ struct weft_node {
 
 static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
 static WEFT_FAST_TLS struct callback_queue *current_callbacks;
+static WEFT_FAST_TLS const char *running_node; /* for out-of-memory errors */
+
+const char *weft_autograd_running_node(void)
+{
+    return running_node;
+}
 static int next_hook_handle = 1;
 static bool anomaly_mode;
 static uint64_t next_sequence_nr;
@@ -1137,9 +1143,12 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
     weft_scope_push();
     const struct weft_observer *o = WEFT_OBSERVER();
     void *token = __builtin_expect(o != NULL, 0) ? weft_observe_node_enter(o, n->name) : NULL;
+    const char *outer_node = running_node;
+    running_node = n->name;
     rc = store_retained(n);
     if (rc == 0)
         rc = n->backward(n, grad_outputs, grad_inputs);
+    running_node = outer_node;
     if (__builtin_expect(o != NULL, 0))
         weft_observe_node_exit(o, token);
     for (int i = 0; i < ninputs && rc == 0; i++) {

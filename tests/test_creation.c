@@ -197,3 +197,24 @@ Test(creation, creation_results_are_recorded_in_the_scope)
     cr_assert_eq(t->refcount, 1, "the scope released its reference, ours remains");
     weft_tensor_release(t);
 }
+
+/* An out-of-memory error names the op whose front end wanted the memory and the tensor
+ * it wanted, before the allocator's own words. */
+Test(creation, an_out_of_memory_error_names_the_op_and_the_shape)
+{
+    int64_t one[2] = {1, 1}, huge[2] = {(int64_t)1 << 31, (int64_t)1 << 30};
+    weft_tensor *x = weft_expand(weft_ones(2, one, WEFT_F32, WEFT_CPU), 2, huge);
+    cr_assert_not_null(x, "%s", weft_error_message());
+    cr_expect_null(weft_exp(x));
+    tu_assert_error(WEFT_ERR_OUT_OF_MEMORY, "weft_exp wanted a float32 tensor of shape "
+                                            "[2147483648, 1073741824] on cpu: DefaultCPUAllocator: "
+                                            "not enough memory");
+    weft_error_clear();
+    /* Called from outside weft: no op to name. */
+    int64_t big[2] = {(int64_t)1 << 30, (int64_t)1 << 30};
+    cr_expect_null(weft_empty(2, big, WEFT_F64, WEFT_CPU));
+    cr_expect_eq(strncmp(weft_error_message(), "wanted a float64 tensor of shape "
+                                               "[1073741824, 1073741824] on cpu: ", 60), 0,
+                 "%s", weft_error_message());
+    weft_error_clear();
+}
