@@ -132,8 +132,9 @@ bench: build
 
 # The regression gate (bench/bench-check.py): bench-baseline keeps this build as the
 # baseline; bench-check runs it and the current build interleaved on the MLP, CNN and GPT
-# configs and fails on throughput down > 3% beyond the spread, peak memory up > 5%, or a
-# layout copy in a step that had none. On a quiet machine; CI runs only its self-test.
+# configs and fails on training or data-loader throughput down > 3% beyond the spread,
+# peak memory up > 5%, or a layout copy in a step that had none. On a quiet machine; CI
+# runs only its self-test.
 BENCH_BASELINE ?= .bench-baseline
 bench-baseline: build
 	bench/bench-check.py baseline $(BUILD) $(BENCH_BASELINE)

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """The regression gate: weft-train's throughput, peak memory and per-step ops on the
-shipped configs, the current build against a baseline build, interleaved.
+shipped configs, and the data loader's throughput on each config's [data] alone
+(weft-bench --config), the current build against a baseline build, interleaved.
 
     bench-check.py baseline BUILD BASELINE_DIR      (make bench-baseline)
         installs BUILD into BASELINE_DIR/tree and records its figures there
     bench-check.py check BUILD BASELINE_DIR         (make bench-check)
         runs the baseline's weft-train and BUILD's in turn, ROUNDS times each, and fails
-        (exit 1) when a config's throughput (median) drops more than 3% beyond the
-        run-to-run spread (half the range of the two sides' rounds, relative), its peak
-        allocated bytes grow more than 5%, or a layout copy appears in a step that had none
+        (exit 1) when a config's training or loader throughput (median) drops more than 3%
+        beyond the run-to-run spread (half the range of the two sides' rounds, relative),
+        its peak allocated bytes grow more than 5%, or a layout copy appears in a step that
+        had none
     env: ROUNDS (5), CONFIGS ("mnist-mlp mnist-cnn gpt-char"), STEPS (per run, 30),
          INJECT (WEFT_BENCH_INJECT for the current build's runs only: "slow:0.2", "copy":
          the gate's self-test, tests/bench-check-self.sh)
@@ -56,8 +58,37 @@ def run(train, plugins, config, steps, inject, tmp):
     return float(m.group(1)), peak, ops, copies
 
 
+def run_loader(bench, plugins, config, inject):
+    """The loader's samples/s on the config's [data] alone; None when this build's
+    weft-bench has no --config (a baseline older than the figure)."""
+    env = dict(os.environ, WEFT_PLUGIN_PATH=plugins, OMP_WAIT_POLICY="PASSIVE")
+    env.pop("WEFT_BENCH_INJECT", None)
+    if inject:
+        env["WEFT_BENCH_INJECT"] = inject
+    if not os.path.exists(bench):
+        return None
+    out = subprocess.run([bench, "--config", os.path.join(ROOT, "configs", config + ".ini"),
+                          "--batches", "100", "--repeats", "3"],
+                         env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode == 2 and "unknown argument" in out.stderr:
+        return None
+    if out.returncode != 0:
+        sys.exit(f"bench-check: {config}: weft-bench --config failed:\n{out.stdout}\n{out.stderr}")
+    m = re.search(r"^loader_\S+ +([0-9.]+) samples/s", out.stdout, re.M)
+    return float(m.group(1))
+
+
 def side_paths(build):
-    return os.path.join(build, "apps", "weft-train"), os.path.join(build, "plugins")
+    return (os.path.join(build, "apps", "weft-train"), os.path.join(build, "plugins"),
+            os.path.join(build, "bench", "weft-bench"))
+
+
+def compare(figures):
+    """Medians per side, the spread (the larger side's half range, relative) and the
+    current side's change against the base."""
+    med = {s: statistics.median(v) for s, v in figures.items()}
+    spread = max((max(v) - min(v)) / 2 / med[s] for s, v in figures.items())
+    return med, spread, med["current"] / med["base"] - 1
 
 
 def main():
@@ -83,15 +114,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for config in configs:
             res = {"base": [], "current": []}
+            loader = {"base": [], "current": []}
             for r in range(rounds):
                 for side in ("base", "current"):
-                    train, plugins = sides[side]
-                    res[side].append(run(train, plugins, config, steps,
-                                         inject if side == "current" else "", tmp))
+                    train, plugins, bench = sides[side]
+                    side_inject = inject if side == "current" else ""
+                    res[side].append(run(train, plugins, config, steps, side_inject, tmp))
+                    loader[side].append(run_loader(bench, plugins, config, side_inject))
             tput = {s: [x[0] for x in v] for s, v in res.items()}
-            med = {s: statistics.median(v) for s, v in tput.items()}
-            spread = max((max(v) - min(v)) / 2 / med[s] for s, v in tput.items())
-            change = med["current"] / med["base"] - 1
+            med, spread, change = compare(tput)
             peak = {s: max(x[1] for x in v) for s, v in res.items()}
             ops = {s: v[0][2] for s, v in res.items()}
             copies = {s: max(x[3] for x in v) for s, v in res.items()}
@@ -102,6 +133,15 @@ def main():
             if change < -(0.03 + spread):
                 failed.append(f"{config}: throughput down {-100 * change:.1f}% (> 3% + spread "
                               f"{100 * spread:.1f}%)")
+            if None in loader["base"] + loader["current"]:
+                print(f"{config}: loader throughput: n/a (a side's weft-bench has no --config)")
+            else:
+                lmed, lspread, lchange = compare(loader)
+                print(f"{config}: loader throughput {lmed['base']:.0f} -> {lmed['current']:.0f} "
+                      f"samples/s ({100 * lchange:+.1f}%, spread {100 * lspread:.1f}%)")
+                if lchange < -(0.03 + lspread):
+                    failed.append(f"{config}: loader throughput down {-100 * lchange:.1f}% "
+                                  f"(> 3% + spread {100 * lspread:.1f}%)")
             if peak["current"] > 1.05 * peak["base"]:
                 failed.append(f"{config}: peak memory up {100 * (peak['current'] / peak['base'] - 1):.1f}%")
             if copies["base"] == 0 and copies["current"] > 0:
