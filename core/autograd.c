@@ -49,6 +49,7 @@ struct grad_hook {
 struct callback_queue {
     struct queued_callback { int (*fn)(void *ctx); void *ctx; } *items;
     int count, capacity;
+    const char *running_node; /* and the node it runs now, for out-of-memory errors */
 };
 
 struct edge {
@@ -99,11 +100,10 @@ struct weft_node {
 
 static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
 static WEFT_FAST_TLS struct callback_queue *current_callbacks;
-static WEFT_FAST_TLS const char *running_node; /* for out-of-memory errors */
 
 const char *weft_autograd_running_node(void)
 {
-    return running_node;
+    return current_callbacks ? current_callbacks->running_node : NULL;
 }
 static int next_hook_handle = 1;
 static bool anomaly_mode;
@@ -472,7 +472,7 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
         return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
     if (!t)
         return 0;
-    struct weft_checkpoint_frame *frame = weft_checkpoint_active();
+    struct weft_checkpoint_frame *frame = WEFT_CHECKPOINT_ACTIVE();
     if (frame && weft_checkpoint_recording(frame) && t->layout == WEFT_LAYOUT_STRIDED) {
         struct saved_tensor *s = &node->saved[slot];
         weft_tensor_release(s->alias);
@@ -525,7 +525,9 @@ weft_tensor *weft_node_saved(struct weft_node *node, int slot)
     if (!node || slot < 0 || slot >= node->num_saved)
         return NULL;
     const struct saved_tensor *s = &node->saved[slot];
-    return s->frame ? weft_checkpoint_saved(s->frame, s->frame_index) : s->alias;
+    if (__builtin_expect(s->frame != NULL, 0))
+        return weft_checkpoint_saved(s->frame, s->frame_index);
+    return s->alias;
 }
 
 int64_t *weft_node_ints(struct weft_node *node)
@@ -1125,7 +1127,8 @@ static void buffer_release(struct weft_node *n)
     n->buffer = NULL;
 }
 
-static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph)
+static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph,
+                    struct callback_queue *run)
 {
     int rc = check_saved(n);
     if (rc != 0)
@@ -1143,12 +1146,11 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
     weft_scope_push();
     const struct weft_observer *o = WEFT_OBSERVER();
     void *token = __builtin_expect(o != NULL, 0) ? weft_observe_node_enter(o, n->name) : NULL;
-    const char *outer_node = running_node;
-    running_node = n->name;
+    run->running_node = n->name;
     rc = store_retained(n);
     if (rc == 0)
         rc = n->backward(n, grad_outputs, grad_inputs);
-    running_node = outer_node;
+    run->running_node = NULL;
     if (__builtin_expect(o != NULL, 0))
         weft_observe_node_exit(o, token);
     for (int i = 0; i < ninputs && rc == 0; i++) {
@@ -1253,7 +1255,7 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
     if (rc == 0)
         heap_push(&ready, root_edge.node);
     while (rc == 0 && ready.count > 0)
-        rc = run_node(heap_pop(&ready), &ready, retain_graph);
+        rc = run_node(heap_pop(&ready), &ready, retain_graph, &callbacks);
     free(ready.items);
     engine_cleanup(&all);
     node_release(root_edge.node);

@@ -32,6 +32,17 @@ struct weft_checkpoint_frame {
 };
 
 static WEFT_FAST_TLS struct weft_checkpoint_frame *active;
+int weft_checkpoint_running;
+
+/* Makes f this thread's frame (NULL: none), counting the frames in use. */
+static void set_active(struct weft_checkpoint_frame *f)
+{
+    if (f && !active)
+        __atomic_add_fetch(&weft_checkpoint_running, 1, __ATOMIC_RELAXED);
+    else if (!f && active)
+        __atomic_sub_fetch(&weft_checkpoint_running, 1, __ATOMIC_RELAXED);
+    active = f;
+}
 
 struct weft_checkpoint_frame *weft_checkpoint_active(void)
 {
@@ -82,7 +93,7 @@ static int recompute(struct weft_checkpoint_frame *f)
     weft_autocast_state autocast = weft_autocast_get();
     weft_autocast_end(f->autocast);
     struct weft_checkpoint_frame *outer = active;
-    active = f;
+    set_active(f);
     f->mode = RECOMPUTE;
     f->nrecomputed = 0;
     weft_scope_push();
@@ -99,7 +110,7 @@ static int recompute(struct weft_checkpoint_frame *f)
     if (rc == 0 && !out)
         rc = weft_error_code() ? weft_error_code() : WEFT_ERR_RUNTIME;
     weft_scope_pop();
-    active = outer;
+    set_active(outer);
     weft_autocast_end(autocast);
     weft_set_grad_enabled(grad);
     weft_random_set_offset(offset);
@@ -113,7 +124,9 @@ static int recompute(struct weft_checkpoint_frame *f)
     return rc;
 }
 
-weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index)
+/* Out of line and cold: the saved-tensor read it sits behind is every backward's. */
+__attribute__((noinline, cold)) weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f,
+                                                                   int index)
 {
     if (!f->done && recompute(f) != 0)
         return NULL;
@@ -155,13 +168,13 @@ weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tenso
     *f = (struct weft_checkpoint_frame){.refs = 1, .fn = fn, .ctx = ctx, .n = n, .inputs = kept,
                                         .rng_offset = weft_random_offset(),
                                         .autocast = weft_autocast_get(), .mode = RECORD};
-    active = f;
+    set_active(f);
     /* The segment's intermediate results die at its end, not with the caller's scope:
      * that is the memory checkpointing saves. */
     weft_scope_push();
     weft_tensor *out = weft_tensor_retain(fn(ctx, n, inputs));
     weft_scope_pop();
-    active = NULL;
+    set_active(NULL);
     frame_unref(f);
     return weft_autorelease(out);
 }

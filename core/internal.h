@@ -143,6 +143,13 @@ WEFT_INTERNAL void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *i
  * weft_checkpoint_drop. */
 struct weft_checkpoint_frame;
 WEFT_INTERNAL struct weft_checkpoint_frame *weft_checkpoint_active(void);
+/* Checkpointed forwards running now, on any thread: while none is, a save tests this
+ * word and reads no thread-local. */
+WEFT_INTERNAL extern int weft_checkpoint_running;
+#define WEFT_CHECKPOINT_ACTIVE()                                                              \
+    (__builtin_expect(__atomic_load_n(&weft_checkpoint_running, __ATOMIC_RELAXED) != 0, 0)    \
+         ? weft_checkpoint_active()                                                           \
+         : NULL)
 WEFT_INTERNAL bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f);
 WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
 WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);

@@ -218,3 +218,29 @@ Test(creation, an_out_of_memory_error_names_the_op_and_the_shape)
                  "%s", weft_error_message());
     weft_error_clear();
 }
+
+/* A backward whose formula wants too much: the message says which node ran. */
+static int greedy_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                           weft_tensor **grad_inputs)
+{
+    (void)node, (void)grad_outputs;
+    int64_t huge[2] = {(int64_t)1 << 31, (int64_t)1 << 30};
+    grad_inputs[0] = weft_exp(weft_expand(weft_ones(1, (int64_t[]){1}, WEFT_F32, WEFT_CPU), 2, huge));
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+Test(creation, an_out_of_memory_error_in_backward_names_the_node)
+{
+    int64_t s[1] = {2};
+    weft_tensor *x = weft_ones(1, s, WEFT_F32, WEFT_CPU);
+    weft_requires_grad_(x, true);
+    weft_tensor *z = weft_zeros(1, s, WEFT_F32, WEFT_CPU); /* the node's output */
+    struct weft_node *node = weft_node_create("GreedyBackward0", greedy_backward, 1, &x, 0);
+    cr_assert_not_null(node);
+    cr_assert_eq(weft_node_finish(node, 1, &z), 0, "%s", weft_error_message());
+    cr_expect_neq(weft_backward(weft_sum(z, 0, NULL, false), NULL, false), 0);
+    tu_assert_error(WEFT_ERR_OUT_OF_MEMORY, "weft_exp wanted a float32 tensor of shape "
+                                            "[2147483648, 1073741824] on cpu in the backward of "
+                                            "GreedyBackward0: DefaultCPUAllocator");
+    weft_error_clear();
+}

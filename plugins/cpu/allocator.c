@@ -304,12 +304,20 @@ static void count_up(uint64_t *counter)
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-static void balance_add(struct thread_counts *t, int64_t delta)
+/* A thread's balance b joins the pool's totals, with its blocks: out of line, so that
+ * balance_add stays inlined in the lock-free paths (with this inside, it was not: 21
+ * instructions more per alloc and free pair). */
+static __attribute__((noinline)) void balance_flush(struct thread_counts *t, int64_t b)
+{
+    note_allocated(b);
+    flush_blocks(t);
+}
+
+static inline void balance_add(struct thread_counts *t, int64_t delta)
 {
     int64_t b = __atomic_load_n(&t->balance, __ATOMIC_RELAXED) + delta;
-    if (b > THREAD_BALANCE_LIMIT || b < -THREAD_BALANCE_LIMIT) {
-        note_allocated(b);
-        flush_blocks(t);
+    if (__builtin_expect(b > THREAD_BALANCE_LIMIT || b < -THREAD_BALANCE_LIMIT, 0)) {
+        balance_flush(t, b);
         b = 0;
     }
     __atomic_store_n(&t->balance, b, __ATOMIC_RELAXED);
