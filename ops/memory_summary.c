@@ -80,7 +80,8 @@ static void row(struct text *t, const char *name, const struct weft_memory_stat 
         else
             fmt(cells[i], sizeof cells[i], v[i], p[i]);
     }
-    text_add(t, "| %-21s | %s | %s | %s | %s |\n", name, cells[0], cells[1], cells[2], cells[3]);
+    /* PyTorch's 21 characters for the name (a long device word is cut) */
+    text_add(t, "| %-21.21s | %s | %s | %s | %s |\n", name, cells[0], cells[1], cells[2], cells[3]);
 }
 
 #define RULE_EQ "|===========================================================================|\n"

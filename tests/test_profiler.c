@@ -346,6 +346,51 @@ static void size_cell(char *cell, size_t n, int64_t v, int64_t pref)
     snprintf(cell, n, "%6lld %s", (long long)v, units[u]);
 }
 
+/* A backend with memory_stats alone: the table has the rows those figures fill, "-"
+ * where a figure is unknown, and no pools. */
+static int stats_count(void) { return 1; }
+static void *stats_alloc(int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
+static void stats_free(int index, void *p, size_t nbytes) { (void)index, (void)nbytes; free(p); }
+static int stats_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    (void)dst, (void)src, (void)non_blocking;
+    return 0;
+}
+static int stats_stats(int index, struct weft_memory_stats *out)
+{
+    (void)index;
+    out->allocated_bytes = 3 << 20;
+    out->peak_allocated_bytes = 5 << 20;
+    out->reserved_bytes = 6 << 20;
+    out->peak_reserved_bytes = 6 << 20;
+    out->num_allocs = 7;
+    out->num_frees = 4;
+    out->num_ooms = 2;
+    return 0;
+}
+static const struct weft_backend stats_backend = {
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "statsonly", struct weft_backend),
+    .device_count = stats_count, .alloc = stats_alloc, .free = stats_free, .copy = stats_copy,
+    .memory_stats = stats_stats,
+};
+
+Test(profiler, a_backend_with_only_memory_stats_gets_the_rows_they_fill)
+{
+    int type = weft_register(&stats_backend);
+    cr_assert_geq(type, 0, "%s", weft_error_message());
+    char *table = weft_memory_summary((weft_device){type, 0}, false);
+    cr_assert_not_null(table, "%s", weft_error_message());
+    static const char *const rows[] = {
+        "weft statsonly memory summary, device ID 0", "statsonly OOMs: 2",
+        "| Allocated memory      |   3072 KiB |   5120 KiB |         -  |         -  |",
+        "| statsonly reserved me |", /* the name is cut at PyTorch's 21 characters */
+        "| Allocations           |       3    |         -  |       7    |       4    |"};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        cr_expect_not_null(strstr(table, rows[i]), "no '%s' in\n%s", rows[i], table);
+    cr_expect_null(strstr(table, "from large pool"), "no pools without memory_detail");
+    free(table);
+}
+
 /* A 4 MiB tensor lands in the large pool, ten of 400 bytes in the small one (448-byte
  * blocks, on this thread's lists when it has some); the summary's rows are the
  * allocator's statistics, pool by pool, and its allocated memory weft_memory_stats'. */
