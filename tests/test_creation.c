@@ -202,6 +202,7 @@ Test(creation, creation_results_are_recorded_in_the_scope)
  * it wanted, before the allocator's own words. */
 Test(creation, an_out_of_memory_error_names_the_op_and_the_shape)
 {
+    weft_scope_push();
     int64_t one[2] = {1, 1}, huge[2] = {(int64_t)1 << 31, (int64_t)1 << 30};
     weft_tensor *x = weft_expand(weft_ones(2, one, WEFT_F32, WEFT_CPU), 2, huge);
     cr_assert_not_null(x, "%s", weft_error_message());
@@ -217,6 +218,7 @@ Test(creation, an_out_of_memory_error_names_the_op_and_the_shape)
                                                "[1073741824, 1073741824] on cpu: ", 60), 0,
                  "%s", weft_error_message());
     weft_error_clear();
+    weft_scope_pop();
 }
 
 /* A backward whose formula wants too much: the message says which node ran. */
@@ -231,6 +233,7 @@ static int greedy_backward(struct weft_node *node, weft_tensor *const *grad_outp
 
 Test(creation, an_out_of_memory_error_in_backward_names_the_node)
 {
+    weft_scope_push();
     int64_t s[1] = {2};
     weft_tensor *x = weft_ones(1, s, WEFT_F32, WEFT_CPU);
     weft_requires_grad_(x, true);
@@ -243,4 +246,5 @@ Test(creation, an_out_of_memory_error_in_backward_names_the_node)
                                             "[2147483648, 1073741824] on cpu in the backward of "
                                             "GreedyBackward0: DefaultCPUAllocator");
     weft_error_clear();
+    weft_scope_pop();
 }
