@@ -2,7 +2,8 @@
 # weft-train's profile ([train] profile on torch.profiler's schedule): the Chrome trace is
 # valid JSON whose events all have ph, ts, dur, pid and tid; each recorded step's ranges
 # (data, forward, backward, optimizer) add up to within 10% of the step's wall time; the
-# table has the layout copies' line; the CSV log has the peak memory column.
+# table has the layout copies' line; the CSV log has the peak memory column. And out of
+# memory, weft-train names the op and the shape it wanted and prints memory_summary.
 #   usage: train-profile.sh BUILD_DIR SOURCE_ROOT
 set -eu
 build=$(cd "$1" && pwd)
@@ -43,4 +44,15 @@ ops = [e for e in events if e["cat"] == "cpu_op"]
 assert ops and all("Input Dims" in e["args"] and "device" in e["args"] for e in ops)
 assert any(e["args"]["phase"] == "backward" and "autograd node" in e["args"] for e in ops)
 PY
+
+# A first layer of 2^40 outputs: its weight wants 3 PiB.
+if "$train" "$root/configs/mnist-mlp.ini" --set layer.fc1.out_features=1099511627776 \
+    --set layer.fc2.in_features=1099511627776 --set train.checkpoint="$tmp/oom.safetensors" \
+    --set train.log="$tmp/oom.csv" >"$tmp/oom.txt" 2>&1; then
+    cat "$tmp/oom.txt"; fail "a 3 PiB weight was allocated"
+fi
+grep -q "^weft-train: .*\[layer.fc1\]: weft_nn_linear wanted a float32 tensor of shape \[1099511627776, 784\] on cpu: DefaultCPUAllocator: not enough memory" \
+    "$tmp/oom.txt" || { cat "$tmp/oom.txt"; fail "the out-of-memory error names no op and shape"; }
+grep -q "weft CPU memory summary, device ID 0" "$tmp/oom.txt" && grep -q "CPU OOMs: 1 " "$tmp/oom.txt" &&
+    grep -q "^| Allocated memory " "$tmp/oom.txt" || { cat "$tmp/oom.txt"; fail "no memory_summary after the error"; }
 echo "train-profile: ok"
