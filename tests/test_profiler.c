@@ -1,8 +1,8 @@
 /* tests/test_profiler.c: weft/profiler.h. The ops of one MLP training step counted at the
  * dispatch funnel, nesting of ranges, backward nodes and ops, self and total times,
  * memory per op, the layout copies, the schedule's cycles, the Chrome trace's events
- * (every one with ph, ts, dur, pid, tid), the memory snapshot's ops, and the cpu
- * allocator's summary against its statistics. */
+ * (every one with ph, ts, dur, pid, tid), the memory snapshot's ops and a caching
+ * allocator's segments in it, and the cpu allocator's summary against its statistics. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +230,7 @@ Test(profiler, ops_carry_shapes_memory_and_the_layout_copies_are_counted)
 }
 
 /* The trace is one JSON object whose events all have ph, ts, dur, pid and tid (checked
- * field by field here; tests/profile.sh parses it with Python's json). */
+ * field by field here; tests/train-profile.sh parses it with Python's json). */
 Test(profiler, chrome_trace_events_have_ph_ts_dur_pid_tid)
 {
     struct mlp m = mlp_new();
@@ -389,6 +389,113 @@ Test(profiler, a_backend_with_only_memory_stats_gets_the_rows_they_fill)
         cr_expect_not_null(strstr(table, rows[i]), "no '%s' in\n%s", rows[i], table);
     cr_expect_null(strstr(table, "from large pool"), "no pools without memory_detail");
     free(table);
+}
+
+/* A caching allocator's view, as a backend's memory_blocks gives it (the cuda plugin's):
+ * segments of several blocks. The fake backend hands out the C heap's memory, and lists
+ * its one live block inside a made-up 2 MiB small segment beside a pending and a free
+ * block, and a free 20 MiB large segment. */
+static void *live_ptr;
+static size_t live_size;
+static void *blocks_alloc(int index, size_t nbytes)
+{
+    (void)index;
+    live_size = nbytes;
+    return live_ptr = malloc(nbytes ? nbytes : 1);
+}
+static void blocks_free(int index, void *p, size_t nbytes)
+{
+    (void)index, (void)nbytes;
+    if (p == live_ptr)
+        live_ptr = NULL;
+    free(p);
+}
+static int blocks_list(int index, struct weft_memory_block **out, size_t *n)
+{
+    (void)index;
+    void *small = (void *)(uintptr_t)0x200000, *large = (void *)(uintptr_t)0x400000;
+    struct weft_memory_block b[4] = {
+        {.ptr = live_ptr, .size = 512, .requested_size = live_size, .segment = small,
+         .segment_size = 2 << 20, .small_pool = true, .allocated = true},
+        {.ptr = (char *)small + 512, .size = 512, .requested_size = 100, .segment = small,
+         .segment_size = 2 << 20, .stream = 7, .small_pool = true, .pending = true},
+        {.ptr = (char *)small + 1024, .size = (2 << 20) - 1024, .segment = small,
+         .segment_size = 2 << 20, .small_pool = true},
+        {.ptr = large, .size = 20 << 20, .segment = large, .segment_size = 20 << 20},
+    };
+    size_t first = live_ptr ? 0 : 1; /* no live block: the segment starts with the pending one */
+    *n = 4 - first;
+    *out = malloc(*n * sizeof **out);
+    if (!*out)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory");
+    memcpy(*out, b + first, *n * sizeof **out);
+    return 0;
+}
+static int blocks_fill(const struct weft_op_call *call)
+{
+    (void)call;
+    return 0;
+}
+static const struct weft_backend blocks_backend = {
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "blocks", struct weft_backend),
+    .device_count = stats_count, .alloc = blocks_alloc, .free = blocks_free, .copy = stats_copy,
+    .memory_blocks = blocks_list,
+};
+
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+Test(profiler, the_snapshot_lists_a_caching_allocators_segments_and_blocks)
+{
+    int type = weft_register(&blocks_backend);
+    cr_assert_geq(type, 0, "%s", weft_error_message());
+    cr_assert_eq(weft_kernel_register(WEFT_OP_FILL, type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
+                                      blocks_fill), 0, "%s", weft_error_message());
+    weft_device dev = {type, 0};
+    cr_assert_eq(weft_memory_record_history(true), 0, "%s", weft_error_message());
+    int64_t s[1] = {100};
+    weft_tensor *t = weft_zeros(1, s, WEFT_F32, dev);
+    cr_assert_not_null(t, "%s", weft_error_message());
+    const char *path = tu_tmp_path("blocks.json");
+    cr_assert_eq(weft_memory_snapshot(dev, path), 0, "%s", weft_error_message());
+    static char text[1 << 16];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    static const char *const want[] = {
+        "{\"device\": \"blocks:0\", \"history\": true, \"segments\": [",
+        "{\"device\": 0, \"address\": 2097152, \"total_size\": 2097152, \"allocated_size\": 512, "
+        "\"active_size\": 1024, \"requested_size\": 500, \"stream\": 0, \"segment_type\": "
+        "\"small\", \"blocks\": [",
+        "\"size\": 512, \"requested_size\": 400, \"state\": \"active_allocated\", \"op\": "
+        "\"fill\", \"range\": \"\", \"shape\": [100], \"dtype\": \"float32\"}",
+        "{\"address\": 2097664, \"size\": 512, \"requested_size\": 100, \"state\": "
+        "\"active_pending_free\"}",
+        "{\"address\": 2098176, \"size\": 2096128, \"requested_size\": 0, \"state\": \"inactive\"}",
+        "{\"device\": 0, \"address\": 4194304, \"total_size\": 20971520, \"allocated_size\": 0, "
+        "\"active_size\": 0, \"requested_size\": 0, \"stream\": 0, \"segment_type\": \"large\"",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_expect_not_null(strstr(text, want[i]), "no '%s' in\n%s", want[i], text);
+    /* The live block is the allocator's: not listed again as a segment of its own. */
+    cr_expect_eq(count_of(text, "\"total_size\""), 2, "%s", text);
+    cr_expect_eq(count_of(text, "\"op\": \"fill\""), 1, "%s", text);
+    weft_scope_pop();
+    weft_scope_push();
+    cr_assert_null(live_ptr, "the tensor was freed");
+    cr_assert_eq(weft_memory_snapshot(dev, path), 0, "%s", weft_error_message());
+    f = fopen(path, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    cr_expect_eq(count_of(text, "active_allocated"), 0, "%s", text);
+    cr_expect_eq(count_of(text, "\"op\""), 0, "nothing live, no op: %s", text);
 }
 
 /* A 4 MiB tensor lands in the large pool, ten of 400 bytes in the small one (448-byte
