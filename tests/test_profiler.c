@@ -156,6 +156,43 @@ Test(profiler, one_mlp_step_dispatches_exactly_these_ops)
     mlp_free(&m);
 }
 
+/* The backward formulas a backend runs in one pass (threshold_backward for ReLU,
+ * tanh_backward, sigmoid_backward, gelu_backward) are ops the profiler sees, each in its
+ * node; they ran their kernels past the funnel once, and their time showed as the node's. */
+Test(profiler, one_pass_backward_kernels_are_ops_in_their_nodes)
+{
+    int64_t s[2] = {4, 8};
+    weft_tensor *x = weft_ones(2, s, WEFT_F32, WEFT_CPU);
+    weft_requires_grad_(x, true);
+    weft_tensor *y = weft_add(weft_add(weft_relu(x), weft_tanh(x)),
+                              weft_add(weft_sigmoid(x), weft_gelu(x)));
+    weft_tensor *loss = weft_sum(y, 0, NULL, false);
+    cr_assert_eq(weft_profiler_start(NULL), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+    weft_profiler_stop();
+    const char *path = tu_tmp_path("backward.json");
+    cr_assert_eq(weft_profiler_export_chrome_trace(path), 0, "%s", weft_error_message());
+    static char text[1 << 18];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    static const char *const pairs[][2] = {{"threshold_backward", "ReluBackward0"},
+                                           {"tanh_backward", "TanhBackward0"},
+                                           {"sigmoid_backward", "SigmoidBackward0"},
+                                           {"gelu_backward", "GeluBackward0"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        char name[64], node[96];
+        snprintf(name, sizeof name, "\"name\": \"%s\"", pairs[i][0]);
+        snprintf(node, sizeof node, "\"autograd node\": \"%s\"", pairs[i][1]);
+        const char *e = strstr(text, name);
+        cr_expect_not_null(e, "no %s op in the trace", pairs[i][0]);
+        const char *end = e ? strchr(e, '}') : NULL;
+        const char *n = e ? strstr(e, node) : NULL;
+        cr_expect(n && n < end, "%s ran outside %s: %.300s", pairs[i][0], pairs[i][1], e ? e : "");
+    }
+}
+
 Test(profiler, off_records_nothing_and_ranges_are_ignored)
 {
     weft_profiler_clear();
