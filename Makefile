@@ -22,7 +22,8 @@ NINJA      ?= ninja
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libcriterion-dev libinih-dev \
                libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
-               libopenmpi-dev openmpi-bin librsvg2-bin python3-onnx
+               libopenmpi-dev openmpi-bin librsvg2-bin python3-onnx \
+               libmicrohttpd-dev prometheus curl
 
 # ONNX Runtime for the ONNX export's tests and `weft-train export --check` (docs/export.md):
 # npm's onnxruntime-node (no Debian package exists), into build-onnx/ (ignored, kept by
@@ -44,6 +45,7 @@ CONFIG ?= configs/mnist-mlp.ini
 PYTHON ?= python3
 
 .PHONY: all deps fuzz-deps onnx-deps onnx-runtime build train info test test-release test-asan bench install clean \
+        bench-baseline bench-check \
         sparse-data train-sparse train-gpt fuzz
 
 all: build
@@ -127,6 +129,18 @@ test-asan: $(ASAN_BUILD)/build.ninja
 
 bench: build
 	$(BUILD)/bench/weft-bench
+
+# The regression gate (bench/bench-check.py): bench-baseline keeps this build as the
+# baseline; bench-check runs it and the current build interleaved on the MLP, CNN and GPT
+# configs and fails on training or data-loader throughput down > 3% beyond the spread,
+# peak memory up > 5%, or a layout copy in a step that had none. On a quiet machine; CI
+# runs only its self-test.
+BENCH_BASELINE ?= .bench-baseline
+bench-baseline: build
+	bench/bench-check.py baseline $(BUILD) $(BENCH_BASELINE)
+
+bench-check: build
+	bench/bench-check.py check $(BUILD) $(BENCH_BASELINE)
 
 # PREFIX (re)configures the build's prefix (the compiled-in plugin directory follows it);
 # DESTDIR stages the install under another root, as packagers do.

@@ -8,6 +8,9 @@
  *                             op/dtype pair fails; large adds the shapes that take a
  *                             GPU's other paths (weft/conformance.h)
  *   weft-info --memory [DEVICE]  the device allocator's memory_summary table
+ *   weft-info --memory CONFIG.ini [--checkpoint N] [--set section.key=value ...]
+ *                             what the config's model takes: parameters, buffers and one
+ *                             step's peak, with and without checkpointing (info_memory.c)
  *
  * Exit status: 0 when all is well, 1 when conformance fails, 2 on a usage error or a plugin that cannot be used.
  */
@@ -24,13 +27,16 @@
 #include <weft/plugin.h>
 #include <weft/registry.h>
 
+#include "info_memory.h"
+
 #define EXIT_PROBLEM 2
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE] [--size SIZE] |\n"
-            "                  --memory [DEVICE]]\n"
+            "                  --memory [DEVICE] |\n"
+            "                  --memory CONFIG.ini [--checkpoint N] [--set section.key=value ...]]\n"
             "\n"
             "Prints the weft version, the plugin search path, every plugin found (with its\n"
             "version, ABI, manifest and whether it can run here), what the registry holds by\n"
@@ -47,6 +53,12 @@ static void usage(FILE *out)
             "  --memory [DEVICE]\n"
             "                 the allocator statistics of DEVICE (default cpu) as\n"
             "                 torch.cuda.memory_summary() prints them\n"
+            "  --memory CONFIG.ini [--checkpoint N] [--set section.key=value ...]\n"
+            "                 the memory the config's model takes: parameters, buffers, what\n"
+            "                 its forward keeps for backward and the peak of a forward and\n"
+            "                 backward on one batch of [data]; --checkpoint N also measures\n"
+            "                 it with activation checkpointing (a GPT: every block when\n"
+            "                 N > 0; a sequential model: N segments)\n"
             "  --help         this text\n"
             "\n"
             "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
@@ -478,6 +490,9 @@ static int memory(const char *device_text)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "--memory") == 0 && strlen(argv[2]) > 4 &&
+        strcmp(argv[2] + strlen(argv[2]) - 4, ".ini") == 0)
+        return info_memory_config(argv[2], argc - 3, argv + 3) == 0 ? 0 : EXIT_PROBLEM;
     if ((argc == 2 || argc == 3) && strcmp(argv[1], "--memory") == 0)
         return memory(argc == 3 ? argv[2] : NULL);
     if (argc == 2 && strcmp(argv[1], "--ops") == 0)

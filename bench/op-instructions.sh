@@ -25,6 +25,9 @@ driver() { # build_dir out
     libs="-L$1/core -lweft -Wl,-rpath,$1/core"
     if [ -d "$src/ops/include" ]; then
         incs="$incs -I$src/ops/include"
+    fi
+    # the op layer's own library where it is one (before that it builds into libweft)
+    if [ -e "$1/ops/libweft-ops.so" ]; then
         libs="-L$1/ops -lweft-ops -Wl,-rpath,$1/ops $libs"
     fi
     cc -O2 -o "$2" "$root/bench/op_instructions.c" $incs $libs -lm

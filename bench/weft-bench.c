@@ -3,8 +3,10 @@
  * print it on the next line so the two come from the same run.
  *
  *   weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]
+ *   weft-bench --config CONFIG.ini [--batches N] [--repeats N]
  * `--filter sparse_` runs the sparse group alone (bench/bench_sparse.c), `--filter augment_`
- * the loader with data augmentation (bench/bench_augment.c).
+ * the loader with data augmentation (bench/bench_augment.c); --config the loader of a
+ * config's [data] alone, N batches per repeat (bench/bench_loader_config.c).
  */
 #include <cblas.h>
 #ifdef WEFT_HAVE_ONEDNN
@@ -22,12 +24,14 @@
 
 struct options {
     const char *filter;
+    const char *config; /* --config: the loader of its [data] only */
+    int batches;
     int repeats;
     int threads;
     bool list;
 };
 
-static struct options opt = {.repeats = 7};
+static struct options opt = {.repeats = 7, .batches = 100};
 
 static double now_seconds(void)
 {
@@ -652,7 +656,9 @@ static void bench_nn(void)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]\n"
-               "Prints \"name value unit\" per line; each value is the median of N runs.\n");
+               "       weft-bench --config CONFIG.ini [--batches N] [--repeats N]\n"
+               "Prints \"name value unit\" per line; each value is the median of N runs.\n"
+               "--config: the data loader of the config's [data] alone, N batches a run.\n");
 }
 
 static int parse_args(int argc, char **argv)
@@ -666,6 +672,14 @@ static int parse_args(int argc, char **argv)
             opt.list = true;
         } else if (!strcmp(a, "--filter") && i + 1 < argc) {
             opt.filter = argv[++i];
+        } else if (!strcmp(a, "--config") && i + 1 < argc) {
+            opt.config = argv[++i];
+        } else if (!strcmp(a, "--batches") && i + 1 < argc) {
+            opt.batches = atoi(argv[++i]);
+            if (opt.batches < 1) {
+                fprintf(stderr, "weft-bench: --batches must be at least 1\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--repeats") && i + 1 < argc) {
             opt.repeats = atoi(argv[++i]);
             if (opt.repeats < 1 || opt.repeats > 64) {
@@ -686,6 +700,10 @@ static int parse_args(int argc, char **argv)
     }
     return 0;
 }
+
+/* bench/bench_loader_config.c: --config, the loader of a config's [data]. */
+int bench_loader_config(const char *path, int batches, int repeats,
+                        void (*report)(const char *name, double value, const char *unit));
 
 /* bench/bench_augment.c: the loader with data augmentation (names "augment_..."). */
 void bench_augment(bool (*selected)(const char *name),
@@ -792,6 +810,8 @@ int main(int argc, char **argv)
     if (!opt.list)
         printf("# weft %s, %d threads, median of %d\n", weft_version(), weft_get_num_threads(),
                opt.repeats);
+    if (opt.config)
+        return bench_loader_config(opt.config, opt.batches, opt.repeats, report);
     bench_copies();
     bench_conversions();
     bench_matmuls();

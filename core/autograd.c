@@ -47,6 +47,7 @@ struct grad_hook {
 struct callback_queue {
     struct queued_callback { int (*fn)(void *ctx); void *ctx; } *items;
     int count, capacity;
+    const char *running_node; /* and the node it runs now, for out-of-memory errors */
 };
 
 struct edge {
@@ -66,6 +67,10 @@ struct saved_tensor {
     uint64_t version;
     const char *producer; /* grad_fn name of the saved tensor, for messages */
     int output_nr;
+    /* A checkpointed segment's save (checkpoint.c): alias NULL, the frame that recomputes
+     * it and its number there. */
+    struct weft_checkpoint_frame *frame;
+    int frame_index;
 };
 
 struct weft_node {
@@ -93,6 +98,11 @@ struct weft_node {
 
 static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
 static WEFT_FAST_TLS struct callback_queue *current_callbacks;
+
+const char *weft_autograd_running_node(void)
+{
+    return current_callbacks ? current_callbacks->running_node : NULL;
+}
 static int next_hook_handle = 1;
 static bool anomaly_mode;
 static uint64_t next_sequence_nr;
@@ -347,6 +357,9 @@ static void node_free_saved(struct weft_node *n)
     for (int i = 0; i < n->num_saved; i++) {
         weft_tensor_release(n->saved[i].alias);
         n->saved[i].alias = NULL;
+        if (n->saved[i].frame)
+            weft_checkpoint_drop(n->saved[i].frame, n->saved[i].frame_index);
+        n->saved[i].frame = NULL;
     }
 }
 
@@ -457,6 +470,16 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
         return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
     if (!t)
         return 0;
+    struct weft_checkpoint_frame *frame = WEFT_CHECKPOINT_ACTIVE();
+    if (frame && weft_checkpoint_recording(frame) && t->layout == WEFT_LAYOUT_STRIDED) {
+        struct saved_tensor *s = &node->saved[slot];
+        weft_tensor_release(s->alias);
+        if (s->frame)
+            weft_checkpoint_drop(s->frame, s->frame_index);
+        *s = (struct saved_tensor){NULL, weft_tensor_version(t), producer, output_nr, frame,
+                                   weft_checkpoint_placeholder(frame)};
+        return 0;
+    }
     weft_tensor *alias;
     if (t->layout != WEFT_LAYOUT_STRIDED) {
         /* A sparse tensor has no storage to alias: save it itself (as PyTorch saves
@@ -474,7 +497,11 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
     }
     struct saved_tensor *s = &node->saved[slot];
     weft_tensor_release(s->alias);
-    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr};
+    if (s->frame)
+        weft_checkpoint_drop(s->frame, s->frame_index);
+    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr, NULL, 0};
+    if (frame && t->layout == WEFT_LAYOUT_STRIDED)
+        weft_checkpoint_store(frame, alias);
     return 0;
 }
 
@@ -495,7 +522,10 @@ weft_tensor *weft_node_saved(struct weft_node *node, int slot)
 {
     if (!node || slot < 0 || slot >= node->num_saved)
         return NULL;
-    return node->saved[slot].alias;
+    const struct saved_tensor *s = &node->saved[slot];
+    if (__builtin_expect(s->frame != NULL, 0))
+        return weft_checkpoint_saved(s->frame, s->frame_index);
+    return s->alias;
 }
 
 int64_t *weft_node_ints(struct weft_node *node)
@@ -1070,6 +1100,18 @@ weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index, 
                                                              : NULL;
 }
 
+/* Without the op layer nothing draws random numbers: the stream stays at 0. */
+uint64_t weft_grad_random_offset(void)
+{
+    return grad_ops.random_offset ? grad_ops.random_offset() : 0;
+}
+
+void weft_grad_random_set_offset(uint64_t offset)
+{
+    if (grad_ops.random_set_offset)
+        grad_ops.random_set_offset(offset);
+}
+
 /* ---- hooks ---------------------------------------------------------------------------- */
 
 int weft_register_post_accumulate_grad_hook(weft_tensor *leaf, weft_grad_hook_fn fn, void *ctx)
@@ -1152,7 +1194,18 @@ static int store_retained(struct weft_node *n)
     return 0;
 }
 
-static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph)
+static void buffer_release(struct weft_node *n)
+{
+    if (!n->buffer)
+        return;
+    for (int j = 0; j < n->num_outputs; j++)
+        weft_tensor_release(n->buffer[j]);
+    weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
+    n->buffer = NULL;
+}
+
+static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph,
+                    struct callback_queue *run)
 {
     int rc = check_saved(n);
     if (rc != 0)
@@ -1168,9 +1221,15 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
     }
     weft_scope_push();
+    const struct weft_observer *o = WEFT_OBSERVER();
+    void *token = __builtin_expect(o != NULL, 0) ? weft_observe_node_enter(o, n->name) : NULL;
+    run->running_node = n->name;
     rc = store_retained(n);
     if (rc == 0)
         rc = n->backward(n, grad_outputs, grad_inputs);
+    run->running_node = NULL;
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_node_exit(o, token);
     for (int i = 0; i < ninputs && rc == 0; i++) {
         struct edge *e = &n->next[i];
         weft_tensor *g = grad_inputs[i];
@@ -1203,6 +1262,10 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
      * released here; those recorded were released by the pop. */
     if (grad_inputs != grad_inputs_small)
         free(grad_inputs);
+    /* The gradients that came in die with the node's run, as PyTorch's InputBuffer does:
+     * kept to the end of the backward, they held a gradient for every activation of the
+     * graph at once, and a checkpointed segment's recomputed tensors with them. */
+    buffer_release(n);
     if (!retain_graph && rc == 0) {
         node_free_saved(n);
         n->released = true;
@@ -1214,12 +1277,7 @@ static void engine_cleanup(struct node_list *all)
 {
     for (size_t i = 0; i < all->count; i++) {
         struct weft_node *n = all->items[i];
-        if (n->buffer) {
-            for (int j = 0; j < n->num_outputs; j++)
-                weft_tensor_release(n->buffer[j]);
-            weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
-            n->buffer = NULL;
-        }
+        buffer_release(n);
         n->deps = 0;
         n->discovered = false;
     }
@@ -1274,7 +1332,7 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
     if (rc == 0)
         heap_push(&ready, root_edge.node);
     while (rc == 0 && ready.count > 0)
-        rc = run_node(heap_pop(&ready), &ready, retain_graph);
+        rc = run_node(heap_pop(&ready), &ready, retain_graph, &callbacks);
     free(ready.items);
     engine_cleanup(&all);
     node_release(root_edge.node);

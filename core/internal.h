@@ -177,8 +177,48 @@ WEFT_INTERNAL weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
 WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
                                                  weft_tensor *src);
+WEFT_INTERNAL uint64_t weft_grad_random_offset(void);
+WEFT_INTERNAL void weft_grad_random_set_offset(uint64_t offset);
 /* expand without autograd (view.c): what the recorded weft_expand runs, and what the
  * core's own code calls. */
 WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
+/* Activation checkpointing (checkpoint.c), as autograd.c's saved slots see it: the frame
+ * whose forward is running on this thread (NULL when none); while it records, a save
+ * becomes placeholder number weft_checkpoint_placeholder(f); while it reruns, each save is
+ * also handed to weft_checkpoint_store. A placeholder is read through
+ * weft_checkpoint_saved (rerunning the segment the first time) and let go through
+ * weft_checkpoint_drop. */
+struct weft_checkpoint_frame;
+WEFT_INTERNAL struct weft_checkpoint_frame *weft_checkpoint_active(void);
+/* Checkpointed forwards running now, on any thread: while none is, a save tests this
+ * word and reads no thread-local. */
+WEFT_INTERNAL extern int weft_checkpoint_running;
+#define WEFT_CHECKPOINT_ACTIVE()                                                              \
+    (__builtin_expect(__atomic_load_n(&weft_checkpoint_running, __ATOMIC_RELAXED) != 0, 0)    \
+         ? weft_checkpoint_active()                                                           \
+         : NULL)
+WEFT_INTERNAL bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f);
+WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
+WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);
+WEFT_INTERNAL weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index);
+WEFT_INTERNAL void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index);
+/* The observer of the core's events (observer.c, weft/observer.h), NULL when none: each
+ * place that reports to it loads it once and tests it, a branch predicted untaken. */
+struct weft_observer;
+WEFT_INTERNAL extern const struct weft_observer *weft_observer_now;
+#define WEFT_OBSERVER() __atomic_load_n(&weft_observer_now, __ATOMIC_ACQUIRE)
+WEFT_INTERNAL int weft_observe_dispatch(const struct weft_observer *o,
+                                        const struct weft_op_call *call);
+WEFT_INTERNAL int weft_dispatch_unobserved(const struct weft_op_call *call);
+WEFT_INTERNAL void weft_observe_storage(const struct weft_observer *o,
+                                        const struct weft_storage *s, bool alloc);
+WEFT_INTERNAL void *weft_observe_node_enter(const struct weft_observer *o, const char *name);
+WEFT_INTERNAL void weft_observe_node_exit(const struct weft_observer *o, void *token);
+/* Says in the pending out-of-memory error (if that is the one) which op wanted what
+ * tensor, and in which backward node (oom.c). */
+WEFT_INTERNAL void weft_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype,
+                                    weft_device dev);
+/* The backward node running on this thread, NULL when none (autograd.c). */
+WEFT_INTERNAL const char *weft_autograd_running_node(void);
 
 #endif

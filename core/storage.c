@@ -37,6 +37,9 @@ struct weft_storage *weft_storage_new(weft_device dev, size_t nbytes)
     }
     s->backend = backend;
     s->resizable = true;
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, true);
     return s;
 }
 
@@ -61,6 +64,9 @@ void weft_storage_release(struct weft_storage *s)
 {
     if (!s || !weft_refcount_release(&s->refcount))
         return;
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0) && s->backend)
+        weft_observe_storage(o, s, false);
     if (s->backend)
         s->backend->free(s->backend->context, s->device.index, s->data, s->nbytes);
     else if (s->deleter)
@@ -110,9 +116,14 @@ int weft_storage_resize(struct weft_storage *s, size_t nbytes)
         s->backend->free(s->backend->context, s->device.index, data, nbytes);
         return rc;
     }
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, false);
     s->backend->free(s->backend->context, s->device.index, s->data, s->nbytes);
     s->data = data;
     s->nbytes = nbytes;
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, true);
     return 0;
 }
 

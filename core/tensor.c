@@ -166,8 +166,10 @@ weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int6
         return NULL;
     }
     struct weft_storage *s = weft_storage_new(dev, nbytes);
-    if (!s)
+    if (!s) {
+        weft_oom_context(ndim, shape, dtype, dev);
         return NULL;
+    }
     return weft_tensor_finish(tensor_make_owning(s, ndim, shape, strides, 0, dtype));
 }
 

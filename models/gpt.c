@@ -329,6 +329,15 @@ static weft_tensor *embed(const struct gpt_state *s, weft_tensor *idx, int64_t p
     return weft_add(weft_module_forward(s->wte, idx), weft_module_forward(s->wpe, pos));
 }
 
+/* A block as weft_checkpoint's function: ctx is the block's module, which outlives the
+ * backward that may rerun it. */
+static weft_tensor *block_checkpointed(void *ctx, int n, weft_tensor *const *x)
+{
+    (void)n;
+    weft_module *block = ctx;
+    return block_run(weft_module_state(block), x[0], NULL, 0, weft_module_is_training(block));
+}
+
 static weft_tensor *gpt_forward(weft_module *m, weft_tensor *idx)
 {
     const struct gpt_state *s = weft_module_state(m);
@@ -337,8 +346,9 @@ static weft_tensor *gpt_forward(weft_module *m, weft_tensor *idx)
     bool training = weft_module_is_training(m);
     weft_scope_push();
     weft_tensor *x = weft_dropout(embed(s, idx, 0), s->config.dropout, training);
-    for (int64_t l = 0; l < s->config.n_layer; l++)
-        x = block_run(weft_module_state(s->blocks[l]), x, NULL, 0, training);
+    for (int64_t l = 0; l < s->config.n_layer && x; l++)
+        x = s->config.checkpoint ? weft_checkpoint(block_checkpointed, s->blocks[l], 1, &x)
+                                 : block_run(weft_module_state(s->blocks[l]), x, NULL, 0, training);
     x = weft_module_forward(s->ln_f, x);
     return escape_scope(weft_module_forward(s->lm_head, x)); /* [B, T, vocab] */
 }
@@ -629,6 +639,7 @@ static weft_module *gpt_create(const weft_options *o)
         weft_options_positive(o, "vocab_size", c.vocab_size, &c.vocab_size) ||
         weft_options_double(o, "dropout", c.dropout, &c.dropout) ||
         weft_options_bool(o, "bias", c.bias, &c.bias) ||
+        weft_options_bool(o, "checkpoint", c.checkpoint, &c.checkpoint) ||
         weft_options_choice(o, "gelu", gelu_names, 0, &gelu))
         return NULL;
     c.gelu = gelu == 1 ? WEFT_GELU_TANH : WEFT_GELU_NONE;

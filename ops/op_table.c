@@ -23,6 +23,8 @@ static const struct weft_autograd_ops autograd_ops = {
     .add_ = weft_add_,
     .sum = weft_sum,
     .scatter_add = weft_scatter_add,
+    .random_offset = weft_random_offset,
+    .random_set_offset = weft_random_set_offset,
 };
 
 __attribute__((constructor)) static void load(void)

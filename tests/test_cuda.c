@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/hooks.h>
 
@@ -454,6 +455,42 @@ Test(cuda, memory_is_cached_until_empty_cache)
     cr_assert_not_null(text, "%s", weft_error_message());
     cr_expect(strstr(text, "weft CUDA memory summary, device ID 0") != NULL, "%s", text);
     free(text);
+}
+
+/* weft_memory_snapshot lists the caching allocator's segments (the backend's memory_blocks):
+ * a 4000-byte tensor is a 4096-byte block at the start of a 2 MiB small-pool segment whose
+ * rest is free, and the history names the op that filled it. */
+Test(cuda, the_snapshot_lists_the_caching_allocators_segments)
+{
+    REQUIRE_GPU();
+    weft_empty_cache(tu_cuda(0));
+    cr_assert_eq(weft_memory_record_history(true), 0, "%s", weft_error_message());
+    weft_scope_push();
+    int64_t shape[1] = {1000};
+    cr_assert_not_null(weft_ones(1, shape, WEFT_F32, tu_cuda(0)), "%s", weft_error_message());
+    char path[] = "/tmp/weft-cuda-snapshot.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(weft_memory_snapshot(tu_cuda(0), path), 0, "%s", weft_error_message());
+    static char text[1 << 16];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    remove(path);
+    static const char *const want[] = {
+        "{\"device\": \"cuda:0\", \"history\": true, \"segments\": [",
+        "\"total_size\": 2097152, \"allocated_size\": 4096, \"active_size\": 4096, "
+        "\"requested_size\": 4000,",
+        "\"segment_type\": \"small\"",
+        "\"size\": 4096, \"requested_size\": 4000, \"state\": \"active_allocated\", \"op\": "
+        "\"fill\", \"range\": \"\", \"shape\": [1000], \"dtype\": \"float32\"}",
+        "\"size\": 2093056, \"requested_size\": 0, \"state\": \"inactive\"}"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_expect_not_null(strstr(text, want[i]), "no '%s' in\n%s", want[i], text);
+    weft_scope_pop();
+    weft_memory_record_history(false);
 }
 
 Test(cuda, out_of_memory_is_reported_in_pytorchs_words)

@@ -1085,3 +1085,15 @@ weft_dataloader *weft_dataloader_from_config(const weft_dataset *ds, struct weft
     weft_transforms_release(o.transforms); /* the loader holds its own */
     return dl;
 }
+
+int weft_dataloader_queue_depth(weft_dataloader *dl)
+{
+    if (!dl || dl->nthreads == 0)
+        return 0;
+    int ready = 0;
+    pthread_mutex_lock(&dl->lock);
+    for (int i = 0; i < dl->nslots; i++)
+        ready += dl->slots[i].state == SLOT_READY;
+    pthread_mutex_unlock(&dl->lock);
+    return ready;
+}

@@ -63,6 +63,17 @@ static weft_module *build_sequential(struct weft_config *cfg)
             goto fail;
         count++;
     }
+    int64_t segments = 0;
+    if (weft_config_int(cfg, "model", "checkpoint_segments", 0, &segments) != 0)
+        goto fail;
+    if (segments < 0 || segments > count) {
+        weft_error_set(WEFT_ERR_CONFIG, "%s: [model] checkpoint_segments = %lld: expected 0 (off) "
+                                        "up to the number of layers (%d)",
+                       weft_config_name(cfg), (long long)segments, count);
+        goto fail;
+    }
+    if (count > 0 && weft_nn_sequential_checkpoint(seq, (int)segments) != 0)
+        goto fail;
     if (count == 0) {
         weft_error_set(WEFT_ERR_CONFIG, "%s: the model has no layers: add [layer.<name>] sections "
                                         "with a 'type' key (one of linear, conv2d, relu, ...)",

@@ -85,6 +85,8 @@ struct train_epoch_metrics {
     double seconds;
     bool partial;              /* the row covers part of the epoch (interrupted, or resumed
                                 * inside it): the CSV's `partial` column */
+    int64_t peak_allocated_bytes; /* the device allocator's peak over the epoch (or the
+                                   * evaluation's window): train_observe.c */
 };
 
 struct train_log;
@@ -120,6 +122,8 @@ void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, doubl
 void train_progress_clear(bool tty);
 /* "1h02m", "3m05s", "12s" into buf. */
 const char *train_format_duration(double seconds, char *buf, size_t size);
+/* "1.5 MiB" */
+const char *train_format_bytes(int64_t bytes, char *buf, size_t size);
 
 /* ---- the run ------------------------------------------------------------------------- */
 
@@ -211,6 +215,7 @@ struct trainer {
         int64_t since;
     } patience;
     double run_t0;                /* when training began (this process), for the ETA */
+    struct train_observe *observe; /* profile, metrics (train_observe.c) */
 };
 
 /* What one micro-batch gave. */

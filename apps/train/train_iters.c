@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "train.h"
+#include "train_observe.h"
 
 /* Losses and throughput since the last progress line or evaluation. */
 struct window {
@@ -90,7 +91,9 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
         .lr = weft_optimizer_get_lr(t->opt),
         .images_per_s = (double)w->tokens / (t0 - w->t0),
         .seconds = run_seconds,
+        .peak_allocated_bytes = train_observe_peak(t),
     };
+    train_observe_peak_reset(t);
     bool improved;
     if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
         return rc;
@@ -140,7 +143,7 @@ int train_run_iters(struct trainer *t)
             open = true;
             b = 0;
         }
-        int got = weft_dataloader_next(t->train_loader, fields);
+        int got = train_next_batch(t, fields);
         if (got < 0) {
             rc = weft_error_prefix("step %lld (epoch %lld), reading batch %lld",
                                    (long long)t->step + 1, (long long)epoch + 1, (long long)b + 1);
@@ -173,6 +176,8 @@ int train_run_iters(struct trainer *t)
         if (rc == 0 && ++micro == s->accumulate) {
             micro = 0;
             rc = train_optimizer_step(t);
+            if (rc == 0)
+                rc = train_observe_step(t, &st, epoch);
             stepped = rc == 0;
         }
         weft_scope_pop();

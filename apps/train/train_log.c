@@ -39,20 +39,22 @@ static char *sibling(const char *csv_path, const char *suffix)
 static const char *header(const struct train_log *log)
 {
     if (log->by_step)
-        return log->tokens ? "step,epoch,train_loss,val_loss,lr,tokens_per_s,seconds"
-                           : "step,epoch,train_loss,val_loss,lr,images_per_s,seconds";
-    return "epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds,partial";
+        return log->tokens ? "step,epoch,train_loss,val_loss,lr,tokens_per_s,seconds,peak_allocated_bytes"
+                           : "step,epoch,train_loss,val_loss,lr,images_per_s,seconds,peak_allocated_bytes";
+    return "epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds,partial,"
+           "peak_allocated_bytes";
 }
 
 static void write_row(const struct train_log *log, FILE *f, const struct train_epoch_metrics *m)
 {
     if (log->by_step)
-        fprintf(f, "%lld,%d,%.6f,%.6f,%.6g,%.1f,%.3f\n", (long long)m->step, m->epoch,
-                m->train_loss, m->val_loss, m->lr, m->images_per_s, m->seconds);
+        fprintf(f, "%lld,%d,%.6f,%.6f,%.6g,%.1f,%.3f,%lld\n", (long long)m->step, m->epoch,
+                m->train_loss, m->val_loss, m->lr, m->images_per_s, m->seconds,
+                (long long)m->peak_allocated_bytes);
     else
-        fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.6g,%.1f,%.3f,%d\n", m->epoch, m->train_loss,
+        fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.6g,%.1f,%.3f,%d,%lld\n", m->epoch, m->train_loss,
                 m->train_acc, m->val_loss, m->val_acc, m->lr, m->images_per_s, m->seconds,
-                m->partial ? 1 : 0);
+                m->partial ? 1 : 0, (long long)m->peak_allocated_bytes);
 }
 
 /* The plot's key of a row: its step (iteration mode) or epoch. */
@@ -91,10 +93,10 @@ static int read_rows(struct train_log *log, FILE *f, bool *same_header)
         return 0;
     line[strcspn(line, "\r\n")] = '\0';
     *same_header = strcmp(line, header(log)) == 0;
-    enum { C_STEP, C_EPOCH, C_TL, C_TA, C_VL, C_VA, C_LR, C_PS, C_SEC, C_PART, C_N };
+    enum { C_STEP, C_EPOCH, C_TL, C_TA, C_VL, C_VA, C_LR, C_PS, C_SEC, C_PART, C_PEAK, C_N };
     static const char *const names[C_N] = {"step", "epoch", "train_loss", "train_acc",
                                            "val_loss", "val_acc", "lr", "_per_s", "seconds",
-                                           "partial"};
+                                           "partial", "peak_allocated_bytes"};
     int col[C_N];
     for (int c = 0; c < C_N; c++)
         col[c] = -1;
@@ -117,12 +119,13 @@ static int read_rows(struct train_log *log, FILE *f, bool *same_header)
         }
         double get[C_N];
         for (int c = 0; c < C_N; c++)
-            get[c] = col[c] >= 0 && col[c] < n ? v[col[c]] : (c == C_PART ? 0 : NAN);
+            get[c] = col[c] >= 0 && col[c] < n ? v[col[c]] : (c == C_PART || c == C_PEAK ? 0 : NAN);
         struct train_epoch_metrics m = {
             .epoch = (int)get[C_EPOCH], .step = (int64_t)get[C_STEP],
             .train_loss = get[C_TL], .train_acc = get[C_TA], .val_loss = get[C_VL],
             .val_acc = get[C_VA], .lr = get[C_LR], .images_per_s = get[C_PS],
             .seconds = get[C_SEC], .partial = get[C_PART] != 0,
+            .peak_allocated_bytes = (int64_t)get[C_PEAK],
         };
         if (isnan(get[log->by_step ? C_STEP : C_EPOCH]))
             continue;

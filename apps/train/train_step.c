@@ -30,6 +30,7 @@ static int64_t count_correct(weft_tensor *output, weft_tensor *target)
 static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_tensor *const *fields,
                       bool backward, struct train_batch_stats *b)
 {
+    weft_profiler_range_push("forward");
     weft_tensor *x = train_batch_input(in, fields, t->device);
     weft_tensor *target = train_batch_target(in, fields, t->device);
     /* [train] precision: forward and loss under autocast, backward outside it */
@@ -44,6 +45,7 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
         train_blame_layer(t, x);
     weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
     weft_autocast_end(prev);
+    weft_profiler_range_pop();
     if (!loss)
         return weft_error_code();
     bool seq = train_loss_is_sequence(&t->loss, out, target);
@@ -55,8 +57,13 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
                               : loss;
     if (backward && t->scaler)
         scaled = weft_grad_scaler_scale(t->scaler, scaled);
-    if (backward && (!scaled || weft_backward(scaled, NULL, false) != 0))
-        return weft_error_code();
+    if (backward) {
+        weft_profiler_range_push("backward");
+        int rc = !scaled || weft_backward(scaled, NULL, false) != 0 ? -1 : 0;
+        weft_profiler_range_pop();
+        if (rc != 0)
+            return weft_error_code();
+    }
     if (weft_tensor_item(loss, &b->loss) != 0)
         return weft_error_code();
     b->samples = fields[0]->shape[0];
@@ -81,7 +88,17 @@ int train_micro_batch(struct trainer *t, weft_tensor *const *fields, bool sync,
     return rc;
 }
 
+static int optimizer_step(struct trainer *t);
+
 int train_optimizer_step(struct trainer *t)
+{
+    weft_profiler_range_push("optimizer");
+    int rc = optimizer_step(t);
+    weft_profiler_range_pop();
+    return rc;
+}
+
+static int optimizer_step(struct trainer *t)
 {
     /* With loss scaling the gradients are unscaled before clipping, as PyTorch's recipe. */
     if (t->scaler && weft_grad_scaler_unscale_(t->scaler, t->opt) != 0)

@@ -24,6 +24,7 @@
 #include <weft/optim.h>
 
 #include "train.h"
+#include "train_observe.h"
 
 static void on_sigint(int sig)
 {
@@ -231,6 +232,8 @@ static int setup(struct trainer *t)
      * keys are in iterations, as nanoGPT's). */
     const char *sched_type = weft_config_string(cfg, "scheduler", "type", "none");
     t->sched_per_step = t->s.max_iters > 0 || strcmp(sched_type, "warmup_cosine") == 0;
+    if ((rc = train_observe_setup(t)) != 0)
+        return rc;
     /* Everything has read its keys: anything left over is a typo. Then the paths, made
      * and probed only for a config without typos (a misspelt key would probe a default). */
     if ((rc = weft_config_check_unknown(cfg)) != 0)
@@ -293,8 +296,9 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     double loss_sum = 0, t0 = train_now(), w_loss = 0, w_t0 = t0;
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
     weft_module_train(t->model, true);
+    train_observe_peak_reset(t);
     while (rc == 0) {
-        int got = weft_dataloader_next(t->train_loader, fields);
+        int got = train_next_batch(t, fields);
         if (got < 0)
             weft_error_prefix("epoch %lld, reading batch %lld of %lld", (long long)epoch + 1,
                               (long long)b + 1, (long long)batches);
@@ -317,6 +321,8 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
         rc = train_micro_batch(t, fields, step_now, &st);
         if (rc == 0 && step_now)
             rc = train_optimizer_step(t);
+        if (rc == 0 && step_now)
+            rc = train_observe_step(t, &st, epoch);
         if (rc != 0) /* where it failed, before what failed */
             weft_error_prefix("epoch %lld, batch %lld of %lld", (long long)epoch + 1,
                               (long long)b, (long long)batches);
@@ -369,6 +375,7 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     m->seconds = train_now() - t0;
     m->images_per_s = (double)tokens / m->seconds;
     m->lr = weft_optimizer_get_lr(t->opt);
+    m->peak_allocated_bytes = train_observe_peak(t);
     return rc;
 }
 
@@ -428,9 +435,10 @@ static int run_epochs(struct trainer *t)
             printf("  val_loss %.4f", val.loss);
         if (!isnan(val.acc))
             printf("  val_acc %.2f%%", 100 * val.acc);
-        char elapsed[32];
-        printf("  lr %.4g  %.0f %s  %.1f s  (run %s)%s%s\n", m.lr, m.images_per_s,
+        char elapsed[32], peak[32];
+        printf("  lr %.4g  %.0f %s  %.1f s  peak %s  (run %s)%s%s\n", m.lr, m.images_per_s,
                t->sequence ? "tok/s" : "img/s", m.seconds,
+               train_format_bytes(m.peak_allocated_bytes, peak, sizeof peak),
                train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
                m.partial ? "  (partial: resumed inside the epoch)" : "",
                improved ? "  best" : "");
@@ -463,6 +471,7 @@ static int run(struct trainer *t)
 
 static void cleanup(struct trainer *t)
 {
+    train_observe_end(t);
     train_dist_end(t);
     weft_scheduler_free(t->sched);
     weft_grad_scaler_free(t->scaler);
@@ -493,6 +502,8 @@ static void report_error(struct trainer *t, const char *resume_path)
         weft_error_prefix("cannot resume from %s", resume_path);
     train_dist_fail(t, EXIT_TRAINING_ERROR); /* prints "weft: rank R: ..." and ends the job */
     fprintf(stderr, "weft-train: %s\n", weft_error_message());
+    if (weft_error_code() == WEFT_ERR_OUT_OF_MEMORY)
+        train_observe_oom(t); /* where the memory went: memory_summary, as PyTorch users print */
 }
 
 static void usage(FILE *f)

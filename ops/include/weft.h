@@ -20,6 +20,7 @@
 #include "weft/autocast.h"
 #include "weft/autocast_policy.h"
 #include "weft/memory.h"
+#include "weft/profiler.h"
 #include "weft/dlpack.h"
 #include "weft/plugin.h"
 

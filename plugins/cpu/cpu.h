@@ -99,6 +99,7 @@ extern const struct weft_kernel_entry cpu_quant_onednn_kernels[];
 void *cpu_alloc(int index, size_t nbytes);
 void cpu_free(int index, void *ptr, size_t nbytes);
 int cpu_memory_stats(int index, struct weft_memory_stats *out);
+int cpu_memory_detail(int index, struct weft_memory_detail *out); /* per pool */
 void cpu_empty_cache(int index);
 void cpu_reset_peak_memory_stats(int index);
 

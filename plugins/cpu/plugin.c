@@ -113,6 +113,11 @@ static void backend_reset_peak_memory_stats(void *context, int index)
     cpu_reset_peak_memory_stats(index);
 }
 
+static int backend_memory_detail(void *context, int index, struct weft_memory_detail *out)
+{
+    return cpu_memory_detail(index, out);
+}
+
 static int backend_set_num_threads(void *context, int n)
 {
     return cpu_set_num_threads(n);
@@ -136,6 +141,7 @@ static const struct weft_backend cpu_backend = {
     .set_num_threads = backend_set_num_threads,
     .get_num_threads = backend_get_num_threads,
     .features = cpu_features,
+    .memory_detail = backend_memory_detail,
 };
 
 static int cpu_probe(char *why, size_t why_size)

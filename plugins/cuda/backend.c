@@ -578,6 +578,36 @@ static char *cuda_memory_summary(void *context, int index, bool abbreviated)
     return text;
 }
 
+/* The caching allocator's segments and blocks, for weft_memory_snapshot
+ * (torch.cuda.memory._snapshot): a malloc'd array (caller frees), 0 or negative. */
+static int cuda_memory_blocks(void *context, int index, struct weft_memory_block **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    struct caching_allocator *ca = device_allocator(index);
+    if (!ca)
+        return weft_error_code();
+    struct ca_block_info *info = NULL;
+    size_t count = 0;
+    if (caching_allocator_snapshot(ca, &info, &count) != CA_OK)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory snapshot: out of host memory");
+    struct weft_memory_block *blocks = calloc(count ? count : 1, sizeof *blocks);
+    if (!blocks) {
+        free(info);
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory snapshot: out of host memory");
+    }
+    for (size_t i = 0; i < count; i++)
+        blocks[i] = (struct weft_memory_block){
+            .ptr = info[i].ptr, .size = info[i].size, .requested_size = info[i].requested_size,
+            .segment = info[i].segment, .segment_size = info[i].segment_size,
+            .stream = (int64_t)(intptr_t)info[i].stream, .small_pool = info[i].small_pool,
+            .allocated = info[i].allocated, .pending = info[i].pending};
+    free(info);
+    *out = blocks;
+    *n = count;
+    return 0;
+}
+
 static void cuda_reset_peak_memory_stats(void *context, int index)
 {
     struct caching_allocator *ca = device_allocator(index);
@@ -604,6 +634,7 @@ static const struct weft_backend cuda_backend = {
     .wait_side = cuda_wait_side,
     .memory_summary = cuda_memory_summary,
     .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
+    .memory_blocks = cuda_memory_blocks,
 };
 
 /* ---- api:cuda: what PyTorch users reach through torch.cuda's streams ------------------- */

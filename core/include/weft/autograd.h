@@ -50,6 +50,19 @@ void weft_set_grad_enabled(bool enabled);
 bool weft_no_grad_begin(void);
 void weft_grad_mode_restore(bool previous);
 
+/* ---- activation checkpointing ------------------------------------------------------ */
+
+/* torch.utils.checkpoint(fn, *inputs, use_reentrant=False): runs fn(ctx, n, inputs) and
+ * records its graph, but keeps none of the tensors its ops save for backward; the backward
+ * reruns fn (on detached inputs, with the random generator's offset and the autocast state
+ * of this call) when it first needs them. fn must compute the same thing each time: the
+ * rerun must save as many tensors ("checkpoint: the recomputed forward saved ..."
+ * otherwise). Without grad mode, or inside another checkpoint, fn simply runs. Returns
+ * fn's result. The inputs are held until the backward is done with them. */
+#define WEFT_CHECKPOINT_MAX_INPUTS 8
+typedef weft_tensor *(*weft_checkpoint_fn)(void *ctx, int n, weft_tensor *const *inputs);
+weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tensor *const *inputs);
+
 /* ---- hooks ------------------------------------------------------------------------------ */
 
 /* Called with the leaf once backward has accumulated a gradient into its .grad (which
@@ -163,6 +176,11 @@ struct weft_autograd_ops {
     weft_tensor *(*add_)(weft_tensor *a, weft_tensor *b);
     weft_tensor *(*sum)(weft_tensor *t, int ndims, const int *dims, bool keepdim);
     weft_tensor *(*scatter_add)(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+    /* The random stream's position (weft_random_offset / weft_random_set_offset): an
+     * activation checkpoint reruns its segment from the offset its forward started at, so
+     * that dropout draws the same masks (torch.utils.checkpoint's preserve_rng_state). */
+    uint64_t (*random_offset)(void);
+    void (*random_set_offset)(uint64_t offset);
 };
 /* Installs the ops (copied); returns 0, or an error for a struct of another size. */
 int weft_autograd_set_ops(const struct weft_autograd_ops *ops);

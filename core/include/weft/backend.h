@@ -74,6 +74,15 @@ struct weft_backend {
     char *(*memory_summary)(void *context, int index, bool abbreviated);
     /* Optional: resets the peak figures of memory_stats. */
     void (*reset_peak_memory_stats)(void *context, int index);
+    /* Optional (appended in ABI 2 without a bump: older plugins simply lack it): the
+     * allocator's blocks, segment by segment in address order, as a malloc'd array of *n
+     * (caller frees); a backend that does not track live blocks lists its cached ones.
+     * For weft_memory_snapshot. 0 or negative. */
+    int (*memory_blocks)(void *context, int index, struct weft_memory_block **out, size_t *n);
+    /* Optional (appended in ABI 2, likewise): the allocator's statistics per pool, for
+     * weft_memory_summary's table (weft/profiler.h). Fills what out->struct_size holds.
+     * 0 or negative. */
+    int (*memory_detail)(void *context, int index, struct weft_memory_detail *out);
 };
 
 /* The backend for a device type, loading the plugin that provides it on first use (its

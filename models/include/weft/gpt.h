@@ -48,6 +48,10 @@ struct weft_gpt_config {
     double dropout;                  /* 0 <= dropout < 1 */
     bool bias;                       /* biases in the Linears and LayerNorms */
     enum weft_gelu_approximate gelu;
+    /* Each block's activations are recomputed in backward instead of kept (weft_checkpoint:
+     * torch.utils.checkpoint around every block, as memory-bound GPT training does);
+     * [model] checkpoint = true. Not part of the weights: not exported. */
+    bool checkpoint;
 };
 
 /* nanoGPT's defaults (GPT-2 small: 12 layers, 12 heads, 768 wide, block 1024, vocab

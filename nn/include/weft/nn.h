@@ -372,6 +372,11 @@ double weft_nn_batch_norm_eps(const weft_module *m); /* BatchNorm1d or BatchNorm
 weft_module *weft_nn_sequential(int n, weft_module *const *modules);
 /* Adds m as child str(len(seq)); takes ownership of m (also on failure). */
 int weft_nn_sequential_append(weft_module *seq, weft_module *m);
+/* torch.utils.checkpoint.checkpoint_sequential(seq, segments, input): the children split
+ * into `segments` runs of n / segments (the last takes the rest), every run but the last
+ * recomputed in backward (weft_checkpoint) instead of keeping its activations; 0 or 1:
+ * off. [model] checkpoint_segments = N. 0 or negative. */
+int weft_nn_sequential_checkpoint(weft_module *seq, int segments);
 
 #ifdef __cplusplus
 }

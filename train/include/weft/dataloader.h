@@ -156,6 +156,9 @@ const struct weft_dataloader_options *weft_dataloader_options(const weft_dataloa
 /* Stops and joins the workers (also mid-epoch) and frees what the loader holds.
  * Tensors already handed out stay valid. NULL is a no-op. */
 void weft_dataloader_free(weft_dataloader *dl);
+/* Batches loaded by the workers and waiting to be taken (0 without workers): the queue
+ * depth a job's metrics show. Takes the loader's lock briefly. */
+int weft_dataloader_queue_depth(weft_dataloader *dl);
 
 #ifdef __cplusplus
 }
