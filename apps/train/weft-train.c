@@ -25,12 +25,6 @@
 
 #include "train.h"
 
-static void on_sigint(int sig)
-{
-    (void)sig;
-    train_interrupted = 1;
-}
-
 /* ---- configuration --------------------------------------------------------------------- */
 
 static int read_settings(struct weft_config *cfg, struct train_settings *s)
@@ -51,7 +45,10 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
         weft_config_double(cfg, "data", "validation_split", 0, &s->validation_split) ||
         weft_config_int(cfg, "runtime", "seed", 0, &seed) ||
         weft_config_bool(cfg, "train", "keep_best", false, &s->keep_best) ||
-        weft_config_int(cfg, "train", "log_every", 0, &s->log_every))
+        weft_config_int(cfg, "train", "log_every", 0, &s->log_every) ||
+        weft_config_bool(cfg, "train", "overwrite", false, &s->overwrite) ||
+        weft_config_int(cfg, "train", "keep_last", 0, &s->keep_last) ||
+        weft_config_int(cfg, "train", "save_every_steps", 0, &s->save_every_steps))
         return weft_error_code();
     s->seed = (uint64_t)seed;
     /* torch.autocast around forward and loss; master weights stay float32 */
@@ -86,6 +83,21 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
     if (s->log_every < 0)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] log_every = %lld: expected 0 (off) or "
                                                "a number of steps", name, (long long)s->log_every);
+    if (s->keep_last < 0 || s->save_every_steps < 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] keep_last = %lld, save_every_steps = "
+                                               "%lld: expected 0 (off) or a count",
+                              name, (long long)s->keep_last, (long long)s->save_every_steps);
+    /* With max_iters, checkpoint_interval counts steps already: the same setting. */
+    if (s->max_iters > 0 && s->save_every_steps > 0) {
+        if (weft_config_has(cfg, "train", "checkpoint_interval") &&
+            s->checkpoint_interval != s->save_every_steps)
+            return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] save_every_steps = %lld and "
+                                                   "checkpoint_interval = %lld: with max_iters "
+                                                   "they are the same setting; keep one",
+                                  name, (long long)s->save_every_steps,
+                                  (long long)s->checkpoint_interval);
+        s->checkpoint_interval = s->save_every_steps;
+    }
     /* Iteration mode prints every log_interval steps already: log_every is the same. */
     if (s->max_iters > 0 && s->log_every > 0) {
         if (weft_config_has(cfg, "train", "log_interval") && s->log_interval != s->log_every)
@@ -134,6 +146,9 @@ static int setup(struct trainer *t)
     if ((rc = train_dist_threads(cfg)) != 0 || (rc = weft_runtime_init(cfg, &t->device)) != 0)
         return rc;
     if ((rc = read_settings(cfg, &t->s)) != 0 || (rc = train_dist_setup(t)) != 0)
+        return rc;
+    t->s.overwrite = t->s.overwrite || t->overwrite_flag;
+    if ((rc = train_progress_style(t)) != 0)
         return rc;
     /* An empty section before anything is read: inih would drop it without a word. */
     if ((rc = train_check_sections(cfg)) != 0)
@@ -194,6 +209,10 @@ static int setup(struct trainer *t)
         const struct weft_dataset_field *f = weft_dataset_field(t->train_all, t->inputs.target);
         t->sequence = f && f->ndim == 1 && (f->dtype == WEFT_I64 || f->num_classes > 0);
     }
+    /* an image: [H, W] of bytes or [C, H, W] (throughput in img/s, else samples/s) */
+    const struct weft_dataset_field *in = t->inputs.sparse ? NULL
+                                          : weft_dataset_field(t->train_all, t->inputs.input);
+    t->images = in && !t->sequence && (in->ndim == 3 || (in->ndim == 2 && in->dtype == WEFT_U8));
     const char *opt_type = weft_config_string(cfg, "optimizer", "type", "sgd");
     /* The model on one sample before any step: errors name the layer that does not fit.
      * Before DDP wraps it, so no rank waits on another for it. */
@@ -227,7 +246,11 @@ static int setup(struct trainer *t)
      * and probed only for a config without typos (a misspelt key would probe a default). */
     if ((rc = weft_config_check_unknown(cfg)) != 0)
         return rc;
-    return t->command == CMD_TRAIN ? train_check_paths(t) : 0;
+    if (t->command != CMD_TRAIN)
+        return 0;
+    /* an earlier run at the paths this one writes: refused before anything is written */
+    return train_check_paths(t) != 0 || train_runs_check(t, t->resume_path) != 0
+               ? weft_error_code() : 0;
 }
 
 /* ---- training and evaluation ------------------------------------------------------------ */
@@ -258,14 +281,15 @@ static int log_steps(struct trainer *t, int64_t epoch, int64_t b, int64_t batche
     double per_s = (double)(*w_tokens * t->world) / (now - *w_t0);
     char ee[32], el[32], re[32], rl[32];
     train_progress_clear(t->tty);
-    printf("epoch %lld/%lld  step %lld  batch %lld/%lld  loss %.4f  lr %.4g  %.0f %s  "
-           "epoch %s<%s  run %s<%s\n",
-           (long long)epoch + 1, (long long)t->s.epochs, (long long)t->step, (long long)b,
-           (long long)batches, loss, weft_optimizer_get_lr(t->opt), per_s,
-           t->sequence ? "tok/s" : "img/s", train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
-           train_format_duration(tm->epoch_eta, el, sizeof el),
-           train_format_duration(tm->run_elapsed, re, sizeof re),
-           train_format_duration(tm->run_eta, rl, sizeof rl));
+    if (!t->quiet_steps) /* progress = none: the steps log alone */
+        printf("epoch %lld/%lld  step %lld  batch %lld/%lld  loss %.4f  lr %.4g  %.0f %s  "
+               "epoch %s<%s  run %s<%s\n",
+               (long long)epoch + 1, (long long)t->s.epochs, (long long)t->step, (long long)b,
+               (long long)batches, loss, weft_optimizer_get_lr(t->opt), per_s,
+               train_unit(t, false), train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
+               train_format_duration(tm->epoch_eta, el, sizeof el),
+               train_format_duration(tm->run_elapsed, re, sizeof re),
+               train_format_duration(tm->run_eta, rl, sizeof rl));
     fflush(stdout);
     *w_loss = 0;
     *w_samples = *w_tokens = 0;
@@ -324,20 +348,25 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             if (step_now && t->s.log_every > 0 && t->step % t->s.log_every == 0 && t->rank == 0)
                 rc = log_steps(t, epoch, b, batches, &tm, &w_loss, &w_samples, &w_tokens, &w_t0);
             train_progress((int)epoch + 1, (int)t->s.epochs, b, batches, loss_sum / (double)samples,
-                           (double)(tokens * t->world) / (train_now() - t0), t->sequence ? "tok/s" : "img/s",
+                           (double)(tokens * t->world) / (train_now() - t0), train_unit(t, false),
                            weft_optimizer_get_lr(t->opt), &tm, t->tty);
         }
         weft_scope_pop();
         int stop = rc == 0 && step_now ? train_dist_should_stop(t) : 0;
         if (stop < 0)
             rc = stop;
+        /* [train] save_every_steps: inside the epoch (its end saves anyway) */
+        if (rc == 0 && !stop && step_now && b < batches && t->s.save_every_steps > 0 &&
+            t->step % t->s.save_every_steps == 0)
+            rc = train_save_checkpoint(t, epoch, b);
         if (rc == 0 && stop) {
             train_progress_clear(t->tty);
             rc = train_save_checkpoint(t, epoch, b);
-            if (rc == 0 && t->rank == 0) {
-                printf("interrupted at epoch %lld, batch %lld of %lld: checkpoint saved to %s\n",
-                       (long long)epoch + 1, (long long)b, (long long)batches, t->s.checkpoint);
-                train_print_resume_command(t, stdout);
+            if (rc == 0) {
+                char where[96];
+                snprintf(where, sizeof where, "epoch %lld, batch %lld of %lld",
+                         (long long)epoch + 1, (long long)b, (long long)batches);
+                rc = train_say_interrupted(t, where);
             }
             *stopped = true;
             break;
@@ -377,10 +406,10 @@ static int finish(struct trainer *t)
             printf(" accuracy %.2f%%", 100 * test.acc);
         printf(" loss %.4f (%lld samples)\n", test.loss, (long long)test.samples);
     }
-    printf("checkpoint: %s\n", t->s.checkpoint_interval > 0 ? t->s.checkpoint : "(none)");
+    printf("checkpoint: %s\n", t->ckpt_path[0] ? t->ckpt_path : "(none)");
     if (t->s.keep_best && t->best.have) {
         char best[4096];
-        train_best_path(t->s.checkpoint, best, sizeof best);
+        train_best_file(t, best, sizeof best);
         printf("best: %s (%s %lld, val_loss %.4f)\n", best, t->s.max_iters > 0 ? "step" : "epoch",
                (long long)(t->s.max_iters > 0 ? t->best.step : t->best.epoch), t->best.val_loss);
     }
@@ -422,7 +451,7 @@ static int run_epochs(struct trainer *t)
             printf("  val_acc %.2f%%", 100 * val.acc);
         char elapsed[32];
         printf("  lr %.4g  %.0f %s  %.1f s  (run %s)%s%s\n", m.lr, m.images_per_s,
-               t->sequence ? "tok/s" : "img/s", m.seconds,
+               train_unit(t, false), m.seconds,
                train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
                m.partial ? "  (partial: resumed inside the epoch)" : "",
                improved ? "  best" : "");
@@ -490,6 +519,7 @@ static void report_error(struct trainer *t, const char *resume_path)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft-train [train] CONFIG.ini [--set section.key=value ...] [--resume CHECKPOINT]\n"
+               "                  [--overwrite]\n"
                "       weft-train eval CONFIG.ini --checkpoint CKPT [--data SECTION] [--set ...]\n"
                "       weft-train predict CONFIG.ini --checkpoint CKPT [--data SECTION] --out FILE.csv|FILE.npy\n"
                "                  [--set ...]\n"
@@ -510,6 +540,7 @@ struct args {
     struct train_export_args export;
     const char *calib, *observer; /* quantize */
     bool dynamic, per_tensor;
+    bool overwrite; /* a new run replaces an earlier one at its paths */
 };
 
 /* The command line: 0 to go on, 1 when --help was answered, -1 on a usage error (said). */
@@ -532,6 +563,10 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
         }
         if (!strcmp(argv[i], "--dynamic") || !strcmp(argv[i], "--per-tensor")) {
             *(argv[i][2] == 'd' ? &a->dynamic : &a->per_tensor) = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "--overwrite")) {
+            a->overwrite = true;
             continue;
         }
         int k = 0;
@@ -571,6 +606,8 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
                 "continues from a checkpoint with --resume)";
     else if (t->command != CMD_TRAIN && a->resume)
         wrong = "--resume belongs to training; eval and predict read --checkpoint";
+    else if (t->command != CMD_TRAIN && a->overwrite)
+        wrong = "--overwrite belongs to training (eval and predict write no run)";
     else if (t->command != CMD_TRAIN && !a->checkpoint)
         wrong = t->command == CMD_EXPORT     ? "export needs --checkpoint CKPT (a model file weft-train saved)"
                 : t->command == CMD_QUANTIZE ? "quantize needs --checkpoint CKPT (the float32 model file to quantize)"
@@ -723,6 +760,8 @@ int main(int argc, char **argv)
         return parsed > 0 ? EXIT_OK : EXIT_BAD_CONFIG;
     const char *config_path = a.config, *resume_path = a.resume;
     t.data_section = a.data;
+    t.resume_path = a.resume;
+    t.overwrite_flag = a.overwrite;
     t.cfg = weft_config_load(config_path);
     if (t.cfg)
         apply_sets(t.cfg, argc, argv);
@@ -737,7 +776,6 @@ int main(int argc, char **argv)
         cleanup(&t);
         return exit_code_for(code);
     }
-    t.tty = isatty(STDOUT_FILENO);
     if (t.command != CMD_TRAIN) {
         rc = run_command(&t, &a);
         int code = weft_error_code();
@@ -756,9 +794,15 @@ int main(int argc, char **argv)
         cleanup(&t);
         return exit_code_for(code);
     }
+    if (train_runs_clear(&t, resume_path) != 0) {
+        int code = weft_error_code();
+        report_error(&t, NULL);
+        cleanup(&t);
+        return exit_code_for(code);
+    }
     if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
         (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
-                                   t.sequence)))) {
+                                   train_unit(&t, true), false)))) {
         int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
@@ -770,9 +814,7 @@ int main(int argc, char **argv)
         cleanup(&t);
         return exit_code_for(code);
     }
-    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    train_signals_install();
     printf("weft-train: %s on %s, %lld parameters, %lld training samples\n", config_path,
            weft_device_str(t.device, (char[32]){0}, 32), (long long)weft_module_num_parameters(t.model),
            (long long)weft_dataset_length(t.train_set));
@@ -794,9 +836,9 @@ int main(int argc, char **argv)
     int code = weft_error_code();
     if (rc != 0)
         report_error(&t, NULL);
-    bool was_interrupted = train_interrupted;
+    int interrupted = train_signals_exit_code();
     cleanup(&t);
     if (rc != 0)
         return exit_code_for(code);
-    return was_interrupted ? EXIT_INTERRUPTED : EXIT_OK;
+    return interrupted;
 }
