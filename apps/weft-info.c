@@ -24,6 +24,8 @@
 #include <weft/plugin.h>
 #include <weft/registry.h>
 
+#include "app_version.h"
+
 #define EXIT_PROBLEM 2
 
 static void usage(FILE *out)
@@ -47,6 +49,7 @@ static void usage(FILE *out)
             "  --memory [DEVICE]\n"
             "                 the allocator statistics of DEVICE (default cpu) as\n"
             "                 torch.cuda.memory_summary() prints them\n"
+            "  --version      weft's version\n"
             "  --help         this text\n"
             "\n"
             "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
@@ -495,6 +498,10 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        app_print_version(stdout, "weft-info");
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "--plugin") == 0) {
