@@ -227,6 +227,8 @@ struct trainer {
     char ckpt_path[4096];         /* the checkpoint saved last ([train] checkpoint expanded) */
     const char *resume_path;      /* --resume */
     bool overwrite_flag;          /* --overwrite */
+    struct train_ema *ema;        /* [train] ema_decay (train_ema.c), NULL when off */
+    bool best_restored;           /* the model holds the best weights (train_best_restore) */
 };
 
 /* What one micro-batch gave. */
@@ -256,6 +258,29 @@ struct eval_result {
 /* Mean loss (and accuracy) over ds, or its first max_batches batches (0: all). */
 int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
                    int64_t max_batches, struct eval_result *r);
+/* ---- the average of the weights (train_ema.c) --------------------------------------------- */
+
+/* [train] ema_decay: t->ema (NULL when 0), the average starting as the model. */
+int train_ema_create(struct trainer *t);
+void train_ema_free(struct trainer *t);
+double train_ema_decay(const struct trainer *t); /* 0 when off */
+/* After each optimizer step: AveragedModel.update_parameters. */
+int train_ema_update(struct trainer *t);
+/* The average's weights into the model, and the model's own back. */
+int train_ema_swap_in(struct trainer *t);
+int train_ema_swap_out(struct trainer *t);
+/* train_evaluate of the average (swapped in and out). */
+int train_ema_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
+                       int64_t max_batches, struct eval_result *r);
+/* Into a checkpoint's state ("ema.<name>", weft.ema_updates), and back on resume. */
+int train_ema_export(const struct trainer *t, struct weft_tensor_dict *state,
+                     struct weft_metadata *meta);
+int train_ema_import(struct trainer *t, const char *state_path,
+                     const struct weft_tensor_dict *state, const struct weft_metadata *meta);
+/* "<checkpoint name without fields>.ema.safetensors" with the model's metadata. */
+int train_ema_save(const struct trainer *t, const char *checkpoint,
+                   const struct weft_metadata *model_meta);
+
 /* ---- checkpoints (train_checkpoint.c) ----------------------------------------------------- */
 
 /* Model file + training state, as one atomic unit (see train_checkpoint.c): resume starts

@@ -84,6 +84,7 @@ int train_best_restore(struct trainer *t)
         return 0;
     train_best_file(t, path, sizeof path);
     int rc = train_load_weights(t, path, NULL);
+    t->best_restored = rc == 0;
     if (rc == 0)
         printf("restored the best model (%s %lld, val_loss %.4f) from %s\n",
                t->s.max_iters > 0 ? "step" : "epoch",

@@ -313,6 +313,8 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
         rc = weft_scheduler_state_export(t->sched, meta);
     if (rc == 0 && t->scaler)
         rc = weft_grad_scaler_state_export(t->scaler, meta);
+    if (rc == 0)
+        rc = train_ema_export(t, state, meta); /* [train] ema_decay */
     char digest[33];
     if (rc == 0 && (rc = model_digest(model, digest)) == 0)
         rc = weft_metadata_set(meta, "weft.model_digest", digest);
@@ -352,6 +354,9 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
         snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", path);
     if (rc == 0)
         weft_test_crash_point("checkpoint.promoted");
+    /* the average as a model file of its own (resume reads it from the state) */
+    if (rc == 0)
+        rc = train_ema_save(t, t->s.checkpoint, model_meta);
     if (rc == 0)
         rc = train_runs_prune(t); /* [train] keep_last */
     if (rc != 0 && !committed)
@@ -575,6 +580,8 @@ int train_resume(struct trainer *t, const char *path)
     /* a checkpoint of an fp32 or bf16 run has no scaler: start from the defaults */
     if (rc == 0 && t->scaler && weft_metadata_get(meta, "scaler.scale"))
         rc = weft_grad_scaler_state_import(t->scaler, meta);
+    if (rc == 0)
+        rc = train_ema_import(t, state_path, state, meta);
     if (rc == 0)
         rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
              weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||

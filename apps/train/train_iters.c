@@ -93,14 +93,25 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
         .images_per_s = (double)w->tokens / (t0 - w->t0),
         .seconds = run_seconds,
     };
+    struct eval_result ema = {NAN, NAN, 0};
+    if (t->ema && (rc = train_ema_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters,
+                                           &ema)) != 0)
+        return rc;
+    m.ema_val_loss = ema.loss;
+    m.ema_val_acc = ema.acc;
     bool improved;
     if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
+        return rc;
+    if (weft_scheduler_wants_metric(t->sched) && /* [scheduler] type = plateau */
+        (rc = weft_scheduler_step_metric(t->sched, val.loss)) != 0)
         return rc;
     printf("step %lld: train loss %.4f", (long long)t->step, m.train_loss);
     if (!isnan(val.loss))
         printf(", val loss %.4f", val.loss);
     if (!isnan(val.acc))
         printf(", val acc %.2f%%", 100 * val.acc);
+    if (!isnan(ema.loss))
+        printf(", ema val loss %.4f", ema.loss);
     if (val.samples > 0)
         printf(" (%lld samples, %.1f s)", (long long)val.samples, train_now() - t0);
     printf("%s\n", improved ? "  best" : "");

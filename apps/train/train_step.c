@@ -108,7 +108,7 @@ int train_optimizer_step(struct trainer *t)
      * value at k. */
     if (t->sched && t->sched_per_step && weft_scheduler_step(t->sched) != 0)
         return weft_error_code();
-    return 0;
+    return train_ema_update(t); /* [train] ema_decay */
 }
 
 int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,

@@ -23,6 +23,7 @@
 #include <weft/dataloader.h>
 #include <weft/optim.h>
 
+#include "../app_version.h"
 #include "train.h"
 
 /* ---- configuration --------------------------------------------------------------------- */
@@ -139,6 +140,39 @@ static int split_validation(struct trainer *t)
     return t->train_set && t->val_set ? 0 : weft_error_code();
 }
 
+/* [scheduler]. Schedules count optimizer steps in iteration mode; warmup_cosine and
+ * onecycle always do (their keys are in steps), and so does plateau's warmup, while the
+ * plateau itself is stepped on the validation loss after each evaluation. onecycle's
+ * total_steps is the run's when the section gives neither it nor epochs and
+ * steps_per_epoch. */
+static int create_scheduler(struct trainer *t)
+{
+    struct weft_config *cfg = t->cfg;
+    const char *type = weft_config_string(cfg, "scheduler", "type", "none");
+    bool onecycle = strcmp(type, "onecycle") == 0, plateau = strcmp(type, "plateau") == 0;
+    if (onecycle && !weft_config_has(cfg, "scheduler", "total_steps") &&
+        !weft_config_has(cfg, "scheduler", "epochs") &&
+        !weft_config_has(cfg, "scheduler", "steps_per_epoch")) {
+        int64_t batches = weft_dataloader_len(t->train_loader);
+        int64_t per_epoch = (batches + t->s.accumulate - 1) / t->s.accumulate;
+        char total[32];
+        snprintf(total, sizeof total, "%lld",
+                 (long long)(t->s.max_iters > 0 ? t->s.max_iters : t->s.epochs * per_epoch));
+        if (weft_config_put(cfg, "scheduler", "total_steps", total) != 0)
+            return weft_error_code();
+    }
+    if (plateau && !t->val_set)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [scheduler] type = plateau steps on the "
+                                               "validation loss, and there is no validation "
+                                               "set: add [data.val] or [data] validation_split",
+                              weft_config_name(cfg));
+    if (!(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
+        return weft_error_code();
+    t->sched_per_step = t->s.max_iters > 0 || strcmp(type, "warmup_cosine") == 0 || onecycle ||
+                        plateau;
+    return 0;
+}
+
 static int setup(struct trainer *t)
 {
     struct weft_config *cfg = t->cfg;
@@ -235,13 +269,10 @@ static int setup(struct trainer *t)
      * float32's range and does not. */
     if (t->s.precision == WEFT_F16 && !(t->scaler = weft_grad_scaler_create(NULL)))
         return weft_error_code();
-    if (weft_config_has_section(cfg, "scheduler") &&
-        !(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
-        return weft_error_code();
-    /* Schedules count optimizer steps in iteration mode; warmup_cosine always does (its
-     * keys are in iterations, as nanoGPT's). */
-    const char *sched_type = weft_config_string(cfg, "scheduler", "type", "none");
-    t->sched_per_step = t->s.max_iters > 0 || strcmp(sched_type, "warmup_cosine") == 0;
+    if (weft_config_has_section(cfg, "scheduler") && (rc = create_scheduler(t)) != 0)
+        return rc;
+    if (t->command == CMD_TRAIN && (rc = train_ema_create(t)) != 0)
+        return rc;
     /* Everything has read its keys: anything left over is a typo. Then the paths, made
      * and probed only for a config without typos (a misspelt key would probe a default). */
     if ((rc = weft_config_check_unknown(cfg)) != 0)
@@ -393,25 +424,61 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     return rc;
 }
 
-/* The test set's figures, the checkpoint's and the log's paths. */
+static void print_test(const struct eval_result *r, const char *which)
+{
+    printf("test");
+    if (!isnan(r->acc))
+        printf(" accuracy %.2f%%", 100 * r->acc);
+    printf(" loss %.4f (%lld samples)%s%s\n", r->loss, (long long)r->samples, which[0] ? ", " : "",
+           which);
+}
+
+/* The test set's figures, the checkpoint's and the log's paths. With keep_best the best
+ * model is tested first (Lightning's trainer.test(ckpt_path="best")), then the last; with
+ * ema_decay the average too; each line says which model it tested. */
 static int finish(struct trainer *t)
 {
-    struct eval_result test;
-    int rc = train_evaluate(t, t->test_set, &t->test_inputs, 0, &test);
+    struct eval_result last = {NAN, NAN, 0}, best = {0}, ema = {0};
+    bool with_best = t->s.keep_best && t->best.have && t->test_set;
+    char which[8192] = "", best_file[4096] = "", unit[8];
+    snprintf(unit, sizeof unit, "%s", t->s.max_iters > 0 ? "step" : "epoch");
+    long long best_at = t->s.max_iters > 0 ? t->best.step : t->best.epoch;
+    if (with_best)
+        train_best_file(t, best_file, sizeof best_file);
+    int rc = with_best && t->best_restored /* early stopping: the model is the best */
+                 ? 0 : train_evaluate(t, t->test_set, &t->test_inputs, 0, &last);
+    if (rc == 0 && t->ema && t->test_set)
+        rc = train_ema_evaluate(t, t->test_set, &t->test_inputs, 0, &ema);
+    if (rc == 0 && with_best && !t->best_restored) /* the last model's file is saved */
+        rc = train_load_weights(t, best_file, NULL);
+    if (rc == 0 && with_best)
+        rc = train_evaluate(t, t->test_set, &t->test_inputs, 0, &best);
     if (rc != 0)
         return rc;
-    if (test.samples > 0) {
-        printf("test");
-        if (!isnan(test.acc))
-            printf(" accuracy %.2f%%", 100 * test.acc);
-        printf(" loss %.4f (%lld samples)\n", test.loss, (long long)test.samples);
+    if (with_best) {
+        snprintf(which, sizeof which, "the best model (%s %lld, val_loss %.4f: %s)", unit,
+                 best_at, t->best.val_loss, best_file);
+        print_test(&best, which);
+    }
+    if (last.samples > 0)
+    {
+        snprintf(which, sizeof which, "the last model (%s %lld)", unit,
+                 (long long)(t->s.max_iters > 0 ? t->step : t->s.epochs));
+        print_test(&last, with_best || t->ema ? which : "");
+    }
+    if (t->ema && ema.samples > 0) {
+        char base[4096], path[4096];
+        train_checkpoint_base(t->s.checkpoint, base, sizeof base);
+        train_ema_path(base, path, sizeof path);
+        snprintf(which, sizeof which, "the average of the weights (ema_decay %g: %s)",
+                 train_ema_decay(t), t->s.checkpoint_interval > 0 ? path : "not saved");
+        print_test(&ema, which);
     }
     printf("checkpoint: %s\n", t->ckpt_path[0] ? t->ckpt_path : "(none)");
     if (t->s.keep_best && t->best.have) {
-        char best[4096];
-        train_best_file(t, best, sizeof best);
-        printf("best: %s (%s %lld, val_loss %.4f)\n", best, t->s.max_iters > 0 ? "step" : "epoch",
-               (long long)(t->s.max_iters > 0 ? t->best.step : t->best.epoch), t->best.val_loss);
+        char path[4096];
+        train_best_file(t, path, sizeof path);
+        printf("best: %s (%s %lld, val_loss %.4f)\n", path, unit, best_at, t->best.val_loss);
     }
     if (t->s.log_path && *t->s.log_path)
         printf("log: %s\n", t->s.log_path);
@@ -426,7 +493,7 @@ static int run_epochs(struct trainer *t)
         struct eval_result val;
         int rc = train_epoch(t, epoch, &m, &stopped);
         if (rc == 0 && stopped) { /* the part trained, in the log as a partial row */
-            m.val_loss = m.val_acc = NAN;
+            m.val_loss = m.val_acc = m.ema_val_loss = m.ema_val_acc = NAN;
             return train_log_epoch(t->log, &m);
         }
         if (rc != 0)
@@ -435,7 +502,16 @@ static int run_epochs(struct trainer *t)
             return rc;
         m.val_loss = val.loss;
         m.val_acc = val.acc;
+        struct eval_result ema = {NAN, NAN, 0};
+        if (t->ema && (rc = train_ema_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters,
+                                               &ema)) != 0)
+            return rc;
+        m.ema_val_loss = ema.loss;
+        m.ema_val_acc = ema.acc;
         if (t->sched && !t->sched_per_step && (rc = weft_scheduler_step(t->sched)) != 0)
+            return rc;
+        if (weft_scheduler_wants_metric(t->sched) &&
+            (rc = weft_scheduler_step_metric(t->sched, val.loss)) != 0)
             return rc;
         bool improved;
         if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
@@ -449,6 +525,10 @@ static int run_epochs(struct trainer *t)
             printf("  val_loss %.4f", val.loss);
         if (!isnan(val.acc))
             printf("  val_acc %.2f%%", 100 * val.acc);
+        if (!isnan(ema.loss))
+            printf("  ema_val_loss %.4f", ema.loss);
+        if (!isnan(ema.acc))
+            printf("  ema_val_acc %.2f%%", 100 * ema.acc);
         char elapsed[32];
         printf("  lr %.4g  %.0f %s  %.1f s  (run %s)%s%s\n", m.lr, m.images_per_s,
                train_unit(t, false), m.seconds,
@@ -485,6 +565,7 @@ static int run(struct trainer *t)
 static void cleanup(struct trainer *t)
 {
     train_dist_end(t);
+    train_ema_free(t);
     weft_scheduler_free(t->sched);
     weft_grad_scaler_free(t->scaler);
     weft_optimizer_free(t->opt);
@@ -520,6 +601,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: weft-train [train] CONFIG.ini [--set section.key=value ...] [--resume CHECKPOINT]\n"
                "                  [--overwrite]\n"
+               "       weft-train --version | --help\n"
                "       weft-train eval CONFIG.ini --checkpoint CKPT [--data SECTION] [--set ...]\n"
                "       weft-train predict CONFIG.ini --checkpoint CKPT [--data SECTION] --out FILE.csv|FILE.npy\n"
                "                  [--set ...]\n"
@@ -543,7 +625,7 @@ struct args {
     bool overwrite; /* a new run replaces an earlier one at its paths */
 };
 
-/* The command line: 0 to go on, 1 when --help was answered, -1 on a usage error (said). */
+/* The command line: 0 to go on, 1 when --help or --version was answered, -1 on a usage error (said). */
 static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
 {
     static const char *const commands[] = {"train", "eval", "predict", "export", "quantize"};
@@ -559,6 +641,10 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
     for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
+            return 1;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            app_print_version(stdout, "weft-train");
             return 1;
         }
         if (!strcmp(argv[i], "--dynamic") || !strcmp(argv[i], "--per-tensor")) {
@@ -802,7 +888,7 @@ int main(int argc, char **argv)
     }
     if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
         (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
-                                   train_unit(&t, true), false)))) {
+                                   train_unit(&t, true), t.ema != NULL)))) {
         int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
