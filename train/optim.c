@@ -43,7 +43,7 @@ static int check_type(const struct weft_vtable *v)
 
 const struct weft_kind weft_optimizer_kind = {
     .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_OPTIMIZER, struct weft_kind),
-    .description = "optimizer types ([optim] type = names them)",
+    .description = "optimizer types ([optimizer] type = names them)",
     .min_size = offsetof(struct weft_optimizer_type, get_momentum), /* appended after */
     .check = check_type,
 };

@@ -75,6 +75,19 @@ weft_tensor *train_loss_compute(const struct train_loss *loss, weft_tensor *outp
 
 struct trainer;
 
+/* ---- sparse_linear (train_sparse_linear.c) -------------------------------------------- */
+
+struct sparse_linear_state {
+    int64_t in_features, out_features;
+    char section[64];                    /* its [layer.*] section, for messages */
+    char indices[WEFT_DATASET_NAME_MAX]; /* the batch fields it reads */
+    char values[WEFT_DATASET_NAME_MAX];
+};
+/* Registers the module type sparse_linear (0, or the error). */
+int train_sparse_linear_register(void);
+/* m's state when m is a sparse_linear layer, else NULL. */
+const struct sparse_linear_state *train_sparse_linear_state(const weft_module *m);
+
 /* Metrics per epoch (epoch mode) or per evaluation (iteration mode), written to the CSV
  * log and the SVG plot. */
 struct train_epoch_metrics {

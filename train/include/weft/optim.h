@@ -6,7 +6,7 @@
  * groups, as torch.optim: each group is some parameters (it keeps a reference to each)
  * and the hyperparameters read from its options (a config section):
  *
- *     [optim]
+ *     [optimizer]
  *     type = adam            ; read by weft_optimizer_create when name is NULL
  *     lr = 0.001
  *     betas = 0.9, 0.999
