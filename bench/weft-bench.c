@@ -687,6 +687,25 @@ static int parse_args(int argc, char **argv)
     return 0;
 }
 
+/* bench/bench_busy.c: the cores other programs kept busy (warned about above this share). */
+struct bench_load {
+    double busy, self, wall;
+};
+int bench_load_sample(struct bench_load *s);
+double bench_load_others(const struct bench_load *a, const struct bench_load *b);
+#define BUSY_CORES 0.25
+
+/* The warning of a busy machine, where the figures go and on stderr. */
+static void warn_busy(const char *when, double cores)
+{
+    for (int i = 0; i < 2; i++)
+        fprintf(i ? stderr : stdout,
+                "%sweft-bench: warning: other programs kept %.2f cores busy %s: these figures "
+                "are not meaningful (run it on a quiet machine)\n",
+                i ? "" : "# ", cores, when);
+    fflush(stdout);
+}
+
 /* bench/bench_augment.c: the loader with data augmentation (names "augment_..."). */
 void bench_augment(bool (*selected)(const char *name),
                    double (*time_median)(void (*fn)(void *), void *ctx, int repeats),
@@ -789,9 +808,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: %s\n", weft_error_message());
         return 2;
     }
+    /* a short look before (this process idle), the whole run after */
+    struct bench_load start, quiet, end;
+    bool load = !opt.list && bench_load_sample(&start) == 0;
+    if (load) {
+        nanosleep(&(struct timespec){0, 300000000}, NULL);
+        load = bench_load_sample(&quiet) == 0;
+    }
     if (!opt.list)
         printf("# weft %s, %d threads, median of %d\n", weft_version(), weft_get_num_threads(),
                opt.repeats);
+    if (load && bench_load_others(&start, &quiet) >= BUSY_CORES)
+        warn_busy("before the run", bench_load_others(&start, &quiet));
     bench_copies();
     bench_conversions();
     bench_matmuls();
@@ -802,5 +830,7 @@ int main(int argc, char **argv)
     bench_augment(selected, time_median, report, opt.repeats);
     bench_rnn(selected, time_median, report, opt.repeats);
     bench_conv(selected, time_median, report, opt.repeats);
+    if (load && bench_load_sample(&end) == 0 && bench_load_others(&quiet, &end) >= BUSY_CORES)
+        warn_busy("during the run", bench_load_others(&quiet, &end));
     return 0;
 }
