@@ -528,12 +528,19 @@ static int check_left_to_train(const struct trainer *t)
                               "trains nothing: set max_iters above %lld",
                               name, (long long)t->start_step, (long long)t->s.max_iters,
                               (long long)t->start_step);
+    /* epochs numbered as the epoch lines number them: the checkpoint is after epoch
+     * start_epoch, or inside the next one */
+    char where[96];
+    if (t->skip_batches > 0)
+        snprintf(where, sizeof where, "in epoch %lld (after batch %lld)",
+                 (long long)t->start_epoch + 1, (long long)t->skip_batches);
+    else
+        snprintf(where, sizeof where, "after epoch %lld", (long long)t->start_epoch);
     if (t->s.max_iters == 0 && t->start_epoch >= t->s.epochs)
         return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: the checkpoint is at epoch %lld; [train] epochs = %lld "
-                              "trains nothing: set epochs above %lld",
-                              name, (long long)t->start_epoch, (long long)t->s.epochs,
-                              (long long)t->start_epoch);
+                              "%s: the checkpoint is %s; [train] epochs = %lld trains nothing: "
+                              "set epochs above %lld",
+                              name, where, (long long)t->s.epochs, (long long)t->start_epoch);
     return 0;
 }
 

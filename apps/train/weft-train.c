@@ -235,6 +235,15 @@ static int setup(struct trainer *t)
     if (!(t->train_loader = weft_dataloader_from_config(
               t->train_set, cfg, "data", train_inputs_loader_device(&t->inputs, t->device))))
         return weft_error_code();
+    const struct weft_dataloader_options *lo = weft_dataloader_options(t->train_loader);
+    if (weft_dataloader_len(t->train_loader) == 0) /* drop_last with too few samples */
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: [data] batch_size = %lld with drop_last = true: the %lld "
+                              "training samples%s make no full batch, so training would take no "
+                              "step: lower batch_size or set drop_last = false",
+                              weft_config_name(cfg), (long long)lo->batch_size,
+                              (long long)weft_dataset_length(t->train_set),
+                              lo->num_replicas > 1 ? " (before the split between processes)" : "");
     if ((rc = train_loss_from_config(cfg, &t->loss)) != 0)
         return rc;
     /* A target of a sequence of token ids per sample under cross-entropy: a language
@@ -591,6 +600,8 @@ static void cleanup(struct trainer *t)
 static void report_error(struct trainer *t, const char *resume_path)
 {
     train_progress_clear(t->tty); /* the progress bar's line */
+    if (t->cfg) /* a value --set gave is named as such whenever it fails */
+        weft_config_explain_error(t->cfg, -1);
     if (resume_path) /* the first error is kept (weft/error.h): prefix it */
         weft_error_prefix("cannot resume from %s", resume_path);
     train_dist_fail(t, EXIT_TRAINING_ERROR); /* prints "weft: rank R: ..." and ends the job */
