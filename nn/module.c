@@ -447,6 +447,11 @@ int weft_register_module_forward_hook(weft_module_forward_hook fn, void *ctx)
                           fn ? "8 hooks are registered already" : "the hook is NULL");
 }
 
+bool nn_forward_hooked(void)
+{
+    return nforward_hooks > 0;
+}
+
 void weft_remove_module_forward_hook(int handle)
 {
     if (handle < 1 || handle > MAX_FORWARD_HOOKS || !forward_hooks[handle - 1].fn)

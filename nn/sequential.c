@@ -29,15 +29,16 @@ static weft_tensor *sequential_forward(weft_module *m, weft_tensor *input)
     /* Intermediate results die in this scope; only the last one is handed back. */
     weft_scope_push();
     weft_tensor *x = input;
+    bool fuse = !nn_forward_hooked(); /* a hook sees every layer */
     for (int i = 0; i < n && x; i++) {
         weft_module *child = weft_module_child_at(m, i);
-        if (i + 1 < n && fuses_with_relu(child, weft_module_child_at(m, i + 1))) {
+        if (fuse && i + 1 < n && fuses_with_relu(child, weft_module_child_at(m, i + 1))) {
             x = weft_linear_relu(x, weft_module_parameter(child, "weight"),
                                  weft_module_parameter(child, "bias"));
             i++;
             continue;
         }
-        int gelu = i + 1 < n ? fuses_with_gelu(child, weft_module_child_at(m, i + 1)) : -1;
+        int gelu = fuse && i + 1 < n ? fuses_with_gelu(child, weft_module_child_at(m, i + 1)) : -1;
         if (gelu >= 0) {
             x = weft_linear_gelu(x, weft_module_parameter(child, "weight"),
                                  weft_module_parameter(child, "bias"),

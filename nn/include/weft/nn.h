@@ -282,7 +282,9 @@ weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input);
 /* torch.nn.modules.module.register_module_forward_hook: hook(ctx, module, input, output)
  * runs after the forward of every module called through weft_module_forward (output NULL
  * when the forward failed), for tools such as a model summary (torchinfo records the
- * output shapes of nested modules this way). Global and not locked: register and remove
+ * output shapes of nested modules this way). While one is registered, Sequential runs
+ * every layer through weft_module_forward (it fuses Linear with a following ReLU or GELU
+ * otherwise), so each is seen, as in PyTorch. Global and not locked: register and remove
  * where no forward runs on another thread. Returns a handle > 0 for
  * weft_remove_module_forward_hook, or WEFT_ERR_VALUE (fn NULL, or 8 already registered). */
 typedef void (*weft_module_forward_hook)(void *ctx, weft_module *m, weft_tensor *input,
