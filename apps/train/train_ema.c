@@ -33,7 +33,7 @@ int train_ema_create(struct trainer *t)
     double decay;
     if (weft_config_double(t->cfg, "train", "ema_decay", 0, &decay) != 0)
         return weft_error_code();
-    if (decay == 0)
+    if (decay == 0 || t->command != CMD_TRAIN)
         return 0;
     if (!(decay > 0 && decay < 1))
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] ema_decay = %g: expected a decay in "

@@ -280,7 +280,7 @@ static int setup(struct trainer *t)
         return weft_error_code();
     if (weft_config_has_section(cfg, "scheduler") && (rc = create_scheduler(t)) != 0)
         return rc;
-    if (t->command == CMD_TRAIN && (rc = train_ema_create(t)) != 0)
+    if ((rc = train_ema_create(t)) != 0) /* reads ema_decay; the average is training's */
         return rc;
     /* Everything has read its keys: anything left over is a typo. Then the paths, made
      * and probed only for a config without typos (a misspelt key would probe a default). */
