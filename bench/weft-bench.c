@@ -20,6 +20,8 @@
 #include <weft/train.h>
 #include <weft/backend.h>
 
+#include "../apps/app_version.h"
+
 struct options {
     const char *filter;
     int repeats;
@@ -651,7 +653,7 @@ static void bench_nn(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]\n"
+    fprintf(f, "usage: weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list] [--version]\n"
                "Prints \"name value unit\" per line; each value is the median of N runs.\n");
 }
 
@@ -659,6 +661,10 @@ static int parse_args(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--version")) {
+            app_print_version(stdout, "weft-bench");
+            exit(0);
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);

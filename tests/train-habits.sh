@@ -11,7 +11,7 @@
 #    resumed exactly, tested at the end and readable by eval;
 #  - keep_best: the final test tests the best model and says so, and the last beside it;
 #    each figure is what `weft-train eval` prints for that file;
-#  - --version of weft-train, weft-generate and weft-info.
+#  - --version of weft-train, weft-generate, weft-info, weft-bench and weft-infer.
 #   usage: train-habits.sh BUILD_DIR
 set -eu
 build=$(cd "$1" && pwd)
@@ -181,8 +181,9 @@ done
 echo "keep_best: $(grep '^test accuracy' "$tmp/best.txt" | head -1)"
 
 # ---- --version ---------------------------------------------------------------------------------
-for app in weft-train weft-generate weft-info; do
-    out=$("$build/apps/$app" --version) || fail "$app --version: exit $?"
+for app in apps/weft-train apps/weft-generate apps/weft-info bench/weft-bench bench/weft-infer; do
+    out=$("$build/$app" --version) || fail "$app --version: exit $?"
+    app=${app#*/}
     echo "$out" | grep -qx "$app [0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*" || fail "$app --version printed '$out'"
 done
 echo "--version: $("$train" --version)"
