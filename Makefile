@@ -80,8 +80,11 @@ build: $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
 
 # A config that reads the generated sparse data gets it generated first.
+# TRAIN_ARGS passes weft-train arguments: a second `make train` is refused, the first
+# run's files kept, until TRAIN_ARGS=--overwrite (or --resume ...) says what to do.
+TRAIN_ARGS ?=
 train: deps build $(if $(findstring sparse-logreg,$(CONFIG)),sparse-data)
-	$(BUILD)/apps/weft-train $(CONFIG)
+	$(BUILD)/apps/weft-train $(CONFIG) $(TRAIN_ARGS)
 
 # The sparse example's data is generated (about 80 MB, ~15 s), never committed:
 # data/sparse/ ignores itself through the .gitignore the script writes there.
@@ -93,24 +96,36 @@ data/sparse/test.svm: data/sparse/train.svm
 sparse-data: data/sparse/train.svm data/sparse/test.svm
 
 train-sparse: deps build sparse-data
-	$(BUILD)/apps/weft-train configs/sparse-logreg.ini
+	$(BUILD)/apps/weft-train configs/sparse-logreg.ini $(TRAIN_ARGS)
 
 # The baby GPT on the shipped text: prints the validation loss against the text's unigram
-# (byte) entropy, then a 200-byte sample from the checkpoint when weft-generate is built
+# (byte) entropy, then a 200-byte sample from the checkpoint the run wrote last (the
+# "checkpoint:" line it ends with, so GPT_ARGS may move it) when weft-generate is built
 # (one thread: a token of this model is too little work to share).
 # GPT_ARGS passes overrides: make train-gpt GPT_ARGS="--set train.max_iters=500".
+# The output goes through tee, which ignores Ctrl-C so that the interrupted run's resume
+# line still gets through; the run's own exit status is the recipe's.
 GPT_TEXT   = data/text/kjv-genesis-2kings.txt
 GPT_PROMPT ?= And God said
 GPT_ARGS   ?=
 train-gpt: deps build
-	$(BUILD)/apps/weft-train configs/gpt-char.ini $(GPT_ARGS)
-	@$(PYTHON) -c 'import collections, math, sys; d = open(sys.argv[1], "rb").read(); n = len(d); \
+	@out=$$(mktemp) && trap 'rm -f "$$out" "$$out.rc"' EXIT && \
+	{ $(BUILD)/apps/weft-train configs/gpt-char.ini $(GPT_ARGS); echo $$? >"$$out.rc"; } | \
+	  (trap '' INT; tee "$$out") && \
+	rc=$$(cat "$$out.rc") && [ "$$rc" = 0 ] || exit $${rc:-1}; \
+	$(PYTHON) -c 'import collections, math, sys; d = open(sys.argv[1], "rb").read(); n = len(d); \
 	  print("unigram entropy of %s: %.4f nats/byte (the loss of a model without context)" % \
-	  (sys.argv[1], -sum(c / n * math.log(c / n) for c in collections.Counter(d).values())))' $(GPT_TEXT)
-	@if [ -x $(BUILD)/apps/weft-generate ]; then \
-	  $(BUILD)/apps/weft-generate runs/gpt-char/model.safetensors --prompt "$(GPT_PROMPT)" \
+	  (sys.argv[1], -sum(c / n * math.log(c / n) for c in collections.Counter(d).values())))' $(GPT_TEXT); \
+	ckpt=$$(sed -n 's/^checkpoint: //p' "$$out" | tail -n 1); \
+	if [ ! -x $(BUILD)/apps/weft-generate ]; then \
+	  echo "train-gpt: $(BUILD)/apps/weft-generate is not built: no sample"; \
+	elif [ -z "$$ckpt" ] || [ "$$ckpt" = "(none)" ]; then \
+	  echo "train-gpt: the run saved no checkpoint: no sample"; \
+	else \
+	  echo "sample from $$ckpt:"; \
+	  $(BUILD)/apps/weft-generate "$$ckpt" --prompt "$(GPT_PROMPT)" \
 	    --max-new-tokens 200 --temperature 0.8 --threads 1; \
-	else echo "train-gpt: $(BUILD)/apps/weft-generate is not built: no sample"; fi
+	fi
 
 info: deps build
 	$(BUILD)/apps/weft-info

@@ -17,6 +17,7 @@
  * "0") and the output is ids separated by spaces.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@
 #include <weft/nn.h>
 #include <weft/quant.h>
 #include <weft/runtime.h>
+
+#include "app_version.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
@@ -48,11 +51,13 @@ static void usage(FILE *f)
             "  --prompt TEXT         the start (default: a newline; token ids \"1 2 3\" when the\n"
             "                        vocabulary is not 256 bytes, default \"0\")\n"
             "  --max-new-tokens N    tokens to generate (default 200)\n"
-            "  --temperature T       > 0; below 1 is more conservative (default 1.0)\n"
+            "  --temperature T       > 0; below 1 is more conservative (default 1.0); 0 is\n"
+            "                        greedy: the likeliest token every time, no draw\n"
             "  --top-k K             sample among the K likeliest tokens only (default: all)\n"
             "  --seed S              seeds weft's generator (default 1337)\n"
             "  --device DEV          cpu, cuda, cuda:1, ... (default cpu)\n"
-            "  --threads N           the cpu backend's threads ([cpu] threads; default: leave)\n");
+            "  --threads N           the cpu backend's threads ([cpu] threads; default: leave)\n"
+            "  --version             weft's version\n");
 }
 
 static int parse_int(const char *opt, const char *text, int64_t lo, int64_t *out)
@@ -77,6 +82,10 @@ static int parse_args(int argc, char **argv, struct args *a)
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             usage(stdout);
+            exit(EXIT_OK);
+        }
+        if (!strcmp(arg, "--version")) {
+            app_print_version(stdout, "weft-generate");
             exit(EXIT_OK);
         }
         if (arg[0] != '-' || !arg[1]) {
@@ -126,8 +135,9 @@ static int parse_args(int argc, char **argv, struct args *a)
         } else if (!strcmp(opt, "--temperature")) {
             char *end;
             a->temperature = strtod(value, &end);
-            if (end == value || *end || !(a->temperature > 0)) {
-                fprintf(stderr, "weft-generate: --temperature '%s': expected a number > 0\n",
+            if (end == value || *end || !(a->temperature >= 0) || isinf(a->temperature)) {
+                fprintf(stderr, "weft-generate: --temperature '%s': expected a number > 0, or 0 "
+                                "for greedy decoding\n",
                         value);
                 return -1;
             }
@@ -183,6 +193,15 @@ static weft_module *load_model(const char *path, weft_device device)
     weft_module *m = NULL;
     if (weft_safetensors_load(path, WEFT_CPU, &all, &meta) != 0)
         return NULL;
+    /* weft-train's checkpoints of other models name their type too: say what it is before
+     * looking for a module type of that name */
+    const char *type = weft_metadata_get(meta, "model.type");
+    if (type && strcmp(type, "gpt") != 0) {
+        weft_error_set(WEFT_ERR_VALUE, "%s: not a language-model checkpoint (model type %s): "
+                                       "weft-generate samples from a GPT (model type gpt, as "
+                                       "configs/gpt-char.ini trains)", path, type);
+        goto fail;
+    }
     m = weft_module_create_from_metadata(meta, path);
     if (!m)
         goto fail;

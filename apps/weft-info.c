@@ -14,6 +14,7 @@
  *
  * Exit status: 0 when all is well, 1 when conformance fails, 2 on a usage error or a plugin that cannot be used.
  */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,9 @@
 #include <weft/plugin.h>
 #include <weft/registry.h>
 
+#include <weft/models.h>
+
+#include "app_version.h"
 #include "info_memory.h"
 
 #define EXIT_PROBLEM 2
@@ -59,6 +63,7 @@ static void usage(FILE *out)
             "                 backward on one batch of [data]; --checkpoint N also measures\n"
             "                 it with activation checkpointing (a GPT: every block when\n"
             "                 N > 0; a sequential model: N segments)\n"
+            "  --version      weft's version\n"
             "  --help         this text\n"
             "\n"
             "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
@@ -203,8 +208,30 @@ static void print_cpu_memory(void)
 }
 
 /* Every kind and what is registered under it, with the plugin that registered each. */
+/* Where an entry of the registry comes from: its plugin, else the library (or program)
+ * that holds its vtable: libweft-nn's layers, libweft-models' gpt. */
+static const char *owner_of(const struct weft_vtable *v, char *buf, size_t size)
+{
+    const char *owner = weft_registry_owner(v);
+    Dl_info info;
+    if (owner && *owner) {
+        snprintf(buf, size, "from plugin %s", owner);
+    } else if (dladdr(v, &info) && info.dli_fname && strstr(info.dli_fname, "/libweft")) {
+        const char *lib = strrchr(info.dli_fname, '/') + 1;
+        snprintf(buf, size, "built in (%.*s)", (int)strcspn(lib, "."), lib);
+    } else {
+        snprintf(buf, size, "built in");
+    }
+    return buf;
+}
+
 static void print_registry(void)
 {
+    /* the module types a config may name beyond nn's and the plugins' */
+    if (weft_models_register() != 0) {
+        printf("\n%s\n", weft_error_message());
+        weft_error_clear();
+    }
     printf("\nregistry:\n");
     for (int k = 0; k < weft_registry_count(WEFT_KIND_KIND); k++) {
         const struct weft_kind *kind = weft_registry_at(WEFT_KIND_KIND, k);
@@ -217,9 +244,8 @@ static void print_registry(void)
             printf("    (none)\n");
         for (int i = 0; i < n; i++) {
             const struct weft_vtable *v = weft_registry_at(name, i);
-            const char *owner = weft_registry_owner(v);
-            printf("    %-20s %s%s\n", v->name, owner && *owner ? "from plugin " : "",
-                   owner && *owner ? owner : "built in");
+            char owner[160];
+            printf("    %-20s %s\n", v->name, owner_of(v, owner, sizeof owner));
         }
     }
 }
@@ -512,6 +538,10 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        app_print_version(stdout, "weft-info");
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "--plugin") == 0) {

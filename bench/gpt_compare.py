@@ -116,7 +116,7 @@ STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) ms/step")
 
 
 def weft_run(build, config, iters, warmup, threads, extra, tmp):
-    cmd = [os.path.join(ROOT, build, "apps/weft-train"), config,
+    cmd = [os.path.join(ROOT, build, "apps/weft-train"), config, "--overwrite",
            "--set", "train.max_iters=%d" % (warmup + iters),
            "--set", "train.log_interval=%d" % warmup,
            "--set", "train.eval_interval=0", "--set", "train.eval_iters=1",

@@ -274,7 +274,7 @@ verdict() { # cpu cpu1 cuda -> "agree"/"DIFFER"; a number never agrees with nan 
 train_one() { # name config backend extra-set...
     local name=$1 config=$2 backend=$3
     shift 3
-    local args=(--set runtime.backend="$backend" --set train.checkpoint="$scratch/$name.safetensors"
+    local args=(--overwrite --set runtime.backend="$backend" --set train.checkpoint="$scratch/$name.safetensors"
                 --set train.log="$logs/$name.csv")
     for s in "$@"; do args+=(--set "$s"); done
     timeout --kill-after=10 150 "$build/apps/weft-train" "$config" "${args[@]}" \

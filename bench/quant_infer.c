@@ -29,6 +29,8 @@
 #include <weft/quant.h>
 #include <weft/runtime.h>
 
+#include "../apps/app_version.h"
+
 #define MAX_CKPTS 8
 #define MAX_PASSES 64
 
@@ -147,6 +149,10 @@ int main(int argc, char **argv)
     int nckpt = 0, passes = 7;
     int64_t batch = 64;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--version")) {
+            app_print_version(stdout, "weft-infer");
+            return 0;
+        }
         if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             batch = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--passes") && i + 1 < argc)

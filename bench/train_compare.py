@@ -48,7 +48,7 @@ WEFT_TRAIN = os.path.join(ROOT, "build/apps/weft-train")
 def weft_run(model, epochs, extra, tmp, binary=None):
     config, batch = MODELS[model]
     log = os.path.join(tmp, "log.csv")
-    cmd = [binary or WEFT_TRAIN, config,
+    cmd = [binary or WEFT_TRAIN, config, "--overwrite",  # each round replaces the last one's run
            "--set", "train.epochs=%d" % epochs, "--set", "data.batch_size=%d" % batch,
            "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
            "--set", "train.log=" + log]

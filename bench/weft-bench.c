@@ -22,6 +22,8 @@
 #include <weft/train.h>
 #include <weft/backend.h>
 
+#include "../apps/app_version.h"
+
 struct options {
     const char *filter;
     const char *config; /* --config: the loader of its [data] only */
@@ -655,7 +657,7 @@ static void bench_nn(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list]\n"
+    fprintf(f, "usage: weft-bench [--filter TEXT] [--repeats N] [--threads N] [--list] [--version]\n"
                "       weft-bench --config CONFIG.ini [--batches N] [--repeats N]\n"
                "Prints \"name value unit\" per line; each value is the median of N runs.\n"
                "--config: the data loader of the config's [data] alone, N batches a run.\n");
@@ -665,6 +667,10 @@ static int parse_args(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--version")) {
+            app_print_version(stdout, "weft-bench");
+            exit(0);
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
@@ -704,6 +710,24 @@ static int parse_args(int argc, char **argv)
 /* bench/bench_loader_config.c: --config, the loader of a config's [data]. */
 int bench_loader_config(const char *path, int batches, int repeats,
                         void (*report)(const char *name, double value, const char *unit));
+/* bench/bench_busy.c: the cores other programs kept busy (warned about above this share). */
+struct bench_load {
+    double busy, self, wall;
+};
+int bench_load_sample(struct bench_load *s);
+double bench_load_others(const struct bench_load *a, const struct bench_load *b);
+#define BUSY_CORES 0.25
+
+/* The warning of a busy machine, where the figures go and on stderr. */
+static void warn_busy(const char *when, double cores)
+{
+    for (int i = 0; i < 2; i++)
+        fprintf(i ? stderr : stdout,
+                "%sweft-bench: warning: other programs kept %.2f cores busy %s: these figures "
+                "are not meaningful (run it on a quiet machine)\n",
+                i ? "" : "# ", cores, when);
+    fflush(stdout);
+}
 
 /* bench/bench_augment.c: the loader with data augmentation (names "augment_..."). */
 void bench_augment(bool (*selected)(const char *name),
@@ -807,11 +831,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: %s\n", weft_error_message());
         return 2;
     }
+    /* a short look before (this process idle), the whole run after */
+    struct bench_load start, quiet, end;
+    bool load = !opt.list && bench_load_sample(&start) == 0;
+    if (load) {
+        nanosleep(&(struct timespec){0, 300000000}, NULL);
+        load = bench_load_sample(&quiet) == 0;
+    }
     if (!opt.list)
         printf("# weft %s, %d threads, median of %d\n", weft_version(), weft_get_num_threads(),
                opt.repeats);
     if (opt.config)
         return bench_loader_config(opt.config, opt.batches, opt.repeats, report);
+    if (load && bench_load_others(&start, &quiet) >= BUSY_CORES)
+        warn_busy("before the run", bench_load_others(&start, &quiet));
     bench_copies();
     bench_conversions();
     bench_matmuls();
@@ -822,5 +855,7 @@ int main(int argc, char **argv)
     bench_augment(selected, time_median, report, opt.repeats);
     bench_rnn(selected, time_median, report, opt.repeats);
     bench_conv(selected, time_median, report, opt.repeats);
+    if (load && bench_load_sample(&end) == 0 && bench_load_others(&quiet, &end) >= BUSY_CORES)
+        warn_busy("during the run", bench_load_others(&quiet, &end));
     return 0;
 }

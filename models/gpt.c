@@ -346,9 +346,11 @@ static weft_tensor *gpt_forward(weft_module *m, weft_tensor *idx)
     bool training = weft_module_is_training(m);
     weft_scope_push();
     weft_tensor *x = weft_dropout(embed(s, idx, 0), s->config.dropout, training);
+    /* each block through its module's forward (what forward hooks, a summary, see), or
+     * through an activation checkpoint */
     for (int64_t l = 0; l < s->config.n_layer && x; l++)
         x = s->config.checkpoint ? weft_checkpoint(block_checkpointed, s->blocks[l], 1, &x)
-                                 : block_run(weft_module_state(s->blocks[l]), x, NULL, 0, training);
+                                 : weft_module_forward(s->blocks[l], x);
     x = weft_module_forward(s->ln_f, x);
     return escape_scope(weft_module_forward(s->lm_head, x)); /* [B, T, vocab] */
 }

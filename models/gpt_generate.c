@@ -1,5 +1,6 @@
 /* models/gpt_generate.c: nanoGPT's generate(): crop, last position's logits / temperature,
- * top-k, softmax, one multinomial draw per token, over weft_gpt_forward_cached. */
+ * top-k, softmax, one multinomial draw per token, over weft_gpt_forward_cached; temperature
+ * 0 is greedy decoding (the argmax, as HF's do_sample=False), with no draw. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -49,6 +50,16 @@ static int64_t sample(const float *logits, int64_t V, const struct weft_gpt_samp
     return last; /* u * sum rounded past the total */
 }
 
+/* torch.argmax: the first of the largest (NaN counts as the largest, as there). */
+static int64_t argmax(const float *logits, int64_t V)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < V && !isnan(logits[best]); i++)
+        if (logits[i] > logits[best] || isnan(logits[i]))
+            best = i;
+    return best;
+}
+
 static int check_args(const struct weft_gpt_config *c, const int64_t *tokens, int64_t n,
                       int64_t max_new_tokens, const struct weft_gpt_sampling *s)
 {
@@ -59,9 +70,9 @@ static int check_args(const struct weft_gpt_config *c, const int64_t *tokens, in
                               "weft_gpt_generate: expected a prompt of at least one token and "
                               "max_new_tokens >= 0, got %lld tokens and %lld",
                               (long long)n, (long long)max_new_tokens);
-    if (!s || !(s->temperature > 0) || s->top_k < 0)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "weft_gpt_generate: expected temperature > 0 and top_k >= 0");
+    if (!s || !(s->temperature >= 0) || isinf(s->temperature) || s->top_k < 0)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_gpt_generate: expected a finite temperature "
+                                              ">= 0 (0: greedy) and top_k >= 0");
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return weft_error_set(WEFT_ERR_INDEX,
@@ -105,15 +116,17 @@ int weft_gpt_generate(weft_module *gpt, int64_t *tokens, int64_t n, int64_t max_
         weft_tensor *idx = weft_from_host(tokens + from, 2, (int64_t[]){1, T}, WEFT_I64, dev);
         weft_tensor *out = weft_gpt_forward_cached(gpt, cache, idx); /* [1, T, V] */
         weft_tensor *last = weft_to_dtype(weft_select(weft_select(out, 0, 0), 0, T - 1), WEFT_F32);
-        weft_tensor *u = weft_rand(1, (int64_t[]){1}, WEFT_F64, WEFT_CPU);
+        bool greedy = sampling->temperature == 0;
+        weft_tensor *u = greedy ? NULL : weft_rand(1, (int64_t[]){1}, WEFT_F64, WEFT_CPU);
         double uv = 0;
-        if (!last || !u || weft_tensor_read(last, logits, (size_t)V * sizeof *logits) != 0 ||
-            weft_tensor_item(u, &uv) != 0)
+        if (!last || (!greedy && !u) ||
+            weft_tensor_read(last, logits, (size_t)V * sizeof *logits) != 0 ||
+            (!greedy && weft_tensor_item(u, &uv) != 0))
             rc = weft_error_code();
         weft_scope_pop();
         if (rc != 0)
             break;
-        int64_t token = sample(logits, V, sampling, uv, scratch);
+        int64_t token = greedy ? argmax(logits, V) : sample(logits, V, sampling, uv, scratch);
         tokens[n++] = token;
         if (on_token && on_token(ctx, token) != 0)
             break;

@@ -33,6 +33,10 @@ NN_BUILTIN_TYPES(NN_DECLARE_TYPE)
 NN_LAYER_CREATORS(NN_DECLARE_CREATE)
 #undef NN_DECLARE_CREATE
 
+/* Whether a forward hook is registered (module.c): Sequential then runs every layer
+ * through weft_module_forward, fusing none, so that the hooks see each as PyTorch's do. */
+NN_INTERNAL bool nn_forward_hooked(void);
+
 /* Whether m is the built-in Linear / ReLU (layers.c): Sequential fuses the pair. */
 NN_INTERNAL bool nn_is_linear(const weft_module *m);
 NN_INTERNAL bool nn_is_relu(const weft_module *m);

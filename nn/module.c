@@ -427,6 +427,39 @@ weft_module *weft_module_child(const weft_module *m, const char *name)
 
 /* ---- running ---------------------------------------------------------------------- */
 
+#define MAX_FORWARD_HOOKS 8
+static struct {
+    weft_module_forward_hook fn;
+    void *ctx;
+} forward_hooks[MAX_FORWARD_HOOKS];
+static int nforward_hooks; /* slots in use: a forward checks one int when there are none */
+
+int weft_register_module_forward_hook(weft_module_forward_hook fn, void *ctx)
+{
+    for (int i = 0; fn && i < MAX_FORWARD_HOOKS; i++)
+        if (!forward_hooks[i].fn) {
+            forward_hooks[i].fn = fn;
+            forward_hooks[i].ctx = ctx;
+            nforward_hooks++;
+            return i + 1;
+        }
+    return weft_error_set(WEFT_ERR_VALUE, "weft_register_module_forward_hook: %s",
+                          fn ? "8 hooks are registered already" : "the hook is NULL");
+}
+
+bool nn_forward_hooked(void)
+{
+    return nforward_hooks > 0;
+}
+
+void weft_remove_module_forward_hook(int handle)
+{
+    if (handle < 1 || handle > MAX_FORWARD_HOOKS || !forward_hooks[handle - 1].fn)
+        return;
+    forward_hooks[handle - 1].fn = NULL;
+    nforward_hooks--;
+}
+
 weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input)
 {
     if (!m || !input)
@@ -435,6 +468,9 @@ weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input)
     if (!out && weft_error_code() == WEFT_OK)
         weft_error_set(WEFT_ERR_RUNTIME, "%s.forward returned no tensor and set no error",
                        m->type->class_name);
+    for (int i = 0; nforward_hooks > 0 && i < MAX_FORWARD_HOOKS; i++)
+        if (forward_hooks[i].fn)
+            forward_hooks[i].fn(forward_hooks[i].ctx, m, input, out);
     return out;
 }
 

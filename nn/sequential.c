@@ -46,15 +46,16 @@ static void sequential_state_free(void *state)
 /* Children [start, end) on x, a linear and the activation after it fused. */
 static weft_tensor *run_children(weft_module *m, int start, int end, weft_tensor *x)
 {
+    bool fuse = !nn_forward_hooked(); /* a hook sees every layer */
     for (int i = start; i < end && x; i++) {
         weft_module *child = weft_module_child_at(m, i);
-        if (i + 1 < end && fuses_with_relu(child, weft_module_child_at(m, i + 1))) {
+        if (fuse && i + 1 < end && fuses_with_relu(child, weft_module_child_at(m, i + 1))) {
             x = weft_linear_relu(x, weft_module_parameter(child, "weight"),
                                  weft_module_parameter(child, "bias"));
             i++;
             continue;
         }
-        int gelu = i + 1 < end ? fuses_with_gelu(child, weft_module_child_at(m, i + 1)) : -1;
+        int gelu = fuse && i + 1 < end ? fuses_with_gelu(child, weft_module_child_at(m, i + 1)) : -1;
         if (gelu >= 0) {
             x = weft_linear_gelu(x, weft_module_parameter(child, "weight"),
                                  weft_module_parameter(child, "bias"),

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <weft/version.h>
+
 #include "testutil.h"
 
 #include <weft/gpt.h>
@@ -687,6 +689,24 @@ Test(gpt, greedy_generation_follows_the_full_forward_past_the_block)
     weft_module_free(m);
 }
 
+Test(gpt, temperature_zero_is_greedy_and_draws_nothing)
+{
+    struct weft_gpt_config c = tiny_config();
+    weft_manual_seed(11);
+    weft_module *m = weft_gpt_new(&c);
+    weft_module_train(m, false);
+    int64_t greedy[5 + 12] = {3, 1, 4, 1, 5}, top1[5 + 12] = {3, 1, 4, 1, 5};
+    struct weft_gpt_sampling zero = {.temperature = 0}, one = {.temperature = 1.0, .top_k = 1};
+    weft_manual_seed(3);
+    uint64_t before = weft_random_offset();
+    cr_assert_eq(weft_gpt_generate(m, greedy, 5, 12, &zero, NULL, NULL), 0, "%s",
+                 weft_error_message());
+    cr_assert_eq(weft_random_offset(), before, "greedy decoding drew random numbers");
+    cr_assert_eq(weft_gpt_generate(m, top1, 5, 12, &one, NULL, NULL), 0);
+    cr_assert_arr_eq(greedy, top1, sizeof greedy, "temperature 0 is not top_k 1's argmax");
+    weft_module_free(m);
+}
+
 struct stop_after {
     int seen, limit;
 };
@@ -742,9 +762,12 @@ Test(gpt, generation_refuses_bad_prompts_and_settings)
     cr_assert_neq(weft_gpt_generate(m, t, 2, 2, &s, NULL, NULL), 0);
     tu_assert_error(WEFT_ERR_INDEX, "prompt token 1 is 40, out of range for a vocabulary of 37");
     t[1] = 2;
-    s.temperature = 0;
+    s.temperature = -1;
     cr_assert_neq(weft_gpt_generate(m, t, 2, 2, &s, NULL, NULL), 0);
-    tu_assert_error(WEFT_ERR_VALUE, "temperature > 0");
+    tu_assert_error(WEFT_ERR_VALUE, "temperature >= 0 (0: greedy)");
+    s.temperature = INFINITY;
+    cr_assert_neq(weft_gpt_generate(m, t, 2, 2, &s, NULL, NULL), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "a finite temperature");
     s.temperature = 1;
     cr_assert_neq(weft_gpt_generate(m, t, 0, 2, &s, NULL, NULL), 0);
     tu_assert_error(WEFT_ERR_VALUE, "a prompt of at least one token");
@@ -819,5 +842,53 @@ Test(gpt, weft_generate_samples_a_checkpoint_reproducibly)
     snprintf(args, sizeof args, "%s --top-k 0", tu_tmp_path("gpt.safetensors"));
     cr_assert_eq(run_generate(args, true, a, sizeof a), 2);
     cr_assert(strstr(a, "--top-k '0': expected an integer >= 1"), "%s", a);
+    tu_tmpdir_remove();
+}
+
+Test(gpt, weft_generate_temperature_zero_is_greedy_whatever_the_seed)
+{
+    tu_tmpdir_create("gpt");
+    write_checkpoint(tu_tmp_path("gpt.safetensors"), true);
+    char args[1024], a[4096], b[4096], c[4096];
+    size_t na, nb;
+    snprintf(args, sizeof args, "%s --prompt 'Once' --max-new-tokens 30 --temperature 0 --seed 1",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, a, sizeof a), 0, "%s", a);
+    na = generated_bytes;
+    snprintf(args, sizeof args, "%s --prompt 'Once' --max-new-tokens 30 --temperature 0 --seed 2",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, b, sizeof b), 0, "%s", b);
+    nb = generated_bytes;
+    cr_assert(na == nb && memcmp(a, b, na) == 0, "greedy: the seed changed the text");
+    /* the argmax each time: what top_k 1 draws */
+    snprintf(args, sizeof args, "%s --prompt 'Once' --max-new-tokens 30 --top-k 1 --seed 3",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, c, sizeof c), 0, "%s", c);
+    cr_assert(na == generated_bytes && memcmp(a, c, na) == 0, "temperature 0 is not the argmax");
+    snprintf(args, sizeof args, "%s --temperature -1", tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, true, a, sizeof a), 2);
+    cr_assert(strstr(a, "--temperature '-1': expected a number > 0, or 0 for greedy decoding"),
+              "%s", a);
+    cr_assert_eq(run_generate("--version", false, a, sizeof a), 0);
+    cr_assert(!strncmp(a, "weft-generate " WEFT_VERSION_STRING "\n", strlen(a)), "%s", a);
+    tu_tmpdir_remove();
+}
+
+/* A checkpoint of another model (weft-train's MLP: model.type = sequential) is named. */
+Test(gpt, weft_generate_names_a_checkpoint_that_is_no_language_model)
+{
+    tu_tmpdir_create("gpt");
+    weft_module *m = weft_nn_linear(4, 2, true);
+    struct weft_tensor_dict *d = weft_module_state_dict(m);
+    struct weft_metadata *meta = weft_metadata_new();
+    cr_assert_eq(weft_metadata_set(meta, "model.type", "sequential"), 0);
+    cr_assert_eq(weft_safetensors_save(tu_tmp_path("mlp.safetensors"), d, meta), 0, "%s",
+                 weft_error_message());
+    char a[4096];
+    cr_assert_eq(run_generate(tu_tmp_path("mlp.safetensors"), true, a, sizeof a), 1, "%s", a);
+    cr_assert(strstr(a, "not a language-model checkpoint (model type sequential)"), "%s", a);
+    weft_tensor_dict_free(d);
+    weft_metadata_free(meta);
+    weft_module_free(m);
     tu_tmpdir_remove();
 }

@@ -200,7 +200,23 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
     cr_assert_lt(weft_options_path(o, "long", out, 16), 0);
     tu_assert_error(WEFT_ERR_CONFIG, "configs/mnist.ini: [x] long = 'a-path-much-longer-than-the-"
                                      "buffer-we-give-it': the path is too long");
+    /* a value --set gave is the shell's: the current directory's, absolute paths as they are */
+    cr_assert_eq(weft_config_set(nested, "x.p=here/b.gz"), 0);
+    cr_assert_eq(weft_config_set(nested, "x.q=/abs/c.gz"), 0);
+    cr_assert_eq(weft_options_path(o, "p", out, sizeof out), 1);
+    cr_assert_str_eq(out, "here/b.gz");
+    cr_assert_eq(weft_options_path(o, "q", out, sizeof out), 1);
+    cr_assert_str_eq(out, "/abs/c.gz");
+    /* weft_config_put (a program's own setting) keeps the file's directory */
+    cr_assert_eq(weft_config_put(nested, "x", "r", "d.gz"), 0);
+    cr_assert_eq(weft_options_path(o, "r", out, sizeof out), 1);
+    cr_assert_str_eq(out, "configs/d.gz");
     weft_config_free(nested);
+    /* options that are not a view have no per-key base */
+    weft_options *own = weft_options_new("x", "a/b.ini");
+    cr_assert_eq(weft_options_view_set_path_base(own, NULL), WEFT_ERR_VALUE);
+    weft_error_clear();
+    weft_options_free(own);
 }
 
 Test(io, idx_rejects_a_bad_magic_naming_file_and_offset)

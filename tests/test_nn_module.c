@@ -1169,3 +1169,49 @@ Test(nn_module, sequential_fuses_a_linear_and_its_relu)
     weft_module_free(seq);
     weft_tensor_release(x);
 }
+
+/* register_module_forward_hook: every module's forward, the container's after its
+ * children's, with their outputs; removed, it is called no more. */
+struct hook_log {
+    const weft_module *m[8];
+    int64_t last_dim[8];
+    int n;
+};
+
+static void log_forward(void *ctx, weft_module *m, weft_tensor *input, weft_tensor *output)
+{
+    struct hook_log *l = ctx;
+    cr_assert_not_null(input);
+    if (l->n < 8 && output) {
+        l->m[l->n] = m;
+        l->last_dim[l->n++] = output->shape[output->ndim - 1];
+    }
+}
+
+Test(nn_module, a_global_forward_hook_sees_every_module_with_its_output)
+{
+    weft_module *fc1 = weft_nn_linear(4, 3, true), *act = weft_nn_relu(),
+                *fc2 = weft_nn_linear(3, 2, true);
+    weft_module *seq = weft_nn_sequential(3, (weft_module *const[]){fc1, act, fc2});
+    struct hook_log log = {.n = 0};
+    int h = weft_register_module_forward_hook(log_forward, &log);
+    cr_assert_gt(h, 0, "%s", weft_error_message());
+    weft_scope_push();
+    weft_tensor *x = weft_zeros(2, (int64_t[]){5, 4}, WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(weft_module_forward(seq, x), "%s", weft_error_message());
+    cr_assert_eq(log.n, 4, "fc1, relu, fc2, then the Sequential: %d calls", log.n);
+    const weft_module *order[4] = {fc1, act, fc2, seq};
+    const int64_t dims[4] = {3, 3, 2, 2};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(log.m[i], order[i], "call %d", i);
+        cr_assert_eq(log.last_dim[i], dims[i], "call %d", i);
+    }
+    weft_remove_module_forward_hook(h);
+    weft_remove_module_forward_hook(h); /* twice: ignored */
+    cr_assert_not_null(weft_module_forward(seq, x));
+    cr_assert_eq(log.n, 4, "a removed hook was called");
+    weft_scope_pop();
+    cr_assert_lt(weft_register_module_forward_hook(NULL, NULL), 0);
+    weft_error_clear();
+    weft_module_free(seq);
+}

@@ -1125,6 +1125,211 @@ Test(optim, group_errors_follow_pytorch)
     weft_tensor_release(p);
 }
 
+/* ---- OneCycleLR and ReduceLROnPlateau against PyTorch (tests/sched/gen.py) ---------------- */
+
+static bool close_to(double got, double want)
+{
+    if (isnan(want))
+        return isnan(got);
+    return fabs(got - want) <= 1e-12 * fmax(1.0, fabs(want));
+}
+
+/* One case of tests/sched/fixtures/schedulers.txt being replayed. */
+struct sched_case {
+    char name[128];
+    double pv[3];
+    weft_tensor *p;
+    weft_optimizer *opt;
+    struct weft_config *cfg;
+    weft_scheduler *s;
+    bool expect_error;
+};
+
+static void sched_case_free(struct sched_case *c)
+{
+    weft_scheduler_free(c->s);
+    weft_config_free(c->cfg);
+    weft_optimizer_free(c->opt);
+    weft_tensor_release(c->p);
+    memset(c, 0, sizeof *c);
+}
+
+static void check_lr_momentum(const struct sched_case *c, int line, double lr, double m)
+{
+    cr_assert(close_to(weft_optimizer_get_lr(c->opt), lr), "%s (line %d): lr %.17g, PyTorch %.17g",
+              c->name, line, weft_optimizer_get_lr(c->opt), lr);
+    cr_assert(close_to(weft_optimizer_get_momentum(c->opt), m),
+              "%s (line %d): momentum %.17g, PyTorch %.17g", c->name, line,
+              weft_optimizer_get_momentum(c->opt), m);
+}
+
+/* "s G0 G1 G2 LR M P0 P1 P2": a step of the optimizer, then of the schedule. */
+static void replay_step(struct sched_case *c, int line, const char *args)
+{
+    double v[8];
+    cr_assert_eq(sscanf(args, "%lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3],
+                        &v[4], &v[5], &v[6], &v[7]), 8, "line %d", line);
+    give_grad(c->p, v);
+    cr_assert_eq(weft_optimizer_step(c->opt), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_scheduler_step(c->s), 0, "%s (line %d): %s", c->name, line,
+                 weft_error_message());
+    check_lr_momentum(c, line, v[3], v[4]);
+    double got[3];
+    tu_read(c->p, got);
+    for (int i = 0; i < 3; i++)
+        cr_assert(close_to(got[i], v[5 + i]), "%s (line %d): parameter %d = %.17g, PyTorch %.17g",
+                  c->name, line, i, got[i], v[5 + i]);
+}
+
+Test(optim, onecycle_and_plateau_match_pytorch_fixtures)
+{
+    const char *dir = getenv("WEFT_TEST_SOURCE_DIR");
+    char path[1024], line[1024];
+    snprintf(path, sizeof path, "%s/sched/fixtures/schedulers.txt", dir ? dir : "tests");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s (written by tests/sched/gen.py, checked in)", path);
+    struct sched_case c = {0};
+    int n = 0, cases = 0, events = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        line[strcspn(line, "\n")] = '\0';
+        char *args = strchr(line, ' ');
+        args = args ? args + 1 : line + strlen(line);
+        if (!strncmp(line, "case ", 5)) {
+            snprintf(c.name, sizeof c.name, "%s", args);
+        } else if (!strncmp(line, "opt ", 4)) {
+            char type[16], ini[128];
+            double lr, m;
+            cr_assert_eq(sscanf(args, "%15s %lf %lf", type, &lr, &m), 3, "line %d", n);
+            snprintf(ini, sizeof ini, "[optim]\nlr = %.17g\n%s%.17g\n", lr,
+                     strcmp(type, "sgd") ? "; " : "momentum = ", m);
+            c.p = tu_tensor(1, (int64_t[]){3}, c.pv, WEFT_F64);
+            cr_assert_eq(weft_requires_grad_(c.p, true), 0);
+            c.opt = make(type, ini, 1, &c.p);
+        } else if (!strncmp(line, "ini ", 4)) {
+            char ini[1024] = "[scheduler]\n";
+            for (char *save = NULL, *kv = strtok_r(args, ";", &save); kv;
+                 kv = strtok_r(NULL, ";", &save))
+                snprintf(ini + strlen(ini), sizeof ini - strlen(ini), "%s\n", kv);
+            cr_assert_not_null(c.cfg = weft_config_parse(ini, "sched.ini"));
+            c.s = weft_scheduler_create(c.opt, weft_config_options(c.cfg, "scheduler"));
+            cr_assert_not_null(c.s, "%s: %s", c.name, weft_error_message());
+            cr_assert_eq(weft_config_check_unknown(c.cfg), 0, "%s", weft_error_message());
+        } else if (!strncmp(line, "init ", 5)) {
+            double lr, m;
+            cr_assert_eq(sscanf(args, "%lf %lf", &lr, &m), 2, "line %d", n);
+            check_lr_momentum(&c, n, lr, m);
+        } else if (!strncmp(line, "s ", 2)) {
+            replay_step(&c, n, args);
+            events++;
+        } else if (!strncmp(line, "m ", 2)) {
+            double metric, lr, m;
+            cr_assert_eq(sscanf(args, "%lf %lf %lf", &metric, &lr, &m), 3, "line %d", n);
+            cr_assert_eq(weft_scheduler_step_metric(c.s, metric), 0, "%s", weft_error_message());
+            check_lr_momentum(&c, n, lr, m);
+            events++;
+        } else if (!strncmp(line, "err ", 4)) {
+            cr_assert_neq(weft_scheduler_step(c.s), 0, "%s: stepped past total_steps", c.name);
+            cr_assert(strstr(weft_error_message(), args), "%s: error '%s', PyTorch's '%s'", c.name,
+                      weft_error_message(), args);
+            weft_error_clear();
+        } else if (!strcmp(line, "end")) {
+            sched_case_free(&c);
+            cases++;
+        }
+    }
+    fclose(f);
+    sched_case_free(&c);
+    cr_assert_geq(cases, 12, "only %d cases in %s", cases, path);
+    cr_assert_geq(events, 190, "only %d events in %s", events, path);
+}
+
+Test(optim, onecycle_and_plateau_config_errors)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\n", 1, &w);
+    static const char *const bad[][2] = {
+        {"[scheduler]\ntype = onecycle\n", "You must define either total_steps OR (epochs AND steps_per_epoch)"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 0\n", "Expected positive integer total_steps, but got 0"},
+        {"[scheduler]\ntype = onecycle\nepochs = 2\n", "Expected positive integer steps_per_epoch"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 10\npct_start = 1.5\n", "Expected float between 0 and 1 pct_start"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 10\npct_start = 0.1\n", "leaves phase 1 of the cycle without a step"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 10\nanneal_strategy = exp\n", "anneal_strategy"},
+        {"[scheduler]\ntype = plateau\nfactor = 1.0\n", "Factor should be < 1.0."},
+        {"[scheduler]\ntype = plateau\nmode = lowest\n", "mode"},
+        {"[scheduler]\ntype = plateau\nthreshold_mode = pct\n", "threshold_mode"},
+        {"[scheduler]\ntype = plateau\npatience = -1\n", "patience"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct weft_config *cfg = weft_config_parse(bad[i][0], "sched.ini");
+        cr_assert_null(weft_scheduler_create(opt, weft_config_options(cfg, "scheduler")),
+                       "accepted %s", bad[i][0]);
+        cr_assert(strstr(weft_error_message(), bad[i][1]), "%s: '%s', expected '%s'", bad[i][0],
+                  weft_error_message(), bad[i][1]);
+        cr_assert(strstr(weft_error_message(), "sched.ini: [scheduler]"), "%s", weft_error_message());
+        weft_error_clear();
+        weft_config_free(cfg);
+    }
+    /* a metric for a scheduler that takes none */
+    struct weft_config *cfg = weft_config_parse("[scheduler]\ntype = step\nstep_size = 2\n", "s.ini");
+    weft_scheduler *s = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
+    cr_assert_not_null(s);
+    cr_assert(!weft_scheduler_wants_metric(s));
+    cr_assert_eq(weft_scheduler_step_metric(s, 1.0), WEFT_ERR_VALUE);
+    weft_error_clear();
+    weft_scheduler_free(s);
+    weft_config_free(cfg);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+Test(optim, plateau_and_onecycle_state_round_trip)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\n", 1, &w);
+    static const char *const inis[] = {
+        "[scheduler]\ntype = plateau\npatience = 0\nfactor = 0.5\ncooldown = 1\n",
+        "[scheduler]\ntype = onecycle\ntotal_steps = 10\nmax_lr = 1\n",
+    };
+    for (int k = 0; k < 2; k++) {
+        struct weft_config *cfg = weft_config_parse(inis[k], "s.ini");
+        weft_scheduler *a = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
+        cr_assert_not_null(a, "%s", weft_error_message());
+        const double metrics[] = {1.0, 2.0, 3.0, 0.5};
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(weft_scheduler_step(a), 0);
+            if (weft_scheduler_wants_metric(a))
+                cr_assert_eq(weft_scheduler_step_metric(a, metrics[i]), 0);
+        }
+        double lr = weft_optimizer_get_lr(opt), m = weft_optimizer_get_momentum(opt);
+        struct weft_metadata *meta = weft_metadata_new();
+        cr_assert_eq(weft_scheduler_state_export(a, meta), 0);
+        weft_scheduler *b = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
+        cr_assert_not_null(b, "%s", weft_error_message());
+        cr_assert_eq(weft_scheduler_state_import(b, meta), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_optimizer_get_lr(opt), lr, "%s: lr %g after import, %g before", inis[k],
+                     weft_optimizer_get_lr(opt), lr);
+        cr_assert_eq(weft_optimizer_get_momentum(opt), m);
+        /* both go on alike */
+        cr_assert_eq(weft_scheduler_step(a), 0);
+        if (weft_scheduler_wants_metric(a))
+            cr_assert_eq(weft_scheduler_step_metric(a, 4.0), 0);
+        double next = weft_optimizer_get_lr(opt);
+        cr_assert_eq(weft_scheduler_step(b), 0);
+        if (weft_scheduler_wants_metric(b))
+            cr_assert_eq(weft_scheduler_step_metric(b, 4.0), 0);
+        cr_assert_eq(weft_optimizer_get_lr(opt), next);
+        weft_metadata_free(meta);
+        weft_scheduler_free(a);
+        weft_scheduler_free(b);
+        weft_config_free(cfg);
+    }
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
 /* ---- nanoGPT's schedule -------------------------------------------------------------------- */
 
 /* nanoGPT's get_lr(it), written as in train.py. */

@@ -1113,3 +1113,25 @@ Test(plugin, weft_info_reports_a_truncated_plugin_and_does_not_crash)
     cr_assert(strstr(out, "the file has 20480: a cut or damaged file") != NULL, "%s", out);
     remove_dir(dir, (const char *const[]){"weft-cpu.so", NULL});
 }
+
+/* Every module type a config may name is listed, with where it comes from, and the
+ * optimizer types under the section that names them, [optimizer]. */
+Test(plugin, weft_info_lists_every_module_type)
+{
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s/../apps/weft-info", getenv("WEFT_TEST_FIXTURES"));
+    if (access(exe, X_OK) != 0)
+        cr_skip_test("no weft-info at %s", exe);
+    static char out[1 << 16];
+    int status = run_weft_info((const char *const[]){NULL}, NULL, out, sizeof out);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+    static const char *const listed[] = {
+        "    linear               built in (libweft-nn)\n",
+        "    lstm                 built in (libweft-nn)\n",
+        "    gpt                  built in (libweft-models)\n",
+        "    sparse_linear        weft-train's own\n",
+        "  optimizer  optimizer types ([optimizer] type = names them)\n",
+    };
+    for (size_t i = 0; i < sizeof listed / sizeof *listed; i++)
+        cr_assert(strstr(out, listed[i]), "no line '%s' in:\n%s", listed[i], out);
+}

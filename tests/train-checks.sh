@@ -125,7 +125,7 @@ line=$(($(wc -l <"$tmp/ok.ini") + 1))
 expect_error empty_layer 2 "empty-layer.ini: line $line: \[layer.extra\] is empty" "$tmp/empty-layer.ini"
 
 # ---- epochs below the checkpoint's -------------------------------------------------------
-expect_error epochs_below 2 'the checkpoint is at epoch 2; \[train\] epochs = 1 trains nothing' \
+expect_error epochs_below 2 'the checkpoint is after epoch 2; \[train\] epochs = 1 trains nothing' \
     "$tmp/ok.ini" --set train.epochs=1 --resume "$tmp/run/m.safetensors"
 "$train" "$tmp/ok.ini" --set train.epochs=3 --resume "$tmp/run/m.safetensors" >"$tmp/more.txt" 2>&1 ||
     { cat "$tmp/more.txt"; fail "resuming with epochs above the checkpoint's failed"; }

@@ -90,7 +90,7 @@ grep -q '^step 20/20 ' "$tmp/resumed1.txt" || fail "the 1-process resume did not
 # ---- deterministic = true: the same bits run to run ---------------------------------------
 for i in 1 2; do
     mpi2 "$train" "$tmp/blobs.ini" --set distributed.deterministic=true --set train.max_iters=5 \
-        --set "train.checkpoint=$tmp/det$i.safetensors" >"$tmp/det.txt" 2>&1 || { cat "$tmp/det.txt"; fail "deterministic run failed"; }
+        --set "train.checkpoint=$tmp/det$i.safetensors" --set "train.log=$tmp/det$i.csv" >"$tmp/det.txt" 2>&1 || { cat "$tmp/det.txt"; fail "deterministic run failed"; }
 done
 cmp "$tmp/det1.safetensors" "$tmp/det2.safetensors" || fail "deterministic runs differ"
 

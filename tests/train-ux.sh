@@ -273,13 +273,13 @@ tail -1 "$tmp/int/log.csv" | grep -q '^1,.*,1,[0-9]*$' || { cat "$tmp/int/log.cs
 sh -c "$resume" >"$tmp/resumed.txt" 2>&1 || { cat "$tmp/resumed.txt"; fail "the printed resume command failed"; }
 grep -q "^resumed from $tmp/int/m.safetensors at epoch 1, after batch [0-9]* of 30000 (step [0-9]*)" "$tmp/resumed.txt" ||
     { cat "$tmp/resumed.txt"; fail "resume: where it resumed is not said"; }
-head -1 "$tmp/int/log.csv" | grep -qx 'epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds,partial,peak_allocated_bytes' ||
+head -1 "$tmp/int/log.csv" | grep -qx 'epoch,train_loss,train_acc,val_loss,val_acc,lr,samples_per_s,seconds,partial,peak_allocated_bytes' ||
     fail "CSV: header"
 awk -F, 'NR > 1 { print $1 "," $9 }' "$tmp/int/log.csv" | tr '\n' ' ' | grep -qx '1,1 1,1 2,0 ' ||
     { cat "$tmp/int/log.csv"; fail "CSV: rows (epoch,partial) should be 1,1 1,1 2,0"; }
 # log_every: a line and a steps-log row every 20 steps
 grep -q '^epoch 2/2  step [0-9]*  batch [0-9]*/30000  loss ' "$tmp/resumed.txt" || fail "log_every: no lines"
-head -1 "$tmp/int/log.steps.csv" | grep -qx 'step,epoch,batch,loss,lr,images_per_s,seconds' || fail "log_every: steps log header"
+head -1 "$tmp/int/log.steps.csv" | grep -qx 'step,epoch,batch,loss,lr,samples_per_s,seconds' || fail "log_every: steps log header"
 awk -F, 'NR > 1 && $1 % 20 != 0 { bad = 1 } END { exit bad }' "$tmp/int/log.steps.csv" || fail "log_every: a row off the 20-step grid"
 echo "resume: $(grep '^resumed from' "$tmp/resumed.txt")"
 

@@ -137,9 +137,15 @@ weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
         size_t n = strlen(path);
         if (strncmp(why, path, n) != 0 || why[n] != ':')
             continue;
+        /* where a relative value led: the config's directory, or the shell's for --set */
+        char opened[8300] = "", cwd[4096];
+        if (path[0] != '/' && getcwd(cwd, sizeof cwd))
+            snprintf(opened, sizeof opened, " (%s/%s)", cwd, path);
         weft_error_clear();
-        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s: %s", weft_config_name(cfg), section,
-                       *k, value, why + n + 2);
+        /* "path: why" or "path:52:5: why" (a line and column) */
+        bool at = why[n + 1] != ' ';
+        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s%s%s%s", weft_config_name(cfg), section,
+                       *k, value, opened, at ? ":" : ": ", why + n + (at ? 1 : 2));
         return NULL;
     }
     return NULL;
@@ -199,6 +205,61 @@ static int blame(const char *prefix, const char *doing)
     return weft_error_set(WEFT_ERR_CONFIG, "%s: %s", prefix, why);
 }
 
+/* ---- the summary of a model that is not a chain: its modules to torchinfo's depth ---- */
+
+#define SUMMARY_DEPTH 3 /* torchinfo's default: GPT, transformer, transformer.h, its blocks */
+#define MAX_SEEN 256
+
+/* The output shapes of the modules a forward ran (a forward hook's record: the tensors
+ * themselves go with the forward's scopes). */
+struct seen {
+    const weft_module *m[MAX_SEEN];
+    int ndim[MAX_SEEN];
+    int64_t shape[MAX_SEEN][8];
+    int n;
+};
+
+static void record_output(void *ctx, weft_module *m, weft_tensor *input, weft_tensor *output)
+{
+    struct seen *s = ctx;
+    (void)input;
+    int i = 0;
+    while (i < s->n && s->m[i] != m) /* a module called twice: its last output */
+        i++;
+    if (!output || output->ndim > 8 || i == MAX_SEEN)
+        return;
+    s->n += i == s->n;
+    s->m[i] = m;
+    s->ndim[i] = output->ndim;
+    memcpy(s->shape[i], output->shape, (size_t)output->ndim * sizeof *output->shape);
+}
+
+/* Rows for m's children, depth first in registration order, indented by depth; their
+ * outputs count in no size (the model's output row does): a nested row repeats what the
+ * layers around it hold. */
+static int add_children(struct train_summary *sum, const struct seen *seen, const weft_module *m,
+                        const char *path, int depth)
+{
+    for (int i = 0; depth <= SUMMARY_DEPTH && i < weft_module_num_children(m); i++) {
+        const weft_module *c = weft_module_child_at(m, i);
+        char name[300], sub[256];
+        snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", weft_module_child_name(m, i));
+        snprintf(name, sizeof name, "%*s%s", 2 * (depth - 1), "", sub);
+        int k = 0;
+        while (k < seen->n && seen->m[k] != c)
+            k++;
+        if (train_summary_add(sum, name, c, NULL) != 0)
+            return weft_error_code();
+        struct train_summary_row *r = &sum->rows[sum->count - 1];
+        r->ndim = k < seen->n ? seen->ndim[k] : -1; /* -1: "--", never called */
+        if (r->ndim > 0)
+            memcpy(r->shape, seen->shape[k], (size_t)r->ndim * sizeof *r->shape);
+        if (add_children(sum, seen, c, sub, depth + 1) != 0)
+            return weft_error_code();
+    }
+    return 0;
+}
+
 /* The model's forward on x, layer by layer for a sequential model, so that an error
  * names its section; *last_section the section of the last layer (or "model"). */
 static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char *data,
@@ -209,7 +270,13 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
     char shape[128], prefix[512];
     *last_section = "model";
     if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
+        struct seen seen = {.n = 0};
+        int hook = record ? weft_register_module_forward_hook(record_output, &seen) : 0;
+        if (hook < 0)
+            weft_error_clear(); /* no nested rows: the summary is a courtesy */
         weft_tensor *y = weft_module_forward(t->model, x);
+        if (hook > 0)
+            weft_remove_module_forward_hook(hook);
         if (!y) {
             char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [%s] "
@@ -217,7 +284,8 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
             snprintf(doing, sizeof doing, "[model] on one sample of [%s]", data);
             blame(prefix, doing);
         }
-        if (y && record && train_summary_add(&t->summary, "model", t->model, y) != 0)
+        if (y && record && (train_summary_add(&t->summary, "model", t->model, y) != 0 ||
+                            add_children(&t->summary, &seen, t->model, "", 1) != 0))
             return NULL;
         return y;
     }
@@ -340,6 +408,29 @@ static int check_vocabulary(struct trainer *t, const weft_dataset *ds,
                           (long long)f->num_classes);
 }
 
+/* A sample's input as stored: a sparse one by its indices and values (a row of a
+ * million features with a few set is a few bytes, not the 4 MB of its dense form), as
+ * torchinfo would count the tensors it is made of. */
+static int64_t stored_bytes(weft_tensor *x)
+{
+    if (x->layout == WEFT_LAYOUT_STRIDED)
+        return weft_tensor_numel(x) * (int64_t)weft_dtype_size(x->dtype);
+    weft_tensor *parts[3] = {NULL};
+    if (x->layout == weft_layout_id("sparse_csr")) {
+        parts[0] = weft_sparse_crow_indices(x);
+        parts[1] = weft_sparse_col_indices(x);
+    } else {
+        parts[0] = weft_sparse_indices_raw(x);
+    }
+    parts[2] = weft_sparse_values_raw(x);
+    int64_t bytes = 0;
+    for (int i = 0; i < 3; i++)
+        if (parts[i]) /* inside the check's scope: released with it */
+            bytes += weft_tensor_numel(parts[i]) * (int64_t)weft_dtype_size(parts[i]->dtype);
+    weft_error_clear(); /* a part this layout lacks is no error of the model's */
+    return bytes;
+}
+
 /* The model on one sample of ds (the section `data` names in messages); record: fill the
  * summary. */
 static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
@@ -379,8 +470,8 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
     weft_tensor *target = rc == 0 ? train_batch_target(in, fields, t->device) : NULL;
     if (record)
         train_summary_free(&t->summary);
-    if (x && record) /* a sparse input counts as the dense matrix it stands for */
-        t->summary.input_bytes = weft_tensor_numel(x) * (int64_t)weft_dtype_size(x->dtype);
+    if (x && record)
+        t->summary.input_bytes = stored_bytes(x);
     if (rc == 0 && (!x || !target)) {
         char prefix[512];
         snprintf(prefix, sizeof prefix, "%s: one sample of [%s] could not be made the model's "

@@ -5,7 +5,7 @@
  * ("runs/model.train.safetensors": optimizer, scheduler, position, random state). Each
  * file is replaced atomically (weft_safetensors_save: temporary file, fsync, rename), but
  * a process killed between the two renames would leave one file of each save. So both
- * carry the same checkpoint id ("weft.checkpoint" = "step 20, epoch 2, batch 0": where the
+ * carry the same checkpoint id ("weft.checkpoint" = "step 20, after epoch 2": where the
  * run stands, deterministic, so two runs that reach the same point write the same bytes),
  * and a save goes
  *
@@ -66,6 +66,11 @@ static void next_state_path(const char *model_path, char *out, size_t size)
 void train_best_path(const char *model_path, char *out, size_t size)
 {
     sibling_path(model_path, ".best", out, size);
+}
+
+void train_ema_path(const char *model_path, char *out, size_t size)
+{
+    sibling_path(model_path, ".ema", out, size);
 }
 
 /* ---- the model a training state belongs to ------------------------------------------- */
@@ -147,40 +152,56 @@ int train_load_weights(struct trainer *t, const char *path, struct weft_metadata
     return rc ? weft_error_code() : 0;
 }
 
-/* An argument as the shell reads it back: as is when it is plain, else in single quotes. */
-static void print_shell_word(FILE *f, const char *arg)
+size_t train_shell_word(const char *arg, char *out, size_t size)
 {
     bool plain = *arg != '\0';
     for (const char *p = arg; *p && plain; p++)
         plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%",
                        *p) != NULL;
-    if (plain) {
-        fputs(arg, f);
-        return;
+    size_t n = 0;
+#define PUT(c)                                                                                 \
+    do {                                                                                       \
+        if (n + 1 < size)                                                                      \
+            out[n] = (c);                                                                      \
+        n++;                                                                                   \
+    } while (0)
+    if (!plain)
+        PUT('\'');
+    for (const char *p = arg; *p; p++) {
+        if (*p == '\'' && !plain) { /* '\'' : close, an escaped quote, open */
+            PUT('\'');
+            PUT('\\');
+            PUT('\'');
+        }
+        PUT(*p);
     }
-    fputc('\'', f);
-    for (const char *p = arg; *p; p++)
-        if (*p == '\'')
-            fputs("'\\''", f);
-        else
-            fputc(*p, f);
-    fputc('\'', f);
+    if (!plain)
+        PUT('\'');
+#undef PUT
+    if (size > 0)
+        out[n < size ? n : size - 1] = '\0';
+    return n < size ? n : size - 1;
 }
 
 void train_print_resume_command(const struct trainer *t, FILE *f)
 {
+    char word[8192];
     fputs("resume with: ", f);
+    if (t->world > 1) /* the launcher's own options are not ours to know */
+        fprintf(f, "mpirun -np %d ", t->world);
     for (int i = 0; i < t->argc; i++) {
         if (!strcmp(t->argv[i], "--resume") && i + 1 < t->argc) { /* replaced below */
             i++;
             continue;
         }
-        print_shell_word(f, t->argv[i]);
+        if (!strcmp(t->argv[i], "--overwrite")) /* the run is this one now */
+            continue;
+        train_shell_word(t->argv[i], word, sizeof word);
+        fputs(word, f);
         fputc(' ', f);
     }
-    fputs("--resume ", f);
-    print_shell_word(f, t->s.checkpoint);
-    fputc('\n', f);
+    train_shell_word(t->ckpt_path[0] ? t->ckpt_path : t->s.checkpoint, word, sizeof word);
+    fprintf(f, "--resume %s\n", word);
 }
 
 /* The scheduler as the config gives it, "type=step, gamma=0.5, step_size=2" (keys
@@ -242,15 +263,35 @@ static void remove_stale_temporaries(const char *path)
     closedir(d);
 }
 
+/* Where a run stands, as the messages number epochs (from 1): "step 150, after epoch 3"
+ * or "step 1058, epoch 3 at batch 120" (deterministic, so that two runs reaching the same
+ * point write the same bytes). epochs_done and batches_done are weft.epoch and
+ * weft.batch: the epochs completed and the batches read of the next one. */
+static void checkpoint_id(int64_t step, int64_t epochs_done, int64_t batches_done, char *out,
+                          size_t size)
+{
+    if (batches_done > 0)
+        snprintf(out, size, "step %lld, epoch %lld at batch %lld", (long long)step,
+                 (long long)epochs_done + 1, (long long)batches_done);
+    else if (epochs_done > 0)
+        snprintf(out, size, "step %lld, after epoch %lld", (long long)step, (long long)epochs_done);
+    else
+        snprintf(out, size, "step %lld, before epoch 1", (long long)step);
+}
+
 int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches_done)
 {
     if (t->rank != 0) /* the ranks hold the same model and optimizer state */
         return 0;
-    char state_path[4096], next_path[4096], id[128], sched[1024];
-    train_state_path(t->s.checkpoint, state_path, sizeof state_path);
-    next_state_path(t->s.checkpoint, next_path, sizeof next_path);
-    snprintf(id, sizeof id, "step %lld, epoch %lld, batch %lld", (long long)t->step,
-             (long long)next_epoch, (long long)batches_done);
+    char path[4096], state_path[4096], next_path[4096], id[128], sched[1024];
+    /* {epoch}: the epoch as the epoch lines number it, the one that ended or the one this
+     * save interrupts */
+    if (train_checkpoint_expand(t, batches_done > 0 ? next_epoch + 1 : next_epoch, t->step, path,
+                                sizeof path) != 0)
+        return weft_error_code();
+    train_state_path(path, state_path, sizeof state_path);
+    next_state_path(path, next_path, sizeof next_path);
+    checkpoint_id(t->step, next_epoch, batches_done, id, sizeof id);
     describe_scheduler(t, sched, sizeof sched);
     struct weft_tensor_dict *model = weft_module_state_dict(t->model);
     struct weft_tensor_dict *state = weft_tensor_dict_new();
@@ -265,13 +306,15 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
         rc = weft_metadata_set_int(model_meta, "weft.step", t->step) ||
              weft_metadata_set(model_meta, "weft.checkpoint", id);
     if (rc == 0)
-        rc = train_make_parent_dirs(t->s.checkpoint);
+        rc = train_make_parent_dirs(path);
     if (rc == 0)
         rc = weft_optimizer_state_export(t->opt, state, meta);
     if (rc == 0 && t->sched)
         rc = weft_scheduler_state_export(t->sched, meta);
     if (rc == 0 && t->scaler)
         rc = weft_grad_scaler_state_export(t->scaler, meta);
+    if (rc == 0)
+        rc = train_ema_export(t, state, meta); /* [train] ema_decay */
     char digest[33];
     if (rc == 0 && (rc = model_digest(model, digest)) == 0)
         rc = weft_metadata_set(meta, "weft.model_digest", digest);
@@ -292,7 +335,7 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
              weft_metadata_set_int(meta, "weft.patience_since", t->patience.since);
     }
     if (rc == 0) {
-        remove_stale_temporaries(t->s.checkpoint);
+        remove_stale_temporaries(path);
         remove_stale_temporaries(state_path);
         remove_stale_temporaries(next_path);
         weft_test_crash_point("checkpoint.begin");
@@ -300,18 +343,24 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
     /* The state first, beside the old pair; then the model, which commits the save. */
     if (rc == 0)
         rc = weft_safetensors_save(next_path, state, meta);
-    if (rc == 0 && (rc = weft_safetensors_save(t->s.checkpoint, model, model_meta)) != 0)
+    if (rc == 0 && (rc = weft_safetensors_save(path, model, model_meta)) != 0)
         unlink(next_path); /* the old pair stands; give back the space (a full disk) */
     bool committed = rc == 0;
     if (rc == 0 && rename(next_path, state_path) != 0)
         rc = weft_error_set(WEFT_ERR_IO, "%s: renaming '%s' to '%s' failed: %s (the checkpoint "
                                          "is complete: resume reads the state from '%s')",
-                            t->s.checkpoint, next_path, state_path, strerror(errno), next_path);
+                            path, next_path, state_path, strerror(errno), next_path);
+    if (committed)
+        snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", path);
     if (rc == 0)
         weft_test_crash_point("checkpoint.promoted");
+    /* the average as a model file of its own (resume reads it from the state) */
+    if (rc == 0)
+        rc = train_ema_save(t, t->s.checkpoint, model_meta);
+    if (rc == 0)
+        rc = train_runs_prune(t); /* [train] keep_last */
     if (rc != 0 && !committed)
-        weft_error_prefix("checkpoint %s not saved (the previous one, if any, is intact)",
-                          t->s.checkpoint);
+        weft_error_prefix("checkpoint %s not saved (the previous one, if any, is intact)", path);
     weft_tensor_dict_free(model);
     weft_tensor_dict_free(state);
     weft_metadata_free(meta);
@@ -479,12 +528,19 @@ static int check_left_to_train(const struct trainer *t)
                               "trains nothing: set max_iters above %lld",
                               name, (long long)t->start_step, (long long)t->s.max_iters,
                               (long long)t->start_step);
+    /* epochs numbered as the epoch lines number them: the checkpoint is after epoch
+     * start_epoch, or inside the next one */
+    char where[96];
+    if (t->skip_batches > 0)
+        snprintf(where, sizeof where, "in epoch %lld (after batch %lld)",
+                 (long long)t->start_epoch + 1, (long long)t->skip_batches);
+    else
+        snprintf(where, sizeof where, "after epoch %lld", (long long)t->start_epoch);
     if (t->s.max_iters == 0 && t->start_epoch >= t->s.epochs)
         return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: the checkpoint is at epoch %lld; [train] epochs = %lld "
-                              "trains nothing: set epochs above %lld",
-                              name, (long long)t->start_epoch, (long long)t->s.epochs,
-                              (long long)t->start_epoch);
+                              "%s: the checkpoint is %s; [train] epochs = %lld trains nothing: "
+                              "set epochs above %lld",
+                              name, where, (long long)t->s.epochs, (long long)t->start_epoch);
     return 0;
 }
 
@@ -531,6 +587,8 @@ int train_resume(struct trainer *t, const char *path)
     /* a checkpoint of an fp32 or bf16 run has no scaler: start from the defaults */
     if (rc == 0 && t->scaler && weft_metadata_get(meta, "scaler.scale"))
         rc = weft_grad_scaler_state_import(t->scaler, meta);
+    if (rc == 0)
+        rc = train_ema_import(t, state_path, state, meta);
     if (rc == 0)
         rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
              weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||

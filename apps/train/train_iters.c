@@ -58,13 +58,15 @@ static int progress_line(const struct trainer *t, struct window w_local, double 
                              weft_optimizer_get_lr(t->opt), (double)w->tokens / dt,
                              run_seconds)) != 0)
         return rc;
-    printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  elapsed %s  ETA %s\n",
-           (long long)t->step, (long long)t->s.max_iters,
-           w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
-           (double)w->tokens / dt, t->sequence ? "tok/s" : "img/s",
-           steps > 0 ? 1e3 * dt / (double)steps : NAN,
-           train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
-           train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta, sizeof eta));
+    if (!t->quiet_steps)
+        printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  elapsed %s  ETA %s\n",
+               (long long)t->step, (long long)t->s.max_iters,
+               w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
+               (double)w->tokens / dt, train_unit(t, false),
+               steps > 0 ? 1e3 * dt / (double)steps : NAN,
+               train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
+               train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta,
+                                     sizeof eta));
     fflush(stdout);
     return 0;
 }
@@ -94,14 +96,25 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
         .peak_allocated_bytes = train_observe_peak(t),
     };
     train_observe_peak_reset(t);
+    struct eval_result ema = {NAN, NAN, 0};
+    if (t->ema && (rc = train_ema_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters,
+                                           &ema)) != 0)
+        return rc;
+    m.ema_val_loss = ema.loss;
+    m.ema_val_acc = ema.acc;
     bool improved;
     if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
+        return rc;
+    if (weft_scheduler_wants_metric(t->sched) && /* [scheduler] type = plateau */
+        (rc = weft_scheduler_step_metric(t->sched, val.loss)) != 0)
         return rc;
     printf("step %lld: train loss %.4f", (long long)t->step, m.train_loss);
     if (!isnan(val.loss))
         printf(", val loss %.4f", val.loss);
     if (!isnan(val.acc))
         printf(", val acc %.2f%%", 100 * val.acc);
+    if (!isnan(ema.loss))
+        printf(", ema val loss %.4f", ema.loss);
     if (val.samples > 0)
         printf(" (%lld samples, %.1f s)", (long long)val.samples, train_now() - t0);
     printf("%s\n", improved ? "  best" : "");
@@ -210,10 +223,9 @@ int train_run_iters(struct trainer *t)
         if (rc == 0 && (save || interrupted))
             rc = train_save_checkpoint(t, epoch, b);
         if (rc == 0 && interrupted) {
-            printf("interrupted at step %lld: checkpoint saved to %s\n", (long long)t->step,
-                   s->checkpoint);
-            train_print_resume_command(t, stdout);
-            return 0;
+            char where[64];
+            snprintf(where, sizeof where, "step %lld", (long long)t->step);
+            return train_say_interrupted(t, where);
         }
         /* Evaluations and checkpoints do not count in the pace of training. */
         double spent = train_now() - t_out;

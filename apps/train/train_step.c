@@ -14,6 +14,15 @@ double train_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+const char *train_unit(const struct trainer *t, bool column)
+{
+    if (t->sequence)
+        return column ? "tokens_per_s" : "tok/s";
+    if (t->images)
+        return column ? "images_per_s" : "img/s";
+    return column ? "samples_per_s" : "samples/s";
+}
+
 /* Number of rows whose argmax equals the target ([N, C] outputs only). */
 static int64_t count_correct(weft_tensor *output, weft_tensor *target)
 {
@@ -116,7 +125,7 @@ static int optimizer_step(struct trainer *t)
      * value at k. */
     if (t->sched && t->sched_per_step && weft_scheduler_step(t->sched) != 0)
         return weft_error_code();
-    return 0;
+    return train_ema_update(t); /* [train] ema_decay */
 }
 
 int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,

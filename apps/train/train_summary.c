@@ -40,10 +40,16 @@ void train_summary_free(struct train_summary *s)
     memset(s, 0, sizeof *s);
 }
 
-/* "[64, 128]": the batch dimension as batch_size. */
+/* "[64, 128]": the batch dimension as batch_size; "--" for a container never called. A
+ * module's output that is not batched (the position embedding's [T, C]) shows as it is:
+ * only the model's input decides, by its first dimension of one. */
 static const char *shape_of(const struct train_summary_row *r, int64_t batch, char *buf,
                             size_t size)
 {
+    if (r->ndim < 0)
+        return snprintf(buf, size, "--") >= 0 ? buf : buf;
+    if (r->ndim > 0 && r->shape[0] != 1)
+        batch = r->shape[0];
     size_t n = (size_t)snprintf(buf, size, "[");
     for (int d = 0; d < r->ndim && n < size; d++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "",

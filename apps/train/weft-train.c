@@ -23,14 +23,9 @@
 #include <weft/dataloader.h>
 #include <weft/optim.h>
 
+#include "../app_version.h"
 #include "train.h"
 #include "train_observe.h"
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    train_interrupted = 1;
-}
 
 /* ---- configuration --------------------------------------------------------------------- */
 
@@ -52,7 +47,10 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
         weft_config_double(cfg, "data", "validation_split", 0, &s->validation_split) ||
         weft_config_int(cfg, "runtime", "seed", 0, &seed) ||
         weft_config_bool(cfg, "train", "keep_best", false, &s->keep_best) ||
-        weft_config_int(cfg, "train", "log_every", 0, &s->log_every))
+        weft_config_int(cfg, "train", "log_every", 0, &s->log_every) ||
+        weft_config_bool(cfg, "train", "overwrite", false, &s->overwrite) ||
+        weft_config_int(cfg, "train", "keep_last", 0, &s->keep_last) ||
+        weft_config_int(cfg, "train", "save_every_steps", 0, &s->save_every_steps))
         return weft_error_code();
     s->seed = (uint64_t)seed;
     /* torch.autocast around forward and loss; master weights stay float32 */
@@ -87,6 +85,21 @@ static int read_settings(struct weft_config *cfg, struct train_settings *s)
     if (s->log_every < 0)
         return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] log_every = %lld: expected 0 (off) or "
                                                "a number of steps", name, (long long)s->log_every);
+    if (s->keep_last < 0 || s->save_every_steps < 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] keep_last = %lld, save_every_steps = "
+                                               "%lld: expected 0 (off) or a count",
+                              name, (long long)s->keep_last, (long long)s->save_every_steps);
+    /* With max_iters, checkpoint_interval counts steps already: the same setting. */
+    if (s->max_iters > 0 && s->save_every_steps > 0) {
+        if (weft_config_has(cfg, "train", "checkpoint_interval") &&
+            s->checkpoint_interval != s->save_every_steps)
+            return weft_error_set(WEFT_ERR_CONFIG, "%s: [train] save_every_steps = %lld and "
+                                                   "checkpoint_interval = %lld: with max_iters "
+                                                   "they are the same setting; keep one",
+                                  name, (long long)s->save_every_steps,
+                                  (long long)s->checkpoint_interval);
+        s->checkpoint_interval = s->save_every_steps;
+    }
     /* Iteration mode prints every log_interval steps already: log_every is the same. */
     if (s->max_iters > 0 && s->log_every > 0) {
         if (weft_config_has(cfg, "train", "log_interval") && s->log_interval != s->log_every)
@@ -128,6 +141,39 @@ static int split_validation(struct trainer *t)
     return t->train_set && t->val_set ? 0 : weft_error_code();
 }
 
+/* [scheduler]. Schedules count optimizer steps in iteration mode; warmup_cosine and
+ * onecycle always do (their keys are in steps), and so does plateau's warmup, while the
+ * plateau itself is stepped on the validation loss after each evaluation. onecycle's
+ * total_steps is the run's when the section gives neither it nor epochs and
+ * steps_per_epoch. */
+static int create_scheduler(struct trainer *t)
+{
+    struct weft_config *cfg = t->cfg;
+    const char *type = weft_config_string(cfg, "scheduler", "type", "none");
+    bool onecycle = strcmp(type, "onecycle") == 0, plateau = strcmp(type, "plateau") == 0;
+    if (onecycle && !weft_config_has(cfg, "scheduler", "total_steps") &&
+        !weft_config_has(cfg, "scheduler", "epochs") &&
+        !weft_config_has(cfg, "scheduler", "steps_per_epoch")) {
+        int64_t batches = weft_dataloader_len(t->train_loader);
+        int64_t per_epoch = (batches + t->s.accumulate - 1) / t->s.accumulate;
+        char total[32];
+        snprintf(total, sizeof total, "%lld",
+                 (long long)(t->s.max_iters > 0 ? t->s.max_iters : t->s.epochs * per_epoch));
+        if (weft_config_put(cfg, "scheduler", "total_steps", total) != 0)
+            return weft_error_code();
+    }
+    if (plateau && !t->val_set)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: [scheduler] type = plateau steps on the "
+                                               "validation loss, and there is no validation "
+                                               "set: add [data.val] or [data] validation_split",
+                              weft_config_name(cfg));
+    if (!(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
+        return weft_error_code();
+    t->sched_per_step = t->s.max_iters > 0 || strcmp(type, "warmup_cosine") == 0 || onecycle ||
+                        plateau;
+    return 0;
+}
+
 static int setup(struct trainer *t)
 {
     struct weft_config *cfg = t->cfg;
@@ -135,6 +181,9 @@ static int setup(struct trainer *t)
     if ((rc = train_dist_threads(cfg)) != 0 || (rc = weft_runtime_init(cfg, &t->device)) != 0)
         return rc;
     if ((rc = read_settings(cfg, &t->s)) != 0 || (rc = train_dist_setup(t)) != 0)
+        return rc;
+    t->s.overwrite = t->s.overwrite || t->overwrite_flag;
+    if ((rc = train_progress_style(t)) != 0)
         return rc;
     /* An empty section before anything is read: inih would drop it without a word. */
     if ((rc = train_check_sections(cfg)) != 0)
@@ -187,6 +236,15 @@ static int setup(struct trainer *t)
     if (!(t->train_loader = weft_dataloader_from_config(
               t->train_set, cfg, "data", train_inputs_loader_device(&t->inputs, t->device))))
         return weft_error_code();
+    const struct weft_dataloader_options *lo = weft_dataloader_options(t->train_loader);
+    if (weft_dataloader_len(t->train_loader) == 0) /* drop_last with too few samples */
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: [data] batch_size = %lld with drop_last = true: the %lld "
+                              "training samples%s make no full batch, so training would take no "
+                              "step: lower batch_size or set drop_last = false",
+                              weft_config_name(cfg), (long long)lo->batch_size,
+                              (long long)weft_dataset_length(t->train_set),
+                              lo->num_replicas > 1 ? " (before the split between processes)" : "");
     if ((rc = train_loss_from_config(cfg, &t->loss)) != 0)
         return rc;
     /* A target of a sequence of token ids per sample under cross-entropy: a language
@@ -203,6 +261,10 @@ static int setup(struct trainer *t)
         fprintf(stderr, "weft-train: warning: %s: [optim] is the old name of [optimizer]; "
                         "read as [optimizer] (rename the section)\n",
                 weft_config_name(cfg));
+    /* an image: [H, W] of bytes or [C, H, W] (throughput in img/s, else samples/s) */
+    const struct weft_dataset_field *in = t->inputs.sparse ? NULL
+                                          : weft_dataset_field(t->train_all, t->inputs.input);
+    t->images = in && !t->sequence && (in->ndim == 3 || (in->ndim == 2 && in->dtype == WEFT_U8));
     const char *opt_type = weft_config_string(cfg, "optimizer", "type", "sgd");
     /* The model on one sample before any step: errors name the layer that does not fit.
      * Before DDP wraps it, so no rank waits on another for it. */
@@ -225,20 +287,21 @@ static int setup(struct trainer *t)
      * float32's range and does not. */
     if (t->s.precision == WEFT_F16 && !(t->scaler = weft_grad_scaler_create(NULL)))
         return weft_error_code();
-    if (weft_config_has_section(cfg, "scheduler") &&
-        !(t->sched = weft_scheduler_create(t->opt, weft_config_options(cfg, "scheduler"))))
-        return weft_error_code();
-    /* Schedules count optimizer steps in iteration mode; warmup_cosine always does (its
-     * keys are in iterations, as nanoGPT's). */
-    const char *sched_type = weft_config_string(cfg, "scheduler", "type", "none");
-    t->sched_per_step = t->s.max_iters > 0 || strcmp(sched_type, "warmup_cosine") == 0;
+    if (weft_config_has_section(cfg, "scheduler") && (rc = create_scheduler(t)) != 0)
+        return rc;
+    if ((rc = train_ema_create(t)) != 0) /* reads ema_decay; the average is training's */
+        return rc;
     if ((rc = train_observe_setup(t)) != 0)
         return rc;
     /* Everything has read its keys: anything left over is a typo. Then the paths, made
      * and probed only for a config without typos (a misspelt key would probe a default). */
     if ((rc = weft_config_check_unknown(cfg)) != 0)
         return rc;
-    return t->command == CMD_TRAIN ? train_check_paths(t) : 0;
+    if (t->command != CMD_TRAIN)
+        return 0;
+    /* an earlier run at the paths this one writes: refused before anything is written */
+    return train_check_paths(t) != 0 || train_runs_check(t, t->resume_path) != 0
+               ? weft_error_code() : 0;
 }
 
 /* ---- training and evaluation ------------------------------------------------------------ */
@@ -269,14 +332,15 @@ static int log_steps(struct trainer *t, int64_t epoch, int64_t b, int64_t batche
     double per_s = (double)(*w_tokens * t->world) / (now - *w_t0);
     char ee[32], el[32], re[32], rl[32];
     train_progress_clear(t->tty);
-    printf("epoch %lld/%lld  step %lld  batch %lld/%lld  loss %.4f  lr %.4g  %.0f %s  "
-           "epoch %s<%s  run %s<%s\n",
-           (long long)epoch + 1, (long long)t->s.epochs, (long long)t->step, (long long)b,
-           (long long)batches, loss, weft_optimizer_get_lr(t->opt), per_s,
-           t->sequence ? "tok/s" : "img/s", train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
-           train_format_duration(tm->epoch_eta, el, sizeof el),
-           train_format_duration(tm->run_elapsed, re, sizeof re),
-           train_format_duration(tm->run_eta, rl, sizeof rl));
+    if (!t->quiet_steps) /* progress = none: the steps log alone */
+        printf("epoch %lld/%lld  step %lld  batch %lld/%lld  loss %.4f  lr %.4g  %.0f %s  "
+               "epoch %s<%s  run %s<%s\n",
+               (long long)epoch + 1, (long long)t->s.epochs, (long long)t->step, (long long)b,
+               (long long)batches, loss, weft_optimizer_get_lr(t->opt), per_s,
+               train_unit(t, false), train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
+               train_format_duration(tm->epoch_eta, el, sizeof el),
+               train_format_duration(tm->run_elapsed, re, sizeof re),
+               train_format_duration(tm->run_eta, rl, sizeof rl));
     fflush(stdout);
     *w_loss = 0;
     *w_samples = *w_tokens = 0;
@@ -338,20 +402,25 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             if (step_now && t->s.log_every > 0 && t->step % t->s.log_every == 0 && t->rank == 0)
                 rc = log_steps(t, epoch, b, batches, &tm, &w_loss, &w_samples, &w_tokens, &w_t0);
             train_progress((int)epoch + 1, (int)t->s.epochs, b, batches, loss_sum / (double)samples,
-                           (double)(tokens * t->world) / (train_now() - t0), t->sequence ? "tok/s" : "img/s",
+                           (double)(tokens * t->world) / (train_now() - t0), train_unit(t, false),
                            weft_optimizer_get_lr(t->opt), &tm, t->tty);
         }
         weft_scope_pop();
         int stop = rc == 0 && step_now ? train_dist_should_stop(t) : 0;
         if (stop < 0)
             rc = stop;
+        /* [train] save_every_steps: inside the epoch (its end saves anyway) */
+        if (rc == 0 && !stop && step_now && b < batches && t->s.save_every_steps > 0 &&
+            t->step % t->s.save_every_steps == 0)
+            rc = train_save_checkpoint(t, epoch, b);
         if (rc == 0 && stop) {
             train_progress_clear(t->tty);
             rc = train_save_checkpoint(t, epoch, b);
-            if (rc == 0 && t->rank == 0) {
-                printf("interrupted at epoch %lld, batch %lld of %lld: checkpoint saved to %s\n",
-                       (long long)epoch + 1, (long long)b, (long long)batches, t->s.checkpoint);
-                train_print_resume_command(t, stdout);
+            if (rc == 0) {
+                char where[96];
+                snprintf(where, sizeof where, "epoch %lld, batch %lld of %lld",
+                         (long long)epoch + 1, (long long)b, (long long)batches);
+                rc = train_say_interrupted(t, where);
             }
             *stopped = true;
             break;
@@ -379,25 +448,61 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     return rc;
 }
 
-/* The test set's figures, the checkpoint's and the log's paths. */
+static void print_test(const struct eval_result *r, const char *which)
+{
+    printf("test");
+    if (!isnan(r->acc))
+        printf(" accuracy %.2f%%", 100 * r->acc);
+    printf(" loss %.4f (%lld samples)%s%s\n", r->loss, (long long)r->samples, which[0] ? ", " : "",
+           which);
+}
+
+/* The test set's figures, the checkpoint's and the log's paths. With keep_best the best
+ * model is tested first (Lightning's trainer.test(ckpt_path="best")), then the last; with
+ * ema_decay the average too; each line says which model it tested. */
 static int finish(struct trainer *t)
 {
-    struct eval_result test;
-    int rc = train_evaluate(t, t->test_set, &t->test_inputs, 0, &test);
+    struct eval_result last = {NAN, NAN, 0}, best = {0}, ema = {0};
+    bool with_best = t->s.keep_best && t->best.have && t->test_set;
+    char which[8192] = "", best_file[4096] = "", unit[8];
+    snprintf(unit, sizeof unit, "%s", t->s.max_iters > 0 ? "step" : "epoch");
+    long long best_at = t->s.max_iters > 0 ? t->best.step : t->best.epoch;
+    if (with_best)
+        train_best_file(t, best_file, sizeof best_file);
+    int rc = with_best && t->best_restored /* early stopping: the model is the best */
+                 ? 0 : train_evaluate(t, t->test_set, &t->test_inputs, 0, &last);
+    if (rc == 0 && t->ema && t->test_set)
+        rc = train_ema_evaluate(t, t->test_set, &t->test_inputs, 0, &ema);
+    if (rc == 0 && with_best && !t->best_restored) /* the last model's file is saved */
+        rc = train_load_weights(t, best_file, NULL);
+    if (rc == 0 && with_best)
+        rc = train_evaluate(t, t->test_set, &t->test_inputs, 0, &best);
     if (rc != 0)
         return rc;
-    if (test.samples > 0) {
-        printf("test");
-        if (!isnan(test.acc))
-            printf(" accuracy %.2f%%", 100 * test.acc);
-        printf(" loss %.4f (%lld samples)\n", test.loss, (long long)test.samples);
+    if (with_best) {
+        snprintf(which, sizeof which, "the best model (%s %lld, val_loss %.4f: %s)", unit,
+                 best_at, t->best.val_loss, best_file);
+        print_test(&best, which);
     }
-    printf("checkpoint: %s\n", t->s.checkpoint_interval > 0 ? t->s.checkpoint : "(none)");
+    if (last.samples > 0)
+    {
+        snprintf(which, sizeof which, "the last model (%s %lld)", unit,
+                 (long long)(t->s.max_iters > 0 ? t->step : t->s.epochs));
+        print_test(&last, with_best || t->ema ? which : "");
+    }
+    if (t->ema && ema.samples > 0) {
+        char base[4096], path[4096];
+        train_checkpoint_base(t->s.checkpoint, base, sizeof base);
+        train_ema_path(base, path, sizeof path);
+        snprintf(which, sizeof which, "the average of the weights (ema_decay %g: %s)",
+                 train_ema_decay(t), t->s.checkpoint_interval > 0 ? path : "not saved");
+        print_test(&ema, which);
+    }
+    printf("checkpoint: %s\n", t->ckpt_path[0] ? t->ckpt_path : "(none)");
     if (t->s.keep_best && t->best.have) {
-        char best[4096];
-        train_best_path(t->s.checkpoint, best, sizeof best);
-        printf("best: %s (%s %lld, val_loss %.4f)\n", best, t->s.max_iters > 0 ? "step" : "epoch",
-               (long long)(t->s.max_iters > 0 ? t->best.step : t->best.epoch), t->best.val_loss);
+        char path[4096];
+        train_best_file(t, path, sizeof path);
+        printf("best: %s (%s %lld, val_loss %.4f)\n", path, unit, best_at, t->best.val_loss);
     }
     if (t->s.log_path && *t->s.log_path)
         printf("log: %s\n", t->s.log_path);
@@ -412,7 +517,7 @@ static int run_epochs(struct trainer *t)
         struct eval_result val;
         int rc = train_epoch(t, epoch, &m, &stopped);
         if (rc == 0 && stopped) { /* the part trained, in the log as a partial row */
-            m.val_loss = m.val_acc = NAN;
+            m.val_loss = m.val_acc = m.ema_val_loss = m.ema_val_acc = NAN;
             return train_log_epoch(t->log, &m);
         }
         if (rc != 0)
@@ -421,7 +526,16 @@ static int run_epochs(struct trainer *t)
             return rc;
         m.val_loss = val.loss;
         m.val_acc = val.acc;
+        struct eval_result ema = {NAN, NAN, 0};
+        if (t->ema && (rc = train_ema_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters,
+                                               &ema)) != 0)
+            return rc;
+        m.ema_val_loss = ema.loss;
+        m.ema_val_acc = ema.acc;
         if (t->sched && !t->sched_per_step && (rc = weft_scheduler_step(t->sched)) != 0)
+            return rc;
+        if (weft_scheduler_wants_metric(t->sched) &&
+            (rc = weft_scheduler_step_metric(t->sched, val.loss)) != 0)
             return rc;
         bool improved;
         if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
@@ -435,9 +549,13 @@ static int run_epochs(struct trainer *t)
             printf("  val_loss %.4f", val.loss);
         if (!isnan(val.acc))
             printf("  val_acc %.2f%%", 100 * val.acc);
+        if (!isnan(ema.loss))
+            printf("  ema_val_loss %.4f", ema.loss);
+        if (!isnan(ema.acc))
+            printf("  ema_val_acc %.2f%%", 100 * ema.acc);
         char elapsed[32], peak[32];
         printf("  lr %.4g  %.0f %s  %.1f s  peak %s  (run %s)%s%s\n", m.lr, m.images_per_s,
-               t->sequence ? "tok/s" : "img/s", m.seconds,
+               train_unit(t, false), m.seconds,
                train_format_bytes(m.peak_allocated_bytes, peak, sizeof peak),
                train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
                m.partial ? "  (partial: resumed inside the epoch)" : "",
@@ -473,6 +591,7 @@ static void cleanup(struct trainer *t)
 {
     train_observe_end(t);
     train_dist_end(t);
+    train_ema_free(t);
     weft_scheduler_free(t->sched);
     weft_grad_scaler_free(t->scaler);
     weft_optimizer_free(t->opt);
@@ -498,6 +617,8 @@ static void cleanup(struct trainer *t)
 static void report_error(struct trainer *t, const char *resume_path)
 {
     train_progress_clear(t->tty); /* the progress bar's line */
+    if (t->cfg) /* a value --set gave is named as such whenever it fails */
+        weft_config_explain_error(t->cfg, -1);
     if (resume_path) /* the first error is kept (weft/error.h): prefix it */
         weft_error_prefix("cannot resume from %s", resume_path);
     train_dist_fail(t, EXIT_TRAINING_ERROR); /* prints "weft: rank R: ..." and ends the job */
@@ -509,6 +630,8 @@ static void report_error(struct trainer *t, const char *resume_path)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: weft-train [train] CONFIG.ini [--set section.key=value ...] [--resume CHECKPOINT]\n"
+               "                  [--overwrite]\n"
+               "       weft-train --version | --help\n"
                "       weft-train eval CONFIG.ini --checkpoint CKPT [--data SECTION] [--set ...]\n"
                "       weft-train predict CONFIG.ini --checkpoint CKPT [--data SECTION] --out FILE.csv|FILE.npy\n"
                "                  [--set ...]\n"
@@ -529,9 +652,10 @@ struct args {
     struct train_export_args export;
     const char *calib, *observer; /* quantize */
     bool dynamic, per_tensor;
+    bool overwrite; /* a new run replaces an earlier one at its paths */
 };
 
-/* The command line: 0 to go on, 1 when --help was answered, -1 on a usage error (said). */
+/* The command line: 0 to go on, 1 when --help or --version was answered, -1 on a usage error (said). */
 static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
 {
     static const char *const commands[] = {"train", "eval", "predict", "export", "quantize"};
@@ -549,8 +673,16 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
             usage(stdout);
             return 1;
         }
+        if (!strcmp(argv[i], "--version")) {
+            app_print_version(stdout, "weft-train");
+            return 1;
+        }
         if (!strcmp(argv[i], "--dynamic") || !strcmp(argv[i], "--per-tensor")) {
             *(argv[i][2] == 'd' ? &a->dynamic : &a->per_tensor) = true;
+            continue;
+        }
+        if (!strcmp(argv[i], "--overwrite")) {
+            a->overwrite = true;
             continue;
         }
         int k = 0;
@@ -590,6 +722,8 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
                 "continues from a checkpoint with --resume)";
     else if (t->command != CMD_TRAIN && a->resume)
         wrong = "--resume belongs to training; eval and predict read --checkpoint";
+    else if (t->command != CMD_TRAIN && a->overwrite)
+        wrong = "--overwrite belongs to training (eval and predict write no run)";
     else if (t->command != CMD_TRAIN && !a->checkpoint)
         wrong = t->command == CMD_EXPORT     ? "export needs --checkpoint CKPT (a model file weft-train saved)"
                 : t->command == CMD_QUANTIZE ? "quantize needs --checkpoint CKPT (the float32 model file to quantize)"
@@ -742,6 +876,8 @@ int main(int argc, char **argv)
         return parsed > 0 ? EXIT_OK : EXIT_BAD_CONFIG;
     const char *config_path = a.config, *resume_path = a.resume;
     t.data_section = a.data;
+    t.resume_path = a.resume;
+    t.overwrite_flag = a.overwrite;
     t.cfg = weft_config_load(config_path);
     if (t.cfg)
         apply_sets(t.cfg, argc, argv);
@@ -756,7 +892,6 @@ int main(int argc, char **argv)
         cleanup(&t);
         return exit_code_for(code);
     }
-    t.tty = isatty(STDOUT_FILENO);
     if (t.command != CMD_TRAIN) {
         rc = run_command(&t, &a);
         int code = weft_error_code();
@@ -775,9 +910,15 @@ int main(int argc, char **argv)
         cleanup(&t);
         return exit_code_for(code);
     }
+    if (train_runs_clear(&t, resume_path) != 0) {
+        int code = weft_error_code();
+        report_error(&t, NULL);
+        cleanup(&t);
+        return exit_code_for(code);
+    }
     if (t.rank == 0 && t.s.log_path && *t.s.log_path &&
         (train_make_parent_dirs(t.s.log_path) != 0 || !(t.log = train_log_open(t.s.log_path, resume_path != NULL, t.s.max_iters > 0,
-                                   t.sequence)))) {
+                                   train_unit(&t, true), t.ema != NULL)))) {
         int code = weft_error_code();
         report_error(&t, NULL);
         cleanup(&t);
@@ -789,9 +930,7 @@ int main(int argc, char **argv)
         cleanup(&t);
         return exit_code_for(code);
     }
-    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    train_signals_install();
     printf("weft-train: %s on %s, %lld parameters, %lld training samples\n", config_path,
            weft_device_str(t.device, (char[32]){0}, 32), (long long)weft_module_num_parameters(t.model),
            (long long)weft_dataset_length(t.train_set));
@@ -813,9 +952,9 @@ int main(int argc, char **argv)
     int code = weft_error_code();
     if (rc != 0)
         report_error(&t, NULL);
-    bool was_interrupted = train_interrupted;
+    int interrupted = train_signals_exit_code();
     cleanup(&t);
     if (rc != 0)
         return exit_code_for(code);
-    return was_interrupted ? EXIT_INTERRUPTED : EXIT_OK;
+    return interrupted;
 }

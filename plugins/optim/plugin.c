@@ -101,6 +101,20 @@ static int opt_set_lr(void *ctx, double lr)
     return 0;
 }
 
+/* OneCycleLR's momentum: Adam's betas[0], else momentum (PyTorch's use_beta1). */
+static double opt_get_momentum(void *ctx)
+{
+    const struct opt_ctx *c = ctx;
+    return c->kind == OPT_ADAM || c->kind == OPT_ADAMW ? c->h.beta1 : c->h.momentum;
+}
+
+static int opt_set_momentum(void *ctx, double momentum)
+{
+    struct opt_ctx *c = ctx;
+    *(c->kind == OPT_ADAM || c->kind == OPT_ADAMW ? &c->h.beta1 : &c->h.momentum) = momentum;
+    return 0;
+}
+
 /* ---- state dicts ------------------------------------------------------------------------ */
 
 static int set_hyper(struct weft_metadata *m, const char *name, double v)
@@ -268,6 +282,8 @@ static int opt_import(void *ctx, int n, weft_tensor *const *params,
         .set_lr = opt_set_lr,                                                                 \
         .state_export = opt_export,                                                           \
         .state_import = opt_import,                                                           \
+        .get_momentum = opt_get_momentum,                                                     \
+        .set_momentum = opt_set_momentum,                                                     \
     };
 OPT_TYPE(sgd_type, "sgd", "SGD with momentum, dampening, Nesterov and weight decay", sgd_create)
 OPT_TYPE(adam_type, "adam", "Adam (L2 weight decay, amsgrad)", adam_create)

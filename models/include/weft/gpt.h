@@ -96,7 +96,8 @@ weft_tensor *weft_gpt_forward_cached(weft_module *gpt, weft_gpt_cache *cache,
 /* ---- sampling (nanoGPT's generate()) ------------------------------------------------ */
 
 struct weft_gpt_sampling {
-    double temperature; /* > 0; the logits are divided by it (nanoGPT's default 1.0) */
+    double temperature; /* > 0: the logits are divided by it (nanoGPT's default 1.0); 0:
+                         * greedy, the argmax (the first of equals), no draw */
     int64_t top_k;      /* keep the k likeliest tokens (ties with the kth too); 0: all */
 };
 /* Called with each new token as it is drawn; a nonzero return stops the generation. */

@@ -278,6 +278,19 @@ int weft_module_swap(weft_module *a, weft_module *b);
 
 /* Runs forward (a new reference). */
 weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input);
+
+/* torch.nn.modules.module.register_module_forward_hook: hook(ctx, module, input, output)
+ * runs after the forward of every module called through weft_module_forward (output NULL
+ * when the forward failed), for tools such as a model summary (torchinfo records the
+ * output shapes of nested modules this way). While one is registered, Sequential runs
+ * every layer through weft_module_forward (it fuses Linear with a following ReLU or GELU
+ * otherwise), so each is seen, as in PyTorch. Global and not locked: register and remove
+ * where no forward runs on another thread. Returns a handle > 0 for
+ * weft_remove_module_forward_hook, or WEFT_ERR_VALUE (fn NULL, or 8 already registered). */
+typedef void (*weft_module_forward_hook)(void *ctx, weft_module *m, weft_tensor *input,
+                                         weft_tensor *output);
+int weft_register_module_forward_hook(weft_module_forward_hook fn, void *ctx);
+void weft_remove_module_forward_hook(int handle); /* an unknown handle is ignored */
 /* Sets training mode recursively (PyTorch's train()/eval()). */
 void weft_module_train(weft_module *m, bool training);
 bool weft_module_is_training(const weft_module *m);

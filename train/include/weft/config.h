@@ -85,10 +85,12 @@ int weft_config_check_unknown(const struct weft_config *cfg);
  * near miss of one asked for and absent ([dta] beside a missing [data], 'reder' beside a
  * missing 'reader'), the typo is the cause: the error becomes "config.ini: unknown
  * section [dta] (did you mean [data]?)" and its code is returned. Otherwise, when the
- * error is "config.ini: [section] key ..." about a value weft_config_set gave (or about
- * a section whose values it changed, naming no key of the file), it becomes "--set
- * section.key=v (set on the command line, over config.ini): [section] key ...". Otherwise
- * rc, error untouched. */
+ * error (a config, value, plugin or device error) is "config.ini: [section] key ..." (also
+ * after a prefix: "epoch 1, batch 6: config.ini: ...") about a value weft_config_set gave
+ * (or about a section whose values it changed, naming no key of the file, or naming a key
+ * of the file and mentioning one weft_config_set gave), it becomes "--set section.key=v
+ * (set on the command line, over config.ini): [section] key ...". Otherwise rc, error
+ * untouched. */
 int weft_config_explain_error(const struct weft_config *cfg, int rc);
 const char *weft_config_name(const struct weft_config *cfg);
 

@@ -90,6 +90,11 @@ struct weft_optimizer_type {
                         const struct weft_tensor_dict *d, const struct weft_metadata *m);
     /* Optional. NULL: the core calls weft_zero_grad() on every parameter. */
     int (*zero_grad)(void *ctx, int n, weft_tensor *const *params, bool set_to_none);
+    /* Optional, appended after zero_grad (read through WEFT_VTABLE_HAS). The momentum
+     * OneCycleLR cycles: SGD's and RMSprop's `momentum`, Adam's and AdamW's `betas[0]`
+     * (PyTorch's rule: betas when the optimizer has them). NULL: none to cycle. */
+    double (*get_momentum)(void *ctx);
+    int (*set_momentum)(void *ctx, double momentum);
 };
 
 typedef struct weft_optimizer weft_optimizer;
@@ -140,6 +145,12 @@ int weft_optimizer_zero_grad(weft_optimizer *opt, bool set_to_none);
 /* Group 0's lr (NAN for NULL); setting sets every group's (a scheduler's step). */
 double weft_optimizer_get_lr(const weft_optimizer *opt);
 int weft_optimizer_set_lr(weft_optimizer *opt, double lr);
+
+/* Group 0's momentum (struct weft_optimizer_type's get_momentum; NAN for a type without
+ * one); setting sets every group's (OneCycleLR's cycle_momentum). Setting fails with
+ * WEFT_ERR_CONFIG naming the type when it has none. */
+double weft_optimizer_get_momentum(const weft_optimizer *opt);
+int weft_optimizer_set_momentum(weft_optimizer *opt, double momentum);
 
 /* Adds the state to d (tensors) and m (metadata; may be NULL) as described above. */
 int weft_optimizer_state_export(const weft_optimizer *opt, struct weft_tensor_dict *d,
@@ -226,7 +237,8 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * Read from a config section:
  *
  *     [scheduler]
- *     type = cosine          ; none | step | multistep | cosine | warmup_cosine
+ *     type = cosine          ; none | step | multistep | cosine | warmup_cosine | plateau |
+ *                            ; onecycle
  *     T_max = 100            ; cosine; eta_min (0)
  *     lr_decay_iters = 5000  ; warmup_cosine; warmup_iters (0), min_lr (0)
  *     step_size = 30         ; step; gamma (0.1)
@@ -244,7 +256,22 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * main schedule then starts from e = 0 (SequentialLR(milestones=[w])). Creating sets the
  * optimizer's lr to the schedule at e = 0; the lr is every parameter group's (base is
  * group 0's). Call weft_scheduler_step() after each optimizer step (or epoch), as
- * PyTorch; weft-train steps warmup_cosine per optimizer step. */
+ * PyTorch; weft-train steps warmup_cosine per optimizer step.
+ *
+ * onecycle is OneCycleLR: max_lr (default: the optimizer's lr), total_steps or epochs and
+ * steps_per_epoch, pct_start (0.3), anneal_strategy (cos | linear), div_factor (25),
+ * final_div_factor (1e4), three_phase (false), cycle_momentum (true: the optimizer's
+ * momentum, Adam's beta1, goes from max_momentum 0.95 to base_momentum 0.85 and back),
+ * stepped per optimizer step; past total_steps a step fails with PyTorch's "Tried to step
+ * N times". Its warmup climbs to the cycle's first lr, max_lr/div_factor, with the
+ * cycle's first momentum, as SequentialLR([LinearLR, OneCycleLR], [w]) does.
+ *
+ * plateau is ReduceLROnPlateau: mode (min | max), factor (0.1), patience (10), threshold
+ * (1e-4), threshold_mode (rel | abs), cooldown (0), min_lr (0), eps (1e-8). It is stepped
+ * with a metric, weft_scheduler_step_metric() after each evaluation; weft_scheduler_step()
+ * only advances its warmup, and metrics that come during the warmup are not judged (the
+ * plateau starts from the base lr once the warmup is over). lr_at(e) past the warmup is
+ * the lr it holds now. Its state (best, bad epochs, cooldown, lr) is in the metadata. */
 typedef struct weft_scheduler weft_scheduler;
 
 /* options NULL: type none. */
@@ -252,10 +279,16 @@ weft_scheduler *weft_scheduler_create(weft_optimizer *opt, const weft_options *o
 void weft_scheduler_free(weft_scheduler *s); /* NULL is ignored */
 /* Advances e by one and sets the optimizer's lr. */
 int weft_scheduler_step(weft_scheduler *s);
+/* plateau: ReduceLROnPlateau.step(metric) (a NaN metric is never better). Other types:
+ * WEFT_ERR_VALUE. */
+int weft_scheduler_step_metric(weft_scheduler *s, double metric);
+/* Whether s is stepped with a metric (plateau). */
+bool weft_scheduler_wants_metric(const weft_scheduler *s);
 /* The lr the schedule gives at step e (no side effect). */
 double weft_scheduler_lr_at(const weft_scheduler *s, int64_t e);
 int64_t weft_scheduler_last_epoch(const weft_scheduler *s);
-/* Metadata "scheduler.last_epoch" and "scheduler.base_lr"; import sets e and the lr. */
+/* Metadata "scheduler.last_epoch" and "scheduler.base_lr" (plateau: "scheduler.plateau.*"
+ * too); import sets e and the lr (and onecycle's momentum). */
 int weft_scheduler_state_export(const weft_scheduler *s, struct weft_metadata *m);
 int weft_scheduler_state_import(weft_scheduler *s, const struct weft_metadata *m);
 
