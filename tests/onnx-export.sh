@@ -38,7 +38,7 @@ run_family() {
     config=$1 sets=$2 opset=$3 inputs=$4 output=$5
     shift 5
     # shellcheck disable=SC2086
-    "$train" "$config" $sets $steps --set train.checkpoint="$ckpt" --set train.log="$tmp/log.csv" \
+    "$train" "$config" --overwrite $sets $steps --set train.checkpoint="$ckpt" --set train.log="$tmp/log.csv" \
         >"$tmp/train.txt" 2>&1 || { cat "$tmp/train.txt"; fail "training failed"; }
     # shellcheck disable=SC2086
     "$train" export "$config" $sets --checkpoint "$ckpt" --out "$tmp/model.onnx" --opset "$opset" \

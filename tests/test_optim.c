@@ -1201,7 +1201,7 @@ Test(optim, onecycle_and_plateau_match_pytorch_fixtures)
             char type[16], ini[128];
             double lr, m;
             cr_assert_eq(sscanf(args, "%15s %lf %lf", type, &lr, &m), 3, "line %d", n);
-            snprintf(ini, sizeof ini, "[optim]\nlr = %.17g\n%s%.17g\n", lr,
+            snprintf(ini, sizeof ini, "[optimizer]\nlr = %.17g\n%s%.17g\n", lr,
                      strcmp(type, "sgd") ? "; " : "momentum = ", m);
             c.p = tu_tensor(1, (int64_t[]){3}, c.pv, WEFT_F64);
             cr_assert_eq(weft_requires_grad_(c.p, true), 0);
@@ -1248,7 +1248,7 @@ Test(optim, onecycle_and_plateau_config_errors)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\n", 1, &w);
     static const char *const bad[][2] = {
         {"[scheduler]\ntype = onecycle\n", "You must define either total_steps OR (epochs AND steps_per_epoch)"},
         {"[scheduler]\ntype = onecycle\ntotal_steps = 0\n", "Expected positive integer total_steps, but got 0"},
@@ -1288,7 +1288,7 @@ Test(optim, plateau_and_onecycle_state_round_trip)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\nmomentum = 0.9\n", 1, &w);
     static const char *const inis[] = {
         "[scheduler]\ntype = plateau\npatience = 0\nfactor = 0.5\ncooldown = 1\n",
         "[scheduler]\ntype = onecycle\ntotal_steps = 10\nmax_lr = 1\n",

@@ -1129,7 +1129,7 @@ Test(plugin, weft_info_lists_every_module_type)
         "    linear               built in (libweft-nn)\n",
         "    lstm                 built in (libweft-nn)\n",
         "    gpt                  built in (libweft-models)\n",
-        "    sparse_linear        weft-train's own\n",
+        "    sparse_linear        from plugin sparse\n",
         "  optimizer  optimizer types ([optimizer] type = names them)\n",
     };
     for (size_t i = 0; i < sizeof listed / sizeof *listed; i++)

@@ -149,7 +149,7 @@ sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())
 metrics_job() {
     port=$(free_pair)
     # mpirun itself in the background (not mpi2's subshell): $! is the pid to end it by.
-    mpirun --oversubscribe --bind-to none -np 2 "$train" "$tmp/blobs.ini" \
+    mpirun --oversubscribe --bind-to none -np 2 "$train" "$tmp/blobs.ini" --overwrite \
         --set train.max_iters=100000000 --set train.eval_interval=0 \
         --set train.log_interval=100000 --set "train.checkpoint=$tmp/metrics.safetensors" \
         --set "train.metrics=127.0.0.1:$port" --set "train.metrics_all_ranks=$1" \
