@@ -30,6 +30,8 @@ def run(train, plugins, config, steps, inject, tmp):
     env.pop("WEFT_BENCH_INJECT", None)
     if inject:
         env["WEFT_BENCH_INJECT"] = inject
+    # a fresh folder per run: weft-train refuses to write over an earlier run's files
+    tmp = tempfile.mkdtemp(dir=tmp)
     prof = os.path.join(tmp, "prof")
     log = os.path.join(tmp, "log.csv")
     args = [train, os.path.join(ROOT, "configs", config + ".ini"),
@@ -42,7 +44,7 @@ def run(train, plugins, config, steps, inject, tmp):
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         sys.exit(f"bench-check: {config}: weft-train failed:\n{out.stdout}\n{out.stderr}")
-    m = re.search(r"^step \d+/\d+ .*?([0-9.]+) (?:img|tok)/s", out.stdout, re.M)
+    m = re.search(r"^step \d+/\d+ .*?([0-9.]+) (?:img|tok|samples)/s", out.stdout, re.M)
     rows = open(log).read().splitlines()
     peak = int(rows[-1].split(",")[-1])
     ops, copies = {}, 0
