@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_internal.h"
 #include "internal.h"
 #include "layer_state.h"
 #include "weft/nn.h"
@@ -677,6 +678,7 @@ __attribute__((constructor)) static void register_builtin_layers(void)
         &batch_norm2d_type,  &layer_norm_type,  &embedding_type,    &dropout_type,
         &flatten_type,       &relu_type,        &gelu_type,         &tanh_type,
         &sigmoid_type,       &leaky_relu_type,  &softmax_type,      &log_softmax_type,
+        nn_merge_types[0],   nn_merge_types[1], nn_merge_types[2],  nn_merge_types[3],
     };
     weft_register_all((int)(sizeof types / sizeof *types), types);
 }
