@@ -214,6 +214,11 @@ static int setup(struct trainer *t)
     for (int i = 0; i < t->nparams; i++)
         if (weft_requires_grad(t->params[i].tensor))
             t->param_tensors[trainable++] = t->params[i].tensor;
+    if (trainable == 0 && t->nparams > 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: optimizer got an empty parameter list: "
+                                               "every parameter of the model is frozen "
+                                               "([train] freeze, [layer.*] requires_grad)",
+                              weft_config_name(cfg));
     t->nparams = trainable;
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
                                          weft_config_options(cfg, "optimizer"))))
