@@ -1,7 +1,11 @@
 /* tests/test_graph.c: models that are not a chain (weft/graph.h, `[model] type = graph`):
  * the joining layers' values, their gradients against finite differences in float64, a
  * residual block whose in-place add and ReLU give the values and gradients of the plain
- * out-of-place forward, and the errors that name the layer whose inputs do not fit. */
+ * out-of-place forward, the errors that name the layer whose inputs do not fit, and
+ * configs/mnist-resnet.ini against PyTorch: its state_dict has the
+ * names, shapes and order of scripts/mnist_resnet_torch.py's MnistResNet, and with that
+ * model's weights it computes PyTorch's logits, loss and gradients
+ * (tests/fixtures/mnist-resnet.safetensors, written by scripts/make-resnet-fixture.py). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -344,4 +348,132 @@ Test(graph, an_ini_graphs_wiring_mistakes_name_the_section)
                  "[layer.res] inputs: the layers of a sequential model read the layer before "
                  "them; for layers that name their inputs set [model] type = graph");
     config_fails(GRAPH "[layer.cat]\ntype = concat\ndim = 9\n", "[layer.cat] dim");
+}
+
+/* ---- configs/mnist-resnet.ini against PyTorch ------------------------------------------ */
+
+struct fixture {
+    struct weft_tensor_dict *d;
+    struct weft_metadata *meta;
+};
+
+static struct fixture load_fixture(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/mnist-resnet.safetensors",
+             getenv("WEFT_TEST_SOURCE_DIR"));
+    struct fixture f = {0};
+    cr_assert_eq(weft_safetensors_load(path, WEFT_CPU, &f.d, &f.meta), 0, "%s",
+                 weft_error_message());
+    return f;
+}
+
+static weft_tensor *get(const struct fixture *f, const char *prefix, const char *name)
+{
+    char key[200];
+    snprintf(key, sizeof key, "%s%s", prefix, name);
+    weft_tensor *t = weft_tensor_dict_get(f->d, key);
+    cr_assert_not_null(t, "the fixture has no '%s'", key);
+    return t;
+}
+
+static weft_module *shipped_resnet(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/mnist-resnet.ini", getenv("WEFT_SOURCE_ROOT"));
+    struct weft_config *cfg = weft_config_load(path);
+    cr_assert_not_null(cfg, "%s", weft_error_message());
+    weft_module *m = weft_model_from_config(cfg);
+    cr_assert_not_null(m, "%s", weft_error_message());
+    weft_config_free(cfg);
+    return m;
+}
+
+static void assert_close(const char *what, const weft_tensor *got, const weft_tensor *want,
+                         double rtol, double atol)
+{
+    int64_t n = weft_tensor_numel(want);
+    cr_assert_eq(weft_tensor_numel(got), n, "%s: %lld values, expected %lld", what,
+                 (long long)weft_tensor_numel(got), (long long)n);
+    double *a, *b;
+    read_all(got, &a);
+    read_all(want, &b);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i]), "%s[%lld]: weft %.9g, torch %.9g",
+                  what, (long long)i, a[i], b[i]);
+    free(a);
+    free(b);
+}
+
+Test(graph, mnist_resnet_has_the_torch_models_state_dict_names_shapes_and_order)
+{
+    struct fixture f = load_fixture();
+    weft_module *m = shipped_resnet();
+    struct weft_tensor_dict *sd = weft_module_state_dict(m);
+    size_t k = 0;
+    for (size_t i = 0; i < weft_tensor_dict_len(f.d); i++) {
+        const char *key = weft_tensor_dict_name(f.d, i);
+        if (strncmp(key, "model.", 6) != 0)
+            continue;
+        cr_assert_lt(k, weft_tensor_dict_len(sd), "torch has more entries than weft");
+        cr_assert_str_eq(weft_tensor_dict_name(sd, k), key + 6, "entry %zu", k);
+        const weft_tensor *a = weft_tensor_dict_at(sd, k), *b = weft_tensor_dict_at(f.d, i);
+        cr_assert_eq(a->ndim, b->ndim, "%s", key);
+        for (int d = 0; d < a->ndim; d++)
+            cr_assert_eq(a->shape[d], b->shape[d], "%s dim %d", key, d);
+        k++;
+    }
+    cr_assert_eq(k, weft_tensor_dict_len(sd), "weft has entries torch does not");
+    weft_tensor_dict_free(sd);
+    weft_module_free(m);
+    weft_tensor_dict_free(f.d);
+    weft_metadata_free(f.meta);
+}
+
+/* The fixture's weights (float32 values, with running statistics of their own) loaded into
+ * the shipped config's model in float64; PyTorch's answers were computed in float64. */
+Test(graph, mnist_resnet_computes_pytorchs_logits_loss_and_gradients)
+{
+    struct fixture f = load_fixture();
+    weft_module *m = shipped_resnet();
+    cr_assert_eq(weft_module_to(m, WEFT_CPU, WEFT_F64), 0);
+    struct weft_tensor_dict *sd = weft_tensor_dict_new();
+    for (size_t i = 0; i < weft_tensor_dict_len(f.d); i++) {
+        const char *key = weft_tensor_dict_name(f.d, i);
+        if (strncmp(key, "model.", 6) == 0)
+            cr_assert_eq(weft_tensor_dict_add(sd, key + 6, weft_tensor_dict_at(f.d, i)), 0);
+    }
+    cr_assert_eq(weft_module_load_state_dict(m, sd, true), 0, "%s", weft_error_message());
+    weft_tensor_dict_free(sd);
+    weft_scope_push();
+    weft_tensor *x = get(&f, "", "x"), *y = get(&f, "", "y");
+    weft_module_train(m, false);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *eval = weft_module_forward(m, x);
+    weft_grad_mode_restore(prev);
+    cr_assert_not_null(eval, "%s", weft_error_message());
+    assert_close("eval logits", eval, get(&f, "", "logits_eval"), 1e-9, 1e-11);
+    weft_module_train(m, true);
+    weft_tensor *logits = weft_module_forward(m, x);
+    cr_assert_not_null(logits, "%s", weft_error_message());
+    assert_close("train logits", logits, get(&f, "", "logits"), 1e-9, 1e-11);
+    weft_tensor *loss = weft_cross_entropy(logits, y, NULL);
+    assert_close("loss", loss, get(&f, "", "loss"), 1e-9, 1e-12);
+    cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+    struct weft_named_tensor *p = NULL;
+    int n = weft_module_named_parameters(m, &p);
+    for (int i = 0; i < n; i++)
+        assert_close(p[i].name, weft_grad(p[i].tensor), get(&f, "grad.", p[i].name), 1e-8,
+                     1e-11);
+    /* the running statistics after that training forward, BatchNorm's momentum update */
+    struct weft_named_tensor *b = NULL;
+    int nb = weft_module_named_buffers(m, &b);
+    for (int i = 0; i < nb; i++)
+        assert_close(b[i].name, b[i].tensor, get(&f, "after.", b[i].name), 1e-9, 1e-12);
+    free(p);
+    free(b);
+    weft_scope_pop();
+    weft_module_free(m);
+    weft_tensor_dict_free(f.d);
+    weft_metadata_free(f.meta);
 }
