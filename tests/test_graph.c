@@ -17,7 +17,21 @@
 #include <weft/model.h>
 #include <weft/testkit.h>
 
-TestSuite(graph, .init = tu_setup, .fini = tu_teardown);
+/* A scope around each test: the tensors a safetensors load or a state_dict returns are
+ * autoreleased into it. */
+static void setup(void)
+{
+    tu_setup();
+    weft_scope_push();
+}
+
+static void teardown(void)
+{
+    weft_scope_pop();
+    tu_teardown();
+}
+
+TestSuite(graph, .init = setup, .fini = teardown);
 
 static weft_tensor *values(int ndim, const int64_t *shape, uint64_t seed)
 {
