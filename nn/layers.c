@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_internal.h"
 #include "internal.h"
 #include "layer_state.h"
 #include "weft/nn.h"

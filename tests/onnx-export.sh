@@ -5,7 +5,7 @@
 # on N random inputs per shape against weft's forward (weft-train export --check N): batch
 # 1 and 7, and for text models sequence lengths 1, 17 and block_size, within 1e-4.
 #   usage: onnx-export.sh BUILD_DIR SOURCE_ROOT FAMILY N
-# FAMILY: mlp cnn cnn_bn layers lstm gru rnn gpt gpt_opset20 sparse plugin.
+# FAMILY: mlp cnn cnn_bn resnet layers lstm gru rnn gpt gpt_opset20 sparse plugin.
 # Exit 77 (skipped) where python3 has no onnx module or node has no onnxruntime-node
 # (`make onnx-deps` installs both).
 set -eu
@@ -79,6 +79,15 @@ cnn_bn)
     # folded: one Conv per Conv+BatchNorm, the same outputs
     no_op=BatchNormalization
     run_family "$root/tests/onnx/mnist-cnn-bn.ini" "" 17 "input:batch,1,28,28" "output:batch,10" \
+        --fold-batchnorm ;;
+resnet)
+    # a graph model: the residual adds as Add nodes over two branches, BatchNorm unfolded,
+    # then folded into the convolutions
+    run_family "$c/mnist-resnet.ini" "" 17 "input:batch,1,28,28" "output:batch,10"
+    expect_shapes "batch 1" "batch 7"
+    grep -q "b1_add" "$tmp/model.onnx" || fail "no node named after the residual add"
+    no_op=BatchNormalization
+    run_family "$c/mnist-resnet.ini" "" 17 "input:batch,1,28,28" "output:batch,10" \
         --fold-batchnorm ;;
 layers)
     run_family "$root/tests/onnx/layers.ini" "" 17 "input:batch,1,28,28" "output:batch,10"

@@ -435,6 +435,116 @@ Test(plugin_host, a_bad_cpu_wait_policy_is_refused_with_the_choices)
     weft_options_free(o);
 }
 
+/* The cpu plugin's default wait: a bounded spin (GOMP_SPINCOUNT), then sleep. The manifest
+ * sets the count before libgomp loads, unless a wait policy is set: by [cpu] wait_policy
+ * (an earlier line of the manifest) or by the user's environment. */
+static void load_cpu_with(const char *key, const char *value, const char *key2,
+                          const char *value2)
+{
+    weft_options *o = weft_options_new("cpu", "host.ini");
+    if (key)
+        cr_assert_eq(weft_options_set(o, key, value), 0);
+    if (key2)
+        cr_assert_eq(weft_options_set(o, key2, value2), 0);
+    weft_plugin_set_options_source(cpu_options, o);
+    cr_assert_not_null(weft_backend_get(WEFT_DEVICE_CPU), "%s", weft_error_message());
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}
+
+Test(plugin_host, the_cpu_plugins_default_wait_is_a_bounded_spin)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with(NULL, NULL, NULL, NULL);
+    cr_assert_null(getenv("OMP_WAIT_POLICY"));
+    cr_assert_not_null(getenv("GOMP_SPINCOUNT"), "no spin bound set");
+    cr_assert_str_eq(getenv("GOMP_SPINCOUNT"), "20000");
+}
+
+Test(plugin_host, cpu_spin_count_sets_the_bound)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with("spin_count", "5000", NULL, NULL);
+    cr_assert_str_eq(getenv("GOMP_SPINCOUNT"), "5000");
+}
+
+Test(plugin_host, cpu_spin_count_default_leaves_libgomps_own)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with("spin_count", "default", NULL, NULL);
+    cr_assert_null(getenv("GOMP_SPINCOUNT"), "GOMP_SPINCOUNT=%s", getenv("GOMP_SPINCOUNT"));
+}
+
+Test(plugin_host, a_wait_policy_from_the_config_leaves_the_spin_unbounded_by_weft)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with("wait_policy", "passive", NULL, NULL);
+    cr_assert_str_eq(getenv("OMP_WAIT_POLICY"), "passive");
+    cr_assert_null(getenv("GOMP_SPINCOUNT"), "GOMP_SPINCOUNT=%s would override passive",
+                   getenv("GOMP_SPINCOUNT"));
+}
+
+Test(plugin_host, a_wait_policy_from_the_environment_leaves_the_spin_alone)
+{
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with(NULL, NULL, NULL, NULL);
+    cr_assert_null(getenv("GOMP_SPINCOUNT"), "GOMP_SPINCOUNT=%s would override PASSIVE",
+                   getenv("GOMP_SPINCOUNT"));
+}
+
+Test(plugin_host, a_spin_count_in_the_environment_wins)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    setenv("GOMP_SPINCOUNT", "123", 1);
+    load_cpu_with("spin_count", "5000", NULL, NULL);
+    cr_assert_str_eq(getenv("GOMP_SPINCOUNT"), "123");
+}
+
+static void cpu_option_fails(const char *key, const char *value, const char *key2,
+                             const char *value2, const char *text)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    weft_options *o = weft_options_new("cpu", "host.ini");
+    cr_assert_eq(weft_options_set(o, key, value), 0);
+    if (key2)
+        cr_assert_eq(weft_options_set(o, key2, value2), 0);
+    weft_plugin_set_options_source(cpu_options, o);
+    cr_assert_null(weft_backend_get(WEFT_DEVICE_CPU));
+    tu_assert_error(WEFT_ERR_PLUGIN, text);
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}
+
+Test(plugin_host, a_bad_cpu_spin_count_is_refused_naming_the_key)
+{
+    cpu_option_fails("spin_count", "lots", NULL, NULL,
+                     "host.ini: [cpu] spin_count = 'lots': expected a number of spins from 0 "
+                     "to 10^12, 'infinite' or 'default' (libgomp's own)");
+}
+
+Test(plugin_host, a_spin_count_with_a_wait_policy_is_refused)
+{
+    cpu_option_fails("wait_policy", "passive", "spin_count", "100",
+                     "host.ini: [cpu] spin_count = '100': a spin count bounds the spin of "
+                     "wait_policy = default, not of wait_policy = passive: set one of the two");
+}
+
+Test(plugin, a_manifest_env_line_with_an_unknown_ending_is_refused_naming_the_line)
+{
+    unsetenv("WEFT_FIXTURE_BADENV");
+    cr_assert_lt(weft_plugin_load(fixture("fixture-badenv")), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "plugin fixture-badenv: manifest line 2: expected 'env "
+                                      "VARIABLE KEY DEFAULT [unless VARIABLE2]'",
+                     "weft-fixture-badenv.so");
+    cr_assert_null(getenv("WEFT_FIXTURE_BADENV"), "nothing was set");
+}
+
 Test(plugin, loading_twice_is_a_no_op)
 {
     weft_plugin_path_add(fixtures_dir());

@@ -164,6 +164,7 @@ struct train_summary_row {
     int ndim;
     int64_t shape[8];
     int64_t params, bytes; /* bytes of the output for one sample */
+    char inputs[160];      /* a graph model's layer: the values it reads ("bn2, input") */
 };
 struct train_summary {
     struct train_summary_row *rows;

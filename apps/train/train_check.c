@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "train.h"
+#include "weft/graph.h"
 
 int train_make_parent_dirs(const char *path)
 {
@@ -260,8 +261,56 @@ static int add_children(struct train_summary *sum, const struct seen *seen, cons
     return 0;
 }
 
-/* The model's forward on x, layer by layer for a sequential model, so that an error
- * names its section; *last_section the section of the last layer (or "model"). */
+/* A graph model's layers as forward_named walks them: each recorded in the summary with
+ * what it reads; the one that fails named with its inputs' shapes. */
+struct graph_walk {
+    struct trainer *t;
+    const char *data;
+    bool record;
+    char section[128]; /* of the last layer run */
+};
+
+static int graph_visit(void *ctx, int i, int n, weft_tensor *const *in, weft_tensor *out)
+{
+    struct graph_walk *w = ctx;
+    weft_module *model = w->t->model;
+    int which[64];
+    int k = weft_nn_graph_layer_inputs(model, i, which, 64);
+    char inputs[512] = "", shapes[1024] = "", shape[128];
+    size_t a = 0, b = 0;
+    for (int j = 0; j < n && j < k; j++) {
+        const char *name = which[j] < 0 ? WEFT_GRAPH_INPUT : weft_module_child_name(model, which[j]);
+        a += (size_t)snprintf(inputs + (a < sizeof inputs ? a : sizeof inputs),
+                              a < sizeof inputs ? sizeof inputs - a : 0, "%s%s", j ? ", " : "",
+                              name);
+        b += (size_t)snprintf(shapes + (b < sizeof shapes ? b : sizeof shapes),
+                              b < sizeof shapes ? sizeof shapes - b : 0, "%s%s %s",
+                              j ? ", " : "", name, shape_str(in[j], shape, sizeof shape));
+    }
+    weft_module *layer = weft_module_child_at(model, i);
+    snprintf(w->section, sizeof w->section, "layer.%s", weft_module_child_name(model, i));
+    if (!out) {
+        char prefix[1600], doing[256];
+        snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input%s, %s for one "
+                                        "sample of [%s]",
+                 weft_config_name(w->t->cfg), w->section, weft_module_type_name(layer),
+                 n > 1 ? "s" : "", shapes, w->data);
+        snprintf(doing, sizeof doing, "[%s] (%s) on one sample of [%s]", w->section,
+                 weft_module_type_name(layer), w->data);
+        blame(prefix, doing);
+        return 1;
+    }
+    if (!w->record)
+        return 0;
+    if (train_summary_add(&w->t->summary, w->section, layer, out) != 0)
+        return 1;
+    struct train_summary_row *row = &w->t->summary.rows[w->t->summary.count - 1];
+    snprintf(row->inputs, sizeof row->inputs, "%s", inputs);
+    return 0;
+}
+
+/* The model's forward on x, layer by layer for a sequential or graph model, so that an
+ * error names its section; *last_section the section of the last layer (or "model"). */
 static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char *data,
                                   bool record, const char **last_section)
 {
@@ -269,6 +318,13 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
     const char *file = weft_config_name(cfg);
     char shape[128], prefix[512];
     *last_section = "model";
+    if (weft_nn_is_graph(t->model)) {
+        static struct graph_walk w; /* *last_section points into it */
+        w = (struct graph_walk){.t = t, .data = data, .record = record};
+        weft_tensor *y = weft_nn_graph_forward_each(t->model, x, graph_visit, &w, NULL);
+        *last_section = w.section;
+        return y;
+    }
     if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
         struct seen seen = {.n = 0};
         int hook = record ? weft_register_module_forward_hook(record_output, &seen) : 0;
@@ -323,8 +379,26 @@ int train_blame_layer(struct trainer *t, weft_tensor *x)
     char first[1536];
     snprintf(first, sizeof first, "%s", weft_error_message());
     /* out of memory is its own cause: running the layers again would only allocate more */
-    if (code == WEFT_OK || code == WEFT_ERR_OUT_OF_MEMORY || strncmp(first, "[layer.", 7) == 0 ||
-        strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
+    if (code == WEFT_OK || code == WEFT_ERR_OUT_OF_MEMORY || strncmp(first, "[layer.", 7) == 0)
+        return code;
+    if (weft_nn_is_graph(t->model)) {
+        /* the graph's own message names the layer and its inputs: say it as a section */
+        int failed = -1;
+        weft_error_clear();
+        weft_scope_push();
+        weft_nn_graph_forward_each(t->model, x, NULL, NULL, &failed);
+        weft_scope_pop();
+        weft_error_clear();
+        if (failed < 0)
+            return weft_error_set(code, "%s", first);
+        const char *name = weft_module_child_name(t->model, failed);
+        char own[160];
+        snprintf(own, sizeof own, "layer '%s' ", name);
+        size_t n = strlen(own);
+        return weft_error_set(code, "[layer.%s] %s", name,
+                              strncmp(first, own, n) == 0 ? first + n : first);
+    }
+    if (strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
         return code;
     weft_error_clear();
     const char *sec = NULL;

@@ -104,15 +104,27 @@ int train_summary_print(const struct train_summary *s, const weft_module *model,
     for (int i = 0; i < s->count; i++)
         act_bytes += (double)s->rows[i].bytes * (double)batch;
     char buf[160], num[32];
+    /* A graph model's layers say what they read, as Keras's "Connected to" column. */
+    bool graph = false;
+    for (int i = 0; i < s->count; i++)
+        graph = graph || s->rows[i].inputs[0];
     rule(f, '=');
-    fprintf(f, "%-40s %-30s %s\n", "Layer (type)", "Output Shape", "Param #");
+    if (graph)
+        fprintf(f, "%-40s %-30s %-10s %s\n", "Layer (type)", "Output Shape", "Param #",
+                "Connected to");
+    else
+        fprintf(f, "%-40s %-30s %s\n", "Layer (type)", "Output Shape", "Param #");
     rule(f, '=');
     for (int i = 0; i < s->count; i++) {
         const struct train_summary_row *r = &s->rows[i];
         char label[160];
         snprintf(label, sizeof label, "%s (%s)", r->name, r->type);
-        fprintf(f, "%-40s %-30s %s\n", label, shape_of(r, batch, buf, sizeof buf),
-                r->params ? grouped(r->params, num, sizeof num) : "--");
+        const char *params = r->params ? grouped(r->params, num, sizeof num) : "--";
+        if (graph)
+            fprintf(f, "%-40s %-30s %-10s %s\n", label, shape_of(r, batch, buf, sizeof buf),
+                    params, r->inputs);
+        else
+            fprintf(f, "%-40s %-30s %s\n", label, shape_of(r, batch, buf, sizeof buf), params);
     }
     rule(f, '=');
     fprintf(f, "Total params: %s\n", grouped(total, num, sizeof num));

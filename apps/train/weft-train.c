@@ -278,8 +278,19 @@ static int setup(struct trainer *t)
     if (!t->param_tensors)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory for the list of %d "
                                                       "parameters", t->nparams);
+    /* The optimizer (and gradient clipping) get the trainable parameters alone, as a
+     * script's optim.SGD(p for p in model.parameters() if p.requires_grad): a frozen one
+     * ([layer.*] requires_grad = false, [train] freeze) has no state to keep or save. */
+    int trainable = 0;
     for (int i = 0; i < t->nparams; i++)
-        t->param_tensors[i] = t->params[i].tensor;
+        if (weft_requires_grad(t->params[i].tensor))
+            t->param_tensors[trainable++] = t->params[i].tensor;
+    if (trainable == 0 && t->nparams > 0)
+        return weft_error_set(WEFT_ERR_CONFIG, "%s: optimizer got an empty parameter list: "
+                                               "every parameter of the model is frozen "
+                                               "([train] freeze, [layer.*] requires_grad)",
+                              weft_config_name(cfg));
+    t->nparams = trainable;
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
                                          weft_config_options(cfg, "optimizer"))))
         return weft_error_code();

@@ -158,6 +158,17 @@ enum cpu_simd cpu_simd_level(void);
 void cpu_simd_limit(enum cpu_simd widest);
 
 /* ---- threads -------------------------------------------------------------------------- */
+/* How many times an idle OpenMP thread spins (libgomp's GOMP_SPINCOUNT, one PAUSE each)
+ * before it sleeps, by default ([cpu] spin_count): a string, for the manifest. Chosen from
+ * the gaps between parallel regions (bench/omp-gaps.sh, in the opening thread's CPU time,
+ * so a busy machine does not lengthen them): 20000 spins (0.29-0.36 ms on the Xeon it was
+ * measured on, a PAUSE taking 15-18 ns) outlast 99.6-99.97% of the gaps in the training
+ * loops of the MLP, CNN, CNN+BN, ResNet, LSTM and GPT configs and in weft-generate, so a
+ * quiet machine's workers almost never sleep (10000 left up to 3.8% of the gaps to a
+ * wake-up, 5000 up to 37%); yet a thread waiting for one that is off its core gives the
+ * core up after a fraction of a millisecond, not after libgomp's 300000 spins (4.4-5.7 ms
+ * there). plugin.c's manifest says more. */
+#define CPU_SPIN_COUNT "20000"
 int cpu_num_threads(void);
 /* Below this many elements a loop runs on the calling thread: waking the pool costs
  * more than the work. */

@@ -1,5 +1,7 @@
 /* plugins/cpu/plugin.c: the CPU plugin's descriptor, device backend and set-up. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -151,9 +153,33 @@ static int cpu_probe(char *why, size_t why_size)
     return 0;
 }
 
-/* [cpu] options. wait_policy reached libgomp before this plugin loaded (the manifest's
- * env line: libgomp reads OMP_WAIT_POLICY once, when it loads); reading it here checks
- * its value. */
+/* spin_count: a number of spins, "infinite"/"infinity", or "default" (libgomp's own), for
+ * wait_policy = default alone: passive sleeps at once and active spins without end, and
+ * libgomp would let the count override either (the manifest does not set it then). */
+static int check_spin_count(const weft_options *o, int policy)
+{
+    static const char *const policies[] = {"default", "passive", "active"};
+    const char *v = weft_options_string(o, "spin_count", CPU_SPIN_COUNT);
+    if (policy != 0 && weft_options_has(o, "spin_count"))
+        return weft_options_bad_value(o, "spin_count", "a spin count bounds the spin of "
+                                                       "wait_policy = default, not of "
+                                                       "wait_policy = %s: set one of the two",
+                                      policies[policy]);
+    if (!strcmp(v, "default") || !strcmp(v, "infinite") || !strcmp(v, "infinity"))
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-' || n > 1000000000000ull)
+        return weft_options_bad_value(o, "spin_count", "expected a number of spins from 0 to "
+                                                       "10^12, 'infinite' or 'default' "
+                                                       "(libgomp's own)");
+    return 0;
+}
+
+/* [cpu] options. wait_policy and spin_count reached libgomp before this plugin loaded
+ * (the manifest's env lines: libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when
+ * it loads); reading them here checks their values. */
 static int read_options(const weft_options *o)
 {
     static const char *const wait_policies[] = {"default", "passive", "active", NULL};
@@ -171,6 +197,7 @@ static int read_options(const weft_options *o)
     bool gemm_report;
     int64_t n;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
+        check_spin_count(o, policy) < 0 ||
         weft_options_int_range(o, "threads", 0, 0, 4096, &n) < 0 ||
         /* A fixed provider by default, not auto: auto's per-run choice would break exact
          * resume (a resumed run times its shapes again and may pick another provider,
@@ -279,16 +306,27 @@ static void cpu_fini(void)
     cpu_empty_cache(0);
 }
 
-/* wait_policy: what an idle OpenMP thread does. libgomp's default (spin about 3 ms, then
- * sleep), which PyTorch runs with too, measured best on a quiet machine: the MNIST MLP
- * on 2 cores at 80-90k images/s against 21-47k passive (threads asleep between the many
- * short parallel regions of a step, woken through the kernel each time). With another
- * process busy on one of the cores the order turns: passive 41-59k, spinning 13-27k
- * (a thread spins while the one it waits for is off the core). So: default here,
- * passive where the machine is shared (the test suites run passive). A value the
- * environment already has wins. */
+/* What an idle OpenMP thread does. Between two parallel regions libgomp's workers spin
+ * GOMP_SPINCOUNT times (a PAUSE each), then sleep in futex_wait until the next region
+ * wakes them. Its own default, 300000 spins, assumes 10 ns a PAUSE ("about 3 ms"); PAUSE
+ * takes 15-18 ns on the Xeon this was measured on and up to 140 cycles on others, so
+ * 4-20 ms. PyTorch runs with it. On a quiet machine that is best: a training step is
+ * tens to hundreds of short regions, and a sleeping worker costs each one a wake-up
+ * through the kernel (`passive`, no spin, made the MNIST CNN 44% slower: 19.4k against
+ * 34.8k images/s, about 50 us a region). When another process is busy on the cores it
+ * collapses: a thread spins for milliseconds, a whole scheduler slice, while the thread
+ * it waits for is off its core (the CNN at 460-640 images/s against 7,200-8,100
+ * passive).
+ * So the default wait is a bounded spin, then sleep: GOMP_SPINCOUNT = CPU_SPIN_COUNT
+ * (cpu.h: long enough for 99.6% or more of the gaps between regions of each shipped
+ * workload measured, so quiet speed stays; 15 times shorter than libgomp's). It is set unless
+ * OMP_WAIT_POLICY is (wait_policy = passive or active, or the user's environment: libgomp
+ * lets GOMP_SPINCOUNT override the policy's own spin), and a value the environment
+ * already has wins. bench/contention.sh measures it (quiet, beside a busy process, two
+ * trainings at once, against PyTorch; --spin sweeps other counts). */
 WEFT_PLUGIN_MANIFEST("provides backend:cpu\n"
-                     "env OMP_WAIT_POLICY wait_policy default\n");
+                     "env OMP_WAIT_POLICY wait_policy default\n"
+                     "env GOMP_SPINCOUNT spin_count " CPU_SPIN_COUNT " unless OMP_WAIT_POLICY\n");
 
 static const struct weft_plugin cpu_plugin = {
     .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "cpu", struct weft_plugin),
