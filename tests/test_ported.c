@@ -152,3 +152,28 @@ Test(ported, random_like_functions_keep_shape_dtype_and_layout)
     tu_assert_error(WEFT_ERR_NOT_IMPLEMENTED, "check_uniform_bounds");
     weft_scope_pop();
 }
+
+/* detach_ takes the tensor itself out of the graph: no grad_fn, no longer requiring grad,
+ * the same storage; a tracked view refuses, as in PyTorch. */
+Test(ported, detach_in_place_leaves_the_graph)
+{
+    weft_scope_push();
+    weft_tensor *x = leaf(2, 3, 1);
+    weft_tensor *y = weft_mul_scalar(x, 2);
+    cr_assert(weft_grad_fn_name(y));
+    void *data = weft_tensor_data(y);
+    cr_assert_eq(weft_detach_(y), 0, "%s", weft_error_message());
+    cr_expect_null(weft_grad_fn_name(y));
+    cr_expect(!weft_requires_grad(y));
+    cr_expect_eq(weft_tensor_data(y), data);
+    cr_expect_lt(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0);
+    weft_error_clear();
+    weft_tensor *v = weft_select(weft_mul_scalar(x, 3), 0, 1);
+    cr_expect_lt(weft_detach_(v), 0);
+    tu_assert_error(WEFT_ERR_RUNTIME, "Can't detach views in-place");
+    /* a leaf keeps its .grad */
+    cr_assert_eq(weft_backward(weft_sum(weft_mul_scalar(x, 2), 0, NULL, false), NULL, false), 0);
+    cr_assert_eq(weft_detach_(x), 0);
+    cr_expect(!weft_requires_grad(x) && weft_grad(x));
+    weft_scope_pop();
+}
