@@ -1344,3 +1344,34 @@ out:
     weft_grad_mode_restore(prev);
     return rc;
 }
+
+/* ---- Tensor.detach_ ------------------------------------------------------------------------ */
+
+int weft_detach_(weft_tensor *t)
+{
+    if (!t)
+        return WEFT_ERR_VALUE;
+    struct weft_autograd_meta *m = t->autograd;
+    if (!m)
+        return 0;
+    /* PyTorch refuses a view that autograd tracks: its base's history would still flow
+     * into it through CopySlices */
+    if (m->base)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Can't detach views in-place. Use detach() instead. If you are "
+                              "using DistributedDataParallel (DDP) for training, and "
+                              "gradient_as_bucket_view is set as True, gradients are views of "
+                              "DDP buckets, and hence detach_() cannot be called on these "
+                              "gradients. To fix this error, please refer to the "
+                              "Optimizer.zero_grad() function in torch/optim/optimizer.py as the "
+                              "solution.");
+    if (m->retains_grad && m->grad_fn && m->grad_fn->retained &&
+        m->grad_fn->retained[m->output_nr] == t)
+        m->grad_fn->retained[m->output_nr] = NULL;
+    node_release(m->grad_fn);
+    m->grad_fn = NULL;
+    m->requires_grad = false;
+    m->retains_grad = false;
+    m->output_nr = 0;
+    return 0;
+}

@@ -699,7 +699,8 @@ static int embedding_dense_backward_op(void)
     return nn_named_op(&cached, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
 }
 
-/* Saved: 0 the indices as a contiguous int64 [N]. The weight's gradient is the output's
+/* Saved: 0 the indices as a contiguous int64 [N]; ints[0] padding_idx's row, or -1. The
+ * weight's gradient is the output's
  * gradient [N, D] index-added into zeros [num_weights, D]: one embedding_dense_backward
  * pass where the backend has it, else scatter_add along dim 0 (PyTorch's
  * embedding_dense_backward without padding_idx or scale_grad_by_freq). */
@@ -723,16 +724,21 @@ static int embedding_backward(struct weft_node *node, weft_tensor *const *grad_o
         if (weft_dispatch(&c) != 0)
             return weft_error_code();
         grad_inputs[0] = out;
-        return 0;
+    } else {
+        weft_tensor *ix = weft_expand(weft_reshape(idx, 2, (const int64_t[]){N, 1}), 2,
+                                      (const int64_t[]){N, D});
+        weft_tensor *zeros = weft_zeros(2, wshape, g2->dtype, g2->device);
+        grad_inputs[0] = weft_scatter_add(zeros, 0, ix, g2);
     }
-    weft_tensor *ix = weft_expand(weft_reshape(idx, 2, (const int64_t[]){N, 1}), 2,
-                                  (const int64_t[]){N, D});
-    weft_tensor *zeros = weft_zeros(2, wshape, g2->dtype, g2->device);
-    grad_inputs[0] = weft_scatter_add(zeros, 0, ix, g2);
+    int64_t pad = weft_node_ints(node)[0];
+    if (grad_inputs[0] && pad >= 0) /* padding_idx's row gets no gradient */
+        grad_inputs[0] = weft_index_fill_(grad_inputs[0], 0,
+                                          weft_scalar_tensor((double)pad, WEFT_I64, g2->device), 0);
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
-static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight)
+/* pad: the row padding_idx names (>= 0), or -1 for none */
+static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight, int64_t pad)
 {
     if (weight->ndim != 2) {
         weft_error_set(WEFT_ERR_RUNTIME, "'weight' must be 2-D");
@@ -771,6 +777,7 @@ static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight
         weft_node_abandon(node);
         return NULL;
     }
+    weft_node_ints(node)[0] = pad;
     return weft_nn_attach(node, y);
 }
 
@@ -778,7 +785,20 @@ weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight)
 {
     if (!indices || !weight)
         return NULL;
-    IN_SCOPE(embedding_in_scope(indices, weight));
+    IN_SCOPE(embedding_in_scope(indices, weight, -1));
+}
+
+weft_tensor *weft_embedding_padding(weft_tensor *indices, weft_tensor *weight,
+                                    int64_t padding_idx)
+{
+    if (!indices || !weight)
+        return NULL;
+    int64_t num = weight->ndim > 0 ? weight->shape[0] : 0;
+    if (padding_idx >= num || padding_idx < -num) {
+        weft_error_set(WEFT_ERR_VALUE, "Padding_idx must be within num_embeddings");
+        return NULL;
+    }
+    IN_SCOPE(embedding_in_scope(indices, weight, padding_idx < 0 ? padding_idx + num : padding_idx));
 }
 
 /* ---- leaky_relu ----------------------------------------------------------------------------

@@ -27,7 +27,6 @@ static const struct {
     {"linear", WEFT_AUTOCAST_LOWER},
     {"conv2d", WEFT_AUTOCAST_LOWER},
     {"scaled_dot_product_attention", WEFT_AUTOCAST_LOWER},
-    {"cumsum", WEFT_AUTOCAST_FP32},
     {"layer_norm", WEFT_AUTOCAST_FP32},
     {"group_norm", WEFT_AUTOCAST_FP32},
     {"batch_norm", WEFT_AUTOCAST_FP32},

@@ -122,3 +122,68 @@ weft_tensor *weft_remainder_scalar(weft_tensor *a, double b)
 {
     return a ? remainder_of(a, NULL, b) : NULL;
 }
+
+/* ---- in place: floor_divide_, remainder_ (PyTorch's methods), the result written back
+ * into a (its dtype must hold it: "result type Float can't be cast to ...") ---------------- */
+static weft_tensor *floor_divide_inplace(weft_tensor *a, weft_tensor *b, double s)
+{
+    weft_tensor *ins[2] = {a, b};
+    bool rec = weft_autograd_needed_inline(b ? 2 : 1, ins);
+    if (!a || (rec && weft_autograd_check_inplace(a, true) != 0))
+        return NULL;
+    weft_tensor *r = forward(floor_divide_op(), a, b, s);
+    int rc = ops_write_result_(a, r);
+    weft_tensor_discard(r);
+    if (rc != 0)
+        return NULL;
+    if (!rec)
+        return a;
+    return weft_node_finish1(weft_node_create("NotImplemented", not_implemented_backward,
+                                              b ? 2 : 1, ins, 0), a);
+}
+
+weft_tensor *weft_floor_divide_(weft_tensor *a, weft_tensor *b)
+{
+    return b ? floor_divide_inplace(a, b, 0) : NULL;
+}
+
+weft_tensor *weft_floor_divide_scalar_(weft_tensor *a, double b)
+{
+    return floor_divide_inplace(a, NULL, b);
+}
+
+/* The divisor's gradient reads a's value before the op: a copy of it is saved. */
+static weft_tensor *remainder_inplace(weft_tensor *a, weft_tensor *b, double s)
+{
+    weft_tensor *ins[2] = {a, b};
+    int n = b ? 2 : 1;
+    bool rec = weft_autograd_needed_inline(n, ins);
+    if (!a || (rec && weft_autograd_check_inplace(a, true) != 0))
+        return NULL;
+    weft_tensor *orig = rec && b ? original_value(a) : NULL;
+    weft_tensor *r = forward(remainder_op(), a, b, s);
+    int rc = (!rec || !b || orig) ? ops_write_result_(a, r) : -1;
+    weft_tensor_discard(r);
+    if (rc != 0 || !rec) {
+        weft_tensor_discard(orig);
+        return rc == 0 ? a : NULL;
+    }
+    struct weft_node *node = weft_node_create(b ? "RemainderBackward1" : "RemainderBackward0",
+                                              remainder_backward, n, ins, b ? 2 : 0);
+    if (node && b && (weft_node_save(node, 0, orig) != 0 || weft_node_save(node, 1, b) != 0)) {
+        weft_node_abandon(node);
+        node = NULL;
+    }
+    weft_tensor_discard(orig);
+    return weft_node_finish1(node, a);
+}
+
+weft_tensor *weft_remainder_(weft_tensor *a, weft_tensor *b)
+{
+    return b ? remainder_inplace(a, b, 0) : NULL;
+}
+
+weft_tensor *weft_remainder_scalar_(weft_tensor *a, double b)
+{
+    return remainder_inplace(a, NULL, b);
+}

@@ -73,6 +73,28 @@ WEFT_INTERNAL extern const struct ops_row ops_rows[OPS_ROW_COUNT];
             WEFT_AUTOCAST_RETURN(ops_rows[WEFT_OP_##ID].name, n, inputs, call);               \
     } while (0)
 
+/* The id of a named kernel (weft/kernel.h), registered on first use and cached in
+ * *cached (-1 at first); threads may race to set it, weft_op_register gives them all the
+ * same id. */
+static inline int ops_named_op(int *cached, const char *name)
+{
+    int op = __atomic_load_n(cached, __ATOMIC_RELAXED);
+    if (op < 0) {
+        op = weft_op_register(name);
+        __atomic_store_n(cached, op, __ATOMIC_RELAXED);
+    }
+    return op;
+}
+
+/* A 0-dim tensor seen as [1] (kernels that walk a dim), others as they are. */
+static inline weft_tensor *ops_as_vector(weft_tensor *t)
+{
+    if (!t || t->ndim > 0)
+        return t;
+    const int64_t one = 1;
+    return weft_tensor_alias(t, 1, &one, &one, t->offset);
+}
+
 /* ---- helpers the families share ----------------------------------------------------------- */
 
 /* A copy of t (no history) for formulas that need an in-place op's original value
@@ -95,5 +117,10 @@ WEFT_INTERNAL weft_tensor *weft_fwd_binary_named_scalar(int op, weft_tensor *a, 
  * src anywhere nor than self outside dim d; 0 or an error in PyTorch's words. */
 WEFT_INTERNAL int weft_scatter_shape_check(const weft_tensor *t, int d, const weft_tensor *index,
                                            const weft_tensor *src);
+
+/* Writes r, an op's out-of-place result computed from t, into t (no history; the caller
+ * records the in-place node), after PyTorch's checks of an in-place output: r's dtype can
+ * be cast to t's, r has t's shape, t has no expanded dim. 0 or negative (inplace.c). */
+WEFT_INTERNAL int ops_write_result_(weft_tensor *t, weft_tensor *r);
 
 #endif

@@ -469,9 +469,10 @@ static int reduce_backward(struct weft_node *node, weft_tensor *const *grad_outp
         break;
     }
     case R_AMAX: {
-        /* max()/min() over everything: ties share the gradient evenly, as PyTorch. */
+        /* max()/min() over everything, amax/amin over dims: ties share the gradient
+         * evenly, as PyTorch. */
         weft_tensor *hits = weft_to_dtype(weft_eq(x, expand_reduced(node, out)), g->dtype);
-        r = weft_div(weft_mul(g_full, hits), weft_sum(hits, 0, NULL, false));
+        r = weft_div(weft_mul(g_full, hits), weft_sum(hits, nd, dims, true));
         break;
     }
     }
@@ -630,3 +631,42 @@ int weft_min_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values, we
     return select_dim_wrapper(false, t, dim, keepdim, values, indices);
 }
 
+
+/* ---- amax, amin: max/min over dims, values only ------------------------------------------- */
+static weft_tensor *extreme_dims_forward(int op, const char *name, weft_tensor *t, int ndims,
+                                         const int *dims, bool keepdim)
+{
+    bool mask[WEFT_MAX_DIMS];
+    if (!t || weft_require_strided(t, name) != 0 || reduced_mask(t, ndims, dims, mask) != 0)
+        return NULL;
+    if (numel_of(t) == 0)
+        for (int d = 0; d < t->ndim; d++)
+            if (mask[d] && t->shape[d] == 0) {
+                weft_error_set(WEFT_ERR_INDEX,
+                               "%s(): Expected reduction dim %d to have non-zero size.", name, d);
+                return NULL;
+            }
+    return reduce(op, name, t, ndims, dims, keepdim, t->dtype, 0);
+}
+
+static weft_tensor *extreme_dims(bool is_max, weft_tensor *t, int ndims, const int *dims,
+                                 bool keepdim)
+{
+    bool rec = weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, extreme_dims_forward(is_max ? WEFT_OP_MAX : WEFT_OP_MIN,
+                                                              is_max ? "amax" : "amin", t, ndims,
+                                                              dims, keepdim));
+    return rec ? record_reduce(R_AMAX, is_max ? OP_GRAD_FN(AMAX) : OP_GRAD_FN(AMIN), t, ndims,
+                               dims, keepdim, 0, out)
+               : out;
+}
+
+weft_tensor *weft_amax(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+{
+    return extreme_dims(true, t, ndims, dims, keepdim);
+}
+
+weft_tensor *weft_amin(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+{
+    return extreme_dims(false, t, ndims, dims, keepdim);
+}

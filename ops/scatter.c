@@ -247,3 +247,42 @@ weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, we
     }
     return finish(node, out);
 }
+
+/* ---- in place: Tensor.scatter_(dim, index, src) and scatter_(dim, index, value) ----------- */
+static weft_tensor *scatter_inplace(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src,
+                                    double value)
+{
+    weft_tensor *ins[2] = {t, src};
+    int n = src ? 2 : 1;
+    bool rec = weft_autograd_needed_inline(n, ins);
+    if (!t || (rec && weft_autograd_check_inplace(t, true) != 0))
+        return NULL;
+    bool prev = weft_no_grad_begin();
+    weft_tensor *r = src ? weft_scatter(t, dim, index, src) : weft_scatter_value(t, dim, index, value);
+    weft_grad_mode_restore(prev);
+    int rc = ops_write_result_(t, r);
+    weft_tensor_discard(r);
+    if (rc != 0)
+        return NULL;
+    if (!rec)
+        return t;
+    struct weft_node *node = weft_node_create(src ? "ScatterBackward0" : "ScatterBackward1",
+                                              scatter_backward, n, ins, 1);
+    if (node && weft_node_save(node, 0, index) != 0) {
+        weft_node_abandon(node);
+        node = NULL;
+    }
+    if (node)
+        weft_node_ints(node)[0] = weft_normalize_dim(dim, t->ndim);
+    return weft_node_finish1(node, t);
+}
+
+weft_tensor *weft_scatter_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+{
+    return src ? scatter_inplace(t, dim, index, src, 0) : NULL;
+}
+
+weft_tensor *weft_scatter_value_(weft_tensor *t, int dim, weft_tensor *index, double value)
+{
+    return scatter_inplace(t, dim, index, NULL, value);
+}

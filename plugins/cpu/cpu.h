@@ -70,6 +70,9 @@ int cpu_sdpa_flash_backward_kernel(const struct weft_op_call *call);
 /* kernels_scatter.c */
 int cpu_scatter_kernel(const struct weft_op_call *call);
 int cpu_scatter_reduce_kernel(const struct weft_op_call *call);
+int cpu_cumsum_kernel(const struct weft_op_call *call);
+int cpu_cumprod_kernel(const struct weft_op_call *call);
+int cpu_sort_kernel(const struct weft_op_call *call);
 /* kernels_interpolate.c */
 int cpu_upsample_kernel(const struct weft_op_call *call);
 int cpu_upsample_backward_kernel(const struct weft_op_call *call);
@@ -226,6 +229,20 @@ static inline bool scalar_to__Bool(double v) { return v != 0; }
  * parallel above CPU_PARALLEL_GRAIN (elementwise_run.c). */
 int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
                         weft_iter_loop_fn loop, void *ctx);
+
+/* Where line l of the lines along dim starts in t (in elements from its data pointer): l
+ * counts the positions of the other dims in row-major order (the scan and sort kernels). */
+static inline int64_t cpu_line_start(const weft_tensor *t, int dim, int64_t l)
+{
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (d == dim)
+            continue;
+        off += (l % t->shape[d]) * t->stride[d];
+        l /= t->shape[d];
+    }
+    return off;
+}
 
 /* Any dtype as double, and double into any dtype (C conversion rules; bool is != 0). */
 double cpu_load_as_double(enum weft_dtype dt, const void *p);

@@ -59,6 +59,7 @@ extern const struct weft_kernel_entry cuda_embedding_kernels[];   /* embedding_d
 extern const struct weft_kernel_entry cuda_attention_kernels[];   /* sdpa_flash and its backward */
 extern const struct weft_kernel_entry cuda_divmod_kernels[];      /* floor_divide, remainder */
 extern const struct weft_kernel_entry cuda_scatter_kernels[];     /* scatter, scatter_reduce */
+extern const struct weft_kernel_entry cuda_scan_sort_kernels[];   /* cumsum, cumprod, sort */
 extern const struct weft_kernel_entry cuda_rnn_kernels[];         /* rnn_layer and its backward */
 extern const struct weft_kernel_entry cuda_interpolate_kernels[]; /* upsample and its backward */
 extern const struct weft_kernel_entry cuda_cdist_kernels[];       /* cdist and its backward */

@@ -15,6 +15,7 @@ static const struct weft_kernel_entry *const cuda_kernels[] = {
     cuda_norm_kernels,        cuda_activation_kernels, cuda_embedding_kernels,
     cuda_attention_kernels,   cuda_divmod_kernels,   cuda_scatter_kernels,
     cuda_rnn_kernels,         cuda_interpolate_kernels, cuda_cdist_kernels,
+    cuda_scan_sort_kernels,
 };
 
 static int cuda_init(const weft_options *options)

@@ -193,6 +193,10 @@ weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *stride, int64_t offset);
 /* Same storage and version counter, no autograd history. */
 weft_tensor *weft_detach(weft_tensor *t);
+/* Tensor.detach_(): t itself leaves the graph (no grad_fn, requires_grad false), its
+ * storage and .grad kept; "Can't detach views in-place" for a view autograd tracks.
+ * Returns 0 or negative. */
+int weft_detach_(weft_tensor *t);
 /* A view with a different dtype of the same itemsize (no conversion). */
 weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
 /* A view header over t's storage with that geometry, unchecked and unrecorded (what view

@@ -90,6 +90,11 @@ weft_tensor *weft_dropout(weft_tensor *x, double p, bool training);
 weft_tensor *weft_dropout2d(weft_tensor *x, double p, bool training);
 /* Rows of weight [num, dim] picked by integer indices of any shape. */
 weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight);
+/* F.embedding(indices, weight, padding_idx): the same rows, but the row padding_idx
+ * (negative: from the end; within [-num, num), else "Padding_idx must be within
+ * num_embeddings") gets no gradient. */
+weft_tensor *weft_embedding_padding(weft_tensor *indices, weft_tensor *weight,
+                                    int64_t padding_idx);
 weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope);
 
 /* torch.nn.functional.gelu's `approximate`: "none" is x * Phi(x) (the GELU op of
@@ -189,6 +194,19 @@ weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
                            const struct weft_cross_entropy_params *params);
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
+/* F.smooth_l1_loss(input, target, reduction, beta): 0.5 d^2 / beta where |d| < beta, else
+ * |d| - 0.5 beta (beta 0: l1); F.huber_loss(..., delta): 0.5 d^2 where |d| < delta, else
+ * delta (|d| - 0.5 delta). d = input - target (broadcast); nodes SmoothL1LossBackward0,
+ * HuberLossBackward0. beta >= 0, delta > 0 (PyTorch's texts otherwise). */
+weft_tensor *weft_smooth_l1_loss(weft_tensor *input, weft_tensor *target,
+                                 enum weft_reduction reduction, double beta);
+weft_tensor *weft_huber_loss(weft_tensor *input, weft_tensor *target,
+                             enum weft_reduction reduction, double delta);
+/* F.unfold(x, kernel_size, dilation, padding, stride) (PyTorch's im2col): x [N, C, H, W]
+ * or [C, H, W] -> [N, C*kH*kW, L] (or [C*kH*kW, L]), L the number of blocks; each pair
+ * (H, W). Node Im2ColBackward0 (its adjoint, col2im). */
+weft_tensor *weft_im2col(weft_tensor *x, const int64_t kernel[2], const int64_t dilation[2],
+                         const int64_t padding[2], const int64_t stride[2]);
 /* F.binary_cross_entropy on probabilities: -w (t log(x) + (1 - t) log(1 - x)) with each
  * log clamped at -100, as PyTorch; input values outside [0, 1] are "all elements of input
  * should be between 0 and 1". target of input's shape and dtype, weight NULL or

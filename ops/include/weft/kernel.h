@@ -245,6 +245,18 @@ enum { WEFT_UPSAMPLE_NEAREST = 0, WEFT_UPSAMPLE_NEAREST_EXACT = 1, WEFT_UPSAMPLE
  * dtypes by floor division; amax/amin propagate NaN. Elements no index names keep their
  * value. */
 #define WEFT_OP_SCATTER_REDUCE_NAME "scatter_reduce"
+/* CUMSUM and CUMPROD (torch.cumsum, torch.cumprod): out[0][.., i, ..] = the sum / product
+ * of in[0][.., 0..i, ..] along dim ints[0], in[0] and out[0] of one shape (ndim >= 1) and
+ * one integral or floating dtype, any strides; accumulated in the compute type (float for
+ * the 16-bit floats), integers wrapping. The front end gives integral and bool inputs as
+ * int64, as PyTorch's result dtype is. */
+#define WEFT_OP_CUMSUM_NAME "cumsum"
+#define WEFT_OP_CUMPROD_NAME "cumprod"
+/* SORT (torch.sort(stable=True)): each line of in[0] along dim ints[0] sorted, ascending,
+ * or descending when ints[1]; out[0] the values (in[0]'s dtype), out[1] the int64 positions
+ * they came from; all of one shape (ndim >= 1), any strides, every dtype. Equal elements
+ * keep their order; NaN is above every number (last ascending, first descending). */
+#define WEFT_OP_SORT_NAME "sort"
 
 #ifdef __cplusplus
 }

@@ -235,7 +235,35 @@
       NONE, 0)                                                                                \
     X(SCATTER, scatter, NONE, PROMOTE, "ScatterBackward0", FN, scatter_backward, NONE, 0)     \
     X(SCATTER_REDUCE, scatter_reduce, NONE, PROMOTE, "ScatterReduceBackward0", FN,            \
-      scatter_reduce_backward, NONE, 0)
+      scatter_reduce_backward, NONE, 0)                                                       \
+    WEFT_OPS_PORTED(X)
+
+/* ---- the functions ported programs call most (issue 32): composites, and front ends of
+ * the named CUMSUM, CUMPROD and SORT kernels (weft/kernel.h); declared in weft/ops.h ---- */
+#define WEFT_OPS_PORTED(X)                                                                    \
+    X(CUMSUM, cumsum, NONE, FP32, "CumsumBackward0", NOTHING, scan_backward, NONE, 0)         \
+    X(CUMPROD, cumprod, NONE, FP32, "CumprodBackward0", FN, scan_backward, NONE, 0)           \
+    X(SORT, sort, NONE, PROMOTE, "SortBackward0", FN, sort_backward, NONE, 0)                 \
+    X(TOPK, topk, NONE, PROMOTE, "TopkBackward0", FN, sort_backward, NONE, 0)                 \
+    X(AMAX, amax, NONE, PROMOTE, "AmaxBackward0", INPUT_RESULT, reduce_backward, NONE, 0)     \
+    X(AMIN, amin, NONE, PROMOTE, "AminBackward0", INPUT_RESULT, reduce_backward, NONE, 0)     \
+    X(FLIP, flip, NONE, PROMOTE, "FlipBackward0", NOTHING, rearrange_backward, NONE, 0)       \
+    X(ROLL, roll, NONE, PROMOTE, "RollBackward0", NOTHING, rearrange_backward, NONE, 0)       \
+    X(TRIL, tril, NONE, PROMOTE, "TrilBackward0", NOTHING, rearrange_backward, NONE, 0)       \
+    X(TRIU, triu, NONE, PROMOTE, "TriuBackward0", NOTHING, rearrange_backward, NONE, 0)       \
+    X(MASKED_SELECT, masked_select, NONE, PROMOTE, "MaskedSelectBackward0", FN,               \
+      masked_backward, NONE, 0)                                                               \
+    X(MASKED_SCATTER, masked_scatter, NONE, PROMOTE, "MaskedScatterBackward0", FN,            \
+      masked_backward, NONE, 0)                                                               \
+    X(INDEX_ADD, index_add, NONE, PROMOTE, "IndexAddBackward0", FN, index_update_backward,    \
+      NONE, 0)                                                                                \
+    X(INDEX_COPY, index_copy, NONE, PROMOTE, "IndexCopyBackward0", FN, index_update_backward, \
+      NONE, 0)                                                                                \
+    X(INDEX_FILL, index_fill, NONE, PROMOTE, "IndexFillBackward0", FN, index_update_backward, \
+      NONE, 0)                                                                                \
+    X(CLAMP_TENSOR, clamp_tensor, NONE, PROMOTE, "ClampBackward0", FN, clamp_tensor_backward, \
+      NONE, 0)                                                                                \
+    X(UNFOLD, unfold, NONE, PROMOTE, "UnfoldBackward0", NOTHING, unfold_backward, NONE, 0)
 
 /* The rows with kernel ids, in id order (after the core's, weft/dispatch.h). */
 #define WEFT_OP_TABLE(X)                                                                      \

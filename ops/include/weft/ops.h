@@ -215,6 +215,84 @@ weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, we
  * (num_classes < 0: max + 1). */
 weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes);
 
+/* ---- functions ported programs call (weft/op_table.h's WEFT_OPS_PORTED) ----------------
+ * Each with PyTorch's semantics, node and error texts. */
+
+/* torch.cumsum / torch.cumprod along dim; bool and integer inputs give int64 (PyTorch's
+ * default; its dtype= argument is not taken). Differentiable (CumprodBackward0 handles
+ * zeros as PyTorch does). */
+weft_tensor *weft_cumsum(weft_tensor *t, int dim);
+weft_tensor *weft_cumprod(weft_tensor *t, int dim);
+/* torch.sort(t, dim, descending, stable=True): values and int64 indices (either pointer
+ * may be NULL); NaN sorts above every number. Returns 0 or negative. */
+int weft_sort(weft_tensor *t, int dim, bool descending, weft_tensor **values,
+              weft_tensor **indices);
+weft_tensor *weft_argsort(weft_tensor *t, int dim, bool descending);
+/* torch.topk(t, k, dim, largest, sorted=True): the k largest (smallest) along dim, in
+ * order; of equal values the first found come first. */
+int weft_topk(weft_tensor *t, int64_t k, int dim, bool largest, weft_tensor **values,
+              weft_tensor **indices);
+/* torch.amax / torch.amin over dims (ndims == 0: all); ties share the gradient evenly. */
+weft_tensor *weft_amax(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+weft_tensor *weft_amin(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+/* torch.flip (a copy, reversed along dims), torch.roll (shifts along dims; ndims == 0
+ * rolls the flattened tensor by shifts[0]), torch.tril / torch.triu (the other elements of
+ * the last two dims zeroed; diagonal 0 the main one, > 0 above it) and torch.movedim
+ * (= moveaxis; a permuted view). */
+weft_tensor *weft_flip(weft_tensor *t, int ndims, const int *dims);
+weft_tensor *weft_roll(weft_tensor *t, int nshifts, const int64_t *shifts, int ndims,
+                       const int *dims);
+weft_tensor *weft_tril(weft_tensor *t, int64_t diagonal);
+weft_tensor *weft_triu(weft_tensor *t, int64_t diagonal);
+weft_tensor *weft_movedim(weft_tensor *t, int nsource, const int *source, int ndestination,
+                          const int *destination);
+/* Tensor.unfold(dim, size, step): a view with every window of size elements along dim,
+ * step apart, as a new last dim. */
+weft_tensor *weft_unfold(weft_tensor *t, int dim, int64_t size, int64_t step);
+
+/* torch.nonzero: int64 [count, ndim], the coordinates of the nonzero elements (NaN is
+ * nonzero) in row-major order. */
+weft_tensor *weft_nonzero(weft_tensor *t);
+/* Tensor.masked_select: the elements of t where mask (bool, or the deprecated uint8; the
+ * two broadcast) holds, 1-D in row-major order. Tensor.masked_scatter: t (broadcast with
+ * the mask) with the elements where mask holds replaced, in order, by source's first
+ * ones (source of t's dtype, at least that many elements). */
+weft_tensor *weft_masked_select(weft_tensor *t, weft_tensor *mask);
+weft_tensor *weft_masked_scatter(weft_tensor *t, weft_tensor *mask, weft_tensor *source);
+/* Tensor.index_add (t[.., index[i], ..] += alpha * source[.., i, ..] along dim; int64 or
+ * int32 index), index_copy (= source; int64 index) and index_fill (= value; int64 index,
+ * negative from the end), and their in-place forms; index 1-D or 0-dim. */
+weft_tensor *weft_index_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *source,
+                            double alpha);
+weft_tensor *weft_index_add_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *source,
+                             double alpha);
+weft_tensor *weft_index_copy(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *source);
+weft_tensor *weft_index_copy_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *source);
+weft_tensor *weft_index_fill(weft_tensor *t, int dim, weft_tensor *index, double value);
+weft_tensor *weft_index_fill_(weft_tensor *t, int dim, weft_tensor *index, double value);
+/* torch.isclose: |a - b| <= atol + rtol |b| elementwise (bool), equal elements (infinities
+ * too) close, NaNs close to each other only with equal_nan; a and b of one dtype,
+ * broadcast. torch.allclose: whether all are, in *result; returns 0 or negative. */
+weft_tensor *weft_isclose(weft_tensor *a, weft_tensor *b, double rtol, double atol,
+                          bool equal_nan);
+int weft_allclose(weft_tensor *a, weft_tensor *b, double rtol, double atol, bool equal_nan,
+                  bool *result);
+/* torch.clamp(t, min, max) with tensor bounds (either NULL, not both), broadcast and
+ * promoted with t; NaN anywhere gives NaN. */
+weft_tensor *weft_clamp_tensor(weft_tensor *t, weft_tensor *min, weft_tensor *max);
+/* torch.rand_like, randn_like, randint_like: t's shape, dtype, device and layout. */
+weft_tensor *weft_rand_like(const weft_tensor *t);
+weft_tensor *weft_randn_like(const weft_tensor *t);
+weft_tensor *weft_randint_like(const weft_tensor *t, int64_t low, int64_t high);
+/* In-place forms PyTorch's methods have: a.floor_divide_(b), a.remainder_(b) (a's dtype
+ * must hold the result), t.scatter_(dim, index, src) and t.scatter_(dim, index, value). */
+weft_tensor *weft_floor_divide_(weft_tensor *a, weft_tensor *b);
+weft_tensor *weft_floor_divide_scalar_(weft_tensor *a, double b);
+weft_tensor *weft_remainder_(weft_tensor *a, weft_tensor *b);
+weft_tensor *weft_remainder_scalar_(weft_tensor *a, double b);
+weft_tensor *weft_scatter_(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+weft_tensor *weft_scatter_value_(weft_tensor *t, int dim, weft_tensor *index, double value);
+
 /* ---- type promotion ---------------------------------------------------------------------- */
 /* torch.result_type of two tensors (0-dim tensors rank below dimensioned ones). */
 enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
