@@ -314,7 +314,8 @@ Test(plugin, a_wrong_abi_plugin_that_shadows_a_good_one_is_named_with_both_versi
     cr_assert_null(weft_registry_get(WEFT_KIND_API, "fixture"));
     char want[8192];
     snprintf(want, sizeof want, "was rejected (plugin %s was built for weft ABI 0, but this weft "
-             "has ABI 2; rebuild the plugin against this weft); it shadows", copy);
+             "has ABI %d; rebuild the plugin against this weft); it shadows", copy,
+             WEFT_ABI_VERSION);
     assert_error_has(WEFT_ERR_PLUGIN, want, "which provides api:fixture and was not tried");
     remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
 }
