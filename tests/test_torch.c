@@ -302,6 +302,50 @@ static weft_tensor *view_inplace(int variant, weft_tensor **in)
     }
     return ok ? b : NULL;
 }
+/* gen.py's view_before_inplace: views taken before an in-place op on their base or on
+ * another view of it (issue 32). */
+static weft_tensor *view_before_inplace(int variant, weft_tensor **in)
+{
+    weft_tensor *h = weft_mul_scalar(in[0], 2);
+    switch (variant) {
+    case 0: {
+        weft_tensor *v = weft_slice(h, 0, 0, 2, 1);
+        return weft_mul_scalar_(h, 3) ? v : NULL;
+    }
+    case 1: {
+        weft_tensor *s = weft_slice(h, 1, 0, 2, 1);
+        return weft_relu_(h) ? weft_add(s, weft_slice(h, 1, 2, 4, 1)) : NULL;
+    }
+    case 2: {
+        weft_tensor *v1 = weft_slice(h, 1, 0, 3, 1);
+        return weft_mul_(weft_slice(h, 1, 1, 4, 1), in[1]) ? v1 : NULL;
+    }
+    case 3: {
+        weft_tensor *w = weft_slice(weft_slice(h, 0, 1, 3, 1), 1, 1, 3, 1);
+        return weft_mul_(h, in[1]) ? w : NULL;
+    }
+    case 4: {
+        weft_tensor *hv = weft_slice(h, 0, 1, 3, 1), *w = weft_slice(hv, 1, 1, 3, 1);
+        return weft_mul_(hv, in[1]) ? weft_mul(w, weft_slice(hv, 1, 0, 2, 1)) : NULL;
+    }
+    case 5: {
+        int64_t shape[2] = {3, 4};
+        weft_tensor *g = weft_mul_scalar(weft_slice(in[0], 0, 0, 1, 1), 2);
+        weft_tensor *e = weft_expand(g, 2, shape);
+        return weft_mul_(g, in[1]) ? e : NULL;
+    }
+    case 6: {
+        weft_tensor *t = weft_t(h);
+        return weft_exp_(h) ? t : NULL;
+    }
+    case 7: {
+        weft_tensor *v1 = weft_select(h, 0, 0), *v2 = weft_select(h, 1, 0);
+        return weft_mul_scalar_(v1, 3) && weft_add_(v2, in[1]) ? weft_mul(h, v1) : NULL;
+    }
+    }
+    return NULL;
+}
+
 /* gen.py's ALL, for arange's dtype parameter */
 static const char *const all_dtypes[] = {"bool",    "uint8",    "int8",    "int16",   "int32",
                                          "int64",   "float16",  "bfloat16", "float32", "float64"};
@@ -377,6 +421,8 @@ static bool run_op_16(const struct tcase *c, weft_tensor **in, weft_tensor **out
         out[0] = weft_arange(p[0], p[1], p[2], dt, WEFT_CPU);
     } else if (!strcmp(op, "view_inplace")) {
         out[0] = view_inplace((int)p[0], in);
+    } else if (!strcmp(op, "view_before_inplace")) {
+        out[0] = view_before_inplace((int)p[0], in);
     } else if (!strcmp(op, "copy_overlap") || !strcmp(op, "copy_transposed")) {
         weft_tensor *x = weft_clone(in[0]);
         int64_t a = (int64_t)p[0], b = (int64_t)p[1], n = (int64_t)p[2];
@@ -731,6 +777,7 @@ Test(torch, shapes_and_indexing) { replay("shape"); }
 Test(torch, layouts) { replay("layout"); }
 Test(torch, new_ops) { replay("newops"); }
 Test(torch, new_ops_gradients) { replay("grad16"); }
+Test(torch, issue32_gradients) { replay("grad32"); }
 
 /* ---- named cases the fixtures cannot express ----------------------------------------- */
 

@@ -289,6 +289,49 @@ def view_inplace(variant, ts):
     return b
 
 
+def view_before_inplace(variant, ts):
+    """Views taken before an in-place op on their base or on another view of it (issue 32):
+    PyTorch makes the view's grad_fn again from its base (AsStridedBackward0). ts[0] a
+    [3, 4] leaf, ts[1] another operand where the variant takes one."""
+    h = ts[0] * 2
+    if variant == 0:  # the base changed after the view was taken
+        v = h[0:2]
+        h.mul_(3)
+        return v
+    if variant == 1:  # a residual: skip = h[:, :k]; h.relu_()
+        s = h[:, :2]
+        h.relu_()
+        return s + h[:, 2:]
+    if variant == 2:  # an overlapping sibling view changed in place
+        v1 = h[:, 0:3]
+        h[:, 1:4].mul_(ts[1])
+        return v1
+    if variant == 3:  # a view of a view, the base changed
+        w = h[1:][:, 1:3]
+        h.mul_(ts[1])
+        return w
+    if variant == 4:  # a view whose base is itself a view, that view changed
+        hv = h[1:]
+        w = hv[:, 1:3]
+        hv.mul_(ts[1])
+        return w * hv[:, 0:2]
+    if variant == 5:  # an expanded view (its elements overlap), the base changed
+        g = ts[0][0:1] * 2
+        e = g.expand(3, 4)
+        g.mul_(ts[1])
+        return e
+    if variant == 6:  # a transposed view, the base changed by an op that saves its result
+        t = h.t()
+        h.exp_()
+        return t
+    if variant == 7:  # two views changed in turn, sharing an element
+        v1, v2 = h[0], h[:, 0]
+        v1.mul_(3)
+        v2.add_(ts[1])
+        return h * v1
+    raise KeyError(variant)
+
+
 REDUCE = ["sum", "prod", "mean", "amax", "amin"]
 REDUCTION = ["mean", "sum", "none"]
 
@@ -345,6 +388,8 @@ def run_op_16(op, ts, p):
         return torch.arange(p[0], p[1], p[2], dtype=DT[ALL[int(p[3])]])
     if op == "view_inplace":
         return view_inplace(int(p[0]), ts)
+    if op == "view_before_inplace":
+        return view_before_inplace(int(p[0]), ts)
     if op == "copy_transposed":
         c = ts[0].clone()
         c.copy_(c.t())
@@ -918,6 +963,18 @@ def grads16():
     return L
 
 
+def grads32():
+    """Gradients of issue 32's items (float64)."""
+    L = []
+    seed = 60000
+    for variant, other in ((0, None), (1, None), (2, [3, 3]), (3, [4]), (4, [4]), (5, [4]),
+                           (6, None), (7, [3])):
+        ins = [f64(seed, [3, 4])] + ([f64(seed + 1, other)] if other else [])
+        L.append(grad_case("view_before_inplace", [variant], ins))
+        seed += 2
+    return L
+
+
 def f64(seed, shape, lo=-3, hi=4):
     return Inp("float64", seed, lo, hi, shape)
 
@@ -1089,7 +1146,7 @@ def main():
     torch.manual_seed(0)
     families = {"elementwise": elementwise, "reduce": reductions, "grad": grads,
                 "shape": shapes_and_indexing, "layout": layout, "newops": newops,
-                "grad16": grads16,
+                "grad16": grads16, "grad32": grads32,
                 "grad_fn": grad_fn_names}
     for name, fn in families.items():
         lines = [x for x in fn() if x is not None]
