@@ -157,7 +157,9 @@ struct weft_sdpa_params {
     weft_tensor *attn_mask;
     double dropout_p; /* on the attention weights (Philox), as PyTorch: pass 0 in eval */
     bool is_causal;   /* query i sees keys j <= i (PyTorch's tril(ones(L, S))); not with a mask */
-    double scale;     /* 0 means 1 / sqrt(E) */
+    /* The scores' factor, used as given (negative and 0 too; PyTorch 2's scale=), or NULL
+     * for PyTorch's default, 1 / sqrt(E). */
+    const double *scale;
 };
 /* softmax(q k^T * scale + mask) v: q [..., L, E], k [..., S, E], v [..., S, Ev] with the
  * batch dims broadcast -> [..., L, Ev]. params NULL means no mask, no dropout, not causal,
