@@ -27,6 +27,7 @@ struct recipe {
     int64_t seed, lo, hi, n, offset;
     int ndim;
     int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
+    double *literal; /* "L": the values themselves, contiguous (n of them) */
 };
 
 struct result {
@@ -37,6 +38,7 @@ struct result {
     double *v;
     bool none; /* a gradient PyTorch leaves at None */
     bool has_strides; /* layout cases: PyTorch's strides follow ("S") */
+    bool signed_zeros; /* the case's "Z" */
     int64_t strides[WEFT_MAX_DIMS];
 };
 
@@ -49,6 +51,7 @@ struct tcase {
     struct recipe in[MAX_IN];
     struct result out[MAX_OUT];
     struct result g[MAX_IN];
+    bool signed_zeros; /* "Z": a zero's sign must be PyTorch's */
     char err[256];     /* PyTorch's error, "" when it succeeded */
     char name[64];     /* grad_fn name */
 };
@@ -103,6 +106,8 @@ static double value(int64_t seed, int64_t i, int64_t lo, int64_t hi, enum weft_d
 
 static weft_tensor *make_input(const struct recipe *r)
 {
+    if (r->literal)
+        return tu_tensor(r->ndim, r->shape, r->literal, r->dt);
     double *buf = malloc((size_t)(r->n > 0 ? r->n : 1) * sizeof *buf);
     cr_assert(buf);
     for (int64_t i = 0; i < r->n; i++)
@@ -187,7 +192,17 @@ static void parse_case(char *line, int lineno, struct tcase *c)
     for (int i = 0; i < c->ni; i++) {
         struct recipe *r = &c->in[i];
         int64_t numel;
-        cr_assert(!strcmp(next_tok(&cu), "I"));
+        char *kind = next_tok(&cu);
+        if (!strcmp(kind, "L")) {
+            r->dt = dtype_tok(&cu);
+            parse_shape(&cu, &r->ndim, r->shape, &r->n);
+            r->literal = malloc((size_t)(r->n > 0 ? r->n : 1) * sizeof *r->literal);
+            cr_assert(r->literal);
+            for (int64_t j = 0; j < r->n; j++)
+                r->literal[j] = num(&cu);
+            continue;
+        }
+        cr_assert(!strcmp(kind, "I"));
         r->dt = dtype_tok(&cu);
         r->seed = (int64_t)num(&cu);
         r->lo = (int64_t)num(&cu);
@@ -202,6 +217,7 @@ static void parse_case(char *line, int lineno, struct tcase *c)
         if (!strcmp(t, "R")) {
             cr_assert(c->no < MAX_OUT);
             struct result *r = &c->out[c->no++];
+            r->signed_zeros = c->signed_zeros;
             r->dt = dtype_tok(&cu);
             parse_shape(&cu, &r->ndim, r->shape, &r->numel);
             parse_values(&cu, r);
@@ -217,6 +233,8 @@ static void parse_case(char *line, int lineno, struct tcase *c)
             size_t len = strcspn(msg, "\n");
             snprintf(c->err, sizeof c->err, "%.*s", (int)len, msg);
             break;
+        } else if (!strcmp(t, "Z")) {
+            c->signed_zeros = true;
         } else if (!strcmp(t, "N")) {
             snprintf(c->name, sizeof c->name, "%s", next_tok(&cu));
         } else if (!strcmp(t, "G")) {
@@ -242,6 +260,8 @@ static void parse_case(char *line, int lineno, struct tcase *c)
 
 static void free_case(struct tcase *c)
 {
+    for (int i = 0; i < c->ni; i++)
+        free(c->in[i].literal);
     for (int i = 0; i < c->no; i++)
         free(c->out[i].v);
     for (int i = 0; i < c->ng; i++)
@@ -435,6 +455,20 @@ static bool run_op_16(const struct tcase *c, weft_tensor **in, weft_tensor **out
     return true;
 }
 
+/* The ops of issue 32 (gen.py's run_op_32); false when op is not one. */
+static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out)
+{
+    const char *op = c->op;
+    const double *p = c->p;
+    if (!strcmp(op, "sdpa")) {
+        struct weft_sdpa_params sp = {.is_causal = p[1] != 0, .scale = isnan(p[0]) ? NULL : &p[0]};
+        out[0] = weft_scaled_dot_product_attention(in[0], in[1], in[2], &sp);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* Runs c->op on `in`; fills out[] (scope-owned) and returns how many, or -1 on error. */
 static int run_op(const struct tcase *c, weft_tensor **in, weft_tensor **out)
 {
@@ -535,7 +569,7 @@ static int run_op(const struct tcase *c, weft_tensor **in, weft_tensor **out)
         out[0] = weft_bmm(in[0], in[1]);
     } else if (!strcmp(op, "softmax") || !strcmp(op, "log_softmax")) {
         out[0] = (op[0] == 's' ? weft_softmax : weft_log_softmax)(in[0], (int)p[0]);
-    } else if (run_op_16(c, in, out)) {
+    } else if (run_op_16(c, in, out) || run_op_32(c, in, out)) {
         return out[0] ? 1 + (out[1] != NULL) : -1;
     } else {
         cr_assert_fail("fixture op '%s' unknown to test_torch.c", op);
@@ -587,6 +621,8 @@ static const char *compare(const weft_tensor *t, const struct result *r, char *b
     for (int64_t i = 0; i < r->numel; i++) {
         double a = v[i], e = r->v[i];
         bool ok = (isnan(a) && isnan(e)) || a == e || fabs(a - e) <= atol + rtol * fabs(e);
+        if (r->signed_zeros && a == 0 && e == 0 && signbit(a) != signbit(e))
+            ok = false;
         if (!ok) {
             snprintf(buf, n, "element %lld: %.17g, PyTorch %.17g", (long long)i, a, e);
             break;
@@ -777,6 +813,7 @@ Test(torch, shapes_and_indexing) { replay("shape"); }
 Test(torch, layouts) { replay("layout"); }
 Test(torch, new_ops) { replay("newops"); }
 Test(torch, new_ops_gradients) { replay("grad16"); }
+Test(torch, issue32) { replay("issue32"); }
 Test(torch, issue32_gradients) { replay("grad32"); }
 
 /* ---- named cases the fixtures cannot express ----------------------------------------- */

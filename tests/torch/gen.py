@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """tests/torch/gen.py: PyTorch 1.13's answers for weft's differential suite (test_torch.c).
 
-Run by hand where PyTorch is installed:  /usr/bin/python3 tests/torch/gen.py
-It rewrites tests/torch/fixtures/*.txt; the C suite replays them without PyTorch.
+Run by hand where PyTorch is installed:  /usr/bin/python3 tests/torch/gen.py [FAMILY...]
+It rewrites tests/torch/fixtures/*.txt (only the families named, when some are); the C
+suite replays them without PyTorch. (One newops case, baddbmm with beta=0, reads memory
+PyTorch 1.13 leaves uninitialised and comes out nan now and then: regenerate the families
+you changed.)
 
 Format: one case per line, whitespace-separated tokens.
   [grad] OP NP P1..PNP NI INPUT*  then  R OUTPUT* | E message...  then (grad only) N name, G*
@@ -10,12 +13,16 @@ Format: one case per line, whitespace-separated tokens.
            a 1-D buffer of N values from value(seed, i), seen through as_strided(shape,
            strides, offset). value() is integer arithmetic both sides compute alike, and
            its values (quarters for floating dtypes) are exact in every dtype.
+         | L dtype ndim shape.. values..   a contiguous tensor of the values as written
+           (nan, inf, -inf and -0.0 among them)
+  Z      = (before the outputs) zeros must carry PyTorch's sign
   OUTPUT = R dtype ndim shape.. values..   (floats as Python's repr: nan, inf, -inf)
   E      = the first line of PyTorch's error text (the rest of the line).
   grad cases: float64 contiguous leaves; backward with the grad_output of seed 777 in
   [-2, 2); N is PyTorch's grad_fn name; G ndim shape.. values.. per input, "G -" for None.
 `--names` prints every case's grad_fn name (for the grad_fn table of issue 16).
 """
+import math
 import os
 import sys
 
@@ -94,6 +101,20 @@ class Inp:
                 [str(s) for s in self.strides])
 
 
+class Lit:
+    """A contiguous tensor of literal values (special floats included)."""
+
+    def __init__(self, dt, shape, values):
+        self.dt, self.shape, self.values = dt, list(shape), [float(v) for v in values]
+
+    def tensor(self):
+        return torch.tensor(self.values, dtype=torch.float64).to(DT[self.dt]).reshape(self.shape)
+
+    def tokens(self):
+        return (["L", self.dt, str(len(self.shape))] + [str(s) for s in self.shape] +
+                [repr(v) for v in self.values])
+
+
 LAYOUT_DTYPES = ("bool", "uint8", "int64", "float16", "float32", "float64")
 
 
@@ -125,8 +146,9 @@ def layouts(dt, seed, lo, hi, shape):
 DIGITS = {torch.float16: "%.5g", torch.bfloat16: "%.4g", torch.float32: "%.9g"}
 
 
-def out_tokens(t, strides=False):
-    """strides: also the result's strides ("S ndim strides..."), for layout cases."""
+def out_tokens(t, strides=False, signed_zeros=False):
+    """strides: also the result's strides ("S ndim strides..."), for layout cases;
+    signed_zeros: -0.0 written as -0 in every floating dtype."""
     t = t.detach()
     vals = t.to(torch.float64).reshape(-1).tolist() if t.dtype != torch.bool else \
         [int(x) for x in t.reshape(-1).tolist()]
@@ -135,6 +157,8 @@ def out_tokens(t, strides=False):
     for v in vals:
         if isinstance(v, int) or not t.dtype.is_floating_point:
             toks.append(str(int(v)))
+        elif signed_zeros and v == 0 and math.copysign(1, v) < 0:
+            toks.append("-0")
         elif f and v == v and abs(v) != float("inf"):
             toks.append(f % v)
         else:
@@ -390,6 +414,25 @@ def run_op_16(op, ts, p):
         return view_inplace(int(p[0]), ts)
     if op == "view_before_inplace":
         return view_before_inplace(int(p[0]), ts)
+    return run_op_32(op, ts, p)
+
+
+def sdpa(q, k, v, scale=None, is_causal=False):
+    """PyTorch 2's scaled_dot_product_attention (its math path): 1.13 has no scale=."""
+    s = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    w = q @ k.transpose(-2, -1) * s
+    if is_causal:
+        L, S = w.shape[-2:]
+        w = w.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    return torch.softmax(w, -1) @ v
+
+
+def run_op_32(op, ts, p):
+    """The ops of issue 32."""
+    if op.endswith("_scalar_") and op[:-8] in BINARY:
+        return getattr(ts[0], op[:-8] + "_")(pyscalar(p[0]))
+    if op == "sdpa":
+        return sdpa(ts[0], ts[1], ts[2], None if p[0] != p[0] else p[0], bool(p[1]))
     if op == "copy_transposed":
         c = ts[0].clone()
         c.copy_(c.t())
@@ -403,10 +446,12 @@ def run_op_16(op, ts, p):
     raise KeyError(op)
 
 
-def case(op, params, inputs, strides=False):
+def case(op, params, inputs, strides=False, signed_zeros=False):
     line = [op, str(len(params))] + [fmt(x) for x in params] + [str(len(inputs))]
     for i in inputs:
         line += i.tokens()
+    if signed_zeros:
+        line.append("Z")
     try:
         ts = [i.tensor() for i in inputs]
         try:
@@ -430,7 +475,7 @@ def case(op, params, inputs, strides=False):
             r = ts[0]
         rs = r if isinstance(r, tuple) else (r,)
         for x in rs:
-            line += out_tokens(x, strides)
+            line += out_tokens(x, strides, signed_zeros)
     except (RuntimeError, IndexError, ValueError, TypeError) as e:
         # one error per op, input dtypes and text is enough (layouts do not change it)
         key = (op, tuple(i.dt for i in inputs), str(e))
@@ -963,6 +1008,35 @@ def grads16():
     return L
 
 
+SPECIAL = [float("-inf"), -3.0, -2.5, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0,
+           float("inf"), float("nan")]
+
+
+def issue32():
+    """Values and errors of issue 32's items."""
+    L = []
+    # pow: every pair of IEEE special values, as a tensor exponent (C99's pow) and as a
+    # scalar one (PyTorch's sqrt, rsqrt, square... paths)
+    n = len(SPECIAL)
+    for dt in FLOATS:
+        a = Lit(dt, [n, n], [x for x in SPECIAL for _ in SPECIAL])
+        b = Lit(dt, [n, n], [y for _ in SPECIAL for y in SPECIAL])
+        L.append(case("pow", [], [a, b], signed_zeros=True))
+        for y in SPECIAL:
+            L.append(case("pow_scalar", [y], [Lit(dt, [n], SPECIAL)], signed_zeros=True))
+            L.append(case("pow_scalar_", [y], [Lit(dt, [n], SPECIAL)], signed_zeros=True))
+    # scaled_dot_product_attention's scale as given, negative and 0 too (nan: not given)
+    seed = 70000
+    for dt in ("float32", "float64"):
+        for scale in (float("nan"), 0.7, -0.6, 0.0, -2.0):
+            for causal in (0, 1):
+                L.append(case("sdpa", [scale, causal], [Inp(dt, seed, -2, 2, [2, 3, 4]),
+                                                        Inp(dt, seed + 1, -2, 2, [2, 5, 4]),
+                                                        Inp(dt, seed + 2, -2, 2, [2, 5, 3])]))
+                seed += 3
+    return L
+
+
 def grads32():
     """Gradients of issue 32's items (float64)."""
     L = []
@@ -1146,9 +1220,12 @@ def main():
     torch.manual_seed(0)
     families = {"elementwise": elementwise, "reduce": reductions, "grad": grads,
                 "shape": shapes_and_indexing, "layout": layout, "newops": newops,
-                "grad16": grads16, "grad32": grads32,
+                "grad16": grads16, "issue32": issue32, "grad32": grads32,
                 "grad_fn": grad_fn_names}
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]
     for name, fn in families.items():
+        if only and name not in only:
+            continue
         lines = [x for x in fn() if x is not None]
         with open(os.path.join(OUT, name + ".txt"), "w") as f:
             f.write("# generated by tests/torch/gen.py from PyTorch %s; do not edit\n"
