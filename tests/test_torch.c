@@ -460,7 +460,9 @@ static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out
 {
     const char *op = c->op;
     const double *p = c->p;
-    if (!strcmp(op, "sdpa")) {
+    if (!strcmp(op, "gelu_tanh")) {
+        out[0] = weft_gelu_approximate(in[0], WEFT_GELU_TANH);
+    } else if (!strcmp(op, "sdpa")) {
         struct weft_sdpa_params sp = {.is_causal = p[1] != 0, .scale = isnan(p[0]) ? NULL : &p[0]};
         out[0] = weft_scaled_dot_product_attention(in[0], in[1], in[2], &sp);
     } else {
@@ -836,6 +838,87 @@ Test(torch, gelu_float32_is_accurate_in_the_left_tail)
     weft_tensor *x = tu_tensor(1, &n, xs, WEFT_F32);
     tu_assert_close(weft_gelu(x), want, n, 1e-6, 0);
     tu_assert_close(weft_gelu_backward(weft_ones_like(x), x, 0), dwant, n, 1e-6, 0);
+    tu_assert_no_error();
+    weft_scope_pop();
+}
+
+/* float32 tanh-GELU and its derivative against the exact function (in double) over the
+ * whole float range (issue 32): 0.5 x (1 + tanh(u)) cancelled in the left tail (1.3% off at
+ * -4.25, the sign wrong at -5.15); weft computes x sigmoid(2u) with 2u in double. Within 4
+ * ulp forward and 8 backward (absolute 8 ulp of 1 where the derivative crosses 0), the
+ * subnormal results near -10.5 included; 16-bit dtypes round the float result. */
+static double gelu_tanh_exact(double x, double *slope)
+{
+    double u = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+    double s = u >= 0 ? 1 / (1 + exp(-2 * u)) : exp(2 * u) / (1 + exp(2 * u));
+    *slope = s + 2 * sqrt(2 / M_PI) * x * (1 + 3 * 0.044715 * x * x) * s * (1 - s);
+    return isnan(x) ? x : x * s;
+}
+
+static double ulps(double got, double want, double floor)
+{
+    if (isnan(got) || isnan(want))
+        return isnan(got) && isnan(want) ? 0 : INFINITY;
+    if (got == want)
+        return 0;
+    double ulp = fabs(want) < floor ? floor : nextafterf((float)fabs(want), INFINITY) - (float)fabs(want);
+    return fabs(got - want) / (ulp > 0x1p-149 ? ulp : 0x1p-149);
+}
+
+Test(torch, gelu_tanh_float32_is_within_a_few_ulp_over_the_float_range)
+{
+    enum { N = 4096 };
+    static double xs[N];
+    int64_t n = 0;
+    for (int e = -30; e <= 8; e++) /* 40 points per binade, both signs */
+        for (int k = 0; k < 40; k++)
+            for (int sign = -1; sign <= 1; sign += 2)
+                xs[n++] = sign * ldexp(1 + k / 40.0 + 1e-3, e);
+    for (int k = 0; k < 400; k++) /* the subnormal results and the cut to 0 */
+        xs[n++] = -10.0 - k * 0.0025;
+    const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 3e38, -3e38, -4.25, -5.1492753};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        xs[n++] = special[i];
+    cr_assert_leq(n, N);
+    weft_scope_push();
+    weft_tensor *x = tu_tensor(1, &n, xs, WEFT_F32);
+    double *y = malloc(sizeof(double) * (size_t)n * 2), *dy = y + n;
+    cr_assert(y);
+    tu_read(weft_gelu_approximate(x, WEFT_GELU_TANH), y);
+    tu_read(weft_gelu_backward(weft_ones_like(x), x, 1), dy);
+    double worst = 0, dworst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float xf = (float)xs[i];
+        double slope, want = gelu_tanh_exact(xf, &slope);
+        if (isinf(xf)) /* 0.5 x (1 + tanh(u)): inf at +inf, inf * 0 = NaN at -inf */
+            want = xf > 0 ? INFINITY : NAN;
+        double e = ulps(y[i], want, 0), de = fabs(xf) > 1e19 ? 0 : ulps(dy[i], slope, 0.25);
+        cr_expect_leq(e, 4, "gelu_tanh(%.9g) = %.9g, exact %.9g (%.3g ulp)", xf, y[i], want, e);
+        cr_expect_leq(de, 8, "its slope at %.9g = %.9g, exact %.9g (%.3g ulp)", xf, dy[i], slope, de);
+        worst = fmax(worst, e);
+        dworst = fmax(dworst, de);
+    }
+    cr_log_info("gelu_tanh float32: %.2f ulp at most, its slope %.2f", worst, dworst);
+    /* 16-bit dtypes: the float result rounded once */
+    const enum weft_dtype low[2] = {WEFT_F16, WEFT_BF16};
+    for (int k = 0; k < 2; k++) {
+        double *v = malloc(sizeof(double) * (size_t)n);
+        cr_assert(v);
+        tu_read(weft_gelu_approximate(weft_to_dtype(x, low[k]), WEFT_GELU_TANH), v);
+        double rel = low[k] == WEFT_F16 ? 0x1p-10 : 0x1p-7;
+        for (int64_t i = 0; i < n; i++) {
+            double xr, slope, want;
+            double xin[1] = {xs[i]};
+            int64_t one = 1;
+            tu_read(weft_to_dtype(tu_tensor(1, &one, xin, low[k]), WEFT_F64), &xr);
+            want = gelu_tanh_exact(xr, &slope);
+            if (isfinite(xr) && fabs(want) > (low[k] == WEFT_F16 ? 6.2e-5 : 1.2e-38))
+                cr_expect_leq(fabs(v[i] - want), rel * fabs(want), "%s gelu_tanh(%g) = %g, exact %g",
+                              weft_dtype_name(low[k]), xr, v[i], want);
+        }
+        free(v);
+    }
+    free(y);
     tu_assert_no_error();
     weft_scope_pop();
 }

@@ -431,6 +431,8 @@ def run_op_32(op, ts, p):
     """The ops of issue 32."""
     if op.endswith("_scalar_") and op[:-8] in BINARY:
         return getattr(ts[0], op[:-8] + "_")(pyscalar(p[0]))
+    if op == "gelu_tanh":
+        return F.gelu(ts[0], approximate="tanh")
     if op == "sdpa":
         return sdpa(ts[0], ts[1], ts[2], None if p[0] != p[0] else p[0], bool(p[1]))
     if op == "copy_transposed":
@@ -1025,6 +1027,13 @@ def issue32():
         for y in SPECIAL:
             L.append(case("pow_scalar", [y], [Lit(dt, [n], SPECIAL)], signed_zeros=True))
             L.append(case("pow_scalar_", [y], [Lit(dt, [n], SPECIAL)], signed_zeros=True))
+    # tanh-GELU where PyTorch's own float32 is accurate (its 1 + tanh cancels below -3;
+    # test_torch.c checks weft's tail against the exact function)
+    seed = 71000
+    for dt in FLOATS:
+        for lo in (-3, -1, 1):
+            L.append(case("gelu_tanh", [], [Inp(dt, seed, lo, lo + 2, [2, 4])]))
+            seed += 1
     # scaled_dot_product_attention's scale as given, negative and 0 too (nan: not given)
     seed = 70000
     for dt in ("float32", "float64"):
@@ -1046,6 +1055,7 @@ def grads32():
         ins = [f64(seed, [3, 4])] + ([f64(seed + 1, other)] if other else [])
         L.append(grad_case("view_before_inplace", [variant], ins))
         seed += 2
+    L.append(grad_case("gelu_tanh", [], [f64(seed, [3, 4], -3, 3)]))
     return L
 
 
