@@ -455,12 +455,40 @@ static bool run_op_16(const struct tcase *c, weft_tensor **in, weft_tensor **out
     return true;
 }
 
-/* The ops of issue 32 (gen.py's run_op_32); false when op is not one. */
+/* The ops of issue 32 and the nn ops its cases call (gen.py's run_op_32); false when op is
+ * not one. */
 static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out)
 {
     const char *op = c->op;
     const double *p = c->p;
-    if (!strcmp(op, "gelu_tanh")) {
+    enum weft_reduction red = (enum weft_reduction)(int)p[0];
+    if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss")) {
+        struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
+        ce.reduction = red;
+        ce.weight = c->ni > 2 ? in[2] : NULL;
+        if (op[0] == 'c') {
+            ce.label_smoothing = p[1];
+            out[0] = weft_cross_entropy(in[0], in[1], &ce);
+        } else {
+            out[0] = weft_nll_loss(in[0], in[1], &ce);
+        }
+    } else if (!strcmp(op, "mse_loss")) {
+        out[0] = weft_mse_loss(in[0], in[1], red);
+    } else if (!strcmp(op, "l1_loss")) {
+        out[0] = weft_l1_loss(in[0], in[1], red);
+    } else if (!strcmp(op, "bce_logits")) {
+        out[0] = weft_binary_cross_entropy_with_logits(in[0], in[1], NULL, red);
+    } else if (!strcmp(op, "cdist")) {
+        out[0] = weft_cdist(in[0], in[1], p[0]);
+    } else if (!strcmp(op, "layer_norm")) {
+        int nd = (int)p[0];
+        out[0] = weft_layer_norm(in[0], nd, in[0]->shape + in[0]->ndim - nd, c->ni > 1 ? in[1] : NULL,
+                                 c->ni > 2 ? in[2] : NULL, 1e-5);
+    } else if (!strcmp(op, "conv2d")) {
+        struct weft_conv2d_params cp = {.stride = {(int64_t)p[0], (int64_t)p[0]},
+                                        .padding = {(int64_t)p[1], (int64_t)p[1]}};
+        out[0] = weft_conv2d(in[0], in[1], c->ni > 2 ? in[2] : NULL, &cp);
+    } else if (!strcmp(op, "gelu_tanh")) {
         out[0] = weft_gelu_approximate(in[0], WEFT_GELU_TANH);
     } else if (!strcmp(op, "sdpa")) {
         struct weft_sdpa_params sp = {.is_causal = p[1] != 0, .scale = isnan(p[0]) ? NULL : &p[0]};
@@ -677,6 +705,10 @@ static bool error_matches(const char *weft, const char *torch_text)
     return *weft && (strstr(torch, weft) || strstr(weft, torch));
 }
 
+/* The family being replayed runs its ops under autocast on the cpu (autocast_cpu.txt:
+ * gen.py made it under torch.autocast("cpu")). */
+static bool replay_autocast;
+
 /* Runs one case; "" when weft agrees, else the difference in buf. */
 static const char *check_case(const struct tcase *c, char *buf, size_t n)
 {
@@ -691,7 +723,10 @@ static const char *check_case(const struct tcase *c, char *buf, size_t n)
             in[i] = leaf;
         }
     }
+    weft_autocast_state prev = replay_autocast ? weft_autocast_begin(WEFT_DEVICE_CPU, WEFT_BF16)
+                                               : weft_autocast_get();
     int nout = run_op(c, in, out);
+    weft_autocast_end(prev);
     if (nout < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", weft_error_message());
@@ -817,6 +852,15 @@ Test(torch, new_ops) { replay("newops"); }
 Test(torch, new_ops_gradients) { replay("grad16"); }
 Test(torch, issue32) { replay("issue32"); }
 Test(torch, issue32_gradients) { replay("grad32"); }
+
+/* Every op under torch.autocast("cpu") (bfloat16): PyTorch 1.13's AutocastCPU lists, op by
+ * op, and the values. */
+Test(torch, autocast_cpu)
+{
+    replay_autocast = true;
+    replay("autocast_cpu");
+    replay_autocast = false;
+}
 
 /* ---- named cases the fixtures cannot express ----------------------------------------- */
 

@@ -428,7 +428,24 @@ def sdpa(q, k, v, scale=None, is_causal=False):
 
 
 def run_op_32(op, ts, p):
-    """The ops of issue 32."""
+    """The ops of issue 32 (and the nn ops its cases call)."""
+    if op == "cross_entropy":  # p: reduction, label_smoothing; ts: input, target[, weight]
+        return F.cross_entropy(ts[0], ts[1], weight=ts[2] if len(ts) > 2 else None,
+                               reduction=REDUCTION[int(p[0])], label_smoothing=p[1])
+    if op == "nll_loss":
+        return F.nll_loss(ts[0], ts[1], weight=ts[2] if len(ts) > 2 else None,
+                          reduction=REDUCTION[int(p[0])])
+    if op in ("mse_loss", "l1_loss"):
+        return getattr(F, op)(ts[0], ts[1], reduction=REDUCTION[int(p[0])])
+    if op == "bce_logits":
+        return F.binary_cross_entropy_with_logits(ts[0], ts[1], reduction=REDUCTION[int(p[0])])
+    if op == "cdist":
+        return torch.cdist(ts[0], ts[1], p=p[0])
+    if op == "layer_norm":  # p: how many trailing dims; ts: x[, weight[, bias]]
+        nd = int(p[0])
+        return F.layer_norm(ts[0], ts[0].shape[ts[0].dim() - nd:], *ts[1:])
+    if op == "conv2d":  # p: stride, padding
+        return F.conv2d(ts[0], ts[1], ts[2] if len(ts) > 2 else None, int(p[0]), int(p[1]))
     if op.endswith("_scalar_") and op[:-8] in BINARY:
         return getattr(ts[0], op[:-8] + "_")(pyscalar(p[0]))
     if op == "gelu_tanh":
@@ -448,6 +465,9 @@ def run_op_32(op, ts, p):
     raise KeyError(op)
 
 
+AUTOCAST = [False]  # cases made while set run under torch.autocast("cpu")
+
+
 def case(op, params, inputs, strides=False, signed_zeros=False):
     line = [op, str(len(params))] + [fmt(x) for x in params] + [str(len(inputs))]
     for i in inputs:
@@ -457,7 +477,8 @@ def case(op, params, inputs, strides=False, signed_zeros=False):
     try:
         ts = [i.tensor() for i in inputs]
         try:
-            r = run_op(op, ts, params)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST[0]):
+                r = run_op(op, ts, params)
         except RuntimeError as e:
             # PyTorch 1.13's cpu kernels lack many Half/BFloat16 ops that its cuda kernels
             # have (and weft has on every device): compute in float32 and round, as cuda
@@ -1046,6 +1067,62 @@ def issue32():
     return L
 
 
+AUTOCAST_UNARY = ["exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "relu", "gelu",
+                  "silu", "erf", "neg", "abs"]
+
+
+def autocast_cpu():
+    """Every op weft has, run under torch.autocast("cpu") on float32 and bfloat16 inputs: the
+    dtype each comes out in (PyTorch 1.13's AutocastCPU lists), and its values."""
+    L = []
+    seed = 80000
+    for dt in ("float32", "bfloat16"):
+        def t(*shape, lo=-2, hi=3):
+            nonlocal seed
+            seed += 1
+            return Inp(dt, seed, lo, hi, list(shape))
+
+        for op in AUTOCAST_UNARY:
+            L.append(case(op, [], [t(3, 4, lo=1)]))
+        for op in ("add", "mul", "div", "pow", "maximum"):
+            L.append(case(op, [], [t(3, 4, lo=1), t(3, 4, lo=1)]))
+        L.append(case("pow_scalar", [2.0], [t(3, 4)]))
+        for op in ("sum", "mean", "prod"):
+            L.append(case(op, [0, 1, 1], [t(3, 4)]))
+        for op in ("var", "std"):
+            L.append(case(op, [0, 1, 1, 1], [t(3, 4)]))
+        L.append(case("logsumexp", [0, 1, 1], [t(3, 4)]))
+        for op in ("softmax", "log_softmax"):
+            L.append(case(op, [1], [t(3, 4)]))
+        L.append(case("matmul", [], [t(3, 4), t(4, 5)]))
+        L.append(case("mm", [], [t(3, 4), t(4, 5)]))
+        L.append(case("bmm", [], [t(2, 3, 4), t(2, 4, 5)]))
+        L.append(case("addmm", [1, 1], [t(5), t(3, 4), t(4, 5)]))
+        L.append(case("baddbmm", [1, 1], [t(5), t(2, 3, 4), t(2, 4, 5)]))
+        L.append(case("linear", [], [t(3, 4), t(5, 4), t(5)]))
+        L.append(case("conv2d", [1, 1], [t(1, 2, 5, 5), t(3, 2, 3, 3), t(3)]))
+        L.append(case("sdpa", [float("nan"), 0], [t(2, 3, 4), t(2, 5, 4), t(2, 5, 3)]))
+        L.append(case("cdist", [2.0], [t(3, 4), t(5, 4)]))
+        L.append(case("layer_norm", [1], [t(3, 4), t(4), t(4)]))
+        L.append(case("cat", [0], [t(2, 3), t(2, 3)]))
+        L.append(case("index_select", [0], [t(3, 4), Inp("int64", seed, 0, 3, [2])]))
+        L.append(case("gelu_tanh", [], [t(3, 4)]))
+        L.append(case("unpool_of_pool", [2, 2, 0], [t(1, 2, 4, 4)]))
+        for r in range(3):
+            L.append(case("cross_entropy", [r, 0.0], [t(3, 4), Inp("int64", seed, 0, 4, [3])]))
+            L.append(case("nll_loss", [r], [t(3, 4), Inp("int64", seed, 0, 4, [3])]))
+            for op in ("mse_loss", "l1_loss"):
+                L.append(case(op, [r], [t(3, 4), t(3, 4)]))
+            L.append(case("bce_logits", [r], [t(3, 4), t(3, 4, lo=0, hi=1)]))
+            L.append(case("bce", [r, 1], [t(3, 4, lo=0, hi=1), t(3, 4, lo=0, hi=1)]))
+    # mixed inputs: the GEMMs cast both to bfloat16, the others promote
+    for op, shapes in (("matmul", ([3, 4], [4, 5])), ("add", ([3, 4], [3, 4])),
+                       ("mse_loss", ([3, 4], [3, 4]))):
+        ins = [Inp("float32", 81000, -2, 3, shapes[0]), Inp("bfloat16", 81001, -2, 3, shapes[1])]
+        L.append(case(op, [0] if op == "mse_loss" else [], ins))
+    return L
+
+
 def grads32():
     """Gradients of issue 32's items (float64)."""
     L = []
@@ -1231,11 +1308,13 @@ def main():
     families = {"elementwise": elementwise, "reduce": reductions, "grad": grads,
                 "shape": shapes_and_indexing, "layout": layout, "newops": newops,
                 "grad16": grads16, "issue32": issue32, "grad32": grads32,
+                "autocast_cpu": autocast_cpu,
                 "grad_fn": grad_fn_names}
     only = [a for a in sys.argv[1:] if not a.startswith("--")]
     for name, fn in families.items():
         if only and name not in only:
             continue
+        AUTOCAST[0] = name.startswith("autocast")
         lines = [x for x in fn() if x is not None]
         with open(os.path.join(OUT, name + ".txt"), "w") as f:
             f.write("# generated by tests/torch/gen.py from PyTorch %s; do not edit\n"

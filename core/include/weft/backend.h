@@ -74,6 +74,14 @@ struct weft_backend {
     char *(*memory_summary)(void *context, int index, bool abbreviated);
     /* Optional: resets the peak figures of memory_stats. */
     void (*reset_peak_memory_stats)(void *context, int index);
+
+    /* Appended in ABI 3 (read through WEFT_VTABLE_HAS). Autocast on this device type, as
+     * PyTorch keeps a policy per device: which op list its tensors follow, by name ("cpu":
+     * PyTorch 1.13's AutocastCPU lists; "cuda": its CUDA lists, weft/autocast_policy.h),
+     * and the low-precision dtypes a scope may name (WEFT_DTYPE_BIT mask; PyTorch 1.13's
+     * CPU takes bfloat16 only). Absent or NULL / 0: "cuda", bfloat16 and float16. */
+    const char *autocast_policy;
+    uint32_t autocast_dtypes;
 };
 
 /* The backend for a device type, loading the plugin that provides it on first use (its
