@@ -466,6 +466,8 @@ static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out
         struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
         ce.reduction = red;
         ce.weight = c->ni > 2 ? in[2] : NULL;
+        if (c->np > 2)
+            ce.ignore_index = (int64_t)p[2];
         if (op[0] == 'c') {
             ce.label_smoothing = p[1];
             out[0] = weft_cross_entropy(in[0], in[1], &ce);

@@ -429,9 +429,11 @@ def sdpa(q, k, v, scale=None, is_causal=False):
 
 def run_op_32(op, ts, p):
     """The ops of issue 32 (and the nn ops its cases call)."""
-    if op == "cross_entropy":  # p: reduction, label_smoothing; ts: input, target[, weight]
+    if op == "cross_entropy":  # p: reduction, label_smoothing[, ignore_index]; ts: input,
+        # target[, weight]
         return F.cross_entropy(ts[0], ts[1], weight=ts[2] if len(ts) > 2 else None,
-                               reduction=REDUCTION[int(p[0])], label_smoothing=p[1])
+                               reduction=REDUCTION[int(p[0])], label_smoothing=p[1],
+                               ignore_index=int(p[2]) if len(p) > 2 else -100)
     if op == "nll_loss":
         return F.nll_loss(ts[0], ts[1], weight=ts[2] if len(ts) > 2 else None,
                           reduction=REDUCTION[int(p[0])])
@@ -1048,6 +1050,27 @@ def issue32():
         for y in SPECIAL:
             L.append(case("pow_scalar", [y], [Lit(dt, [n], SPECIAL)], signed_zeros=True))
             L.append(case("pow_scalar_", [y], [Lit(dt, [n], SPECIAL)], signed_zeros=True))
+    # cross_entropy with class-probability targets (a target of the input's shape)
+    seed = 72000
+    for shape in ([3, 4], [4], [2, 4, 3], [2, 4, 3, 2], [0, 4]):
+        for r in range(3):
+            for ls in (0.0, 0.25):
+                for weighted in (False, True):
+                    ins = [Inp("float32", seed, -2, 3, shape), Inp("float32", seed + 1, 0, 1, shape)]
+                    if weighted:
+                        ins.append(Inp("float32", seed + 2, 0, 2, [4]))
+                    L.append(case("cross_entropy", [r, ls], ins))
+                    seed += 3
+    for dx, dt in (("float32", "float64"), ("float64", "float32"), ("float32", "float16"),
+                   ("bfloat16", "bfloat16")):
+        L.append(case("cross_entropy", [0, 0.0], [Inp(dx, seed, -2, 3, [3, 4]),
+                                                  Inp(dt, seed + 1, 0, 1, [3, 4])]))
+        seed += 2
+    x, t = Inp("float32", seed, -2, 3, [3, 4]), Inp("float32", seed + 1, 0, 1, [3, 4])
+    L.append(case("cross_entropy", [0, 0.0], [x, Inp("int64", seed, 0, 4, [3, 4])]))
+    L.append(case("cross_entropy", [0, 0.0, 1], [x, t]))
+    L.append(case("cross_entropy", [0, 0.0], [x, t, Inp("float32", seed, 0, 2, [3])]))
+    L.append(case("cross_entropy", [0, 1.5], [x, t]))
     # tanh-GELU where PyTorch's own float32 is accurate (its 1 + tanh cancels below -3;
     # test_torch.c checks weft's tail against the exact function)
     seed = 71000
@@ -1133,6 +1156,17 @@ def grads32():
         L.append(grad_case("view_before_inplace", [variant], ins))
         seed += 2
     L.append(grad_case("gelu_tanh", [], [f64(seed, [3, 4], -3, 3)]))
+    # cross_entropy with class-probability targets: both inputs' gradients
+    for shape in ([3, 4], [4], [2, 4, 3]):
+        for r in range(3):
+            for ls, weighted in ((0.0, False), (0.25, True)):
+                ins = [f64(seed, shape), f64(seed + 1, shape, 0, 1)]
+                needs = [True, True]
+                if weighted:
+                    ins.append(f64(seed + 2, [4], 0, 2))
+                    needs.append(False)
+                L.append(grad_case("cross_entropy", [r, ls], ins, needs))
+                seed += 3
     return L
 
 

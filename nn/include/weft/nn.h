@@ -181,9 +181,11 @@ struct weft_cross_entropy_params {
 /* PyTorch's defaults: mean, ignore_index -100, no smoothing, no weights. */
 struct weft_cross_entropy_params weft_cross_entropy_defaults(void);
 
-/* logits [N, C] (or [N, C, d...]), target int64 class indices [N] (or [N, d...]).
- * Fused log-softmax + NLL: numerically stable, with one backward node. params NULL means
- * the defaults. */
+/* logits [N, C] (or [N, C, d...], or [C] unbatched), target int64 class indices [N] (or
+ * [N, d...]): fused log-softmax + NLL, numerically stable, with one backward node.
+ * Or target of the logits' shape: class probabilities (a floating dtype; ignore_index must
+ * stay negative), PyTorch's -(log_softmax(x) * t * w).sum(class dim), summed or divided
+ * by the number of positions, from recorded ops. params NULL means the defaults. */
 weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
                                 const struct weft_cross_entropy_params *params);
 /* log_probs [N, C], target int64 [N]; label_smoothing is ignored. */
