@@ -173,6 +173,10 @@ static int class_prepare(weft_tensor *input, weft_tensor *target,
                               "weight tensor should be defined either for all %lld classes or no "
                               "classes but got weight tensor of shape: %s",
                               (long long)L->C, weft_shape_str(p->weight->ndim, p->weight->shape, s, sizeof s));
+    if (p->weight && p->weight->dtype != input->dtype) /* PyTorch 1.13's nll_loss kernel */
+        return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                              weft_dtype_torch_name(input->dtype),
+                              weft_dtype_torch_name(p->weight->dtype));
     weft_tensor *t = weft_unsqueeze(input->ndim == 1 ? weft_unsqueeze(target, 0) : target, 1);
     weft_tensor *valid = weft_ne_scalar(t, (double)p->ignore_index);
     if (!valid || class_check_bounds(t, valid, L->C) != 0)
@@ -387,8 +391,12 @@ weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
 {
     if (!logits || !target)
         return NULL;
-    weft_tensor *in[2] = {logits, target};
-    WEFT_AUTOCAST_RETURN("cross_entropy", 2, in, weft_cross_entropy(in[0], in[1], params));
+    /* under autocast the class weights are cast with the logits, as PyTorch casts every
+     * tensor argument */
+    struct weft_cross_entropy_params cast = params ? *params : weft_cross_entropy_defaults();
+    weft_tensor *in[3] = {logits, target, cast.weight};
+    WEFT_AUTOCAST_RETURN("cross_entropy", 3, in,
+                         weft_cross_entropy(in[0], in[1], (cast.weight = in[2], &cast)));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(cross_entropy_in_scope(logits, target, params));
     weft_scope_pop();
@@ -400,8 +408,10 @@ weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
 {
     if (!log_probs || !target)
         return NULL;
-    weft_tensor *in[2] = {log_probs, target};
-    WEFT_AUTOCAST_RETURN("nll_loss", 2, in, weft_nll_loss(in[0], in[1], params));
+    struct weft_cross_entropy_params cast = params ? *params : weft_cross_entropy_defaults();
+    weft_tensor *in[3] = {log_probs, target, cast.weight};
+    WEFT_AUTOCAST_RETURN("nll_loss", 3, in,
+                         weft_nll_loss(in[0], in[1], (cast.weight = in[2], &cast)));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(log_probs, target, params, false));
     weft_scope_pop();

@@ -490,6 +490,14 @@ static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out
         struct weft_conv2d_params cp = {.stride = {(int64_t)p[0], (int64_t)p[0]},
                                         .padding = {(int64_t)p[1], (int64_t)p[1]}};
         out[0] = weft_conv2d(in[0], in[1], c->ni > 2 ? in[2] : NULL, &cp);
+    } else if (!strcmp(op, "full") || !strcmp(op, "linspace")) {
+        enum weft_dtype dt;
+        cr_assert(weft_dtype_parse(all_dtypes[(int)p[op[0] == 'f' ? 1 : 3]], &dt) == 0);
+        int64_t n = (int64_t)p[2];
+        out[0] = op[0] == 'f' ? weft_full(1, &n, p[0], dt, WEFT_CPU)
+                              : weft_linspace(p[0], p[1], n, dt, WEFT_CPU);
+    } else if (!strcmp(op, "fill_")) {
+        out[0] = weft_fill_(in[0], p[0]);
     } else if (!strcmp(op, "gelu_tanh")) {
         out[0] = weft_gelu_approximate(in[0], WEFT_GELU_TANH);
     } else if (!strcmp(op, "sdpa")) {

@@ -452,6 +452,13 @@ def run_op_32(op, ts, p):
         return getattr(ts[0], op[:-8] + "_")(pyscalar(p[0]))
     if op == "gelu_tanh":
         return F.gelu(ts[0], approximate="tanh")
+    if op == "full":  # p: value, dtype (ALL's index), size
+        # a float, as weft's value is a double (a Python int would wrap into uint8)
+        return torch.full((int(p[2]),), float(p[0]), dtype=DT[ALL[int(p[1])]])
+    if op == "fill_":
+        return ts[0].fill_(float(p[0]))
+    if op == "linspace":  # p: start, end, steps, dtype
+        return torch.linspace(p[0], p[1], int(p[2]), dtype=DT[ALL[int(p[3])]])
     if op == "sdpa":
         return sdpa(ts[0], ts[1], ts[2], None if p[0] != p[0] else p[0], bool(p[1]))
     if op == "copy_transposed":
@@ -1071,6 +1078,31 @@ def issue32():
     L.append(case("cross_entropy", [0, 0.0, 1], [x, t]))
     L.append(case("cross_entropy", [0, 0.0], [x, t, Inp("float32", seed, 0, 2, [3])]))
     L.append(case("cross_entropy", [0, 1.5], [x, t]))
+    # PyTorch raises where weft computed: a weight of another dtype in layer_norm and
+    # cross_entropy / nll_loss; a fill value out of an integer dtype's range; arange on bool
+    seed = 73000
+    for dx, dw in (("float32", "float64"), ("float64", "float32"), ("bfloat16", "float32"),
+                   ("float32", "float32")):
+        x = Inp(dx, seed, -2, 3, [3, 4])
+        L.append(case("layer_norm", [1], [x, Inp(dw, seed + 1, 0, 2, [4])]))
+        L.append(case("layer_norm", [1], [x, Inp(dx, seed + 1, 0, 2, [4]),
+                                          Inp(dw, seed + 2, 0, 2, [4])]))
+        tgt = Inp("int64", seed, 0, 4, [3])
+        L.append(case("cross_entropy", [0, 0.0], [x, tgt, Inp(dw, seed + 3, 0, 2, [4])]))
+        L.append(case("cross_entropy", [0, 0.1], [x, tgt, Inp(dw, seed + 3, 0, 2, [4])]))
+        L.append(case("nll_loss", [0], [x, tgt, Inp(dw, seed + 3, 0, 2, [4])]))
+        seed += 4
+    for v, dt in ((-1.0, "uint8"), (256.0, "uint8"), (255.0, "uint8"), (2.5, "uint8"),
+                  (128.0, "int8"), (-129.0, "int8"), (40000.0, "int16"), (1e10, "int32"),
+                  (1e20, "int64"), (float("nan"), "int32"), (float("inf"), "int64"),
+                  (-1.0, "bool"), (0.5, "bool"), (70000.0, "float16"), (-7.0, "int8")):
+        L.append(case("full", [v, ALL.index(dt), 3], []))
+        L.append(case("fill_", [v], [Inp(dt, seed, 0, 2, [3])]))
+        L.append(case("full_like", [v], [Inp(dt, seed, 0, 2, [3])]))
+    for args in ((0, 5, 1), (0, 1, 1), (0, 2, 0.5)):
+        L.append(case("arange", list(args) + [ALL.index("bool")], []))
+    L.append(case("linspace", [0, 1, 3, ALL.index("bool")], []))
+    L.append(case("linspace", [0, 1, 3, ALL.index("float32")], []))
     # tanh-GELU where PyTorch's own float32 is accurate (its 1 + tanh cancels below -3;
     # test_torch.c checks weft's tail against the exact function)
     seed = 71000
