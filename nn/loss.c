@@ -517,11 +517,22 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
 {
     if (check_reduction(reduction) != 0)
         return NULL;
-    if (!weft_dtype_is_floating(x->dtype)) {
+    /* PyTorch's mse_loss runs in the operands' promoted dtype (an integer input with a float
+     * target is a float loss); its l1_loss is (x - y).abs() and a reduction, whose own
+     * errors stand (bool operands, the mean of integers); with logits the input must be
+     * floating. */
+    enum weft_dtype dt = kind == PW_MSE ? weft_result_type(x, y) : x->dtype;
+    if (kind != PW_L1 && !weft_dtype_is_floating(dt)) {
         static const char *const kernels[] = {"mse_cpu", "l1_cpu", "binary_cross_entropy_with_logits"};
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'", kernels[kind],
-                       weft_dtype_torch_name(x->dtype));
+                       weft_dtype_torch_name(dt));
         return NULL;
+    }
+    if (kind == PW_MSE && (x->dtype != dt || y->dtype != dt)) { /* a bool input too */
+        x = weft_to_dtype(x, dt);
+        y = weft_to_dtype(y, dt);
+        if (!x || !y)
+            return NULL;
     }
     if (kind == PW_BCE_LOGITS &&
         (x->ndim != y->ndim || memcmp(x->shape, y->shape, (size_t)x->ndim * sizeof *x->shape) != 0)) {

@@ -496,6 +496,12 @@ static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out
         int64_t n = (int64_t)p[2];
         out[0] = op[0] == 'f' ? weft_full(1, &n, p[0], dt, WEFT_CPU)
                               : weft_linspace(p[0], p[1], n, dt, WEFT_CPU);
+    } else if (!strcmp(op, "interpolate")) {
+        static const char *const modes[] = {"nearest", "nearest-exact", "bilinear", "linear"};
+        struct weft_interpolate_params ip = {.mode = modes[(int)p[0]], .nscale = in[0]->ndim - 2,
+                                             .scale_factor = {p[1], p[1]}, .align_corners = -1,
+                                             .recompute_scale_factor = -1};
+        out[0] = weft_interpolate(in[0], &ip);
     } else if (!strcmp(op, "fill_")) {
         out[0] = weft_fill_(in[0], p[0]);
     } else if (!strcmp(op, "gelu_tanh")) {

@@ -427,6 +427,9 @@ def sdpa(q, k, v, scale=None, is_causal=False):
     return torch.softmax(w, -1) @ v
 
 
+INTERP_MODES = ["nearest", "nearest-exact", "bilinear", "linear"]
+
+
 def run_op_32(op, ts, p):
     """The ops of issue 32 (and the nn ops its cases call)."""
     if op == "cross_entropy":  # p: reduction, label_smoothing[, ignore_index]; ts: input,
@@ -457,6 +460,8 @@ def run_op_32(op, ts, p):
         return torch.full((int(p[2]),), float(p[0]), dtype=DT[ALL[int(p[1])]])
     if op == "fill_":
         return ts[0].fill_(float(p[0]))
+    if op == "interpolate":  # p: mode (INTERP_MODES' index), scale_factor
+        return F.interpolate(ts[0], scale_factor=p[1], mode=INTERP_MODES[int(p[0])])
     if op == "linspace":  # p: start, end, steps, dtype
         return torch.linspace(p[0], p[1], int(p[2]), dtype=DT[ALL[int(p[3])]])
     if op == "sdpa":
@@ -1103,6 +1108,30 @@ def issue32():
         L.append(case("arange", list(args) + [ALL.index("bool")], []))
     L.append(case("linspace", [0, 1, 3, ALL.index("bool")], []))
     L.append(case("linspace", [0, 1, 3, ALL.index("float32")], []))
+    # weft raised where PyTorch computes: mse_loss / l1_loss on an integer input with a
+    # float target (promoted); interpolate of uint8 in the nearest modes; scatter_reduce on
+    # bool
+    seed = 74000
+    for di, dt in (("int64", "float32"), ("float32", "int64"), ("uint8", "float64"),
+                   ("int64", "int64"), ("bool", "float32"), ("int32", "float16")):
+        for op in ("mse_loss", "l1_loss"):
+            for r in range(3):
+                L.append(case(op, [r], [Inp(di, seed, 0, 5, [2, 3]), Inp(dt, seed + 1, 0, 5, [2, 3])]))
+        seed += 2
+    for dt in ("uint8", "int64", "int8", "bool", "float32"):
+        for m in range(3):
+            L.append(case("interpolate", [m, 2.0], [Inp(dt, seed, 0, 200, [1, 2, 3, 4])]))
+            L.append(case("interpolate", [m, 1.5], [Inp(dt, seed, 0, 200, [2, 1, 3, 5])]))
+        L.append(case("interpolate", [0, 2.0], [Inp(dt, seed, 0, 200, [1, 2, 5])]))
+        L.append(case("interpolate", [1, 2.5], [Inp(dt, seed, 0, 200, [1, 2, 5])]))
+        seed += 1
+    idx = Inp("int64", seed, 0, 4, [3, 5])
+    for r in range(5):
+        for inc in (0, 1):
+            L.append(case("scatter_reduce", [1, r, inc], [Inp("bool", seed, 0, 2, [3, 4]), idx,
+                                                          Inp("bool", seed + 1, 0, 2, [3, 5])]))
+            L.append(case("scatter_reduce", [0, r, inc], [Inp("bool", seed + 2, 0, 2, [4, 5]), idx,
+                                                          Inp("bool", seed + 3, 0, 2, [3, 5])]))
     # tanh-GELU where PyTorch's own float32 is accurate (its 1 + tanh cancels below -3;
     # test_torch.c checks weft's tail against the exact function)
     seed = 71000

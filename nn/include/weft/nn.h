@@ -122,7 +122,8 @@ struct weft_interpolate_params {
     int recompute_scale_factor; /* -1 None, 0 False, 1 True */
 };
 /* F.interpolate(x, size, scale_factor, mode, align_corners, recompute_scale_factor) on
- * [N, C, L] or [N, C, H, W] (any strides), floating dtypes: PyTorch 1.13's values (the
+ * [N, C, L] or [N, C, H, W] (any strides), floating dtypes (and uint8 in the nearest
+ * modes, as PyTorch's kernels take it): PyTorch 1.13's values (the
  * scale_factor given without recompute_scale_factor also places the samples, at
  * 1 / scale), its errors (ValueError / NotImplementedError / RuntimeError with its words)
  * and its grad_fn (UpsampleBilinear2DBackward1, ...). The backward is the deterministic
@@ -191,6 +192,8 @@ weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
 /* log_probs [N, C], target int64 [N]; label_smoothing is ignored. */
 weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
                            const struct weft_cross_entropy_params *params);
+/* In the operands' promoted dtype, as PyTorch (an integer input with a float target is a
+ * float loss; two integer operands are refused, and l1_loss's mean of them). */
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 /* F.binary_cross_entropy on probabilities: -w (t log(x) + (1 - t) log(1 - x)) with each
