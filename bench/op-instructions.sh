@@ -7,7 +7,9 @@
 #   env:   KINDS ("add_16 view_16 mul_scalar_16 chain_fwd_bwd"), N (2000)
 # Each build's driver is compiled against its own source tree's headers (found through
 # its meson-info), so BASE_BUILD_DIR may be a build of an older commit. chain_fwd_bwd is
-# counted per op of its chains (100 ops and their backward per chain).
+# counted per op of its chains (100 ops and their backward per chain). gelu_tanh_4096 and
+# gelu_tanh_backward_4096 count the cpu kernels of tanh-GELU (KINDS="gelu_tanh_4096
+# gelu_tanh_backward_4096"; under valgrind the kernels run their x86-64-v3 clones).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)

@@ -26,6 +26,13 @@ struct weft_autograd_meta {
      * its chain of views (strong; the base never points back). An in-place op on the view
      * rebases that tensor's history (CopySlices). */
     weft_tensor *base;
+    /* The storage's version when grad_fn was made: once the base or another of its views
+     * has changed in place since, grad_fn is made again from the base (view_refresh). */
+    uint64_t view_version;
+    /* A view made with grad mode off of a tensor that requires grad: it requires grad as
+     * its base does, has no grad_fn, and passes no gradient on (PyTorch's
+     * CreationMeta::NO_GRAD_MODE). */
+    bool no_grad_view;
 };
 
 /* Where a view lies in its base, in elements (CopySlices, AsStridedBackward0). */
@@ -141,6 +148,7 @@ static struct weft_autograd_meta *meta_get(weft_tensor *t)
 }
 
 static void node_release(struct weft_node *node);
+static int view_refresh(weft_tensor *t);
 
 /* Called by weft_tensor_release when the tensor dies. */
 void weft_autograd_meta_free(weft_tensor *t)
@@ -163,7 +171,8 @@ void weft_autograd_meta_free(weft_tensor *t)
 
 bool weft_requires_grad(const weft_tensor *t)
 {
-    return t && t->autograd && (t->autograd->requires_grad || t->autograd->grad_fn);
+    const struct weft_autograd_meta *m = t ? t->autograd : NULL;
+    return m && (m->requires_grad || m->grad_fn || (m->no_grad_view && weft_requires_grad(m->base)));
 }
 
 bool weft_is_leaf(const weft_tensor *t)
@@ -255,6 +264,8 @@ int weft_retain_grad(weft_tensor *t)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "can't retain_grad on Tensor that has requires_grad=False");
     struct weft_autograd_meta *m = t->autograd;
+    if (m->base && view_refresh(t) != 0)
+        return weft_error_code();
     if (!m->grad_fn || m->retains_grad)
         return 0; /* leaves keep their grad anyway */
     struct weft_node *fn = m->grad_fn;
@@ -270,6 +281,11 @@ int weft_retain_grad(weft_tensor *t)
 
 const char *weft_grad_fn_name(const weft_tensor *t)
 {
+    /* the name of the node a gradient would reach now: a view's is made again when its
+     * base changed in place (PyTorch's grad_fn getter does the same) */
+    if (t && t->autograd && t->autograd->base && !t->autograd->no_grad_view &&
+        view_refresh((weft_tensor *)t) != 0)
+        return NULL;
     return t && t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
 }
 
@@ -421,11 +437,15 @@ static int gradient_edge(weft_tensor *t, struct edge *out)
     if (!weft_requires_grad(t))
         return 0;
     struct weft_autograd_meta *m = t->autograd;
+    if (m->base && view_refresh(t) != 0)
+        return weft_error_code();
     if (m->grad_fn) {
         WEFT_ATOMIC_INC(&m->grad_fn->refcount);
         *out = (struct edge){m->grad_fn, m->output_nr};
         return 0;
     }
+    if (!m->requires_grad) /* a view made under no_grad: its gradient goes nowhere */
+        return 0;
     if (!m->accumulator) {
         struct weft_node *acc = node_alloc("AccumulateGrad", accumulate_grad_backward, 0, 0);
         if (!acc)
@@ -609,7 +629,19 @@ static void view_input_info(const struct view_geom *g, struct input_info *info)
     memcpy(info->shape, g->base_shape, sizeof info->shape);
 }
 
-/* Zeros (or g's values when g) laid out as the base, and the view's part of it. */
+/* Where view lies in base (whose offset the view's is counted from). */
+static void view_geom_fill(struct view_geom *g, const weft_tensor *view, const weft_tensor *base)
+{
+    *g = (struct view_geom){.ndim = view->ndim, .base_ndim = base->ndim,
+                            .offset = view->offset - base->offset, .dtype = base->dtype,
+                            .device = base->device};
+    memcpy(g->shape, view->shape, sizeof g->shape);
+    memcpy(g->stride, view->stride, sizeof g->stride);
+    memcpy(g->base_shape, base->shape, sizeof g->base_shape);
+    memcpy(g->base_stride, base->stride, sizeof g->base_stride);
+}
+
+/* g's values laid out as the base (which is dense), and the view's part of it. */
 static weft_tensor *base_buffer(const struct view_geom *g, weft_tensor *grad, weft_tensor **part)
 {
     int64_t numel = weft_shape_numel(g->base_ndim, g->base_shape);
@@ -620,9 +652,7 @@ static weft_tensor *base_buffer(const struct view_geom *g, weft_tensor *grad, we
     weft_tensor *buf = weft_tensor_finish(
         weft_tensor_make(s, g->base_ndim, g->base_shape, g->base_stride, 0, g->dtype));
     weft_storage_release(s);
-    if (!buf)
-        return NULL;
-    if (grad ? weft_copy_(buf, grad) != 0 : weft_copy_(buf, weft_zeros(0, NULL, g->dtype, g->device)) != 0)
+    if (!buf || weft_copy_(buf, grad) != 0)
         return NULL;
     *part = weft_tensor_alias(buf, g->ndim, g->shape, g->stride, g->offset); /* autoreleased */
     return *part ? buf : NULL;
@@ -658,45 +688,92 @@ static int copy_slices_backward(struct weft_node *node, weft_tensor *const *grad
     return rc == 0 ? 0 : weft_error_code();
 }
 
-/* The view regenerated from its base: the gradient placed in the view's part of zeros. */
+/* The view made again from its base (AsStridedBackward0): the gradient added into zeros
+ * laid out as the base, where the view lies. */
 static int view_of_base_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                  weft_tensor **grad_inputs)
 {
-    weft_tensor *g = grad_outputs[0], *part = NULL;
+    weft_tensor *g = grad_outputs[0];
+    const struct view_geom *geom = node->geom;
     if (!g || !weft_node_needs_input_grad(node, 0))
         return 0;
-    weft_tensor *result = base_buffer(node->geom, NULL, &part);
-    if (!result || weft_copy_(part, g) != 0)
-        return weft_error_code();
-    grad_inputs[0] = result;
-    return 0;
+    grad_inputs[0] = weft_view_grad_to_base(g, geom->stride, geom->offset, geom->base_ndim,
+                                            geom->base_shape, geom->base_stride);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+/* A grad_fn for view as a view of base with the base's history now: AsStridedBackward0,
+ * as PyTorch makes when it regenerates a view. */
+static struct weft_node *view_of_base_node(const weft_tensor *view, weft_tensor *base)
+{
+    struct view_geom *geom = malloc(sizeof *geom);
+    struct weft_node *as = node_alloc("AsStridedBackward0", view_of_base_backward, 1, 0);
+    if (!geom || !as || gradient_edge(base, &as->next[0]) != 0) {
+        free(geom);
+        node_release(as);
+        if (!weft_error_code())
+            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a view's grad_fn");
+        return NULL;
+    }
+    view_geom_fill(geom, view, base);
+    view_input_info(geom, &as->inputs[0]);
+    as->geom = geom;
+    as->is_view = true;
+    return as;
+}
+
+/* Makes node the view's grad_fn, keeping retain_grad, and notes the version it is of. */
+static int view_set_grad_fn(weft_tensor *view, struct weft_node *node)
+{
+    struct weft_autograd_meta *vm = view->autograd;
+    struct weft_node *old = vm->grad_fn;
+    bool retained = vm->retains_grad;
+    if (retained && old && old->retained && old->retained[vm->output_nr] == view)
+        old->retained[vm->output_nr] = NULL;
+    vm->grad_fn = node;
+    vm->output_nr = 0;
+    vm->retains_grad = false;
+    vm->view_version = weft_tensor_version(view);
+    node_release(old);
+    return retained ? weft_retain_grad(view) : 0;
+}
+
+/* PyTorch's VariableHooks::grad_fn: once the base, or another view of it, has changed in
+ * place since a view's grad_fn was made, that grad_fn describes a value the view no longer
+ * has; the view's grad_fn is made again from the base's history now. A view made under
+ * no_grad cannot be (PyTorch's error). */
+static int view_refresh(weft_tensor *t)
+{
+    struct weft_autograd_meta *m = t->autograd;
+    if (weft_tensor_version(t) == m->view_version)
+        return 0;
+    if (m->no_grad_view)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "A view was created in no_grad mode and its base or another view "
+                              "of its base has been modified inplace with grad mode enabled. "
+                              "Given that this use case is ambiguous and error-prone, it is "
+                              "forbidden. You can clarify your code by moving both the view and "
+                              "the inplace either both inside the no_grad block (if you don't "
+                              "want the inplace to be tracked) or both outside (if you want the "
+                              "inplace to be tracked).");
+    struct weft_node *as = view_of_base_node(t, m->base);
+    return as ? view_set_grad_fn(t, as) : weft_error_code();
 }
 
 static int rebase_view(struct weft_node *node, weft_tensor *view)
 {
     weft_tensor *base = view->autograd->base;
-    struct view_geom *geom = calloc(1, sizeof *geom), *geom2 = calloc(1, sizeof *geom2);
+    struct view_geom *geom = malloc(sizeof *geom);
     struct weft_node *cs = node_alloc("CopySlices", copy_slices_backward, node->num_inputs, 0);
-    struct weft_node *as = node_alloc("AsStridedBackward0", view_of_base_backward, 1, 0);
     struct weft_autograd_meta *bm = meta_get(base);
-    if (!geom || !geom2 || !cs || !as || !bm) {
+    if (!geom || !cs || !bm || gradient_edge(base, &cs->next[0]) != 0) {
         free(geom);
-        free(geom2);
         node_release(cs);
-        node_release(as);
         node_release(node);
         return weft_error_code() ? weft_error_code() : WEFT_ERR_OUT_OF_MEMORY;
     }
-    *geom = (struct view_geom){.ndim = view->ndim, .base_ndim = base->ndim,
-                               .offset = view->offset - base->offset, .dtype = base->dtype,
-                               .device = base->device};
-    memcpy(geom->shape, view->shape, sizeof geom->shape);
-    memcpy(geom->stride, view->stride, sizeof geom->stride);
-    memcpy(geom->base_shape, base->shape, sizeof geom->base_shape);
-    memcpy(geom->base_stride, base->stride, sizeof geom->base_stride);
-    *geom2 = *geom;
+    view_geom_fill(geom, view, base);
     /* CopySlices: edge 0 the base's old history, the others the op's own */
-    gradient_edge(base, &cs->next[0]);
     view_input_info(geom, &cs->inputs[0]);
     for (int i = 1; i < node->num_inputs; i++) {
         cs->next[i] = node->next[i];
@@ -706,33 +783,40 @@ static int rebase_view(struct weft_node *node, weft_tensor *view)
     }
     cs->fn = node; /* the caller's reference */
     cs->geom = geom;
-    /* the view, regenerated from the base's new history */
-    as->next[0] = (struct edge){cs, 0};
-    WEFT_ATOMIC_INC(&cs->refcount);
-    view_input_info(geom, &as->inputs[0]);
-    as->geom = geom2;
-    as->is_view = true;
     node_release(bm->grad_fn);
     bm->grad_fn = cs; /* our reference */
     bm->output_nr = 0;
-    struct weft_autograd_meta *vm = view->autograd;
-    node_release(vm->grad_fn);
-    vm->grad_fn = as;
-    vm->output_nr = 0;
-    vm->retains_grad = false;
-    return 0;
+    /* the view, made again from the base's new history */
+    struct weft_node *as = view_of_base_node(view, base);
+    return as ? view_set_grad_fn(view, as) : weft_error_code();
 }
 
-/* Records in a view recorded from `in` the tensor at the root of its views (CopySlices). */
+/* Records in a view recorded from `in` the tensor at the root of its views (CopySlices),
+ * and the version its grad_fn is of. */
 static void set_view_base(weft_tensor *view, weft_tensor *in)
 {
     if (!view || !in || !view->autograd || view->storage != in->storage)
         return;
+    view->autograd->view_version = weft_tensor_version(view);
     weft_tensor *base = in->autograd && in->autograd->base ? in->autograd->base : in;
     if (view->autograd->base == base)
         return;
     weft_tensor_release(view->autograd->base);
     view->autograd->base = weft_tensor_retain(base);
+}
+
+weft_tensor *weft_autograd_view_untracked(weft_tensor *in, weft_tensor *out)
+{
+    if (!in || !out || !grad_mode_off || out->storage != in->storage || !weft_requires_grad(in))
+        return out;
+    struct weft_autograd_meta *m = meta_get(out);
+    if (!m)
+        return weft_tensor_discard(out);
+    weft_tensor *base = in->autograd->base ? in->autograd->base : in;
+    m->base = weft_tensor_retain(base);
+    m->no_grad_view = true;
+    m->view_version = weft_tensor_version(out);
+    return out;
 }
 
 weft_tensor *weft_node_finish1(struct weft_node *node, weft_tensor *out)
@@ -766,6 +850,14 @@ int weft_autograd_check_inplace(weft_tensor *t, bool recording)
 {
     if (!t || grad_mode_off)
         return 0;
+    if (t->autograd && t->autograd->no_grad_view && weft_requires_grad(t))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "A view was created in no_grad mode and is being modified inplace "
+                              "with grad mode enabled. Given that this use case is ambiguous and "
+                              "error-prone, it is forbidden. You can clarify your code by moving "
+                              "both the view and the inplace either both inside the no_grad "
+                              "block (if you don't want the inplace to be tracked) or both "
+                              "outside (if you want the inplace to be tracked).");
     if (weft_requires_grad(t) && weft_is_leaf(t)) {
         if (t->flags & WEFT_TENSOR_VIEW)
             return weft_error_set(WEFT_ERR_RUNTIME,

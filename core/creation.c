@@ -40,9 +40,8 @@ static int check_fill_value(enum weft_dtype dt, double v)
         overflow = !isinf(v) && !isnan(v) && (v < limits[dt].lowest || v > limits[dt].max);
     else if (isnan(v) || isinf(v))
         overflow = true;
-    else if (v == trunc(v) && dt == WEFT_U8)
-        overflow = v > 255 || v < -255; /* two's complement wrap is allowed */
-    else
+    else /* a double is PyTorch's float scalar: full(-1.0, uint8) overflows (only a Python
+          * int would wrap, and the C API has none) */
         overflow = v < limits[dt].lowest || v > limits[dt].max;
     if (overflow)
         return weft_error_set(WEFT_ERR_RUNTIME, "value cannot be converted to type %s without overflow",

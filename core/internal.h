@@ -179,6 +179,14 @@ WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_t
                                                  weft_tensor *src);
 WEFT_INTERNAL uint64_t weft_grad_random_offset(void);
 WEFT_INTERNAL void weft_grad_random_set_offset(uint64_t offset);
+/* The gradient of a strided view (g's shape, stride, rel_offset counted from its base's
+ * offset) for the base: g added into zeros laid out as the base (base_shape,
+ * base_stride) at the positions the view read; elements of an overlapping view add up
+ * (view.c). A new tensor in the current scope, or NULL. */
+WEFT_INTERNAL weft_tensor *weft_view_grad_to_base(weft_tensor *g, const int64_t *stride,
+                                                  int64_t rel_offset, int base_ndim,
+                                                  const int64_t *base_shape,
+                                                  const int64_t *base_stride);
 /* expand without autograd (view.c): what the recorded weft_expand runs, and what the
  * core's own code calls. */
 WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);

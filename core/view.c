@@ -250,31 +250,78 @@ weft_tensor *weft_reshape_contiguous(weft_tensor *t, int ndim, const int64_t *sh
 
 /* ---- gradients ---------------------------------------------------------------------- */
 
-/* Gradient of as_strided: every output element adds into the storage position it read,
- * measured from the input's own offset. ints[1] ndim, ints[2..] shape (ndim), then strides
- * (ndim), then the offset relative to the input. */
-static weft_tensor *as_strided_grad(struct weft_node *node, weft_tensor *g)
+/* No two elements of (shape, stride) share a position: sorted by stride, each dim steps
+ * past everything the faster dims reach. */
+static bool non_overlapping(int ndim, const int64_t *shape, const int64_t *stride)
 {
-    int64_t *ints = weft_node_ints(node);
-    int nd = (int)ints[1];
-    const int64_t *stride = ints + 2 + nd;
-    int64_t rel_offset = ints[2 + 2 * nd];
-    int in_nd = weft_node_input_ndim(node, 0);
-    const int64_t *in_shape = weft_node_input_shape(node, 0);
-    /* The input is assumed contiguous-like: its elements span numel positions. */
-    int64_t in_numel = 1;
-    for (int d = 0; d < in_nd; d++)
-        in_numel *= in_shape[d];
-    int64_t n = weft_tensor_numel(g), span = in_numel, max_pos = rel_offset;
-    for (int d = 0; d < nd; d++)
-        if (g->shape[d] > 0)
-            max_pos += (g->shape[d] - 1) * stride[d];
-    if (max_pos + 1 > span)
-        span = max_pos + 1;
-    /* The position each element of g (in row-major order) read, computed on the host. */
+    int perm[WEFT_MAX_DIMS], n = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return true;
+        if (shape[d] > 1)
+            perm[n++] = d;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && stride[perm[j]] < stride[perm[j - 1]]; j--) {
+            int tmp = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = tmp;
+        }
+    int64_t reach = 0; /* the farthest position the faster dims reach */
+    for (int i = 0; i < n; i++) {
+        int d = perm[i];
+        if (stride[d] <= reach)
+            return false;
+        reach += (shape[d] - 1) * stride[d];
+    }
+    return true;
+}
+
+/* One past the farthest position (shape, stride) reaches from its offset. */
+static int64_t extent(int ndim, const int64_t *shape, const int64_t *stride)
+{
+    int64_t e = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return 0;
+        e += (shape[d] - 1) * stride[d];
+    }
+    return e;
+}
+
+weft_tensor *weft_view_grad_to_base(weft_tensor *g, const int64_t *stride, int64_t rel_offset,
+                                    int base_ndim, const int64_t *base_shape,
+                                    const int64_t *base_stride)
+{
+    int nd = g->ndim;
+    int64_t n = weft_tensor_numel(g), base_extent = extent(base_ndim, base_shape, base_stride);
+    int64_t view_extent = n ? rel_offset + extent(nd, g->shape, stride) : 0;
+    weft_tensor tmp_base = {.ndim = base_ndim};
+    memcpy(tmp_base.shape, base_shape, (size_t)base_ndim * sizeof *base_shape);
+    memcpy(tmp_base.stride, base_stride, (size_t)base_ndim * sizeof *base_stride);
+    /* The common case, a view inside a dense base that reads each element once: zeros laid
+     * out as the base, the gradient copied into the view's part. */
+    if (weft_is_non_overlapping_and_dense(&tmp_base) && rel_offset >= 0 &&
+        view_extent <= base_extent && non_overlapping(nd, g->shape, stride)) {
+        int64_t numel = weft_shape_numel(base_ndim, base_shape);
+        struct weft_storage *s = numel < 0 ? NULL
+                                           : weft_storage_new(g->device, (size_t)numel * weft_dtype_size(g->dtype));
+        if (!s)
+            return NULL;
+        weft_tensor *buf = weft_tensor_finish(
+            weft_tensor_make(s, base_ndim, base_shape, base_stride, 0, g->dtype));
+        weft_storage_release(s);
+        if (!buf || weft_copy_(buf, weft_zeros(0, NULL, g->dtype, g->device)) != 0)
+            return NULL;
+        weft_tensor *part = n ? weft_tensor_alias(buf, nd, g->shape, stride, rel_offset) : NULL;
+        return !n || (part && weft_copy_(part, g) == 0) ? buf : NULL;
+    }
+    /* Anything else: every element of g adds into the position it read, in a buffer
+     * spanning both, and the base's elements are read back from it. */
+    int64_t span = base_extent > view_extent ? base_extent : view_extent;
     int64_t *pos = malloc(sizeof *pos * (size_t)(n ? n : 1));
     if (!pos) {
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in as_strided's backward");
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in a view's backward");
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -289,10 +336,21 @@ static weft_tensor *as_strided_grad(struct weft_node *node, weft_tensor *g)
     free(pos);
     weft_tensor *flat = weft_grad_scatter_add(weft_zeros(1, &span, g->dtype, g->device), 0, index,
                                               weft_reshape_contiguous(g, 1, &n));
-    /* The input's elements in row-major order are the first in_numel positions. */
-    int64_t one = 1;
-    weft_tensor *used = flat ? weft_tensor_alias(flat, 1, &in_numel, &one, flat->offset) : NULL;
-    return weft_reshape_contiguous(used, in_nd, in_shape);
+    return flat ? weft_tensor_alias(flat, base_ndim, base_shape, base_stride, flat->offset) : NULL;
+}
+
+/* Gradient of as_strided: every output element adds into the storage position it read,
+ * measured from the input's own offset, the input being contiguous. ints[1] ndim,
+ * ints[2..] shape (ndim), then strides (ndim), then the offset relative to the input. */
+static weft_tensor *as_strided_grad(struct weft_node *node, weft_tensor *g)
+{
+    int64_t *ints = weft_node_ints(node);
+    int nd = (int)ints[1];
+    int64_t in_stride[WEFT_MAX_DIMS];
+    int in_nd = weft_node_input_ndim(node, 0);
+    const int64_t *in_shape = weft_node_input_shape(node, 0);
+    weft_contiguous_strides(in_nd, in_shape, in_stride);
+    return weft_view_grad_to_base(g, ints + 2 + nd, ints[2 + 2 * nd], in_nd, in_shape, in_stride);
 }
 
 /* expand: the gradient as it comes; the engine sums it over the broadcast dims. */
@@ -319,7 +377,7 @@ weft_tensor *weft_expand(weft_tensor *t, int ndim, const int64_t *shape)
     bool rec = weft_autograd_needed(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_expand(t, ndim, shape));
     if (!rec)
-        return out;
+        return weft_autograd_view_untracked_inline(t, out);
     struct weft_node *node = weft_node_create("ExpandBackward0", expand_backward, 1, &t, 0);
     return weft_node_finish_view(node, t, out);
 }
@@ -341,7 +399,7 @@ weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape, con
     }
     weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_as_strided(t, ndim, shape, stride, offset));
     if (!rec)
-        return out;
+        return weft_autograd_view_untracked_inline(t, out);
     struct weft_node *node = weft_node_create("AsStridedBackward0", as_strided_backward, 1, &t, 0);
     if (node && out) {
         int64_t *ints = weft_node_ints(node);

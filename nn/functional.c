@@ -495,16 +495,23 @@ static const char *star_shape(int ndim, const int64_t *shape, char *buf, size_t 
     return buf;
 }
 
-static int check_affine(const char *name, const weft_tensor *t, int ndims, const int64_t *shape)
+/* weight and bias: normalized_shape's shape and the input's dtype (PyTorch 1.13 refuses a
+ * float64 weight for a float32 input, "expected scalar type Float but found Double"). */
+static int check_affine(const char *name, const weft_tensor *t, const weft_tensor *x, int ndims,
+                        const int64_t *shape)
 {
-    if (!t || (t->ndim == ndims && memcmp(t->shape, shape, (size_t)ndims * sizeof *shape) == 0))
-        return 0;
-    char a[160], b[160];
-    return weft_error_set(WEFT_ERR_RUNTIME,
-                          "Expected %s to be of same shape as normalized_shape, but got %s of shape "
-                          "%s and normalized_shape = %s",
-                          name, name, weft_shape_str(t->ndim, t->shape, a, sizeof a),
-                          weft_shape_str(ndims, shape, b, sizeof b));
+    if (t && (t->ndim != ndims || memcmp(t->shape, shape, (size_t)ndims * sizeof *shape) != 0)) {
+        char a[160], b[160];
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Expected %s to be of same shape as normalized_shape, but got %s of "
+                              "shape %s and normalized_shape = %s",
+                              name, name, weft_shape_str(t->ndim, t->shape, a, sizeof a),
+                              weft_shape_str(ndims, shape, b, sizeof b));
+    }
+    if (t && t->dtype != x->dtype)
+        return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                              weft_dtype_torch_name(x->dtype), weft_dtype_torch_name(t->dtype));
+    return 0;
 }
 
 static int native_layer_norm_op(void)
@@ -629,7 +636,7 @@ static weft_tensor *layer_norm_in_scope(weft_tensor *x, int ndims, const int64_t
                        weft_shape_str(x->ndim, x->shape, xs, sizeof xs));
         return NULL;
     }
-    if (check_affine("weight", w, ndims, shape) || check_affine("bias", b, ndims, shape))
+    if (check_affine("weight", w, x, ndims, shape) || check_affine("bias", b, x, ndims, shape))
         return NULL;
     if (layer_norm_fusable(x, w, b))
         return layer_norm_fused(x, ndims, w, b, eps);

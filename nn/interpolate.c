@@ -218,6 +218,13 @@ static int interp_backward(struct weft_node *node, weft_tensor *const *grad_outp
 
 static weft_tensor *upsample(weft_tensor *x, const struct interp_plan *pl)
 {
+    /* PyTorch's nearest kernels take uint8 images too: nearest copies values, which float32
+     * holds exactly, so they go through the float kernel and back. */
+    if (x->dtype == WEFT_U8 &&
+        (pl->mode == WEFT_UPSAMPLE_NEAREST || pl->mode == WEFT_UPSAMPLE_NEAREST_EXACT)) {
+        weft_tensor *y = upsample(weft_to_dtype(x, WEFT_F32), pl);
+        return y ? weft_to_dtype(y, WEFT_U8) : NULL;
+    }
     if (check_sizes(x, pl) != 0)
         return NULL;
     /* 3-D: the kernel sees [N, C, 1, L] views, made outside the graph; y is the result */

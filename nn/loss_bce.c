@@ -122,6 +122,9 @@ weft_tensor *weft_binary_cross_entropy(weft_tensor *input, weft_tensor *target,
 {
     if (!input || !target)
         return NULL;
+    weft_tensor *in[3] = {input, target, weight};
+    WEFT_AUTOCAST_RETURN("binary_cross_entropy", 3, in,
+                         weft_binary_cross_entropy(in[0], in[1], in[2], reduction));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(bce_in_scope(input, target, weight, reduction));
     weft_scope_pop();

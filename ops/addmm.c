@@ -144,6 +144,8 @@ weft_tensor *weft_addmm(weft_tensor *input, weft_tensor *mat1, weft_tensor *mat2
 {
     if (!input || !mat1 || !mat2)
         return NULL;
+    weft_tensor *in[3] = {input, mat1, mat2};
+    OP_AUTOCAST_RETURN(ADDMM, 3, in, weft_addmm(in[0], in[1], in[2], beta, alpha));
     if (mat1->ndim != 2) {
         weft_error_set(WEFT_ERR_RUNTIME, "mat1 must be a matrix, got %d-D tensor", mat1->ndim);
         return NULL;
@@ -170,6 +172,8 @@ weft_tensor *weft_baddbmm(weft_tensor *input, weft_tensor *batch1, weft_tensor *
 {
     if (!input || !batch1 || !batch2)
         return NULL;
+    weft_tensor *in[3] = {input, batch1, batch2};
+    OP_AUTOCAST_RETURN(BADDBMM, 3, in, weft_baddbmm(in[0], in[1], in[2], beta, alpha));
     if (batch1->ndim != 3) {
         weft_error_set(WEFT_ERR_RUNTIME, "batch1 must be a 3D tensor");
         return NULL;

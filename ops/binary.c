@@ -203,12 +203,25 @@ static weft_tensor *binary_forward_(const struct binary_op *op, weft_tensor *a, 
 /* The kernels take a NULL right operand as "scalar[0]". */
 #define scalar_call(id, s) ((struct weft_op_call){.op = (id), .nin = 2, .scalar = {(s)}})
 
+/* The kernel call for op(t, s). PyTorch computes t ** 0.5 as sqrt(t) and t ** -0.5 as
+ * 1 / sqrt(t) (PowKernel.cpp's paths for a scalar exponent), which part from C99's pow at
+ * -0 and -inf: (-0) ** -0.5 = -inf, (-0) ** 0.5 = -0, (-inf) ** +-0.5 = nan. A tensor
+ * exponent takes pow itself, C99's answers, as PyTorch's does; so does float16, which
+ * 1.13's cpu kernel sends to std::pow whatever the exponent. */
+static struct weft_op_call scalar_op_call(const struct binary_op *op, double s, enum weft_dtype ct)
+{
+    if (op == &binary_pow && dtype_is_floating(ct) && ct != WEFT_F16 && (s == 0.5 || s == -0.5))
+        return (struct weft_op_call){.op = s > 0 ? WEFT_OP_SQRT : WEFT_OP_RSQRT, .nin = 1};
+    return scalar_call(op->id, s);
+}
+
 static weft_tensor *binary_scalar_forward(const struct binary_op *op, weft_tensor *a, double s)
 {
     enum weft_dtype ct, rt;
     if (!a || binary_scalar_check(op, a, s, &ct, &rt) < 0)
         return NULL;
-    return ew_map1(&scalar_call(op->id, s), a, ct, rt);
+    struct weft_op_call call = scalar_op_call(op, s, ct);
+    return ew_map1(&call, a, ct, rt);
 }
 
 static weft_tensor *binary_scalar_forward_(const struct binary_op *op, weft_tensor *a, double s)
@@ -216,7 +229,8 @@ static weft_tensor *binary_scalar_forward_(const struct binary_op *op, weft_tens
     enum weft_dtype ct, rt;
     if (!a || binary_scalar_check(op, a, s, &ct, &rt) < 0)
         return NULL;
-    return ew_map1_(&scalar_call(op->id, s), a, ct, rt);
+    struct weft_op_call call = scalar_op_call(op, s, ct);
+    return ew_map1_(&call, a, ct, rt);
 }
 
 /* ---- backward ----------------------------------------------------------------------------

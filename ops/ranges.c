@@ -24,9 +24,21 @@ static weft_tensor *sequence(int op, int64_t n, double a, double b, enum weft_dt
     return weft_tensor_finish(t);
 }
 
+/* PyTorch has no arange or linspace kernel for bool: "arange_cpu" not implemented for
+ * 'Bool'. */
+static int check_not_bool(const char *op, enum weft_dtype dtype, weft_device dev)
+{
+    if (dtype != WEFT_BOOL)
+        return 0;
+    return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s_%s\" not implemented for 'Bool'", op,
+                          weft_device_type_name(dev.type));
+}
+
 weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
                          weft_device dev)
 {
+    if (check_not_bool("arange", dtype, dev) != 0)
+        return NULL;
     if (!isfinite(start) || !isfinite(end)) {
         weft_error_set(WEFT_ERR_RUNTIME, "unsupported range: %g -> %g", start, end);
         return NULL;
@@ -64,6 +76,8 @@ weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dt
         weft_error_set(WEFT_ERR_RUNTIME, "number of steps must be non-negative");
         return NULL;
     }
+    if (check_not_bool("linspace", dtype, dev) != 0)
+        return NULL;
     return sequence(WEFT_OP_LINSPACE, steps, start, end, dtype, dev);
 }
 

@@ -227,6 +227,22 @@ weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, we
     }
     if (check("scatter_reduce", t, dim, index, src, &d) != 0)
         return NULL;
+    if (t->dtype == WEFT_BOOL) {
+        /* PyTorch's bool arithmetic: sum and amax are or, prod and amin are and, mean has no
+         * kernel; run on 0/1 in int64 (no count can wrap) and read back != 0. */
+        if (r == 2) {
+            weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                           "\"scatter_gather_tensor_%s_reduce_mean\" not implemented for 'Bool'",
+                           weft_device_type_name(t->device.type));
+            return NULL;
+        }
+        weft_scope_push();
+        weft_tensor *wide = weft_scatter_reduce(weft_to_dtype(t, WEFT_I64), dim, index,
+                                                weft_to_dtype(src, WEFT_I64), reduce, include_self);
+        weft_tensor *out = weft_tensor_retain(wide ? weft_ne_scalar(wide, 0) : NULL);
+        weft_scope_pop();
+        return weft_autorelease(out);
+    }
     weft_tensor *ins[2] = {t, src};
     weft_tensor *out = run(named_op(&cached, WEFT_OP_SCATTER_REDUCE_NAME), t, d, index, src, 0, r,
                            include_self);

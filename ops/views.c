@@ -514,7 +514,8 @@ static weft_tensor *record_view(const char *name, enum view_kind kind, weft_tens
     do {                                                                                      \
         bool rec = weft_autograd_needed_inline(1, &t);                                               \
         weft_tensor *out = WEFT_NO_GRAD(rec, call);                                                \
-        return rec ? record_view(name, kind, t, out, nparams, params) : out;                  \
+        return rec ? record_view(name, kind, t, out, nparams, params)                         \
+                   : weft_autograd_view_untracked_inline(t, out);                             \
     } while (0)
 
 weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape)
@@ -535,7 +536,7 @@ weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape)
 {
     bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, fwd_reshape(t, ndim, shape));
-    return rec ? record_reshape(t, out) : out;
+    return rec ? record_reshape(t, out) : weft_autograd_view_untracked_inline(t, out);
 }
 
 weft_tensor *weft_squeeze(weft_tensor *t)
@@ -557,7 +558,7 @@ weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim)
 {
     bool rec = weft_autograd_needed_inline(1, &t);
     weft_tensor *out = WEFT_NO_GRAD(rec, fwd_flatten(t, start_dim, end_dim));
-    return rec ? record_reshape(t, out) : out;
+    return rec ? record_reshape(t, out) : weft_autograd_view_untracked_inline(t, out);
 }
 
 weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes)

@@ -875,6 +875,56 @@ Test(nn_functional, cross_entropy_over_spatial_dims_and_a_single_sample)
     cr_expect_float_eq(item(weft_cross_entropy(z1, t0, NULL)), 0.40760596444438, 1e-12);
 }
 
+/* Class-probability targets (a target of the input's shape, PyTorch 1.13's
+ * cross_entropy_loss_prob_target): gradcheck of input and target in float64 for every
+ * reduction, with and without class weights and label smoothing, over [N, C], [C]
+ * (unbatched) and [N, C, d1, d2]; and the loss by hand for one row. */
+struct prob_ce {
+    enum weft_reduction reduction;
+    double smoothing;
+    weft_tensor *weight;
+};
+
+static weft_tensor *apply_prob_ce(void *ctx, weft_tensor *const *in)
+{
+    const struct prob_ce *c = ctx;
+    struct weft_cross_entropy_params p = {c->reduction, -100, c->smoothing, c->weight};
+    return weft_cross_entropy(in[0], in[1], &p);
+}
+
+Test(nn_functional, cross_entropy_with_class_probabilities_passes_gradcheck)
+{
+    uint64_t seed = 32;
+    const int64_t shapes[3][4] = {{3, 4}, {4}, {2, 4, 3, 2}};
+    const int ndims[3] = {2, 1, 4};
+    weft_tensor *w = tu_random_tensor(1, (const int64_t[]){4}, WEFT_F64, 0.5, 2, &seed, NULL);
+    for (int s = 0; s < 3; s++)
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 4; k++) {
+                weft_tensor *in[2] = {
+                    tu_random_tensor(ndims[s], shapes[s], WEFT_F64, -2, 2, &seed, NULL),
+                    tu_random_tensor(ndims[s], shapes[s], WEFT_F64, 0, 1, &seed, NULL)};
+                cr_assert_eq(weft_requires_grad_(in[0], true), 0);
+                cr_assert_eq(weft_requires_grad_(in[1], true), 0);
+                struct prob_ce c = {(enum weft_reduction)r, k & 1 ? 0.2 : 0, k & 2 ? w : NULL};
+                char what[96];
+                snprintf(what, sizeof what, "shape %d, reduction %d, smoothing %g, weight %d", s, r,
+                         c.smoothing, c.weight != NULL);
+                expect_gradcheck(apply_prob_ce, &c, 2, in, what);
+            }
+    /* one row by hand: -sum_c t_c log softmax(z)_c */
+    weft_tensor *z = tu_tensor(2, (const int64_t[]){1, 3}, (const double[]){1, 2, 3}, WEFT_F64);
+    weft_tensor *t = tu_tensor(2, (const int64_t[]){1, 3}, (const double[]){0.2, 0.3, 0.5}, WEFT_F64);
+    double lse = log(exp(1) + exp(2) + exp(3));
+    cr_expect_float_eq(item(weft_cross_entropy(z, t, NULL)),
+                       -(0.2 * (1 - lse) + 0.3 * (2 - lse) + 0.5 * (3 - lse)), 1e-12);
+    /* an integer target of the input's shape is PyTorch's error */
+    weft_tensor *ti = weft_zeros(2, (const int64_t[]){1, 3}, WEFT_I64, WEFT_CPU);
+    cr_expect_null(weft_cross_entropy(z, ti, NULL));
+    tu_assert_error(WEFT_ERR_RUNTIME, "Expected floating point type for target with class "
+                                      "probabilities, got Long");
+}
+
 Test(nn_functional, cross_entropy_is_stable_for_huge_logits)
 {
     weft_tensor *z = tu_tensor(2, (const int64_t[]){2, 3}, (const double[]){1e4, 0, -1e4, -5e3, 5e3, 0},

@@ -294,6 +294,16 @@ static int setup(struct trainer *t)
     if (!(t->opt = weft_optimizer_create(opt_type, t->nparams, t->param_tensors,
                                          weft_config_options(cfg, "optimizer"))))
         return weft_error_code();
+    /* The device's autocast must take the precision (PyTorch 1.13's AutocastCPU takes
+     * bfloat16 only): asked now, so that the key is named before anything runs. */
+    if (t->s.precision != WEFT_F32) {
+        weft_autocast_state prev = weft_autocast_begin(t->device.type, t->s.precision);
+        weft_autocast_end(prev);
+        if (weft_error_code() != WEFT_OK)
+            return weft_error_prefix("%s: [train] precision = %s on %s", weft_config_name(cfg),
+                                     t->s.precision == WEFT_F16 ? "f16" : "bf16",
+                                     weft_device_type_name(t->device.type));
+    }
     /* float16 needs loss scaling (torch.cuda.amp.GradScaler's defaults); bfloat16 has
      * float32's range and does not. */
     if (t->s.precision == WEFT_F16 && !(t->scaler = weft_grad_scaler_create(NULL)))

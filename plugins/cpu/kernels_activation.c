@@ -16,28 +16,17 @@
 #include "weft/kernel_checks.h"
 #include "fast_math.h"
 
-/* fast_math.h's float versions, libm's for double. */
+/* fast_math.h's float versions, libm's (or fast_math.h's double twins) for double. */
 #define FN1(fn, x) _Generic((x), float: fn##_f32, default: fn)(x)
+#define FN2(fn, x, y) _Generic((y), float: fn##_f32, default: fn)(x, y)
 
-/* sqrt(2 / pi), 0.044715, 1 / sqrt(2 pi) */
-#define GELU_BETA 0.7978845608028654
-#define GELU_KAPPA 0.044715
+/* 1 / sqrt(2 pi) */
 #define GELU_INV_SQRT_2PI 0.3989422804014327
-
-/* 0.5 x (1 + tanh(beta (x + kappa x^3))) */
-#define GELU_TANH_EXPR(C, a)                                                                  \
-    ((C)0.5 * (a) * ((C)1 + FN1(tanh, (C)GELU_BETA * ((a) + (C)GELU_KAPPA * (a) * (a) * (a)))))
 
 /* g (Phi(x) + x phi(x)) */
 #define GELU_GRAD_ERF_EXPR(C, g, a)                                                           \
     ((g) * (FN1(normal_cdf, (a)) +                                                            \
             (a) * FN1(exp, (C)-0.5 * (a) * (a)) * (C)GELU_INV_SQRT_2PI))
-
-/* g (0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2)), t = tanh(beta (x + kappa x^3)) */
-#define GELU_GRAD_TANH_EXPR(C, g, a, t)                                                       \
-    ((g) * ((C)0.5 * ((C)1 + (t)) +                                                           \
-            (C)0.5 * (a) * ((C)1 - (t) * (t)) * (C)GELU_BETA *                                \
-                ((C)1 + (C)(3 * GELU_KAPPA) * (a) * (a))))
 
 /* ---- tanh_backward, sigmoid_backward (weft/kernel.h) ------------------------------------
  * out = g * f(y) from the forward's result y, PyTorch's expressions in its order. */

@@ -142,6 +142,9 @@ static const struct weft_backend cpu_backend = {
     .reset_peak_memory_stats = backend_reset_peak_memory_stats,
     .set_num_threads = backend_set_num_threads,
     .get_num_threads = backend_get_num_threads,
+    /* PyTorch 1.13's AutocastCPU: its own op lists, bfloat16 only */
+    .autocast_policy = "cpu",
+    .autocast_dtypes = WEFT_DTYPE_BIT(WEFT_BF16),
     .features = cpu_features,
     .memory_detail = backend_memory_detail,
 };

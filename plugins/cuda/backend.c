@@ -635,6 +635,8 @@ static const struct weft_backend cuda_backend = {
     .memory_summary = cuda_memory_summary,
     .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
     .memory_blocks = cuda_memory_blocks,
+    .autocast_policy = "cuda",
+    .autocast_dtypes = WEFT_DTYPE_BIT(WEFT_F16) | WEFT_DTYPE_BIT(WEFT_BF16),
 };
 
 /* ---- api:cuda: what PyTorch users reach through torch.cuda's streams ------------------- */

@@ -1,7 +1,7 @@
 /* plugins/cuda/kernels_activation.cu: gelu_tanh, gelu_backward and add_bias_gelu
  * (weft/kernel.h), one pass each; the first two over operands of any strides (the core's
  * weft_iter, dims coalesced, so contiguous tensors walk as one line). The cpu plugin's
- * formulas (kernels_activation.c) in the compute type, with CUDA's tanh and erf. */
+ * formulas (kernels_activation.c, fast_math.h) in the compute type, with CUDA's erf. */
 #include <math.h>
 
 #include "cuda_dtypes.cuh"
@@ -15,26 +15,64 @@ constexpr double kBeta = 0.7978845608028654;       /* sqrt(2 / pi) */
 constexpr double kKappa = 0.044715;
 constexpr double kInvSqrt2Pi = 0.3989422804014327; /* 1 / sqrt(2 pi) */
 
-__device__ __forceinline__ float tanh_c(float v) { return tanhf(v); }
-__device__ __forceinline__ double tanh_c(double v) { return tanh(v); }
 __device__ __forceinline__ float erf_c(float v) { return erff(v); }
 __device__ __forceinline__ double erf_c(double v) { return erf(v); }
 __device__ __forceinline__ float exp_c(float v) { return expf(v); }
 __device__ __forceinline__ double exp_c(double v) { return exp(v); }
 
-template <typename C> __device__ __forceinline__ C gelu_tanh(C a)
+/* GELU's tanh form, 0.5 x (1 + tanh(u)), as x sigmoid(2u): x / (1 + E) for x >= 0 and
+ * x E / (1 + E) below, E = e^{-2|u|}, where 1 + tanh(u) cancels in the left tail. The cpu
+ * plugin's fast_math.h says why 2|u| is taken in double for float (its absolute error is
+ * the result's relative one, and it reaches 158): E 2^64, a normal float for |x| <= 10.9
+ * (beyond, E < 2^-158, and x E is -0, NaN for -inf and NaN). */
+constexpr float kTwoTo64 = 18446744073709551616.0f;
+
+__device__ __forceinline__ float gelu_tanh_e64(float x)
 {
-    return (C)0.5 * a * ((C)1 + tanh_c((C)kBeta * (a + (C)kKappa * a * a * a)));
+    float a = fminf(fabsf(x), 10.9f); /* NaN -> 10.9 */
+    double ad = a;
+    double y = ad * (ad * ad * 0.1029432395800235 + 2.302208198144325); /* 2|u| / ln 2 */
+    double n = rint(y);
+    return ldexpf(exp2f((float)(n - y)), 64 - (int)n);
+}
+
+__device__ __forceinline__ float gelu_tanh(float x)
+{
+    float e64 = gelu_tanh_e64(x);
+    float tail = x >= -10.9f ? e64 : 0.f;
+    float num = x >= 0.f ? x : x * tail / kTwoTo64;
+    return num / (1.0f + e64 / kTwoTo64);
+}
+
+__device__ __forceinline__ double gelu_tanh(double x)
+{
+    double u = kBeta * (x + kKappa * x * x * x), e = exp(-2 * fabs(u));
+    return (x >= 0 ? x : x * e) / (1 + e);
+}
+
+/* Its derivative S + k S (1 - S), S = sigmoid(2u), k = x c, c = 2 beta (1 + 3 kappa x^2):
+ * (d + x E c) / d^2 for x >= 0 and E (d + x c) / d^2 below, d = 1 + E. */
+__device__ __forceinline__ float gelu_tanh_slope(float x)
+{
+    float e64 = gelu_tanh_e64(x), e = e64 / kTwoTo64, d = 1.0f + e;
+    float c = (float)(2 * kBeta) * (1.0f + (float)(3 * kKappa) * x * x);
+    float tail = x >= -10.9f ? e64 : 0.f;
+    float num = x >= 0.f ? d + (x * e) * c : (tail * d + (tail * x) * c) / kTwoTo64;
+    return num / (d * d);
+}
+
+__device__ __forceinline__ double gelu_tanh_slope(double x)
+{
+    double u = kBeta * (x + kKappa * x * x * x), e = exp(-2 * fabs(u)), d = 1 + e;
+    double c = 2 * kBeta * (1 + 3 * kKappa * x * x);
+    return (x >= 0 ? d + (x * e) * c : e * d + (e * x) * c) / (d * d);
 }
 
 /* d/dx of GELU: Phi(x) + x phi(x), or the tanh form's derivative */
 template <typename C> __device__ __forceinline__ C gelu_grad(C a, bool tanh_form)
 {
-    if (tanh_form) {
-        C t = tanh_c((C)kBeta * (a + (C)kKappa * a * a * a));
-        return (C)0.5 * ((C)1 + t) +
-               (C)0.5 * a * ((C)1 - t * t) * (C)kBeta * ((C)1 + (C)(3 * kKappa) * a * a);
-    }
+    if (tanh_form)
+        return gelu_tanh_slope(a);
     return (C)0.5 * ((C)1 + erf_c(a * (C)M_SQRT1_2)) + a * exp_c((C)-0.5 * a * a) * (C)kInvSqrt2Pi;
 }
 

@@ -35,7 +35,9 @@ int weft_zero_grad(weft_tensor *t, bool set_to_none);
 /* Keeps .grad for a non-leaf; a no-op on leaves. "can't retain_grad on Tensor that has
  * requires_grad=False". */
 int weft_retain_grad(weft_tensor *t);
-/* "MulBackward0"; NULL for leaves and tensors without history. */
+/* "MulBackward0"; NULL for leaves and tensors without history. A view whose base (or
+ * another view of the base) changed in place after the view was taken reports
+ * "AsStridedBackward0": its grad_fn is made again from the base's history, as PyTorch's. */
 const char *weft_grad_fn_name(const weft_tensor *t);
 
 /* Backpropagates from root. grad NULL means ones (root must have one element: "grad can
@@ -145,9 +147,21 @@ void weft_node_abandon(struct weft_node *node);
 weft_tensor *weft_node_finish1(struct weft_node *node, weft_tensor *out);
 /* weft_node_finish1 for a view op (out a view of in's storage): also marks node as a
  * view's, so in-place checks find the leaf a view came from, and records in out the
- * tensor at the root of its views, so that an in-place op on out rebases that tensor's
- * history (PyTorch's CopySlices). */
+ * tensor at the root of its views and the storage's version: an in-place op on out
+ * rebases that tensor's history (PyTorch's CopySlices), and once the version moves (the
+ * base or another of its views changed in place) out's grad_fn is made again from the
+ * base's history (AsStridedBackward0), as PyTorch regenerates a view's. */
 weft_tensor *weft_node_finish_view(struct weft_node *node, weft_tensor *in, weft_tensor *out);
+/* For a view op that recorded no node (out a view of in's storage): a view made with grad
+ * mode off of a tensor that requires grad requires grad as PyTorch's does, with no
+ * grad_fn and no gradient flowing through it to in; modifying it in place with grad mode
+ * on is PyTorch's error. Returns out (NULL when marking it failed). */
+weft_tensor *weft_autograd_view_untracked(weft_tensor *in, weft_tensor *out);
+/* The same, its common answer inline: a tensor autograd never touched needs nothing. */
+static inline weft_tensor *weft_autograd_view_untracked_inline(weft_tensor *in, weft_tensor *out)
+{
+    return in && in->autograd ? weft_autograd_view_untracked(in, out) : out;
+}
 /* Saves an output of the node itself (its producer is the node) in slot: a detached alias
  * that remembers output_nr, so the graph holds no cycle and backward can see the output
  * was changed in place. */

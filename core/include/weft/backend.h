@@ -74,15 +74,22 @@ struct weft_backend {
     char *(*memory_summary)(void *context, int index, bool abbreviated);
     /* Optional: resets the peak figures of memory_stats. */
     void (*reset_peak_memory_stats)(void *context, int index);
-    /* Optional (appended in ABI 2 without a bump: older plugins simply lack it): the
-     * allocator's blocks, segment by segment in address order, as a malloc'd array of *n
-     * (caller frees); a backend that does not track live blocks lists its cached ones.
+    /* Optional: the allocator's blocks, segment by segment in address order, as a
+     * malloc'd array of *n (caller frees); a backend that does not track live blocks lists its cached ones.
      * For weft_memory_snapshot. 0 or negative. */
     int (*memory_blocks)(void *context, int index, struct weft_memory_block **out, size_t *n);
-    /* Optional (appended in ABI 2, likewise): the allocator's statistics per pool, for
+    /* Optional: the allocator's statistics per pool, for
      * weft_memory_summary's table (weft/profiler.h). Fills what out->struct_size holds.
      * 0 or negative. */
     int (*memory_detail)(void *context, int index, struct weft_memory_detail *out);
+
+    /* Appended in ABI 3 (read through WEFT_VTABLE_HAS). Autocast on this device type, as
+     * PyTorch keeps a policy per device: which op list its tensors follow, by name ("cpu":
+     * PyTorch 1.13's AutocastCPU lists; "cuda": its CUDA lists, weft/autocast_policy.h),
+     * and the low-precision dtypes a scope may name (WEFT_DTYPE_BIT mask; PyTorch 1.13's
+     * CPU takes bfloat16 only). Absent or NULL / 0: "cuda", bfloat16 and float16. */
+    const char *autocast_policy;
+    uint32_t autocast_dtypes;
 };
 
 /* The backend for a device type, loading the plugin that provides it on first use (its

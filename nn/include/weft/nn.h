@@ -127,7 +127,8 @@ struct weft_interpolate_params {
     int recompute_scale_factor; /* -1 None, 0 False, 1 True */
 };
 /* F.interpolate(x, size, scale_factor, mode, align_corners, recompute_scale_factor) on
- * [N, C, L] or [N, C, H, W] (any strides), floating dtypes: PyTorch 1.13's values (the
+ * [N, C, L] or [N, C, H, W] (any strides), floating dtypes (and uint8 in the nearest
+ * modes, as PyTorch's kernels take it): PyTorch 1.13's values (the
  * scale_factor given without recompute_scale_factor also places the samples, at
  * 1 / scale), its errors (ValueError / NotImplementedError / RuntimeError with its words)
  * and its grad_fn (UpsampleBilinear2DBackward1, ...). The backward is the deterministic
@@ -162,7 +163,9 @@ struct weft_sdpa_params {
     weft_tensor *attn_mask;
     double dropout_p; /* on the attention weights (Philox), as PyTorch: pass 0 in eval */
     bool is_causal;   /* query i sees keys j <= i (PyTorch's tril(ones(L, S))); not with a mask */
-    double scale;     /* 0 means 1 / sqrt(E) */
+    /* The scores' factor, used as given (negative and 0 too; PyTorch 2's scale=), or NULL
+     * for PyTorch's default, 1 / sqrt(E). */
+    const double *scale;
 };
 /* softmax(q k^T * scale + mask) v: q [..., L, E], k [..., S, E], v [..., S, Ev] with the
  * batch dims broadcast -> [..., L, Ev]. params NULL means no mask, no dropout, not causal,
@@ -184,14 +187,18 @@ struct weft_cross_entropy_params {
 /* PyTorch's defaults: mean, ignore_index -100, no smoothing, no weights. */
 struct weft_cross_entropy_params weft_cross_entropy_defaults(void);
 
-/* logits [N, C] (or [N, C, d...]), target int64 class indices [N] (or [N, d...]).
- * Fused log-softmax + NLL: numerically stable, with one backward node. params NULL means
- * the defaults. */
+/* logits [N, C] (or [N, C, d...], or [C] unbatched), target int64 class indices [N] (or
+ * [N, d...]): fused log-softmax + NLL, numerically stable, with one backward node.
+ * Or target of the logits' shape: class probabilities (a floating dtype; ignore_index must
+ * stay negative), PyTorch's -(log_softmax(x) * t * w).sum(class dim), summed or divided
+ * by the number of positions, from recorded ops. params NULL means the defaults. */
 weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
                                 const struct weft_cross_entropy_params *params);
 /* log_probs [N, C], target int64 [N]; label_smoothing is ignored. */
 weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
                            const struct weft_cross_entropy_params *params);
+/* In the operands' promoted dtype, as PyTorch (an integer input with a float target is a
+ * float loss; two integer operands are refused, and l1_loss's mean of them). */
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 /* F.smooth_l1_loss(input, target, reduction, beta): 0.5 d^2 / beta where |d| < beta, else

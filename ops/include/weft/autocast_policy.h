@@ -2,13 +2,19 @@
  * does inside an autocast scope (weft/autocast.h).
  *
  * Inside a scope, ops on tensors of the scope's device type cast their floating inputs
- * before they run, by one table (the op table's autocast column, weft/op_table.h, and
- * ops/autocast.c for the ops of the libraries above):
- *   - lower:  matmul, linear, conv2d, scaled_dot_product_attention run in the scope's
- *             dtype (bfloat16 on the CPU; float16 or bfloat16 on CUDA);
- *   - fp32:   softmax, log_softmax, sum, prod, exp, log, pow, the norms and the losses
- *             run in float32;
- *   - others: run on what they are given, in the widest input dtype (binary ops promote).
+ * before they run, by the policy table of that device type, which its backend names
+ * (weft/backend.h's autocast_policy; ops/autocast.c holds the tables), as PyTorch keeps
+ * one per device:
+ *   - "cuda" (PyTorch 1.13's CUDA lists): matmul, mm, bmm, addmm, baddbmm, linear,
+ *     conv2d, scaled_dot_product_attention in the scope's dtype (float16 or bfloat16);
+ *     softmax, log_softmax, sum, prod, cumsum, exp, log, pow, rsqrt, the norms, cdist
+ *     and the losses in float32;
+ *   - "cpu" (its AutocastCPU lists; bfloat16 only): the GEMMs and convolutions in
+ *     bfloat16; prod, cdist, max_unpool2d, the losses, the 3-d pools, the paddings and
+ *     the transposed convolutions in float32; softmax, sums, exp, log, pow and the norms
+ *     run in what they are given;
+ *   - every other op runs on what it is given, in the widest input dtype (binary ops
+ *     promote).
  * float64 inputs are never cast (as PyTorch). The casts are ordinary recorded ops, so the
  * gradients of float32 leaves come back in float32. Inside an op that autocast cast, the
  * ops it is made of run with autocast suspended (PyTorch excludes the autocast key there);
@@ -30,7 +36,10 @@ enum weft_autocast_policy {
     WEFT_AUTOCAST_FP32,    /* float32 */
 };
 
-/* The policy for an op by its PyTorch name ("matmul", "cross_entropy", ...). */
+/* The policy for an op by its PyTorch name ("matmul", "cross_entropy", ...) on tensors
+ * of device_type (its backend's table; CUDA's where it names none or is not loaded). */
+enum weft_autocast_policy weft_autocast_policy_on(int device_type, const char *op);
+/* The same for the device type of the thread's autocast scope (the cpu outside one). */
 enum weft_autocast_policy weft_autocast_policy(const char *op);
 /* When autocast is on, replaces each input in inputs[0..n) that the op's policy casts
  * with its cast (a recorded weft_to_dtype, autoreleased: call it inside a scope). NULL

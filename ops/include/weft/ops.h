@@ -208,7 +208,7 @@ weft_tensor *weft_scatter_value(weft_tensor *t, int dim, weft_tensor *index, dou
 /* Tensor.scatter_reduce: reduce "sum", "prod", "mean", "amax" or "amin" of the scattered
  * values, with t's own value when include_self (else the places written start from the
  * first value scattered there); mean of integers rounds toward -inf. Integral and floating
- * dtypes. */
+ * dtypes, and bool (sum and amax are or, prod and amin are and; mean has no kernel). */
 weft_tensor *weft_scatter_reduce(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src,
                                  const char *reduce, bool include_self);
 /* int64 class indices -> int64 one-hot with a new last dim of num_classes
