@@ -1087,6 +1087,17 @@ static int store_retained(struct weft_node *n)
     return 0;
 }
 
+/* Drops the gradients buffered for n's outputs. */
+static void release_buffer(struct weft_node *n)
+{
+    if (!n->buffer)
+        return;
+    for (int j = 0; j < n->num_outputs; j++)
+        weft_tensor_release(n->buffer[j]);
+    weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
+    n->buffer = NULL;
+}
+
 static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph)
 {
     int rc = check_saved(n);
@@ -1138,6 +1149,10 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
      * released here; those recorded were released by the pop. */
     if (grad_inputs != grad_inputs_small)
         free(grad_inputs);
+    /* The gradients this node was given are consumed: freed now, not at the end of the
+     * backward, so a deep graph's activation gradients do not pile up (PyTorch's engine
+     * drops a node's InputBuffer once it has run). */
+    release_buffer(n);
     if (!retain_graph && rc == 0) {
         node_free_saved(n);
         n->released = true;
@@ -1149,12 +1164,7 @@ static void engine_cleanup(struct node_list *all)
 {
     for (size_t i = 0; i < all->count; i++) {
         struct weft_node *n = all->items[i];
-        if (n->buffer) {
-            for (int j = 0; j < n->num_outputs; j++)
-                weft_tensor_release(n->buffer[j]);
-            weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
-            n->buffer = NULL;
-        }
+        release_buffer(n);
         n->deps = 0;
         n->discovered = false;
     }
