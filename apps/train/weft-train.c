@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -364,7 +365,26 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     return rc;
 }
 
-/* The test set's figures, the checkpoint's and the log's paths. */
+/* The run's memory high-water marks: the device allocator's peaks of bytes handed to
+ * tensors and of bytes it holds, cache included (torch.cuda.max_memory_allocated and
+ * max_memory_reserved), and the process's peak resident set. */
+static void print_peak_memory(const struct trainer *t)
+{
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    struct rusage ru;
+    printf("memory:");
+    if (weft_memory_stats(t->device, &st) == 0)
+        printf(" peak allocated %.1f MiB, reserved %.1f MiB (%s's allocator),",
+               (double)st.peak_allocated_bytes / 1048576.0,
+               (double)st.peak_reserved_bytes / 1048576.0, weft_device_type_name(t->device.type));
+    else
+        weft_error_clear();
+    if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
+        printf(" peak resident %.1f MiB", (double)ru.ru_maxrss / 1024.0);
+    printf("\n");
+}
+
+/* The test set's figures, the memory peaks, the checkpoint's and the log's paths. */
 static int finish(struct trainer *t)
 {
     struct eval_result test;
@@ -377,6 +397,7 @@ static int finish(struct trainer *t)
             printf(" accuracy %.2f%%", 100 * test.acc);
         printf(" loss %.4f (%lld samples)\n", test.loss, (long long)test.samples);
     }
+    print_peak_memory(t);
     printf("checkpoint: %s\n", t->s.checkpoint_interval > 0 ? t->s.checkpoint : "(none)");
     if (t->s.keep_best && t->best.have) {
         char best[4096];
