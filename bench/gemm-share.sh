@@ -5,8 +5,9 @@
 #   e.g. bench/gemm-share.sh 3 --precision bf16
 #        bench/gemm-share.sh 5 --set data.block_size=256 --set model.block_size=256 \
 #                              --set data.batch_size=16 --set train.accumulate=1
-# Default: configs/gpt2-small.ini (batch 4 x block 1024, accumulate 2), 3 timed steps
-# after one, 2 threads: about 3 minutes on a quiet 2-core machine. Needs perf
+# Default: configs/gpt2-small.ini (batch 4 x block 1024, accumulate 2), 2 threads,
+# profiled over 1 step and over 1 + 3 steps (the difference is 3 steady steps): about
+# 5 minutes on a quiet 2-core machine. Needs perf
 # (linux-perf) with perf_event_paranoid <= 2. Run from the repository root after `make`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,9 +6,12 @@ matmul 1024^3 (weft's, and OpenBLAS's and oneDNN's called directly) on the same 
     bench/gemm_share.py [--config INI] [--steps N] [--precision fp32|bf16] [--threads T]
                         [--set SECTION.KEY=VALUE ...] [--build DIR] [--keep DIR]
 
-weft-train runs N + 1 optimizer steps under `perf record -F 499` (software clock samples:
-no hardware counters needed), with oneDNN's JIT code named for perf (DNNL_JIT_PROFILE=2
-writes /tmp/perf-PID.map). Each sample is put in one class by the function it was in:
+weft-train runs under `perf record -F 499` (software clock samples: no hardware counters
+needed), with oneDNN's JIT code named for perf (DNNL_JIT_PROFILE=2 writes
+/tmp/perf-PID.map), twice: 1 optimizer step, then 1 + N; the samples of the first run are
+subtracted from the second's function by function, so what remains is N steady steps
+(start-up, the model's initialisation, the first step and the final evaluation cancel).
+Each sample is put in one class by the function it was in:
   gemm       oneDNN (its JIT kernels: gemm, brgemm, matmul copies; libdnnl), OpenBLAS
   attention  weft's flash attention (att_* in weft-cpu.so: its own small GEMMs inside)
   omp-wait   libgomp: threads waiting at a barrier or for work
@@ -17,8 +20,7 @@ writes /tmp/perf-PID.map). Each sample is put in one class by the function it wa
 Shares are of the process's CPU time. The step's time is the median of weft-train's
 progress lines after the first; the GEMM FLOPs of a step are counted from the config
 (forward 2 x tokens x (12 x n_layer x n_embd^2 + vocab x n_embd), backward twice that),
-and GEMM GFLOP/s = FLOPs / (gemm share x step time). perf's samples include the first
-step and the start-up; more steps dilute them.
+and GEMM GFLOP/s = FLOPs / (gemm share x step time).
 
 Run from the repository root after `make`; the shares hold on a busy machine only
 roughly (a descheduled thread shows as omp-wait on the other), the GFLOP/s not at all:
@@ -35,7 +37,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) ms/step")
-REPORT_LINE = re.compile(r"^\s*([0-9.]+)%\s+(\S+(?: tid \d+)?)\s+\[[.k]\]\s+(.*)$")
+REPORT_LINE = re.compile(r"^\s*[0-9.]+%\s+(\d+)\s+(\S+(?: tid \d+)?)\s+\[[.k]\]\s+(.*)$")
 
 
 def gpt_numbers(config, sets):
@@ -87,38 +89,49 @@ def main():
     nums = gpt_numbers(args.config, args.set)
     tmp = args.keep or tempfile.mkdtemp(prefix="gemm-share.")
     os.makedirs(tmp, exist_ok=True)
-    data = os.path.join(tmp, "perf.data")
-    cmd = ["perf", "record", "-F", "499", "-o", data, "--",
-           os.path.join(ROOT, args.build, "apps/weft-train"), args.config]
-    for kv in args.set:
-        cmd += ["--set", kv]
-    cmd += ["--set", "train.max_iters=%d" % (args.steps + 1), "--set", "train.log_interval=1",
-            "--set", "train.eval_interval=0", "--set", "train.eval_iters=1",
-            "--set", "train.checkpoint_interval=0",
-            "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
-            "--set", "train.log=" + os.path.join(tmp, "log.csv"),
-            "--set", "train.precision=" + args.precision,
-            "--set", "cpu.threads=%d" % args.threads]
     env = dict(os.environ, DNNL_JIT_PROFILE="2", ONEDNN_JIT_PROFILE="2")
-    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise SystemExit("perf record / weft-train failed:\n" + run.stdout + run.stderr)
-    ms = [float(m.group(2)) for m in map(STEP_LINE.match, run.stdout.splitlines()) if m][1:]
-    report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym",
-                             "--stdio"], capture_output=True, text=True).stdout
-    with open(os.path.join(tmp, "report.txt"), "w") as f:
-        f.write(report)
+
+    def profile(name, steps):
+        """Samples per (dso, function) of weft-train running `steps` steps; its stdout."""
+        data = os.path.join(tmp, name + ".data")
+        cmd = ["perf", "record", "-F", "499", "-o", data, "--",
+               os.path.join(ROOT, args.build, "apps/weft-train"), args.config]
+        for kv in args.set:
+            cmd += ["--set", kv]
+        cmd += ["--set", "train.max_iters=%d" % steps, "--set", "train.log_interval=1",
+                "--set", "train.eval_interval=0", "--set", "train.eval_iters=1",
+                "--set", "train.checkpoint_interval=0",
+                "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
+                "--set", "train.log=" + os.path.join(tmp, "log.csv"),
+                "--set", "train.precision=" + args.precision,
+                "--set", "cpu.threads=%d" % args.threads]
+        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit("perf record / weft-train failed:\n" + run.stdout + run.stderr)
+        report = subprocess.run(["perf", "report", "-i", data, "-n", "--no-children", "--sort",
+                                 "dso,sym", "--stdio"], capture_output=True, text=True).stdout
+        with open(os.path.join(tmp, name + ".txt"), "w") as f:
+            f.write(report)
+        samples = {}
+        for line in report.splitlines():
+            m = REPORT_LINE.match(line)
+            if m:
+                key = (re.sub(r" tid \d+$", "", m.group(2)), m.group(3).strip())
+                samples[key] = samples.get(key, 0) + int(m.group(1))
+        return samples, run.stdout
+
+    base, _ = profile("one-step", 1)
+    full, out = profile("steps", args.steps + 1)
+    ms = [float(m.group(2)) for m in map(STEP_LINE.match, out.splitlines()) if m][1:]
     classes, others = {}, {}
-    for line in report.splitlines():
-        m = REPORT_LINE.match(line)
-        if not m:
-            continue
-        pct, dso, sym = float(m.group(1)), m.group(2), m.group(3).strip()
+    for (dso, sym), n in full.items():
+        n -= base.get((dso, sym), 0)
         c = classify(dso, sym)
-        classes[c] = classes.get(c, 0.0) + pct
+        classes[c] = classes.get(c, 0.0) + n
         if c == "other":
             name = re.sub(r"\.(arch_x86_64_v\d|isra\.\d+|constprop\.\d+|part\.\d+)", "", sym)
-            others[name] = others.get(name, 0.0) + pct
+            others[name] = others.get(name, 0.0) + n
+    classes = {c: max(v, 0.0) for c, v in classes.items()}
     total = sum(classes.values()) or 1.0
     busy = total - classes.get("omp-wait", 0.0)
     print("# %s%s, %s, %d threads: %d tokens per step, %.1f GFLOP of GEMMs per step" % (
