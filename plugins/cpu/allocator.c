@@ -410,13 +410,16 @@ static void segments_init(void)
                 .event_query = event_done, .event_synchronize = no_wait,
                 .event_destroy = no_wait, .stream_synchronize = no_wait},
     };
-    segments = caching_allocator_new(&cfg);
+    __atomic_store_n(&segments, caching_allocator_new(&cfg), __ATOMIC_RELEASE);
 }
 
+/* Read by threads that may not have passed segments_once (empty_cache, a failed small
+ * request): NULL until the first request above 1 MiB. */
 static void segments_empty_cache(void)
 {
-    if (segments)
-        caching_allocator_empty_cache(segments);
+    struct caching_allocator *ca = __atomic_load_n(&segments, __ATOMIC_ACQUIRE);
+    if (ca)
+        caching_allocator_empty_cache(ca);
 }
 
 static void *segments_alloc(size_t nbytes)
