@@ -417,6 +417,35 @@ Test(autograd, long_chains_free_without_recursion)
     tu_assert_close(weft_grad(x), ones, 16, 0, 0);
 }
 
+/* A chain of 32 ops on 1 MiB tensors: each node's incoming gradient is freed once the node
+ * has run, so backward holds a few gradients at a time, not one per node until it ends
+ * (what a deep model's peak memory during backward came from). */
+Test(autograd, backward_frees_each_nodes_gradient_once_the_node_has_run)
+{
+    const int64_t shape[1] = {262144}; /* 1 MiB of float32 */
+    const double mib = 1048576.0;
+    weft_tensor *x = weft_ones(1, shape, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_requires_grad_(x, true), 0);
+    weft_scope_push(); /* the forward's intermediates die with it; the graph does not */
+    weft_tensor *y = x;
+    for (int i = 0; i < 32; i++)
+        y = weft_mul_scalar(y, 1.0);
+    weft_tensor *loss = weft_tensor_retain(weft_sum(y, 0, NULL, false));
+    weft_scope_pop();
+    cr_assert_not_null(loss, "%s", weft_error_message());
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    const double before = (double)st.allocated_bytes;
+    weft_reset_peak_memory_stats(WEFT_CPU);
+    cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+    weft_tensor_release(loss);
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    const double held = ((double)st.peak_allocated_bytes - before) / mib;
+    cr_expect_lt(held, 4.0, "backward held %.1f MiB at its peak: the 32 nodes' gradients "
+                            "were kept until it ended", held);
+    cr_expect_eq(weft_tensor_numel(weft_grad(x)), 262144);
+}
+
 /* ---- gradcheck sweep --------------------------------------------------------------------- */
 
 typedef weft_tensor *(*op1)(weft_tensor *);

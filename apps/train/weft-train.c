@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -469,6 +470,26 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
     return rc;
 }
 
+/* The run's memory high-water marks: the device allocator's peaks of bytes handed to
+ * tensors and of bytes it holds, cache included (torch.cuda.max_memory_allocated and
+ * max_memory_reserved), and the process's peak resident set. */
+static void print_peak_memory(const struct trainer *t)
+{
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    struct rusage ru;
+    printf("memory:");
+    if (weft_memory_stats(t->device, &st) == 0)
+        printf(" peak allocated %.1f MiB, reserved %.1f MiB (%s's allocator),",
+               (double)st.peak_allocated_bytes / 1048576.0,
+               (double)st.peak_reserved_bytes / 1048576.0, weft_device_type_name(t->device.type));
+    else
+        weft_error_clear();
+    if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
+        printf(" peak resident %.1f MiB", (double)ru.ru_maxrss / 1024.0);
+    printf("\n");
+}
+
+
 static void print_test(const struct eval_result *r, const char *which)
 {
     printf("test");
@@ -478,7 +499,7 @@ static void print_test(const struct eval_result *r, const char *which)
            which);
 }
 
-/* The test set's figures, the checkpoint's and the log's paths. With keep_best the best
+/* The test set's figures, the memory peaks, the checkpoint's and the log's paths. With keep_best the best
  * model is tested first (Lightning's trainer.test(ckpt_path="best")), then the last; with
  * ema_decay the average too; each line says which model it tested. */
 static int finish(struct trainer *t)
@@ -519,6 +540,7 @@ static int finish(struct trainer *t)
                  train_ema_decay(t), t->s.checkpoint_interval > 0 ? path : "not saved");
         print_test(&ema, which);
     }
+    print_peak_memory(t);
     printf("checkpoint: %s\n", t->ckpt_path[0] ? t->ckpt_path : "(none)");
     if (t->s.keep_best && t->best.have) {
         char path[4096];

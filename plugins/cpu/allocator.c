@@ -11,11 +11,21 @@
  * carries no header and keeps its 64-byte alignment; cpu_free gets the requested size
  * back from the core and recomputes the class.
  *
- * Blocks of 1 MiB and more are mmap'd rather than malloc'd: they go back to the system
- * the moment the cache is emptied (glibc keeps freed heap memory and fragments it), and
- * from 2 MiB on they are aligned to 2 MiB and marked MADV_HUGEPAGE, so transparent huge
- * pages back them even where THP is in "madvise" mode; strided kernels (transposes)
- * touch a new 4 KiB page every few elements and are bound by TLB misses otherwise.
+ * Blocks of 1 MiB are mmap'd rather than malloc'd: they go back to the system the moment
+ * the cache is emptied (glibc keeps freed heap memory and fragments it).
+ *
+ * Requests above 1 MiB (a deep model's activations and gradients) come from segments,
+ * with PyTorch's caching allocator (plugins/cuda/caching_allocator.c, plain C over
+ * function pointers: here mmap and munmap): best fit, a cached block split when the rest
+ * is worth keeping, freed neighbours merged. A free list per size class cannot hand a
+ * freed [B, T, 4C] block to a [B, T, C] request, so a GPT's backward, whose gradients come
+ * in other sizes than the activations it frees, grew the cache by a third over what
+ * tensors held (GPT-2 small's width, 4 layers: 1907 MiB reserved for a 1416 MiB peak);
+ * segments bring that near what tensors hold. Segments are aligned to 2 MiB and marked
+ * MADV_HUGEPAGE, so transparent huge pages back them even where THP is in "madvise"
+ * mode; strided kernels (transposes) touch a new 4 KiB page every few elements and are
+ * bound by TLB misses otherwise. Cached segments stay until empty_cache or a failed
+ * request (as on CUDA), outside the bound below.
  *
  * The cache is bounded (a quarter of physical memory, or WEFT_CPU_CACHE_LIMIT bytes):
  * a block freed past the bound goes straight back to the system. When the system
@@ -47,6 +57,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "../cuda/caching_allocator.h"
 
 #define SMALL_LIMIT 4096u
 #define SMALL_STEP 64u
@@ -88,6 +99,7 @@ static struct {
     pthread_mutex_t lock;
     struct free_block *free[NUM_CLASSES];
     size_t cached_bytes, cache_limit;
+    uint64_t segments_mapped; /* segment_map calls: a request that made one missed */
     struct weft_memory_stats stats; /* allocated and peak: atomics; the rest: the lock's */
     struct thread_counts *threads;
     uint32_t generation; /* bumped by empty_cache */
@@ -447,6 +459,122 @@ static inline bool thread_cache_current(const struct thread_cache *tc)
     return tc->state == 1 && tc->generation == __atomic_load_n(&pool.generation, __ATOMIC_RELAXED);
 }
 
+/* ---- requests above 1 MiB: segments ------------------------------------------------ */
+
+static struct caching_allocator *segments;
+static pthread_once_t segments_once = PTHREAD_ONCE_INIT;
+
+/* The caching allocator's ops. They run under its lock and take the pool's: the pool's
+ * lock is never held while calling the caching allocator. */
+static int segment_map(void *ctx, size_t size, void **ptr, char *why, size_t why_size)
+{
+    (void)ctx, (void)why, (void)why_size;
+    *ptr = map_large(size); /* size: a multiple of 2 MiB */
+    if (!*ptr)
+        return CA_ERR_OOM;
+    pthread_mutex_lock(&pool.lock);
+    pool.segments_mapped++;
+    pool.stats.reserved_bytes += size;
+    if (pool.stats.reserved_bytes > pool.stats.peak_reserved_bytes)
+        pool.stats.peak_reserved_bytes = pool.stats.reserved_bytes;
+    pthread_mutex_unlock(&pool.lock);
+    return CA_OK;
+}
+
+static void segment_unmap(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    munmap(ptr, size);
+    pthread_mutex_lock(&pool.lock);
+    pool.stats.reserved_bytes -= size;
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* One stream and no events: record_stream is never called on the host. */
+static void *no_event(void *ctx, ca_stream stream)
+{
+    (void)ctx, (void)stream;
+    return NULL;
+}
+
+static int event_done(void *ctx, void *event)
+{
+    (void)ctx, (void)event;
+    return 1;
+}
+
+static void no_wait(void *ctx, void *arg)
+{
+    (void)ctx, (void)arg;
+}
+
+static void segments_init(void)
+{
+    const struct caching_allocator_config cfg = {
+        .max_split_size = CA_MAX_SPLIT_UNLIMITED,
+        .ops = {.alloc = segment_map, .free = segment_unmap, .event_record = no_event,
+                .event_query = event_done, .event_synchronize = no_wait,
+                .event_destroy = no_wait, .stream_synchronize = no_wait},
+    };
+    __atomic_store_n(&segments, caching_allocator_new(&cfg), __ATOMIC_RELEASE);
+}
+
+/* Read by threads that may not have passed segments_once (empty_cache, a failed small
+ * request): NULL until the first request above 1 MiB. */
+static void segments_empty_cache(void)
+{
+    struct caching_allocator *ca = __atomic_load_n(&segments, __ATOMIC_ACQUIRE);
+    if (ca)
+        caching_allocator_empty_cache(ca);
+}
+
+static void *segments_alloc(size_t nbytes)
+{
+    pthread_once(&segments_once, segments_init);
+    void *p = NULL;
+    int rc = CA_ERR_OOM;
+    char why[256];
+    if (segments) {
+        uint64_t mapped = __atomic_load_n(&pool.segments_mapped, __ATOMIC_RELAXED);
+        rc = caching_allocator_malloc(segments, nbytes, NULL, &p, why, sizeof why);
+        if (rc == CA_ERR_OOM) { /* it emptied its own cache and retried; now ours too */
+            pthread_mutex_lock(&pool.lock);
+            if (tcache.state == 1)
+                thread_cache_empty_locked(&tcache, true);
+            pool.stats.num_alloc_retries++;
+            release_cache_locked();
+            pthread_mutex_unlock(&pool.lock);
+            rc = caching_allocator_malloc(segments, nbytes, NULL, &p, why, sizeof why);
+        }
+        pthread_mutex_lock(&pool.lock);
+        if (rc == CA_OK) {
+            pool.stats.num_allocs++;
+            note_allocated((int64_t)caching_allocator_round_size(nbytes));
+            if (pool.segments_mapped == mapped)
+                pool.stats.num_cache_hits++;
+        } else {
+            pool.stats.num_ooms++;
+        }
+        pthread_mutex_unlock(&pool.lock);
+    }
+    if (rc != CA_OK)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
+                       "DefaultCPUAllocator: not enough memory: you tried to allocate %zu bytes.",
+                       nbytes);
+    return p;
+}
+
+static void segments_free(void *ptr, size_t nbytes)
+{
+    caching_allocator_free(segments, ptr);
+    pthread_mutex_lock(&pool.lock);
+    pool.stats.num_frees++;
+    note_allocated(-(int64_t)caching_allocator_round_size(nbytes));
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* ---- the allocator's entry points ----------------------------------------------------- */
+
 void *cpu_alloc(int index, size_t nbytes)
 {
     (void)index;
@@ -464,8 +592,10 @@ void *cpu_alloc(int index, size_t nbytes)
         balance_add(&tc->counts, (int64_t)bytes);
         return b;
     }
+    if (nbytes > CA_SMALL_SIZE)
+        return segments_alloc(nbytes);
     size_t bytes = 0;
-    int c = nbytes > (SIZE_MAX >> 2) ? NUM_CLASSES : size_class(nbytes, &bytes);
+    int c = size_class(nbytes, &bytes);
     if (c >= NUM_CLASSES) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
                        "DefaultCPUAllocator: not enough memory: you tried to allocate %zu bytes.",
@@ -485,11 +615,13 @@ void *cpu_alloc(int index, size_t nbytes)
     /* The system call runs outside the lock: mapping 64 MiB should not stall others. */
     void *p = system_alloc(bytes);
     pthread_mutex_lock(&pool.lock);
-    size_t returned = !p && tcache.state == 1 ? thread_cache_empty_locked(&tcache, true) : 0;
-    if (!p && (pool.cached_bytes > 0 || returned > 0)) {
+    if (!p) { /* everything cached goes back, segments too, and the request is retried */
+        if (tcache.state == 1)
+            thread_cache_empty_locked(&tcache, true);
         pool.stats.num_alloc_retries++;
         release_cache_locked();
         pthread_mutex_unlock(&pool.lock);
+        segments_empty_cache();
         p = system_alloc(bytes);
         pthread_mutex_lock(&pool.lock);
     }
@@ -523,6 +655,10 @@ void cpu_free(int index, void *ptr, size_t nbytes)
             balance_add(&tc->counts, -(int64_t)bytes);
             return;
         }
+    }
+    if (nbytes > CA_SMALL_SIZE) {
+        segments_free(ptr, nbytes);
+        return;
     }
     size_t bytes;
     int c = size_class(nbytes, &bytes);
@@ -685,4 +821,5 @@ void cpu_empty_cache(int index)
     }
     release_cache_locked();
     pthread_mutex_unlock(&pool.lock);
+    segments_empty_cache();
 }

@@ -116,6 +116,18 @@ int weft_gpt_generate(weft_module *gpt, int64_t *tokens, int64_t n, int64_t max_
                       const struct weft_gpt_sampling *sampling, weft_gpt_token_fn on_token,
                       void *ctx);
 
+/* Called with the tokens just drawn for each of the batch's rows; nonzero stops. */
+typedef int (*weft_gpt_tokens_fn)(void *ctx, const int64_t *tokens, int64_t batch);
+
+/* weft_gpt_generate for `batch` rows at once (nanoGPT's generate() on idx [batch, n]):
+ * tokens is [batch, n + max_new_tokens], row-major, each row starting with its n-token
+ * prompt; every step runs one cached forward over the batch and draws one token per row,
+ * from batch uniforms of one weft_rand (batch 1 draws what weft_gpt_generate does).
+ * on_tokens (may be NULL) sees each step's tokens. 0 or negative with an error. */
+int weft_gpt_generate_batch(weft_module *gpt, int64_t batch, int64_t *tokens, int64_t n,
+                            int64_t max_new_tokens, const struct weft_gpt_sampling *sampling,
+                            weft_gpt_tokens_fn on_tokens, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif
