@@ -162,6 +162,14 @@ static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tens
     return 0;
 }
 
+/* Slots 0 and 1: x only for the weight's gradient, the weight only for x's, as PyTorch
+ * saves what a gradient to compute reads (x @ W^T with W frozen survives x.add_(1)). */
+static int linear_save(struct weft_node *node, weft_tensor *x2, weft_tensor *w)
+{
+    int rc = weft_node_save(node, 0, weft_node_needs_input_grad(node, 1) ? x2 : NULL);
+    return rc ? rc : weft_node_save(node, 1, weft_node_needs_input_grad(node, 0) ? w : NULL);
+}
+
 /* g [..., out] folded to [M, out] for the shared formulas. */
 static int linear_node_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                 weft_tensor **grad_inputs)
@@ -202,7 +210,7 @@ static weft_tensor *linear_node(const char *name, weft_tensor *x, weft_tensor *w
     struct weft_node *node = weft_node_create(name, linear_node_backward, nin, in, 2);
     if (!node)
         return NULL;
-    if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0) {
+    if (linear_save(node, x2, w) != 0) {
         weft_node_abandon(node);
         return NULL;
     }
@@ -244,8 +252,7 @@ static weft_tensor *linear_act_in_scope(struct linear_act *a, weft_tensor *x, we
         if (!node)
             return NULL;
         weft_node_ints(node)[0] = arg;
-        if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0 ||
-            weft_node_save(node, 2, saved) != 0) {
+        if (linear_save(node, x2, w) != 0 || weft_node_save(node, 2, saved) != 0) {
             weft_node_abandon(node);
             return NULL;
         }

@@ -109,8 +109,11 @@ static weft_tensor *run(const char *name, weft_tensor *input, weft_tensor *a, we
     out = weft_tensor_finish(out);
     if (!out || !rec)
         return out;
+    /* a only for b's gradient, b only for a's: PyTorch saves what a gradient to compute
+     * reads */
     struct weft_node *node = weft_node_create(name, addmm_backward, 3, ins, 2);
-    if (!node || weft_node_save(node, 0, a) != 0 || weft_node_save(node, 1, b) != 0) {
+    if (!node || weft_node_save(node, 0, weft_node_needs_input_grad(node, 2) ? a : NULL) != 0 ||
+        weft_node_save(node, 1, weft_node_needs_input_grad(node, 1) ? b : NULL) != 0) {
         if (node)
             weft_node_abandon(node);
         if (weft_scope_depth() == 0)

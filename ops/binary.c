@@ -264,9 +264,16 @@ static int binary_backward(struct weft_node *node, weft_tensor *const *grad_outp
 
 /* What the node keeps: the row's SAVES for two tensors; the scalar form has no b, and t * s
  * and t / s read neither t nor the result, so, as in PyTorch, they save nothing and a
- * later in-place change of t does not invalidate them. */
-static int binary_saves(const struct binary_op *op, bool scalar)
+ * later in-place change of t does not invalidate them. Nor does mul keep an operand only
+ * the other's gradient reads, nor div its result for a divisor needing no gradient
+ * (PyTorch saves a tensor only when a gradient to compute reads it): x * C with C needing
+ * none keeps C, not x. */
+static int binary_saves(const struct binary_op *op, bool scalar, bool need_a, bool need_b)
 {
+    if (!scalar && op == &binary_mul)
+        return (need_a ? B : 0) | (need_b ? A : 0);
+    if (!scalar && op == &binary_div)
+        return (need_a ? B : 0) | (need_b ? B | OUT : 0);
     if (!scalar)
         return op->saves;
     if (op == &binary_mul || op == &binary_div)
@@ -287,7 +294,8 @@ static weft_tensor *record_binary(const struct binary_op *op, bool scalar, doubl
     weft_node_ints(node)[0] = (intptr_t)op;
     weft_node_ints(node)[1] = scalar;
     weft_node_scalars(node)[0] = s;
-    int saves = binary_saves(op, scalar);
+    int saves = binary_saves(op, scalar, weft_node_needs_input_grad(node, 0),
+                             !scalar && weft_node_needs_input_grad(node, 1));
     int rc = saves & A ? weft_node_save(node, 0, a_value) : 0;
     if (rc == 0 && (saves & B))
         rc = weft_node_save(node, 1, b);
@@ -306,7 +314,11 @@ static weft_tensor *record_binary_inplace(const struct binary_op *op, bool scala
 {
     if (weft_autograd_check_inplace(a, true) != 0)
         return NULL;
-    weft_tensor *orig = binary_saves(op, scalar) & A ? original_value(a) : a;
+    /* in place, a's old value is kept when the formula may read it (a needs a gradient
+     * here, which is what made this op record) */
+    weft_tensor *orig = binary_saves(op, scalar, true, !scalar && weft_requires_grad(b)) & A
+                            ? original_value(a)
+                            : a;
     if (!orig)
         return NULL;
     weft_tensor *out = WEFT_NO_GRAD(true, scalar ? binary_scalar_forward_(op, a, s)

@@ -206,8 +206,10 @@ static weft_tensor *matmul_forward(weft_tensor *a, weft_tensor *b)
 }
 
 /* ---- backward and the public ops ------------------------------------------------------------
- * Saved: 0 a, 1 b. 1-D operands are handled as PyTorch's matmul promotes them; broadcast
- * batch dims are summed by the engine. */
+ * Saved: 0 a (when b needs a gradient), 1 b (when a does), as PyTorch saves only what the
+ * gradients to compute read: x @ C with C needing none survives a later x.add_(1).
+ * ints[0]: b was a column-major matrix. 1-D operands are handled as PyTorch's matmul
+ * promotes them; broadcast batch dims are summed by the engine. */
 
 /* True for a 2-D matrix stored column by column (a transposed view of a contiguous one). */
 static bool column_major(const weft_tensor *t)
@@ -222,30 +224,31 @@ static int matmul_backward(struct weft_node *node, weft_tensor *const *grad_outp
     if (!g)
         return 0;
     bool need_a = weft_node_needs_input_grad(node, 0), need_b = weft_node_needs_input_grad(node, 1);
-    if (a->ndim == 1 && b->ndim == 1) {
+    int and = weft_node_input_ndim(node, 0), bnd = weft_node_input_ndim(node, 1);
+    if (and == 1 && bnd == 1) {
         grad_inputs[0] = need_a ? weft_mul(g, b) : NULL;
         grad_inputs[1] = need_b ? weft_mul(g, a) : NULL;
     } else {
         /* Promote 1-D operands (and the gradient) the way the forward did. */
-        weft_tensor *a2 = a->ndim == 1 ? weft_unsqueeze(a, 0) : a;
-        weft_tensor *b2 = b->ndim == 1 ? weft_unsqueeze(b, 1) : b;
         weft_tensor *g2 = g;
-        if (a->ndim == 1)
+        if (and == 1)
             g2 = weft_unsqueeze(g2, -2);
-        if (b->ndim == 1)
+        if (bnd == 1)
             g2 = weft_unsqueeze(g2, -1);
         if (need_a) {
+            weft_tensor *b2 = bnd == 1 ? weft_unsqueeze(b, 1) : b;
             weft_tensor *ga = weft_matmul(g2, weft_transpose(b2, -1, -2));
-            grad_inputs[0] = a->ndim == 1 ? weft_squeeze_dim(ga, -2) : ga;
+            grad_inputs[0] = and == 1 ? weft_squeeze_dim(ga, -2) : ga;
         }
         if (need_b) {
             /* A transposed b (Linear's W^T) gets its gradient in its own layout, as
              * PyTorch's mm_mat2_backward: (g^T a)^T, whose transpose back to W is
              * contiguous, where a^T g would be a transposed copy to make later. */
-            weft_tensor *gb = column_major(b2) && a2->ndim == 2
+            weft_tensor *a2 = and == 1 ? weft_unsqueeze(a, 0) : a;
+            weft_tensor *gb = weft_node_ints(node)[0] && a2 && a2->ndim == 2
                                   ? weft_t(weft_matmul(weft_t(g2), a2))
                                   : weft_matmul(weft_transpose(a2, -1, -2), g2);
-            grad_inputs[1] = b->ndim == 1 ? weft_squeeze_dim(gb, -1) : gb;
+            grad_inputs[1] = bnd == 1 ? weft_squeeze_dim(gb, -1) : gb;
         }
     }
     if ((need_a && !grad_inputs[0]) || (need_b && !grad_inputs[1]))
@@ -293,10 +296,13 @@ static weft_tensor *matmul_named(weft_tensor *a, weft_tensor *b, const char *nam
     struct weft_node *node = weft_node_create(name ? name : matmul_name(a, b), matmul_backward,
                                               2, in, 2);
     if (node && out &&
-        (weft_node_save(node, 0, a) != 0 || weft_node_save(node, 1, b) != 0)) {
+        (weft_node_save(node, 0, weft_node_needs_input_grad(node, 1) ? a : NULL) != 0 ||
+         weft_node_save(node, 1, weft_node_needs_input_grad(node, 0) ? b : NULL) != 0)) {
         weft_node_abandon(node);
         return weft_tensor_discard(out);
     }
+    if (node)
+        weft_node_ints(node)[0] = column_major(b);
     return weft_node_finish1(node, out);
 }
 

@@ -379,6 +379,41 @@ Test(autograd, a_view_taken_under_no_grad_requires_grad_as_in_pytorch)
     weft_grad_mode_restore(prev);
 }
 
+/* A node saves only what the gradients it will compute read (PyTorch's saved variables):
+ * after y = x @ C with C needing no gradient, x.add_(1) leaves the backward working (only C
+ * was kept) and the gradient is C's; when C needs one too, x is kept and the change is
+ * PyTorch's error (issue 32). */
+Test(autograd, a_node_keeps_only_what_its_gradients_read)
+{
+    const int64_t s[2] = {2, 2};
+    const double cv[4] = {1, 2, 3, 4};
+    for (int variant = 0; variant < 4; variant++) {
+        for (int c_needs = 0; c_needs < 2; c_needs++) {
+            weft_scope_push();
+            weft_tensor *a = leaf(2, s, cv), *C = tu_tensor(2, s, cv, WEFT_F64);
+            if (c_needs)
+                weft_requires_grad_(C, true);
+            weft_tensor *x = weft_mul_scalar(a, 1);
+            weft_tensor *y = variant == 0   ? weft_matmul(x, C)
+                             : variant == 1 ? weft_mul(x, C)
+                             : variant == 2 ? weft_addmm(weft_select(C, 0, 0), x, C, 1, 1)
+                                            : weft_linear(x, C, NULL);
+            cr_assert_not_null(weft_add_scalar_(x, 1));
+            int rc = weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+            if (c_needs) {
+                cr_expect_neq(rc, 0, "variant %d: C's gradient reads the changed x", variant);
+                tu_assert_error(WEFT_ERR_RUNTIME, "modified by an inplace operation");
+            } else {
+                cr_expect_eq(rc, 0, "variant %d: %s", variant, weft_error_message());
+                /* d sum(x @ C) / dx = 1 C^T (row sums of C); x * C: C; x C^T: column sums */
+                const double mm[4] = {3, 7, 3, 7}, lin[4] = {4, 6, 4, 6};
+                tu_assert_close(weft_grad(a), variant == 1 ? cv : variant == 3 ? lin : mm, 4, 0, 1e-12);
+            }
+            weft_scope_pop();
+        }
+    }
+}
+
 /* A view made from a tensor without history (so no base was recorded) is still refused
  * rather than given a wrong gradient. */
 Test(autograd, in_place_on_a_view_without_a_recorded_base_is_refused)

@@ -460,6 +460,28 @@ static bool run_op_16(const struct tcase *c, weft_tensor **in, weft_tensor **out
 
 #include "test_torch_ported.inc"
 
+/* gen.py's saved_then_modified: y = f(h, C), C needing no gradient, then h.add_(1). */
+static weft_tensor *saved_then_modified(int variant, weft_tensor **in)
+{
+    weft_tensor *h = weft_mul_scalar(in[0], 1), *C = in[1], *c0 = weft_select(in[1], 0, 0), *y = NULL;
+    switch (variant) {
+    case 0: y = weft_matmul(h, C); break;
+    case 1: y = weft_mm(h, C); break;
+    case 2: y = weft_mul(h, C); break;
+    case 3: y = weft_div(h, C); break;
+    case 4: y = weft_addmm(c0, h, C, 1, 1); break;
+    case 5: y = weft_linear(h, C, NULL); break;
+    case 6: y = weft_linear(h, C, c0); break;
+    case 7: y = weft_bmm(weft_unsqueeze(h, 0), weft_unsqueeze(C, 0)); break;
+    case 8: y = weft_matmul(h, c0); break;
+    case 9:
+        y = weft_baddbmm(weft_unsqueeze(C, 0), weft_unsqueeze(h, 0), weft_unsqueeze(C, 0), 1, 1);
+        break;
+    case 10: y = weft_linear_relu(h, C, c0); break;
+    }
+    return y && weft_add_scalar_(h, 1) ? y : NULL;
+}
+
 /* The ops of issue 32 and the nn ops its cases call (gen.py's run_op_32); false when op is
  * not one. */
 static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out)
@@ -467,7 +489,9 @@ static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out
     const char *op = c->op;
     const double *p = c->p;
     enum weft_reduction red = (enum weft_reduction)(int)p[0];
-    if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss")) {
+    if (!strcmp(op, "saved_then_modified")) {
+        out[0] = saved_then_modified((int)p[0], in);
+    } else if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss")) {
         struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
         ce.reduction = red;
         ce.weight = c->ni > 2 ? in[2] : NULL;

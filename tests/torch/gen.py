@@ -432,8 +432,23 @@ def sdpa(q, k, v, scale=None, is_causal=False):
 INTERP_MODES = ["nearest", "nearest-exact", "bilinear", "linear"]
 
 
+def saved_then_modified(variant, ts):
+    """y = f(h, C) with C needing no gradient, then h changed in place (issue 32): PyTorch
+    saves only what a gradient to compute reads, so the backward does not fail."""
+    h, C = ts[0] * 1, ts[1]
+    f = [lambda: h @ C, lambda: torch.mm(h, C), lambda: h * C, lambda: h / C,
+         lambda: torch.addmm(C[0], h, C), lambda: F.linear(h, C), lambda: F.linear(h, C, C[0]),
+         lambda: torch.bmm(h[None], C[None]), lambda: h @ C[0],
+         lambda: torch.baddbmm(C[None], h[None], C[None]), lambda: F.relu(F.linear(h, C, C[0]))]
+    y = f[variant]()
+    h.add_(1)
+    return y
+
+
 def run_op_32(op, ts, p):
     """The ops of issue 32 (and the nn ops its cases call)."""
+    if op == "saved_then_modified":
+        return saved_then_modified(int(p[0]), ts)
     if op == "cross_entropy":  # p: reduction, label_smoothing[, ignore_index]; ts: input,
         # target[, weight]
         return F.cross_entropy(ts[0], ts[1], weight=ts[2] if len(ts) > 2 else None,
@@ -1221,6 +1236,11 @@ def grads32():
         L.append(grad_case("view_before_inplace", [variant], ins))
         seed += 2
     L.append(grad_case("gelu_tanh", [], [f64(seed, [3, 4], -3, 3)]))
+    for variant in range(10):
+        L.append(grad_case("saved_then_modified", [variant], [f64(seed, [3, 3]),
+                                                              f64(seed + 1, [3, 3], 1, 3)],
+                           [True, False]))
+        seed += 2
     # cross_entropy with class-probability targets: both inputs' gradients
     for shape in ([3, 4], [4], [2, 4, 3]):
         for r in range(3):
