@@ -474,9 +474,7 @@ static int segment_map(void *ctx, size_t size, void **ptr, char *why, size_t why
         return CA_ERR_OOM;
     pthread_mutex_lock(&pool.lock);
     pool.segments_mapped++;
-    pool.stats.reserved_bytes += size;
-    if (pool.stats.reserved_bytes > pool.stats.peak_reserved_bytes)
-        pool.stats.peak_reserved_bytes = pool.stats.reserved_bytes;
+    note_reserved(size, 1); /* one segment of the large pool */
     pthread_mutex_unlock(&pool.lock);
     return CA_OK;
 }
@@ -486,7 +484,7 @@ static void segment_unmap(void *ctx, void *ptr, size_t size)
     (void)ctx;
     munmap(ptr, size);
     pthread_mutex_lock(&pool.lock);
-    pool.stats.reserved_bytes -= size;
+    note_reserved(size, -1);
     pthread_mutex_unlock(&pool.lock);
 }
 
@@ -549,7 +547,7 @@ static void *segments_alloc(size_t nbytes)
         pthread_mutex_lock(&pool.lock);
         if (rc == CA_OK) {
             pool.stats.num_allocs++;
-            note_allocated((int64_t)caching_allocator_round_size(nbytes));
+            note_block_locked(caching_allocator_round_size(nbytes), 1); /* the large pool */
             if (pool.segments_mapped == mapped)
                 pool.stats.num_cache_hits++;
         } else {
@@ -569,7 +567,7 @@ static void segments_free(void *ptr, size_t nbytes)
     caching_allocator_free(segments, ptr);
     pthread_mutex_lock(&pool.lock);
     pool.stats.num_frees++;
-    note_allocated(-(int64_t)caching_allocator_round_size(nbytes));
+    note_block_locked(caching_allocator_round_size(nbytes), -1);
     pthread_mutex_unlock(&pool.lock);
 }
 
