@@ -30,6 +30,9 @@ NN_INTERNAL int nn_named_op(int *cached, const char *name);
 /* Whether t's backend has a kernel for op (>= 0) and t's dtype: the fused path runs, else
  * the composite. */
 NN_INTERNAL bool nn_have_kernel(int op, const weft_tensor *t);
+/* An elementwise loss e reduced as `reduction` says (sum, mean, or e itself for none);
+ * NULL stays NULL (loss.c). */
+NN_INTERNAL weft_tensor *nn_reduce_loss(weft_tensor *e, enum weft_reduction reduction);
 
 /* A window's extent, dilation * (kernel - 1) + 1 (conv and pooling; 1 - dilation for an
  * empty kernel, as PyTorch computes it), into *out: false when it does not fit an int64,

@@ -13,6 +13,15 @@
 
 #include "functional.h"
 
+weft_tensor *nn_reduce_loss(weft_tensor *e, enum weft_reduction reduction)
+{
+    if (e && reduction == WEFT_REDUCTION_SUM)
+        return weft_sum(e, 0, NULL, false);
+    if (e && reduction == WEFT_REDUCTION_MEAN)
+        return weft_mean(e, 0, NULL, false);
+    return e;
+}
+
 struct weft_cross_entropy_params weft_cross_entropy_defaults(void)
 {
     return (struct weft_cross_entropy_params){WEFT_REDUCTION_MEAN, -100, 0.0, NULL};
@@ -546,11 +555,7 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
     weft_tensor *in[3] = {x, y, pw};
     bool rec = weft_autograd_needed(3, in);
     bool prev = weft_no_grad_begin();
-    weft_tensor *e = pointwise_elements(kind, x, y, pw), *loss = e;
-    if (e && reduction == WEFT_REDUCTION_SUM)
-        loss = weft_sum(e, 0, NULL, false);
-    else if (e && reduction == WEFT_REDUCTION_MEAN)
-        loss = weft_mean(e, 0, NULL, false);
+    weft_tensor *e = pointwise_elements(kind, x, y, pw), *loss = nn_reduce_loss(e, reduction);
     weft_grad_mode_restore(prev);
     if (!loss || !rec)
         return loss;

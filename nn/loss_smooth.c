@@ -76,11 +76,7 @@ static weft_tensor *smooth_in_scope(enum smooth_kind kind, weft_tensor *x, weft_
     weft_tensor *in[2] = {x, y};
     bool rec = weft_autograd_needed(2, in);
     bool prev = weft_no_grad_begin();
-    weft_tensor *e = elements(kind, x, y, t), *loss = e;
-    if (e && reduction == WEFT_REDUCTION_SUM)
-        loss = weft_sum(e, 0, NULL, false);
-    else if (e && reduction == WEFT_REDUCTION_MEAN)
-        loss = weft_mean(e, 0, NULL, false);
+    weft_tensor *e = elements(kind, x, y, t), *loss = nn_reduce_loss(e, reduction);
     weft_grad_mode_restore(prev);
     if (!loss || !rec)
         return loss;
