@@ -123,4 +123,9 @@ WEFT_INTERNAL int weft_scatter_shape_check(const weft_tensor *t, int d, const we
  * be cast to t's, r has t's shape, t has no expanded dim. 0 or negative (inplace.c). */
 WEFT_INTERNAL int ops_write_result_(weft_tensor *t, weft_tensor *r);
 
+/* A (values, indices) result handed out (reduce.c): on rc == 0 each to its pointer, or
+ * discarded where the caller passed NULL; on an error both discarded and rc returned. */
+WEFT_INTERNAL int weft_ops_hand_out_pair(int rc, weft_tensor *v, weft_tensor *i,
+                                         weft_tensor **values, weft_tensor **indices);
+
 #endif

@@ -605,20 +605,7 @@ static int select_dim_wrapper(bool is_max, weft_tensor *t, int dim, bool keepdim
             rc = weft_error_code();
         }
     }
-    if (rc != 0) {
-        weft_tensor_discard(v);
-        weft_tensor_discard(i);
-        return rc;
-    }
-    if (values)
-        *values = v;
-    else
-        weft_tensor_discard(v);
-    if (indices)
-        *indices = i;
-    else
-        weft_tensor_discard(i);
-    return 0;
+    return weft_ops_hand_out_pair(rc, v, i, values, indices);
 }
 
 int weft_max_dim(weft_tensor *t, int dim, bool keepdim, weft_tensor **values, weft_tensor **indices)
@@ -669,4 +656,20 @@ weft_tensor *weft_amax(weft_tensor *t, int ndims, const int *dims, bool keepdim)
 weft_tensor *weft_amin(weft_tensor *t, int ndims, const int *dims, bool keepdim)
 {
     return extreme_dims(false, t, ndims, dims, keepdim);
+}
+
+int weft_ops_hand_out_pair(int rc, weft_tensor *v, weft_tensor *i, weft_tensor **values,
+                           weft_tensor **indices)
+{
+    if (rc != 0 || !values)
+        weft_tensor_discard(v);
+    if (rc != 0 || !indices)
+        weft_tensor_discard(i);
+    if (rc != 0)
+        return rc;
+    if (values)
+        *values = v;
+    if (indices)
+        *indices = i;
+    return 0;
 }

@@ -102,20 +102,7 @@ static int sort_op(const char *grad_fn, weft_tensor *t, int dim, bool descending
                                             &i));
     if (rc == 0 && rec)
         rc = sort_record(grad_fn, t, dim, v, i);
-    if (rc != 0) {
-        weft_tensor_discard(v);
-        weft_tensor_discard(i);
-        return rc;
-    }
-    if (values)
-        *values = v;
-    else
-        weft_tensor_discard(v);
-    if (indices)
-        *indices = i;
-    else
-        weft_tensor_discard(i);
-    return 0;
+    return weft_ops_hand_out_pair(rc, v, i, values, indices);
 }
 
 int weft_sort(weft_tensor *t, int dim, bool descending, weft_tensor **values,
