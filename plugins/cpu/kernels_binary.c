@@ -41,24 +41,7 @@ static inline int64_t int_pow(int64_t base, int64_t exp)
 /* ---- binary ops ------------------------------------------------------------------------ */
 
 #define CPU_KERNEL_INC "binary_loop.inc"
-#define RESULT arith
-#define OUT_T T
-#define OUT_C C
-#define OUT_STORE STORE
-#include "each_dtype.inc"
-#undef RESULT
-#undef OUT_T
-#undef OUT_C
-#undef OUT_STORE
-#define RESULT predicate
-#define OUT_T bool
-#define OUT_C bool
-#define OUT_STORE weft_store_bool
-#include "each_dtype.inc"
-#undef RESULT
-#undef OUT_T
-#undef OUT_C
-#undef OUT_STORE
+#include "each_dtype_and_result.inc"
 #undef CPU_KERNEL_INC
 
 /* One op of one dtype: ID, the op id's suffix; name, T, C, the operands' dtype; RESULT,
