@@ -17,8 +17,9 @@ free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("
 port=$(free_port)
 pport=$(free_port)
 
-# A run long enough to be scraped a few times; it is stopped once Prometheus has the series.
-"$train" "$root/configs/mnist-mlp.ini" --set train.epochs=50 --set train.checkpoint="$tmp/m.safetensors" \
+# A run that outlasts the test on any machine (50 epochs took 6 s on a quiet one, less than
+# Prometheus' start): the exit trap stops it once Prometheus has the series.
+"$train" "$root/configs/mnist-mlp.ini" --set train.epochs=100000 --set train.checkpoint="$tmp/m.safetensors" \
     --set train.log="$tmp/log.csv" --set train.metrics="127.0.0.1:$port" >"$tmp/train.txt" 2>&1 &
 pids="$!"
 i=0
