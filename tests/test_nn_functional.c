@@ -1513,7 +1513,11 @@ Test(nn_functional, linear_relu_passes_gradcheck_on_2d_and_3d_inputs)
     weft_tensor *in3[3] = {leaf64(3, x3, -1, 1, &seed), in2[1], in2[2]};
     expect_gradcheck(apply_linear_relu, NULL, 3, in3, "linear_relu 3-d");
     weft_tensor *y = weft_linear_relu(in2[0], in2[1], in2[2]);
-    cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
+    /* PyTorch's name for relu(linear(...))'s output; one node over x, w and b */
+    cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+    const char *next[3] = {0};
+    cr_expect_eq(weft_grad_fn_next_functions(y, 3, next), 3);
+    cr_expect_str_eq(next[1], "AccumulateGrad");
 }
 
 /* ---- threshold_backward_sum: ReLU's backward and the bias gradient in one pass --------- */
@@ -1618,7 +1622,7 @@ static int tbs_counting(const struct weft_op_call *call)
     return tbs_original(call);
 }
 
-/* LinearReluBackward0 takes the one-pass kernel when the bias needs its gradient (once
+/* The fused linear-ReLU node takes the one-pass kernel when the bias needs its gradient (once
  * per layer), and the two passes when it does not; the gradients are the same either way
  * (linear_relu_matches_relu_of_linear checks them against the composite). */
 Test(nn_functional, linear_relu_backward_makes_the_bias_gradient_in_the_relu_pass)
@@ -1671,7 +1675,8 @@ Test(nn_functional, linear_relu_matches_relu_of_linear)
             weft_tensor *y = fused ? weft_linear_relu(leaves[0], leaves[1], leaves[2])
                                    : weft_relu(weft_linear(leaves[0], leaves[1], leaves[2]));
             cr_assert_not_null(y, "%s", weft_error_message());
-            cr_expect_str_eq(weft_grad_fn_name(y), fused ? "LinearReluBackward0" : "ReluBackward0");
+            cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+            cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), fused ? 3 : 1);
             tu_read(y, yv[fused]);
             cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
             for (int i = 0; i < 3; i++)

@@ -18,7 +18,7 @@
 
 TestSuite(torch, .init = tu_setup, .fini = tu_teardown);
 
-#define MAX_IN 3
+#define MAX_IN 6
 #define MAX_OUT 2
 #define MAX_P 12
 
@@ -486,6 +486,11 @@ static bool run_op_32(const struct tcase *c, weft_tensor **in, weft_tensor **out
     enum weft_reduction red = (enum weft_reduction)(int)p[0];
     if (!strcmp(op, "saved_then_modified")) {
         out[0] = saved_then_modified((int)p[0], in);
+    } else if (!strcmp(op, "batch_norm")) {
+        out[0] = weft_batch_norm(in[0], weft_clone(in[3]), weft_clone(in[4]), p[1] ? in[1] : NULL,
+                                 p[1] ? in[2] : NULL, p[0] != 0, 0.1, 1e-5);
+    } else if (!strcmp(op, "adaptive_avg_pool2d")) {
+        out[0] = weft_adaptive_avg_pool2d(in[0], (int64_t)p[0], (int64_t)p[1]);
     } else if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss")) {
         struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
         ce.reduction = red;
@@ -1207,6 +1212,37 @@ static weft_tensor *build_named(const char *label)
         return y ? weft_max_unpool2d(y, idx2, &pool, NULL) : NULL;
     }
     if (IS("dropout2d")) return weft_dropout2d(img, 0.5, true);
+    int64_t s234[3] = {2, 3, 4}, s24[2] = {2, 4}, s166[3] = {1, 6, 6};
+    struct weft_cross_entropy_params sum = weft_cross_entropy_defaults(), none = sum, ls = sum;
+    sum.reduction = WEFT_REDUCTION_SUM;
+    none.reduction = WEFT_REDUCTION_NONE;
+    ls.label_smoothing = 0.1;
+    weft_tensor *z24 = weft_zeros(2, s24, WEFT_I64, WEFT_CPU);
+    if (IS("batch_norm_eval"))
+        return weft_batch_norm(leaf(2, 4, 3, 0, 0), weft_zeros(1, n3, WEFT_F64, WEFT_CPU),
+                               weft_ones(1, n3, WEFT_F64, WEFT_CPU), leaf(1, 3, 0, 0, 0),
+                               leaf(1, 3, 0, 0, 0), false, 0.1, 1e-5);
+    if (IS("batch_norm_2d"))
+        return weft_batch_norm(img, NULL, NULL, leaf(1, 2, 0, 0, 0), leaf(1, 2, 0, 0, 0), true, 0.1,
+                               1e-5);
+    if (IS("adaptive_avg_pool2d_uneven")) return weft_adaptive_avg_pool2d(img, 4, 5);
+    if (IS("nll_loss_1d")) return weft_nll_loss(v, weft_select(idx, 0, 0), NULL);
+    if (IS("nll_loss_3d")) return weft_nll_loss(leaf(3, 2, 3, 4, 0), z24, NULL);
+    if (IS("nll_loss_3d_sum")) return weft_nll_loss(leaf(3, 2, 3, 4, 0), z24, &sum);
+    if (IS("nll_loss_3d_none")) return weft_nll_loss(leaf(3, 2, 3, 4, 0), z24, &none);
+    if (IS("nll_loss_4d_none"))
+        return weft_nll_loss(img, weft_zeros(3, s166, WEFT_I64, WEFT_CPU), &none);
+    if (IS("cross_entropy_3d")) return weft_cross_entropy(leaf(3, 2, 3, 4, 0), z24, NULL);
+    if (IS("cross_entropy_smoothing")) return weft_cross_entropy(a, idx, &ls);
+    if (IS("cross_entropy_probs"))
+        return weft_cross_entropy(a, weft_rand(2, s23, WEFT_F64, WEFT_CPU), NULL);
+    if (IS("cross_entropy_probs_sum"))
+        return weft_cross_entropy(a, weft_rand(2, s23, WEFT_F64, WEFT_CPU), &sum);
+    if (IS("view_after_inplace")) {
+        weft_tensor *in0[1] = {leaf(2, 3, 4, 0, 0)};
+        return view_before_inplace(0, in0);
+    }
+    (void)s234;
     if (IS("bce_with_logits"))
         return weft_binary_cross_entropy_with_logits(a, weft_rand(2, s23, WEFT_F64, WEFT_CPU),
                                                      NULL, WEFT_REDUCTION_MEAN);
@@ -1220,14 +1256,6 @@ static struct {
     const char *label, *why;
     int hits;
 } name_xfails[] = {
-    /* weft builds these from recorded ops (a fused node with PyTorch's name is to come) */
-    {"batch_norm", "composed of ops: AddBackward0, not NativeBatchNormBackward0", 0},
-    {"adaptive_avg_pool2d", "composed of ops (avg_pool2d), not AdaptiveAvgPool2DBackward0", 0},
-    /* weft's fused Linear+activation nodes (PyTorch: ReluBackward0/GeluBackward0 over an
-     * AddmmBackward0); nn.h documents these names and the fused suites tell the fused path
-     * by them, so renaming waits for those to change */
-    {"linear_relu", "fused node LinearReluBackward0", 0},
-    {"linear_gelu", "fused node LinearGeluBackward0", 0},
     {NULL, NULL, 0},
 };
 
