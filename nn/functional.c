@@ -42,6 +42,34 @@ static weft_tensor *channel_view(weft_tensor *v, int ndim)
     return weft_reshape(v, ndim, shape);
 }
 
+/* [N, C, H, W] laid out as [N, H, W, C] (channels last), size-1 dims aside. */
+static bool is_channels_last(const weft_tensor *x)
+{
+    static const int order[4] = {1, 3, 2, 0}; /* fastest first */
+    if (x->ndim != 4 || x->layout != WEFT_LAYOUT_STRIDED || weft_tensor_is_contiguous(x))
+        return false;
+    int64_t expected = 1;
+    for (int i = 0; i < 4; i++) {
+        int d = order[i];
+        if (x->shape[d] == 1)
+            continue;
+        if (x->stride[d] != expected)
+            return false;
+        expected *= x->shape[d];
+    }
+    return true;
+}
+
+NN_INTERNAL weft_tensor *nn_like_memory_format(const weft_tensor *x, weft_tensor *y)
+{
+    if (!x || !y || y->ndim != 4 || !is_channels_last(x))
+        return y;
+    const int64_t *s = y->shape;
+    const int64_t strides[4] = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+    weft_tensor *cl = weft_empty_dense_strided(4, s, strides, y->dtype, y->device);
+    return cl && weft_copy_(cl, y) == 0 ? cl : NULL;
+}
+
 NN_INTERNAL int nn_named_op(int *cached, const char *name)
 {
     int op = __atomic_load_n(cached, __ATOMIC_RELAXED);

@@ -132,8 +132,11 @@ static int pool_backward(struct weft_node *node, weft_tensor *const *grad_output
         return weft_error_code();
     struct weft_op_call call = {.op = is_max ? WEFT_OP_MAX_POOL2D_BACKWARD : WEFT_OP_AVG_POOL2D_BACKWARD,
                                 .nin = is_max ? 2 : 1, .nout = 1};
-    call.in[0] = g;
-    call.in[1] = is_max ? weft_node_saved(node, 0) : NULL;
+    /* a channels-last result's gradient (and indices) come back to the kernel's layout */
+    call.in[0] = weft_contiguous(g);
+    call.in[1] = is_max ? weft_contiguous(weft_node_saved(node, 0)) : NULL;
+    if (!call.in[0] || (is_max && !call.in[1]))
+        return weft_error_code();
     call.out[0] = gx;
     memcpy(call.ints, weft_node_ints(node), 10 * sizeof *call.ints);
     if (weft_dispatch(&call) != 0)
@@ -163,6 +166,10 @@ static weft_tensor *pool_batched(weft_tensor *x, const struct weft_pool2d_params
     call.out[1] = idx;
     pool_ints(&a, call.ints);
     if (weft_dispatch(&call) != 0)
+        return NULL;
+    y = nn_like_memory_format(x, y);
+    idx = is_max ? nn_like_memory_format(x, idx) : NULL;
+    if (!y || (is_max && !idx))
         return NULL;
     if (indices)
         *indices = idx;
@@ -320,6 +327,7 @@ static weft_tensor *adaptive_in_scope(weft_tensor *x, int64_t oh, int64_t ow)
         weft_tensor *pw = window_matrix(ow, W, x->dtype, x->device);
         y = weft_matmul(weft_matmul(ph, x), weft_t(pw));
     }
+    y = nn_like_memory_format(x, y);
     weft_grad_mode_restore(prev);
     if (!y || !rec)
         return y;

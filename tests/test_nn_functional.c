@@ -925,6 +925,57 @@ Test(nn_functional, cross_entropy_with_class_probabilities_passes_gradcheck)
                                       "probabilities, got Long");
 }
 
+/* Image ops keep a channels-last input's memory format (PyTorch's suggest_memory_format;
+ * bicubic upsampling excepted, as in PyTorch), with the values and gradients of the
+ * contiguous input (issue 32). */
+static weft_tensor *image_op(int k, weft_tensor *x, weft_tensor *w)
+{
+    static const char *const modes[] = {"nearest", "bilinear", "area", "bicubic"};
+    struct weft_pool2d_params pool = {.kernel = {2, 2}, .stride = {1, 1}, .count_include_pad = true};
+    if (k < 4) {
+        struct weft_interpolate_params p = {.mode = modes[k], .nscale = 2, .scale_factor = {2, 1.5},
+                                            .align_corners = -1, .recompute_scale_factor = -1};
+        return weft_interpolate(x, &p);
+    }
+    switch (k) {
+    case 4: return weft_max_pool2d(x, &pool);
+    case 5: return weft_avg_pool2d(x, &pool);
+    case 6: return weft_adaptive_avg_pool2d(x, 3, 2);
+    default: return weft_conv2d(x, w, NULL, NULL);
+    }
+}
+
+Test(nn_functional, image_ops_keep_channels_last_with_the_same_values_and_gradients)
+{
+    uint64_t seed = 8;
+    const int64_t nhwc[4] = {2, 4, 5, 3};
+    const int perm[4] = {0, 3, 1, 2};
+    weft_tensor *w = tu_random_tensor(4, (const int64_t[]){4, 3, 2, 2}, WEFT_F64, -1, 1, &seed, NULL);
+    for (int k = 0; k < 8; k++) {
+        weft_scope_push();
+        uint64_t s2 = 9;
+        weft_tensor *base = tu_random_tensor(4, nhwc, WEFT_F64, -2, 2, &s2, NULL);
+        weft_tensor *cl = weft_detach(weft_permute(base, 4, perm)); /* [2, 3, 4, 5], NHWC */
+        weft_tensor *plain = weft_contiguous(cl);
+        cr_assert_eq(weft_requires_grad_(cl, true), 0);
+        cr_assert_eq(weft_requires_grad_(plain, true), 0);
+        weft_tensor *y = image_op(k, cl, w), *yp = image_op(k, plain, w);
+        cr_assert(y && yp, "op %d: %s", k, weft_error_message());
+        bool keeps = k != 3; /* bicubic gives a contiguous result in PyTorch */
+        cr_expect_eq(y->stride[1] == 1, keeps, "op %d: channels-last result %d", k, keeps);
+        double *want = read_all(yp);
+        tu_assert_close(y, want, weft_tensor_numel(yp), 1e-12, 1e-12);
+        free(want);
+        weft_tensor *g = tu_random_tensor(4, yp->shape, WEFT_F64, -1, 1, &s2, NULL);
+        cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_backward(yp, g, false), 0, "%s", weft_error_message());
+        double *gw = read_all(weft_grad(plain));
+        tu_assert_close(weft_grad(cl), gw, weft_tensor_numel(cl), 1e-12, 1e-12);
+        free(gw);
+        weft_scope_pop();
+    }
+}
+
 Test(nn_functional, cross_entropy_is_stable_for_huge_logits)
 {
     weft_tensor *z = tu_tensor(2, (const int64_t[]){2, 3}, (const double[]){1e4, 0, -1e4, -5e3, 5e3, 0},
