@@ -65,20 +65,9 @@ struct xfail {
 };
 
 static struct xfail xfails[] = {
-    /* PyTorch returns an empty result for an empty input before its dtype dispatch,
-     * weft checks the dtype first: only the error-versus-empty order differs. */
-    {"reduce", "argmax", "bool", "weft fails", "empty bool input: PyTorch skips the dtype check"},
-    {"reduce", "argmin", "bool", "weft fails", "empty bool input: PyTorch skips the dtype check"},
-    {"reduce", "softmax", "int64", "weft fails", "empty int64 input: PyTorch skips the check"},
-    {"reduce", "log_softmax", "int64", "weft fails", "empty int64 input: PyTorch skips the check"},
     /* PyTorch 1.13 takes an int64 mask in out-of-place masked_fill (an undocumented path,
      * gone in later versions); weft accepts bool and the deprecated uint8 only. */
     {"elementwise", "masked_fill", "float32", "dtype int64", "int64 masks are refused"},
-    /* weft's matmul words a dtype mismatch as PyTorch 2 does ("expected m1 and m2 to have
-     * the same dtype, but got: float32 != float64", weft's dtype names); 1.13 says "expected scalar type Float but
-     * found Double" (dot: "expected both vectors to have same dtype"). test_matmul.c pins
-     * the current text. */
-    {"shape", "matmul", NULL, "expected m1 and m2", "matmul's dtype-mismatch text"},
     {NULL, NULL, NULL, NULL, NULL, 0},
 };
 
