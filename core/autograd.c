@@ -289,6 +289,16 @@ const char *weft_grad_fn_name(const weft_tensor *t)
     return t && t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
 }
 
+int weft_grad_fn_next_functions(const weft_tensor *t, int max, const char **names)
+{
+    if (!weft_grad_fn_name(t)) /* makes a view's grad_fn again when it must */
+        return 0;
+    const struct weft_node *fn = t->autograd->grad_fn;
+    for (int i = 0; names && i < max && i < fn->num_inputs; i++)
+        names[i] = fn->next[i].node ? fn->next[i].node->name : NULL;
+    return fn->num_inputs;
+}
+
 /* ---- modes -------------------------------------------------------------------------- */
 
 bool weft_grad_enabled(void)

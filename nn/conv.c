@@ -336,7 +336,7 @@ static weft_tensor *conv2d_batched(weft_tensor *x, weft_tensor *w, weft_tensor *
     bool named = use_named_conv(x, a, rec);
     bool prev = weft_no_grad_begin();
     weft_tensor *cols = NULL;
-    weft_tensor *y = conv_forward(x, w, b, a, named, &cols);
+    weft_tensor *y = nn_like_memory_format(x, conv_forward(x, w, b, a, named, &cols));
     weft_grad_mode_restore(prev);
     if (!y || !rec)
         return y;

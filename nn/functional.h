@@ -22,6 +22,11 @@
  * out is NULL (a failed creation or forward: the error is already set) or attaching
  * failed. out must be recorded in an open scope, which releases it on failure. */
 NN_INTERNAL weft_tensor *weft_nn_attach(struct weft_node *node, weft_tensor *out);
+/* PyTorch's image ops (convolution, pooling, upsampling) give a channels-last input a
+ * channels-last result: y itself, or y copied to x's layout when x is a 4-D tensor strided
+ * channels-last (and not also plain contiguous, as with one channel). y must not have
+ * history yet: the copy is not recorded, the node attaches after. */
+NN_INTERNAL weft_tensor *nn_like_memory_format(const weft_tensor *x, weft_tensor *y);
 
 /* The id of a named op of weft/kernel.h, registered on first use (a static int per op,
  * -1 until then). Threads may race to set *cached; weft_op_register gives them all the

@@ -38,9 +38,9 @@ static int check_reduction(enum weft_reduction r)
  * Both work on input [N, C, d...] (a 1-D input is seen as [1, C]) with the class dim 1
  * and target [N, d...] seen as [N, 1, d...], so every per-position tensor has that shape.
  *
- * Node "NllLossBackward0": one input (logits or log-probabilities). ints[0] reduction,
- * ints[1] 1 for cross_entropy (the input is logits), ints[2] class weights given;
- * scalars[0] label smoothing.
+ * One node, named as PyTorch's (class_loss_in_scope): one input (logits or
+ * log-probabilities). ints[0] reduction, ints[1] 1 for cross_entropy (the input is
+ * logits), ints[2] class weights given; scalars[0] label smoothing.
  * Saved: 0 log_softmax (cross_entropy), 1 target with ignored entries set to 0,
  * 2 per-position weight w_t (0 where ignored), 3 the normaliser sum(w_t) (mean),
  * 4 class weights as [1, C, 1...] (smoothing with weights), 5 valid mask (smoothing). */
@@ -282,20 +282,31 @@ static weft_tensor *class_loss_in_scope(weft_tensor *input, weft_tensor *target,
     if (class_prepare(input, target, &p, &L) != 0)
         return NULL;
     bool rec = weft_autograd_needed(1, &L.input);
+    /* The node PyTorch's user sees: nll_loss's for 1-D and 2-D inputs, nll_loss2d's for
+     * more (an unreduced loss of a 3-D or 5-D+ input is a view of it), and with label
+     * smoothing the sum of the two terms, AddBackward0. */
+    const char *name = eps > 0 ? "AddBackward0" : input->ndim <= 2 ? "NllLossBackward0"
+                                                                    : "NllLoss2DBackward0";
+    bool viewed = eps == 0 && p.reduction == WEFT_REDUCTION_NONE && input->ndim != 4 &&
+                  input->ndim > 2;
     bool prev = weft_no_grad_begin();
     weft_tensor *logp = logits ? weft_log_softmax(L.input, 1) : L.input, *norm = NULL;
     weft_tensor *loss = logp ? class_forward(&L, logp, eps, p.reduction, &norm) : NULL;
+    int64_t numel = loss ? weft_tensor_numel(loss) : 0;
+    if (loss && rec && viewed)
+        loss = weft_reshape(loss, 1, &numel);
     weft_grad_mode_restore(prev);
     if (!loss || !rec)
         return loss;
-    struct weft_node *node = weft_node_create("NllLossBackward0", class_backward, 1, &L.input, 6);
+    struct weft_node *node = weft_node_create(name, class_backward, 1, &L.input, 6);
     if (!node)
         return NULL;
     if (class_save(node, &L, logp, norm, logits, eps, p.reduction) != 0) {
         weft_node_abandon(node);
         return NULL;
     }
-    return weft_nn_attach(node, loss);
+    loss = weft_nn_attach(node, loss);
+    return viewed && loss ? weft_view(loss, L.out_ndim, L.out_shape) : loss;
 }
 
 /* ---- class-probability targets ---------------------------------------------------------------

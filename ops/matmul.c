@@ -8,13 +8,6 @@
 
 #include "internal.h"
 
-/* PyTorch prints c10's C++ names here ("c10::Half != float"); weft its dtype names
- * ("float16 != float32") in the same sentence. */
-static const char *c10_type_name(enum weft_dtype dt)
-{
-    return weft_dtype_meta_name(dt);
-}
-
 /* PyTorch's message for mismatched inner sizes, which depends on the path it takes. */
 static int size_mismatch(const weft_tensor *a, const weft_tensor *b, int64_t batch)
 {
@@ -56,10 +49,14 @@ static int check_args(const weft_tensor *a, const weft_tensor *b)
     if (a->layout != WEFT_LAYOUT_STRIDED || b->layout != WEFT_LAYOUT_STRIDED)
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
                               "matmul: only strided tensors are supported");
-    if (a->dtype != b->dtype)
+    /* PyTorch 1.13's words: dot's for two vectors, the GEMM's dtype check otherwise */
+    if (a->dtype != b->dtype && a->ndim == 1 && b->ndim == 1)
         return weft_error_set(WEFT_ERR_RUNTIME,
-                              "expected m1 and m2 to have the same dtype, but got: %s != %s",
-                              c10_type_name(a->dtype), c10_type_name(b->dtype));
+                              "dot : expected both vectors to have same dtype, but found %s and %s",
+                              weft_dtype_torch_name(a->dtype), weft_dtype_torch_name(b->dtype));
+    if (a->dtype != b->dtype)
+        return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                              weft_dtype_torch_name(a->dtype), weft_dtype_torch_name(b->dtype));
     return 0;
 }
 

@@ -310,8 +310,14 @@ static int min_dim_forward(weft_tensor *t, int dim, bool keepdim, weft_tensor **
 static weft_tensor *arg_dim(int op, const char *name, weft_tensor *t, int dim, bool keepdim)
 {
     weft_tensor *indices = NULL;
-    if (!t || extreme_dim(op, name, t, dim, keepdim, NULL, &indices) != 0)
-        return NULL;
+    /* PyTorch sizes an empty input's result before its dtype dispatch, which has no bool
+     * kernel: the same checks and shape through an empty uint8 input */
+    bool empty_bool = t && t->dtype == WEFT_BOOL && weft_tensor_numel(t) == 0;
+    weft_tensor *in = empty_bool ? weft_to_dtype(t, WEFT_U8) : t;
+    if (!in || extreme_dim(op, name, in, dim, keepdim, NULL, &indices) != 0)
+        indices = NULL;
+    if (empty_bool)
+        weft_tensor_discard(in);
     return indices;
 }
 

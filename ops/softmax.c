@@ -31,6 +31,9 @@ static weft_tensor *softmax_common(int op, const char *name, weft_tensor *t, int
     int d = weft_normalize_dim(dim, t->ndim);
     if (d < 0 || weft_require_strided(t, name) != 0)
         return NULL;
+    /* PyTorch returns an empty input as it is, before its dtype dispatch */
+    if (!weft_dtype_is_floating(t->dtype) && weft_tensor_numel(t) == 0)
+        return weft_empty(t->ndim, t->shape, t->dtype, t->device);
     if (!weft_dtype_is_floating(t->dtype)) {
         bool last = t->ndim == 0 || d == t->ndim - 1;
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s%s_kernel_impl\" not implemented for '%s'",

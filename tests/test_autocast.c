@@ -366,11 +366,11 @@ static void check_fp32_lists(weft_device dev, bool cuda_lists)
     cr_expect_eq(weft_exp(h)->dtype, listed);
     cr_expect_eq(weft_log(h)->dtype, listed);
     cr_expect_eq(weft_pow_scalar(h, 2)->dtype, listed);
-    /* the cpu's norms take their weight in the input's dtype (PyTorch 1.13 refuses a
-     * float32 weight for a bfloat16 layer_norm) */
+    /* on the cpu layer_norm takes its weight in the input's dtype (PyTorch 1.13 refuses a
+     * float32 weight for a bfloat16 input), batch_norm float32 parameters with it */
     weft_tensor *g = cuda_lists ? gamma : weft_to_dtype(gamma, WEFT_BF16);
     cr_expect_eq(weft_layer_norm(h, 1, sn, g, NULL, 1e-5)->dtype, listed);
-    weft_tensor *bn = weft_batch_norm(h, rm, rv, g, NULL, true, 0.1, 1e-5);
+    weft_tensor *bn = weft_batch_norm(h, rm, rv, gamma, NULL, true, 0.1, 1e-5);
     cr_assert_not_null(bn, "%s", weft_error_message());
     cr_expect_eq(bn->dtype, listed);
     cr_expect_eq(rm->dtype, WEFT_F32, "running statistics are updated in place, not cast");

@@ -925,6 +925,57 @@ Test(nn_functional, cross_entropy_with_class_probabilities_passes_gradcheck)
                                       "probabilities, got Long");
 }
 
+/* Image ops keep a channels-last input's memory format (PyTorch's suggest_memory_format;
+ * bicubic upsampling excepted, as in PyTorch), with the values and gradients of the
+ * contiguous input (issue 32). */
+static weft_tensor *image_op(int k, weft_tensor *x, weft_tensor *w)
+{
+    static const char *const modes[] = {"nearest", "bilinear", "area", "bicubic"};
+    struct weft_pool2d_params pool = {.kernel = {2, 2}, .stride = {1, 1}, .count_include_pad = true};
+    if (k < 4) {
+        struct weft_interpolate_params p = {.mode = modes[k], .nscale = 2, .scale_factor = {2, 1.5},
+                                            .align_corners = -1, .recompute_scale_factor = -1};
+        return weft_interpolate(x, &p);
+    }
+    switch (k) {
+    case 4: return weft_max_pool2d(x, &pool);
+    case 5: return weft_avg_pool2d(x, &pool);
+    case 6: return weft_adaptive_avg_pool2d(x, 3, 2);
+    default: return weft_conv2d(x, w, NULL, NULL);
+    }
+}
+
+Test(nn_functional, image_ops_keep_channels_last_with_the_same_values_and_gradients)
+{
+    uint64_t seed = 8;
+    const int64_t nhwc[4] = {2, 4, 5, 3};
+    const int perm[4] = {0, 3, 1, 2};
+    weft_tensor *w = tu_random_tensor(4, (const int64_t[]){4, 3, 2, 2}, WEFT_F64, -1, 1, &seed, NULL);
+    for (int k = 0; k < 8; k++) {
+        weft_scope_push();
+        uint64_t s2 = 9;
+        weft_tensor *base = tu_random_tensor(4, nhwc, WEFT_F64, -2, 2, &s2, NULL);
+        weft_tensor *cl = weft_detach(weft_permute(base, 4, perm)); /* [2, 3, 4, 5], NHWC */
+        weft_tensor *plain = weft_contiguous(cl);
+        cr_assert_eq(weft_requires_grad_(cl, true), 0);
+        cr_assert_eq(weft_requires_grad_(plain, true), 0);
+        weft_tensor *y = image_op(k, cl, w), *yp = image_op(k, plain, w);
+        cr_assert(y && yp, "op %d: %s", k, weft_error_message());
+        bool keeps = k != 3; /* bicubic gives a contiguous result in PyTorch */
+        cr_expect_eq(y->stride[1] == 1, keeps, "op %d: channels-last result %d", k, keeps);
+        double *want = read_all(yp);
+        tu_assert_close(y, want, weft_tensor_numel(yp), 1e-12, 1e-12);
+        free(want);
+        weft_tensor *g = tu_random_tensor(4, yp->shape, WEFT_F64, -1, 1, &s2, NULL);
+        cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_backward(yp, g, false), 0, "%s", weft_error_message());
+        double *gw = read_all(weft_grad(plain));
+        tu_assert_close(weft_grad(cl), gw, weft_tensor_numel(cl), 1e-12, 1e-12);
+        free(gw);
+        weft_scope_pop();
+    }
+}
+
 Test(nn_functional, cross_entropy_is_stable_for_huge_logits)
 {
     weft_tensor *z = tu_tensor(2, (const int64_t[]){2, 3}, (const double[]){1e4, 0, -1e4, -5e3, 5e3, 0},
@@ -1513,7 +1564,11 @@ Test(nn_functional, linear_relu_passes_gradcheck_on_2d_and_3d_inputs)
     weft_tensor *in3[3] = {leaf64(3, x3, -1, 1, &seed), in2[1], in2[2]};
     expect_gradcheck(apply_linear_relu, NULL, 3, in3, "linear_relu 3-d");
     weft_tensor *y = weft_linear_relu(in2[0], in2[1], in2[2]);
-    cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
+    /* PyTorch's name for relu(linear(...))'s output; one node over x, w and b */
+    cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+    const char *next[3] = {0};
+    cr_expect_eq(weft_grad_fn_next_functions(y, 3, next), 3);
+    cr_expect_str_eq(next[1], "AccumulateGrad");
 }
 
 /* ---- threshold_backward_sum: ReLU's backward and the bias gradient in one pass --------- */
@@ -1618,7 +1673,7 @@ static int tbs_counting(const struct weft_op_call *call)
     return tbs_original(call);
 }
 
-/* LinearReluBackward0 takes the one-pass kernel when the bias needs its gradient (once
+/* The fused linear-ReLU node takes the one-pass kernel when the bias needs its gradient (once
  * per layer), and the two passes when it does not; the gradients are the same either way
  * (linear_relu_matches_relu_of_linear checks them against the composite). */
 Test(nn_functional, linear_relu_backward_makes_the_bias_gradient_in_the_relu_pass)
@@ -1671,7 +1726,8 @@ Test(nn_functional, linear_relu_matches_relu_of_linear)
             weft_tensor *y = fused ? weft_linear_relu(leaves[0], leaves[1], leaves[2])
                                    : weft_relu(weft_linear(leaves[0], leaves[1], leaves[2]));
             cr_assert_not_null(y, "%s", weft_error_message());
-            cr_expect_str_eq(weft_grad_fn_name(y), fused ? "LinearReluBackward0" : "ReluBackward0");
+            cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+            cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), fused ? 3 : 1);
             tu_read(y, yv[fused]);
             cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
             for (int i = 0; i < 3; i++)

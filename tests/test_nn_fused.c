@@ -868,7 +868,8 @@ Test(nn_fused, linear_gelu_passes_gradcheck_in_both_forms)
         cr_expect_str_eq(weft_grad_fn_name(y), "ReshapeAliasBackward0"); /* 3-d: the node, then a view */
         y = weft_linear_gelu(weft_reshape(in[0], 2, (const int64_t[]){6, 7}), in[1], in[2],
                              c.approximate);
-        cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");
+        cr_expect_str_eq(weft_grad_fn_name(y), "GeluBackward0");
+        cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3, "one fused node over x, w, b");
     }
 }
 
@@ -901,8 +902,10 @@ Test(nn_fused, linear_gelu_matches_gelu_of_linear)
                 weft_tensor *y = fused ? weft_linear_gelu(leaves[0], leaves[1], leaves[2], a)
                                        : weft_gelu_approximate(weft_linear(leaves[0], leaves[1], leaves[2]), a);
                 cr_assert_not_null(y, "%s", weft_error_message());
-                if (fused)
-                    cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");
+                if (fused) {
+                    cr_expect_str_eq(weft_grad_fn_name(y), "GeluBackward0");
+                    cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3, "fused");
+                }
                 tu_read(y, yv[fused]);
                 cr_assert_eq(weft_backward(y, gg, false), 0, "%s", weft_error_message());
                 for (int i = 0; i < 3; i++)
@@ -931,9 +934,12 @@ Test(nn_fused, sequential_fuses_linear_and_gelu)
     weft_tensor *x = leaf(tu_random_tensor(2, (const int64_t[]){3, 6}, WEFT_F32, -2, 2, &seed, NULL));
     weft_tensor *y = weft_module_forward(seq, x);
     cr_assert_not_null(y, "%s", weft_error_message());
-    cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");
+    /* one node, named as PyTorch's gelu(linear(x)) output is, over x, w and b */
+    cr_expect_str_eq(weft_grad_fn_name(y), "GeluBackward0");
+    cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3);
     weft_tensor *apart = weft_module_forward(parts[1], weft_module_forward(parts[0], x));
     cr_expect_str_eq(weft_grad_fn_name(apart), "GeluBackward0");
+    cr_expect_eq(weft_grad_fn_next_functions(apart, 0, NULL), 1);
     double *e = read_all(apart);
     expect_close(y, e, 1e-6, "sequential");
     free(e);

@@ -39,6 +39,11 @@ int weft_retain_grad(weft_tensor *t);
  * another view of the base) changed in place after the view was taken reports
  * "AsStridedBackward0": its grad_fn is made again from the base's history, as PyTorch's. */
 const char *weft_grad_fn_name(const weft_tensor *t);
+/* grad_fn.next_functions: the names of the nodes t's grad_fn hands gradients to, one per
+ * input of its op ("AccumulateGrad" for a leaf, NULL for an input that needs no gradient),
+ * the first max of them into names (which may be NULL). Returns how many inputs the node
+ * has: 0 for a leaf or a tensor without history. */
+int weft_grad_fn_next_functions(const weft_tensor *t, int max, const char **names);
 
 /* Backpropagates from root. grad NULL means ones (root must have one element: "grad can
  * be implicitly created only for scalar outputs"). Frees the graph's saved tensors unless

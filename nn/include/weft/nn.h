@@ -33,8 +33,10 @@ extern "C" {
 weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
 /* relu(weft_linear(x, weight, bias)), the same values, with the bias and the ReLU applied
  * in one pass over the GEMM's output where the backend has add_bias_relu, and one node
- * (LinearReluBackward0) whose backward is one threshold_backward pass, two GEMMs and the
- * bias sum. Sequential runs a Linear followed by a ReLU through it. */
+ * whose backward is one threshold_backward pass, two GEMMs and the bias sum. The node is
+ * named ReluBackward0, the grad_fn PyTorch shows on relu(linear(...))'s output; unlike
+ * PyTorch's, its next_functions are x's, weight's and bias's own (one node, not an
+ * AddmmBackward0 first). Sequential runs a Linear followed by a ReLU through it. */
 weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
 
 struct weft_conv2d_params {
@@ -104,9 +106,10 @@ enum weft_gelu_approximate { WEFT_GELU_NONE = 0, WEFT_GELU_TANH = 1 };
 weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate approximate);
 /* gelu(weft_linear(x, weight, bias), approximate), the same values within float rounding:
  * the bias and GELU in one pass over the GEMM's output where the backend has
- * add_bias_gelu, and one node (LinearGeluBackward0) whose backward is one gelu_backward
- * pass over the kept pre-activation, two GEMMs and the bias sum (a GPT block's c_fc and
- * GELU). Without a bias it is gelu(linear(...)). */
+ * add_bias_gelu, and one node (GeluBackward0, as PyTorch names gelu(linear(...))'s
+ * grad_fn; its next_functions are x's, weight's and bias's own) whose backward is one
+ * gelu_backward pass over the kept pre-activation, two GEMMs and the bias sum (a GPT
+ * block's c_fc and GELU). Without a bias it is gelu(linear(...)). */
 weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
                               enum weft_gelu_approximate approximate);
 
