@@ -283,6 +283,16 @@ static int check_btc(const weft_module *m, const weft_tensor *x)
                           weft_shape_str(x->ndim, x->shape, shape, sizeof shape));
 }
 
+/* block_run in a scope of its own: what backward does not need (the projections' outputs
+ * before the residual adds, 2 x [B, T, C] a layer) dies with the block instead of living
+ * to the end of the model's forward, where the step's memory peaks. */
+static weft_tensor *block_in_scope(const struct block_state *s, weft_tensor *x,
+                                   const struct kv *kv, int64_t past, bool training)
+{
+    weft_scope_push();
+    return escape_scope(block_run(s, x, kv, past, training));
+}
+
 static weft_tensor *attn_forward(weft_module *m, weft_tensor *x)
 {
     if (check_btc(m, x) != 0)
@@ -338,7 +348,7 @@ static weft_tensor *gpt_forward(weft_module *m, weft_tensor *idx)
     weft_scope_push();
     weft_tensor *x = weft_dropout(embed(s, idx, 0), s->config.dropout, training);
     for (int64_t l = 0; l < s->config.n_layer; l++)
-        x = block_run(weft_module_state(s->blocks[l]), x, NULL, 0, training);
+        x = block_in_scope(weft_module_state(s->blocks[l]), x, NULL, 0, training);
     x = weft_module_forward(s->ln_f, x);
     return escape_scope(weft_module_forward(s->lm_head, x)); /* [B, T, vocab] */
 }
@@ -768,7 +778,7 @@ weft_tensor *weft_gpt_forward_cached(weft_module *gpt, weft_gpt_cache *cache, we
     weft_scope_push();
     weft_tensor *x = embed(s, idx, past);
     for (int64_t l = 0; l < s->config.n_layer; l++)
-        x = block_run(weft_module_state(s->blocks[l]), x, &cache->layers[l], past, false);
+        x = block_in_scope(weft_module_state(s->blocks[l]), x, &cache->layers[l], past, false);
     weft_tensor *logits = escape_scope(weft_module_forward(s->lm_head,
                                                            weft_module_forward(s->ln_f, x)));
     weft_grad_mode_restore(prev);
