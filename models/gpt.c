@@ -283,6 +283,16 @@ static int check_btc(const weft_module *m, const weft_tensor *x)
                           weft_shape_str(x->ndim, x->shape, shape, sizeof shape));
 }
 
+/* block_run in a scope of its own: what backward does not need (the projections' outputs
+ * before the residual adds, 2 x [B, T, C] a layer) dies with the block instead of living
+ * to the end of the model's forward, where the step's memory peaks. */
+static weft_tensor *block_in_scope(const struct block_state *s, weft_tensor *x,
+                                   const struct kv *kv, int64_t past, bool training)
+{
+    weft_scope_push();
+    return escape_scope(block_run(s, x, kv, past, training));
+}
+
 static weft_tensor *attn_forward(weft_module *m, weft_tensor *x)
 {
     if (check_btc(m, x) != 0)
@@ -301,8 +311,7 @@ static weft_tensor *block_forward(weft_module *m, weft_tensor *x)
 {
     if (check_btc(m, x) != 0)
         return NULL;
-    weft_scope_push();
-    return escape_scope(block_run(weft_module_state(m), x, NULL, 0, weft_module_is_training(m)));
+    return block_in_scope(weft_module_state(m), x, NULL, 0, weft_module_is_training(m));
 }
 
 /* idx must be int64 [B, T] with 1 <= T <= limit. */
@@ -781,7 +790,7 @@ weft_tensor *weft_gpt_forward_cached(weft_module *gpt, weft_gpt_cache *cache, we
     weft_scope_push();
     weft_tensor *x = embed(s, idx, past);
     for (int64_t l = 0; l < s->config.n_layer; l++)
-        x = block_run(weft_module_state(s->blocks[l]), x, &cache->layers[l], past, false);
+        x = block_in_scope(weft_module_state(s->blocks[l]), x, &cache->layers[l], past, false);
     weft_tensor *logits = escape_scope(weft_module_forward(s->lm_head,
                                                            weft_module_forward(s->ln_f, x)));
     weft_grad_mode_restore(prev);

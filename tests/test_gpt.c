@@ -650,6 +650,31 @@ Test(gpt, a_sequence_longer_than_the_block_is_pytorchs_error)
     weft_module_free(m);
 }
 
+/* What backward does not need (each block's projection outputs before the residual adds)
+ * dies with its block: the forward's memory peak is what it keeps plus one block's
+ * temporaries, not plus every block's (2 x [B, T, C] each; the step's peak is there). */
+Test(gpt, a_blocks_temporaries_die_with_the_block)
+{
+    struct weft_gpt_config c = weft_gpt_config_default();
+    c.n_layer = 8, c.n_head = 2, c.n_embd = 64, c.block_size = 32, c.vocab_size = 37;
+    c.bias = false;
+    weft_module *m = weft_gpt_new(&c);
+    cr_assert_not_null(m, "%s", weft_error_message());
+    const uint64_t btc = 4 * 32 * 64 * sizeof(float); /* one [B, T, C] */
+    weft_scope_push();
+    weft_tensor *idx = tokens(4, 32, 37, 3);
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    weft_reset_peak_memory_stats(WEFT_CPU);
+    weft_tensor *logits = weft_module_forward(m, idx);
+    cr_assert_not_null(logits, "%s", weft_error_message());
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    uint64_t above = st.peak_allocated_bytes - st.allocated_bytes;
+    cr_expect_lt(above, 6 * btc, "the forward peaked %llu bytes (%.1f [B, T, C]) above what it "
+                                 "kept", (unsigned long long)above, (double)above / (double)btc);
+    weft_scope_pop();
+    weft_module_free(m);
+}
+
 /* ---- sampling ------------------------------------------------------------------------ */
 
 /* The full forward's last-position logits for the context tokens[0..n) cropped to block. */
