@@ -707,8 +707,8 @@ static int view_of_base_backward(struct weft_node *node, weft_tensor *const *gra
     const struct view_geom *geom = node->geom;
     if (!g || !weft_node_needs_input_grad(node, 0))
         return 0;
-    grad_inputs[0] = weft_view_grad_to_base(g, geom->stride, geom->offset, geom->base_ndim,
-                                            geom->base_shape, geom->base_stride);
+    grad_inputs[0] = weft_grad_as_strided_backward(g, geom->stride, geom->offset, geom->base_ndim,
+                                                   geom->base_shape, geom->base_stride);
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
@@ -1196,10 +1196,13 @@ weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keep
     return have_grad_op(grad_ops.sum, "sum") ? grad_ops.sum(t, ndims, dims, keepdim) : NULL;
 }
 
-weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+weft_tensor *weft_grad_as_strided_backward(weft_tensor *g, const int64_t *stride, int64_t offset,
+                                           int base_ndim, const int64_t *base_shape,
+                                           const int64_t *base_stride)
 {
-    return have_grad_op(grad_ops.scatter_add, "scatter_add") ? grad_ops.scatter_add(t, dim, index, src)
-                                                             : NULL;
+    return have_grad_op(grad_ops.as_strided_backward, "as_strided_backward")
+               ? grad_ops.as_strided_backward(g, stride, offset, base_ndim, base_shape, base_stride)
+               : NULL;
 }
 
 /* Without the op layer nothing draws random numbers: the stream stays at 0. */

@@ -17,7 +17,7 @@
  *   circle through its dispatcher (an op's autograd kernel records the node, the engine
  *   calls ops). A table of function pointers would hide it, not remove it.
  * Nothing in core/ calls the op layer: the ops the engine needs beyond these primitives
- * (add, sum, scatter_add) come through the hook libweft-ops installs
+ * (add, sum, as_strided_backward) come through the hook libweft-ops installs
  * (weft_autograd_set_ops), and no core file includes an ops/ header
  * (tests/layering-check.py). */
 #ifndef WEFT_CORE_INTERNAL_H
@@ -175,18 +175,12 @@ WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
 WEFT_INTERNAL weft_tensor *weft_grad_add(weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
-WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
-                                                 weft_tensor *src);
+WEFT_INTERNAL weft_tensor *weft_grad_as_strided_backward(weft_tensor *g, const int64_t *stride,
+                                                         int64_t offset, int base_ndim,
+                                                         const int64_t *base_shape,
+                                                         const int64_t *base_stride);
 WEFT_INTERNAL uint64_t weft_grad_random_offset(void);
 WEFT_INTERNAL void weft_grad_random_set_offset(uint64_t offset);
-/* The gradient of a strided view (g's shape, stride, rel_offset counted from its base's
- * offset) for the base: g added into zeros laid out as the base (base_shape,
- * base_stride) at the positions the view read; elements of an overlapping view add up
- * (view.c). A new tensor in the current scope, or NULL. */
-WEFT_INTERNAL weft_tensor *weft_view_grad_to_base(weft_tensor *g, const int64_t *stride,
-                                                  int64_t rel_offset, int base_ndim,
-                                                  const int64_t *base_shape,
-                                                  const int64_t *base_stride);
 /* expand without autograd (view.c): what the recorded weft_expand runs, and what the
  * core's own code calls. */
 WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);

@@ -128,4 +128,14 @@ WEFT_INTERNAL int ops_write_result_(weft_tensor *t, weft_tensor *r);
 WEFT_INTERNAL int weft_ops_hand_out_pair(int rc, weft_tensor *v, weft_tensor *i,
                                          weft_tensor **values, weft_tensor **indices);
 
+/* PyTorch's as_strided_backward (as_strided.c): g, the gradient of a view with g's shape,
+ * stride and rel_offset (counted from its base's offset), laid out as the base
+ * (base_ndim, base_shape, base_stride): g added where the view read (the elements of an
+ * overlapping view add up), zeros elsewhere. A new tensor in the current scope, or NULL.
+ * The engine's regenerated views take it through weft_autograd_set_ops (op_table.c). */
+WEFT_INTERNAL weft_tensor *ops_view_grad_to_base(weft_tensor *g, const int64_t *stride,
+                                                 int64_t rel_offset, int base_ndim,
+                                                 const int64_t *base_shape,
+                                                 const int64_t *base_stride);
+
 #endif

@@ -22,7 +22,7 @@ static const struct weft_autograd_ops autograd_ops = {
     .add = weft_add,
     .add_ = weft_add_,
     .sum = weft_sum,
-    .scatter_add = weft_scatter_add,
+    .as_strided_backward = ops_view_grad_to_base,
     .random_offset = weft_random_offset,
     .random_set_offset = weft_random_set_offset,
 };

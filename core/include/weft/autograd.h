@@ -185,16 +185,22 @@ int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t, int 
 
 /* ---- the ops the engine computes with ------------------------------------------------
  * The engine sums the gradients that reach a tensor, accumulates them into .grad, sums
- * them back over the dims the forward broadcast, and scatters them back through
- * as_strided, with ops of the op layer above the core (libweft-ops). That library
- * installs them when it loads, as libtorch installs autograd into c10's TensorImpl
- * through AutogradMetaFactory; until then a backward that needs one fails, naming it. */
+ * them back over the dims the forward broadcast, and hands a regenerated view's gradient
+ * (AsStridedBackward0) back to its base, with ops of the op layer above the core
+ * (libweft-ops). That library installs them when it loads, as libtorch installs autograd
+ * into c10's TensorImpl through AutogradMetaFactory; until then a backward that needs one
+ * fails, naming it. Between libweft and libweft-ops of one build: plugins never see it. */
 struct weft_autograd_ops {
     size_t struct_size; /* sizeof(struct weft_autograd_ops) */
     weft_tensor *(*add)(weft_tensor *a, weft_tensor *b);
     weft_tensor *(*add_)(weft_tensor *a, weft_tensor *b);
     weft_tensor *(*sum)(weft_tensor *t, int ndims, const int *dims, bool keepdim);
-    weft_tensor *(*scatter_add)(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+    /* PyTorch's as_strided_backward: g, the gradient of a view with g's shape, stride and
+     * offset (counted from its base's offset), laid out as the base: g added where the view
+     * read, zeros elsewhere. */
+    weft_tensor *(*as_strided_backward)(weft_tensor *g, const int64_t *stride, int64_t offset,
+                                        int base_ndim, const int64_t *base_shape,
+                                        const int64_t *base_stride);
     /* The random stream's position (weft_random_offset / weft_random_set_offset): an
      * activation checkpoint reruns its segment from the offset its forward started at, so
      * that dropout draws the same masks (torch.utils.checkpoint's preserve_rng_state). */

@@ -55,7 +55,7 @@ weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dt
 weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
 
 /* ---- views: new tensors over the same storage; no data moves ------------------------
- * (expand, as_strided, detach: weft/tensor.h) */
+ * (expand, detach: weft/tensor.h) */
 
 /* Shape may contain one -1. Fails with PyTorch's "view size is not compatible with
  * input tensor's size and stride ..." when no strides can express it. */
@@ -75,6 +75,13 @@ weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim); /* no-op if size != 1 */
 weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
 weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
 weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
+weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other);
+/* Checked against the storage: every reachable element must lie inside it. */
+weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
+                             const int64_t *stride, int64_t offset);
+/* Tensor.view(dtype): the same bytes as another dtype, no conversion; a different
+ * itemsize rescales the last dim, which must have stride 1. Not recorded. */
+weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
 
 /* ---- elementwise: one row each in weft/op_table.h ----------------------------------
  * Unary (WEFT_OPS_UNARY): weft_exp(t) and weft_exp_(t), ...; floating-only functions
