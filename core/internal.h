@@ -179,31 +179,9 @@ WEFT_INTERNAL weft_tensor *weft_grad_as_strided_backward(weft_tensor *g, const i
                                                          int64_t offset, int base_ndim,
                                                          const int64_t *base_shape,
                                                          const int64_t *base_stride);
-WEFT_INTERNAL uint64_t weft_grad_random_offset(void);
-WEFT_INTERNAL void weft_grad_random_set_offset(uint64_t offset);
 /* expand without autograd (view.c): what the recorded weft_expand runs, and what the
  * core's own code calls. */
 WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
-/* Activation checkpointing (checkpoint.c), as autograd.c's saved slots see it: the frame
- * whose forward is running on this thread (NULL when none); while it records, a save
- * becomes placeholder number weft_checkpoint_placeholder(f); while it reruns, each save is
- * also handed to weft_checkpoint_store. A placeholder is read through
- * weft_checkpoint_saved (rerunning the segment the first time) and let go through
- * weft_checkpoint_drop. */
-struct weft_checkpoint_frame;
-WEFT_INTERNAL struct weft_checkpoint_frame *weft_checkpoint_active(void);
-/* Checkpointed forwards running now, on any thread: while none is, a save tests this
- * word and reads no thread-local. */
-WEFT_INTERNAL extern int weft_checkpoint_running;
-#define WEFT_CHECKPOINT_ACTIVE()                                                              \
-    (__builtin_expect(__atomic_load_n(&weft_checkpoint_running, __ATOMIC_RELAXED) != 0, 0)    \
-         ? weft_checkpoint_active()                                                           \
-         : NULL)
-WEFT_INTERNAL bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f);
-WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
-WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);
-WEFT_INTERNAL weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index);
-WEFT_INTERNAL void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index);
 /* The observer of the core's events (observer.c, weft/observer.h), NULL when none: each
  * place that reports to it loads it once and tests it, a branch predicted untaken. */
 struct weft_observer;

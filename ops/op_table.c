@@ -23,8 +23,6 @@ static const struct weft_autograd_ops autograd_ops = {
     .add_ = weft_add_,
     .sum = weft_sum,
     .as_strided_backward = ops_view_grad_to_base,
-    .random_offset = weft_random_offset,
-    .random_set_offset = weft_random_set_offset,
 };
 
 __attribute__((constructor)) static void load(void)
