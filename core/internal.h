@@ -194,11 +194,5 @@ WEFT_INTERNAL void weft_observe_storage(const struct weft_observer *o,
                                         const struct weft_storage *s, bool alloc);
 WEFT_INTERNAL void *weft_observe_node_enter(const struct weft_observer *o, const char *name);
 WEFT_INTERNAL void weft_observe_node_exit(const struct weft_observer *o, void *token);
-/* Says in the pending out-of-memory error (if that is the one) which op wanted what
- * tensor, and in which backward node (oom.c). */
-WEFT_INTERNAL void weft_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype,
-                                    weft_device dev);
-/* The backward node running on this thread, NULL when none (autograd.c). */
-WEFT_INTERNAL const char *weft_autograd_running_node(void);
 
 #endif

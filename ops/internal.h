@@ -138,4 +138,9 @@ WEFT_INTERNAL weft_tensor *ops_view_grad_to_base(weft_tensor *g, const int64_t *
                                                  const int64_t *base_shape,
                                                  const int64_t *base_stride);
 
+/* Names the op and the backward node in a pending out-of-memory error from allocating a
+ * tensor (oom.c): the core's weft_set_oom_context, installed by op_table.c. */
+WEFT_INTERNAL void ops_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype,
+                                   weft_device dev);
+
 #endif

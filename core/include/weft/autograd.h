@@ -39,6 +39,8 @@ int weft_retain_grad(weft_tensor *t);
  * another view of the base) changed in place after the view was taken reports
  * "AsStridedBackward0": its grad_fn is made again from the base's history, as PyTorch's. */
 const char *weft_grad_fn_name(const weft_tensor *t);
+/* The grad_fn name of the backward node running on this thread, NULL outside one. */
+const char *weft_autograd_running_node(void);
 /* grad_fn.next_functions: the names of the nodes t's grad_fn hands gradients to, one per
  * input of its op ("AccumulateGrad" for a leaf, NULL for an input that needs no gradient),
  * the first max of them into names (which may be NULL). Returns how many inputs the node
