@@ -312,6 +312,11 @@ enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
  * Returns a malloc'd string the caller frees, or NULL with an error set. */
 char *weft_tensor_repr(const weft_tensor *t);
 int weft_tensor_print(const weft_tensor *t, FILE *f); /* repr plus newline */
+/* The layout's repr of a non-strided tensor (weft/layout.h), or NULL with an error. */
+char *weft_layout_repr(const weft_tensor *t);
+/* Python's repr(float) of v into buf ("0.1", "1.0", "1e-05", "100000.0", "inf"), for
+ * messages that quote a value as PyTorch does. Returns buf. */
+const char *weft_repr_float(double v, char *buf, size_t size);
 
 #ifdef __cplusplus
 }
