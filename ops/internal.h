@@ -15,8 +15,8 @@
 #define WEFT_INTERNAL __attribute__((visibility("hidden")))
 /* Hands a freshly created tensor to the innermost scope; returns it. */
 #define weft_tensor_finish(t) weft_autorelease(t)
-/* weft_dtype_is_floating and weft_dtype_category (0 bool, 1 integral, 2 floating) without
- * the call into libweft: every op's type promotion asks. */
+/* weft_dtype_is_floating without the call into libweft, and weft_dtype_category (0 bool,
+ * 1 integral, 2 floating) inline: every op's type promotion asks. */
 static inline bool dtype_is_floating(enum weft_dtype dt)
 {
     return (WEFT_DTYPE_BIT(dt) & WEFT_DTYPES_FLOATING) != 0;

@@ -301,6 +301,14 @@ weft_tensor *weft_scatter_(weft_tensor *t, int dim, weft_tensor *index, weft_ten
 weft_tensor *weft_scatter_value_(weft_tensor *t, int dim, weft_tensor *index, double value);
 
 /* ---- type promotion ---------------------------------------------------------------------- */
+/* torch.promote_types: the smallest dtype both values fit in (u8+i8 -> int16,
+ * f16+bf16 -> float32, integer+floating -> the floating type). */
+enum weft_dtype weft_promote_types(enum weft_dtype a, enum weft_dtype b);
+/* Category of a dtype for result_type with scalars: 0 bool, 1 integral, 2 floating. */
+int weft_dtype_category(enum weft_dtype dt);
+/* The dtype used to accumulate sums/products of `dt`: int64 for bool and integers,
+ * float32 for 16-bit floats, otherwise dt itself. */
+enum weft_dtype weft_dtype_accumulate(enum weft_dtype dt);
 /* torch.result_type of two tensors (0-dim tensors rank below dimensioned ones). */
 enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
 enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
