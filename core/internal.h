@@ -3,7 +3,7 @@
  * How the core's files call each other. These call no file that calls them back: error,
  * dtype, small_alloc, options, version, accessors; elf, manifest and plugin_path (the
  * loader's reading of files and paths); device; autocast (a thread's state); iter. The
- * rest call each other in three circles, each on purpose:
+ * rest call each other in four circles, each on purpose:
  * - registry <-> plugin: a lookup of a name nobody has registered loads the plugin whose
  *   manifest provides it, and that plugin's entry point registers into the registry
  *   (lazy loading is this mutual recursion). The registry also lists the core's own
@@ -16,6 +16,9 @@
  *   and zeros of a gradient, copy_ into a CopySlices base). PyTorch's has the same
  *   circle through its dispatcher (an op's autograd kernel records the node, the engine
  *   calls ops). A table of function pointers would hide it, not remove it.
+ * - dispatch <-> observer: while an observer is set, the funnel hands each call to
+ *   observer.c, which runs it through weft_dispatch_unobserved between the observer's
+ *   enter and exit, so that nobody observing costs one untaken branch.
  * Nothing in core/ calls the op layer: the ops the engine needs beyond these primitives
  * (add, sum, as_strided_backward) come through the hook libweft-ops installs
  * (weft_autograd_set_ops), and no core file includes an ops/ header
