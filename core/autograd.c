@@ -74,10 +74,10 @@ struct saved_tensor {
     uint64_t version;
     const char *producer; /* grad_fn name of the saved tensor, for messages */
     int output_nr;
-    /* A checkpointed segment's save (checkpoint.c): alias NULL, the frame that recomputes
-     * it and its number there. */
-    struct weft_checkpoint_frame *frame;
-    int frame_index;
+    /* A save the thread's saved-tensor hooks packed: alias NULL, the hooks and what pack
+     * returned. */
+    struct weft_saved_tensor_hooks *hooks;
+    int64_t packed;
 };
 
 struct weft_node {
@@ -105,6 +105,9 @@ struct weft_node {
 
 static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
 static WEFT_FAST_TLS struct callback_queue *current_callbacks;
+static WEFT_FAST_TLS struct weft_saved_tensor_hooks *saved_hooks;
+/* Threads with saved-tensor hooks set: while none has, a save reads no thread-local. */
+static int saved_hooks_threads;
 
 const char *weft_autograd_running_node(void)
 {
@@ -323,6 +326,17 @@ void weft_grad_mode_restore(bool previous)
     grad_mode_off = !previous;
 }
 
+struct weft_saved_tensor_hooks *weft_saved_tensor_hooks_set(struct weft_saved_tensor_hooks *h)
+{
+    struct weft_saved_tensor_hooks *prev = saved_hooks;
+    if (h && !prev)
+        __atomic_add_fetch(&saved_hooks_threads, 1, __ATOMIC_RELAXED);
+    else if (!h && prev)
+        __atomic_sub_fetch(&saved_hooks_threads, 1, __ATOMIC_RELAXED);
+    saved_hooks = h;
+    return prev;
+}
+
 void weft_set_anomaly_enabled(bool enabled)
 {
     __atomic_store_n(&anomaly_mode, enabled, __ATOMIC_RELAXED);
@@ -378,15 +392,19 @@ static struct weft_node *node_alloc(const char *name, weft_backward_fn backward,
     return n;
 }
 
+static void saved_release(struct saved_tensor *s)
+{
+    weft_tensor_release(s->alias);
+    s->alias = NULL;
+    if (s->hooks)
+        s->hooks->release(s->hooks, s->packed);
+    s->hooks = NULL;
+}
+
 static void node_free_saved(struct weft_node *n)
 {
-    for (int i = 0; i < n->num_saved; i++) {
-        weft_tensor_release(n->saved[i].alias);
-        n->saved[i].alias = NULL;
-        if (n->saved[i].frame)
-            weft_checkpoint_drop(n->saved[i].frame, n->saved[i].frame_index);
-        n->saved[i].frame = NULL;
-    }
+    for (int i = 0; i < n->num_saved; i++)
+        saved_release(&n->saved[i]);
 }
 
 /* Frees nodes iteratively: a long chain must not recurse once per node. */
@@ -500,16 +518,6 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
         return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
     if (!t)
         return 0;
-    struct weft_checkpoint_frame *frame = WEFT_CHECKPOINT_ACTIVE();
-    if (frame && weft_checkpoint_recording(frame) && t->layout == WEFT_LAYOUT_STRIDED) {
-        struct saved_tensor *s = &node->saved[slot];
-        weft_tensor_release(s->alias);
-        if (s->frame)
-            weft_checkpoint_drop(s->frame, s->frame_index);
-        *s = (struct saved_tensor){NULL, weft_tensor_version(t), producer, output_nr, frame,
-                                   weft_checkpoint_placeholder(frame)};
-        return 0;
-    }
     weft_tensor *alias;
     if (t->layout != WEFT_LAYOUT_STRIDED) {
         /* A sparse tensor has no storage to alias: save it itself (as PyTorch saves
@@ -526,12 +534,17 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
         alias->flags = t->flags;
     }
     struct saved_tensor *s = &node->saved[slot];
-    weft_tensor_release(s->alias);
-    if (s->frame)
-        weft_checkpoint_drop(s->frame, s->frame_index);
+    saved_release(s);
     *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr, NULL, 0};
-    if (frame && t->layout == WEFT_LAYOUT_STRIDED)
-        weft_checkpoint_store(frame, alias);
+    struct weft_saved_tensor_hooks *h =
+        __builtin_expect(__atomic_load_n(&saved_hooks_threads, __ATOMIC_RELAXED) != 0, 0)
+            ? saved_hooks
+            : NULL;
+    int64_t packed = h && t->layout == WEFT_LAYOUT_STRIDED ? h->pack(h, alias) : -1;
+    if (packed >= 0) {
+        weft_tensor_release(alias);
+        *s = (struct saved_tensor){NULL, s->version, producer, output_nr, h, packed};
+    }
     return 0;
 }
 
@@ -553,8 +566,8 @@ weft_tensor *weft_node_saved(struct weft_node *node, int slot)
     if (!node || slot < 0 || slot >= node->num_saved)
         return NULL;
     const struct saved_tensor *s = &node->saved[slot];
-    if (__builtin_expect(s->frame != NULL, 0))
-        return weft_checkpoint_saved(s->frame, s->frame_index);
+    if (__builtin_expect(s->hooks != NULL, 0))
+        return s->hooks->unpack(s->hooks, s->packed);
     return s->alias;
 }
 
@@ -707,8 +720,8 @@ static int view_of_base_backward(struct weft_node *node, weft_tensor *const *gra
     const struct view_geom *geom = node->geom;
     if (!g || !weft_node_needs_input_grad(node, 0))
         return 0;
-    grad_inputs[0] = weft_view_grad_to_base(g, geom->stride, geom->offset, geom->base_ndim,
-                                            geom->base_shape, geom->base_stride);
+    grad_inputs[0] = weft_grad_as_strided_backward(g, geom->stride, geom->offset, geom->base_ndim,
+                                                   geom->base_shape, geom->base_stride);
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
@@ -1196,22 +1209,13 @@ weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keep
     return have_grad_op(grad_ops.sum, "sum") ? grad_ops.sum(t, ndims, dims, keepdim) : NULL;
 }
 
-weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+weft_tensor *weft_grad_as_strided_backward(weft_tensor *g, const int64_t *stride, int64_t offset,
+                                           int base_ndim, const int64_t *base_shape,
+                                           const int64_t *base_stride)
 {
-    return have_grad_op(grad_ops.scatter_add, "scatter_add") ? grad_ops.scatter_add(t, dim, index, src)
-                                                             : NULL;
-}
-
-/* Without the op layer nothing draws random numbers: the stream stays at 0. */
-uint64_t weft_grad_random_offset(void)
-{
-    return grad_ops.random_offset ? grad_ops.random_offset() : 0;
-}
-
-void weft_grad_random_set_offset(uint64_t offset)
-{
-    if (grad_ops.random_set_offset)
-        grad_ops.random_set_offset(offset);
+    return have_grad_op(grad_ops.as_strided_backward, "as_strided_backward")
+               ? grad_ops.as_strided_backward(g, stride, offset, base_ndim, base_shape, base_stride)
+               : NULL;
 }
 
 /* ---- hooks ---------------------------------------------------------------------------- */
@@ -1366,7 +1370,8 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
         free(grad_inputs);
     /* The gradients that came in die with the node's run, as PyTorch's InputBuffer does:
      * kept to the end of the backward, they held a gradient for every activation of the
-     * graph at once, and a checkpointed segment's recomputed tensors with them. */
+     * graph at once, and a checkpointed segment's recomputed tensors with them
+     * (weft/activation_checkpoint.h). */
     buffer_release(n);
     if (!retain_graph && rc == 0) {
         node_free_saved(n);

@@ -1,5 +1,4 @@
-/* core/dtype.c: the dtype table and PyTorch's promotion lattice. */
-#include <math.h>
+/* core/dtype.c: the dtype table: names, sizes, classes. */
 #include <string.h>
 #include <strings.h>
 
@@ -78,47 +77,6 @@ bool weft_dtype_is_integral(enum weft_dtype dt)
 bool weft_dtype_is_signed(enum weft_dtype dt)
 {
     return dt != WEFT_BOOL && dt != WEFT_U8 && weft_dtype_valid(dt);
-}
-
-int weft_dtype_category(enum weft_dtype dt)
-{
-    if (dt == WEFT_BOOL)
-        return 0;
-    return weft_dtype_is_floating(dt) ? 2 : 1;
-}
-
-/* torch's promoteTypes table restricted to our dtypes (c10/core/ScalarType.cpp). */
-enum weft_dtype weft_promote_types(enum weft_dtype a, enum weft_dtype b)
-{
-    if (a == b)
-        return a;
-    if (a == WEFT_BOOL)
-        return b;
-    if (b == WEFT_BOOL)
-        return a;
-    bool fa = weft_dtype_is_floating(a), fb = weft_dtype_is_floating(b);
-    if (fa != fb)
-        return fa ? a : b;
-    if (fa) {
-        if ((a == WEFT_F16 && b == WEFT_BF16) || (a == WEFT_BF16 && b == WEFT_F16))
-            return WEFT_F32;
-        return dtype_table[a].size >= dtype_table[b].size ? a : b;
-    }
-    /* Both integral. uint8 with a signed type needs the next signed size up. */
-    if (a == WEFT_U8 || b == WEFT_U8) {
-        enum weft_dtype other = a == WEFT_U8 ? b : a;
-        return other == WEFT_I8 ? WEFT_I16 : other;
-    }
-    return dtype_table[a].size >= dtype_table[b].size ? a : b;
-}
-
-enum weft_dtype weft_dtype_accumulate(enum weft_dtype dt)
-{
-    if (dt == WEFT_BOOL || weft_dtype_is_integral(dt))
-        return WEFT_I64;
-    if (dt == WEFT_F16 || dt == WEFT_BF16)
-        return WEFT_F32;
-    return dt;
 }
 
 enum weft_dtype weft_default_dtype(void)

@@ -1,5 +1,4 @@
-/* core/error.c: the sticky thread-local error record, and floats as PyTorch quotes them. */
-#include <math.h>
+/* core/error.c: the sticky thread-local error record. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,46 +89,6 @@ const char *weft_status_name(int code)
     case WEFT_ERR_DEVICE: return "DeviceError";
     default: return "UnknownError";
     }
-}
-
-/* repr(float): the shortest digits that read back as v, in exponent form when the
- * decimal exponent is below -4 or at least 16 ("1e-05", "1e+16"), else fixed with a
- * ".0" on whole numbers ("0.1", "1.0"). */
-const char *weft_repr_float(double v, char *buf, size_t size)
-{
-    if (isnan(v) || isinf(v)) {
-        snprintf(buf, size, "%s", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
-        return buf;
-    }
-    char sci[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
-        if (strtod(sci, NULL) == v)
-            break;
-    }
-    /* sci is "[-]d[.ddd]e[+-]xx": split into sign, digits and exponent. */
-    const char *p = sci;
-    bool negative = *p == '-';
-    p += negative;
-    char digits[24];
-    int nd = 0;
-    for (; *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    digits[nd] = '\0';
-    int exp = atoi(p + 1);
-    const char *sign = negative ? "-" : "";
-    if (exp < -4 || exp >= 16) {
-        snprintf(buf, size, "%s%c%s%se%c%02d", sign, digits[0], nd > 1 ? "." : "", digits + 1,
-                 exp < 0 ? '-' : '+', abs(exp));
-    } else if (exp < 0) {
-        snprintf(buf, size, "%s0.%.*s%s", sign, -exp - 1, "0000", digits);
-    } else if (exp + 1 >= nd) {
-        snprintf(buf, size, "%s%s%.*s.0", sign, digits, exp + 1 - nd, "0000000000000000");
-    } else {
-        snprintf(buf, size, "%s%.*s.%s", sign, exp + 1, digits, digits + exp + 1);
-    }
-    return buf;
 }
 
 int weft_grow(void **array, size_t *capacity, size_t needed, size_t elem_size)

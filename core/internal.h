@@ -3,7 +3,7 @@
  * How the core's files call each other. These call no file that calls them back: error,
  * dtype, small_alloc, options, version, accessors; elf, manifest and plugin_path (the
  * loader's reading of files and paths); device; autocast (a thread's state); iter. The
- * rest call each other in three circles, each on purpose:
+ * rest call each other in four circles, each on purpose:
  * - registry <-> plugin: a lookup of a name nobody has registered loads the plugin whose
  *   manifest provides it, and that plugin's entry point registers into the registry
  *   (lazy loading is this mutual recursion). The registry also lists the core's own
@@ -16,8 +16,11 @@
  *   and zeros of a gradient, copy_ into a CopySlices base). PyTorch's has the same
  *   circle through its dispatcher (an op's autograd kernel records the node, the engine
  *   calls ops). A table of function pointers would hide it, not remove it.
+ * - dispatch <-> observer: while an observer is set, the funnel hands each call to
+ *   observer.c, which runs it through weft_dispatch_unobserved between the observer's
+ *   enter and exit, so that nobody observing costs one untaken branch.
  * Nothing in core/ calls the op layer: the ops the engine needs beyond these primitives
- * (add, sum, scatter_add) come through the hook libweft-ops installs
+ * (add, sum, as_strided_backward) come through the hook libweft-ops installs
  * (weft_autograd_set_ops), and no core file includes an ops/ header
  * (tests/layering-check.py). */
 #ifndef WEFT_CORE_INTERNAL_H
@@ -175,41 +178,13 @@ WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
 WEFT_INTERNAL weft_tensor *weft_grad_add(weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b);
 WEFT_INTERNAL weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
-WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
-                                                 weft_tensor *src);
-WEFT_INTERNAL uint64_t weft_grad_random_offset(void);
-WEFT_INTERNAL void weft_grad_random_set_offset(uint64_t offset);
-/* The gradient of a strided view (g's shape, stride, rel_offset counted from its base's
- * offset) for the base: g added into zeros laid out as the base (base_shape,
- * base_stride) at the positions the view read; elements of an overlapping view add up
- * (view.c). A new tensor in the current scope, or NULL. */
-WEFT_INTERNAL weft_tensor *weft_view_grad_to_base(weft_tensor *g, const int64_t *stride,
-                                                  int64_t rel_offset, int base_ndim,
-                                                  const int64_t *base_shape,
-                                                  const int64_t *base_stride);
+WEFT_INTERNAL weft_tensor *weft_grad_as_strided_backward(weft_tensor *g, const int64_t *stride,
+                                                         int64_t offset, int base_ndim,
+                                                         const int64_t *base_shape,
+                                                         const int64_t *base_stride);
 /* expand without autograd (view.c): what the recorded weft_expand runs, and what the
  * core's own code calls. */
 WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
-/* Activation checkpointing (checkpoint.c), as autograd.c's saved slots see it: the frame
- * whose forward is running on this thread (NULL when none); while it records, a save
- * becomes placeholder number weft_checkpoint_placeholder(f); while it reruns, each save is
- * also handed to weft_checkpoint_store. A placeholder is read through
- * weft_checkpoint_saved (rerunning the segment the first time) and let go through
- * weft_checkpoint_drop. */
-struct weft_checkpoint_frame;
-WEFT_INTERNAL struct weft_checkpoint_frame *weft_checkpoint_active(void);
-/* Checkpointed forwards running now, on any thread: while none is, a save tests this
- * word and reads no thread-local. */
-WEFT_INTERNAL extern int weft_checkpoint_running;
-#define WEFT_CHECKPOINT_ACTIVE()                                                              \
-    (__builtin_expect(__atomic_load_n(&weft_checkpoint_running, __ATOMIC_RELAXED) != 0, 0)    \
-         ? weft_checkpoint_active()                                                           \
-         : NULL)
-WEFT_INTERNAL bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f);
-WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
-WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);
-WEFT_INTERNAL weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index);
-WEFT_INTERNAL void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index);
 /* The observer of the core's events (observer.c, weft/observer.h), NULL when none: each
  * place that reports to it loads it once and tests it, a branch predicted untaken. */
 struct weft_observer;
@@ -222,11 +197,5 @@ WEFT_INTERNAL void weft_observe_storage(const struct weft_observer *o,
                                         const struct weft_storage *s, bool alloc);
 WEFT_INTERNAL void *weft_observe_node_enter(const struct weft_observer *o, const char *name);
 WEFT_INTERNAL void weft_observe_node_exit(const struct weft_observer *o, void *token);
-/* Says in the pending out-of-memory error (if that is the one) which op wanted what
- * tensor, and in which backward node (oom.c). */
-WEFT_INTERNAL void weft_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype,
-                                    weft_device dev);
-/* The backward node running on this thread, NULL when none (autograd.c). */
-WEFT_INTERNAL const char *weft_autograd_running_node(void);
 
 #endif

@@ -135,17 +135,6 @@ void weft_layout_data_free(weft_tensor *t)
     t->layout_data = NULL;
 }
 
-char *weft_layout_repr(const weft_tensor *t)
-{
-    const struct weft_layout *ops = ops_of(t->layout);
-    if (!ops || !WEFT_VTABLE_HAS(ops, repr)) {
-        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "repr: layout %s has no printer",
-                       weft_layout_name(t->layout));
-        return NULL;
-    }
-    return ops->repr(t);
-}
-
 int weft_require_strided(const weft_tensor *t, const char *op)
 {
     if (t->layout == WEFT_LAYOUT_STRIDED && t->storage)

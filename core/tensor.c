@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "weft/memory.h"
 
 weft_tensor *weft_tensor_alloc_struct(void)
 {
@@ -153,6 +154,13 @@ weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
     return weft_tensor_finish(v);
 }
 
+static weft_oom_context_fn oom_context;
+
+void weft_set_oom_context(weft_oom_context_fn fn)
+{
+    __atomic_store_n(&oom_context, fn, __ATOMIC_RELEASE);
+}
+
 weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int64_t *strides,
                                       enum weft_dtype dtype, weft_device dev)
 {
@@ -167,7 +175,9 @@ weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int6
     }
     struct weft_storage *s = weft_storage_new(dev, nbytes);
     if (!s) {
-        weft_oom_context(ndim, shape, dtype, dev);
+        weft_oom_context_fn say = __atomic_load_n(&oom_context, __ATOMIC_ACQUIRE);
+        if (say && weft_error_code() == WEFT_ERR_OUT_OF_MEMORY)
+            say(ndim, shape, dtype, dev);
         return NULL;
     }
     return weft_tensor_finish(tensor_make_owning(s, ndim, shape, strides, 0, dtype));

@@ -1,7 +1,9 @@
 /* ops/autocast.c: autocast's policies by op name (weft/autocast_policy.h), one table per
  * kind of device as PyTorch keeps one per dispatch key, for the ops of the op table and
  * those of the libraries above; a backend names its table (weft/backend.h's
- * autocast_policy). The scope itself is the core's (core/autocast.c, weft/autocast.h).
+ * autocast_policy); and the opening of a scope, refused for a dtype the device's autocast
+ * does not take (weft_autocast_begin). The thread's state is the core's (core/autocast.c,
+ * weft/autocast.h).
  *
  * "cuda": PyTorch 1.13's CUDA lists (aten/src/ATen/autocast_mode.cpp's lower_precision_fp,
  * fp32 and fp32_set_opt_dtype): the op table's AUTOCAST column and the names below; the
@@ -186,6 +188,55 @@ enum weft_autocast_policy weft_autocast_policy(const char *op)
 {
     return weft_autocast_policy_on(weft_autocast_get().device_type, op);
 }
+
+/* ---- opening a scope: which dtypes a device's autocast takes -------------------------- */
+
+/* The low-precision dtypes a scope on device_type may name: its backend's (PyTorch's
+ * AutocastCPU takes bfloat16 only); both where no backend is registered or it does not
+ * say. */
+static uint32_t autocast_dtypes(int device_type)
+{
+    const struct weft_backend *b = weft_backend_find(device_type);
+    if (b && WEFT_VTABLE_HAS(b, autocast_dtypes))
+        return b->autocast_dtypes;
+    return WEFT_DTYPE_BIT(WEFT_BF16) | WEFT_DTYPE_BIT(WEFT_F16);
+}
+
+weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype)
+{
+    weft_autocast_state prev = weft_autocast_get();
+    if (dtype != WEFT_BF16 && dtype != WEFT_F16) {
+        weft_error_set(WEFT_ERR_VALUE,
+                       "In autocast, but the target dtype is not supported: expected "
+                       "torch.bfloat16 or torch.float16, got torch.%s",
+                       weft_dtype_valid(dtype) ? weft_dtype_name(dtype) : "(invalid)");
+        return prev;
+    }
+    if (device_type < 0 || device_type >= WEFT_MAX_DEVICE_TYPES) {
+        weft_error_set(WEFT_ERR_VALUE,
+                       "User specified an unsupported autocast device_type '%d': expected a "
+                       "device type id below %d",
+                       device_type, WEFT_MAX_DEVICE_TYPES);
+        return prev;
+    }
+    if (!(autocast_dtypes(device_type) & WEFT_DTYPE_BIT(dtype))) {
+        const char *type = weft_device_type_name(device_type);
+        char upper[32];
+        size_t i = 0;
+        for (; type[i] && i < sizeof upper - 1; i++)
+            upper[i] = (char)(type[i] >= 'a' && type[i] <= 'z' ? type[i] - 'a' + 'A' : type[i]);
+        upper[i] = '\0';
+        /* PyTorch 1.13: "Currently, AutocastCPU only support Bfloat16 as the
+         * autocast_cpu_dtype" */
+        weft_error_set(WEFT_ERR_VALUE, "Currently, Autocast%s only support %s as the autocast_%s_dtype",
+                       upper, dtype == WEFT_F16 ? "Bfloat16" : "Float16", type);
+        return prev;
+    }
+    weft_autocast_end((weft_autocast_state){true, (int16_t)device_type, dtype});
+    return prev;
+}
+
+/* ---- casting an op's inputs ------------------------------------------------------------ */
 
 /* The dtype t runs in under policy, or t's own dtype when it is not cast. */
 static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_policy policy)

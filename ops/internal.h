@@ -15,8 +15,8 @@
 #define WEFT_INTERNAL __attribute__((visibility("hidden")))
 /* Hands a freshly created tensor to the innermost scope; returns it. */
 #define weft_tensor_finish(t) weft_autorelease(t)
-/* weft_dtype_is_floating and weft_dtype_category (0 bool, 1 integral, 2 floating) without
- * the call into libweft: every op's type promotion asks. */
+/* weft_dtype_is_floating without the call into libweft, and weft_dtype_category (0 bool,
+ * 1 integral, 2 floating) inline: every op's type promotion asks. */
 static inline bool dtype_is_floating(enum weft_dtype dt)
 {
     return (WEFT_DTYPE_BIT(dt) & WEFT_DTYPES_FLOATING) != 0;
@@ -127,5 +127,20 @@ WEFT_INTERNAL int ops_write_result_(weft_tensor *t, weft_tensor *r);
  * discarded where the caller passed NULL; on an error both discarded and rc returned. */
 WEFT_INTERNAL int weft_ops_hand_out_pair(int rc, weft_tensor *v, weft_tensor *i,
                                          weft_tensor **values, weft_tensor **indices);
+
+/* PyTorch's as_strided_backward (as_strided.c): g, the gradient of a view with g's shape,
+ * stride and rel_offset (counted from its base's offset), laid out as the base
+ * (base_ndim, base_shape, base_stride): g added where the view read (the elements of an
+ * overlapping view add up), zeros elsewhere. A new tensor in the current scope, or NULL.
+ * The engine's regenerated views take it through weft_autograd_set_ops (op_table.c). */
+WEFT_INTERNAL weft_tensor *ops_view_grad_to_base(weft_tensor *g, const int64_t *stride,
+                                                 int64_t rel_offset, int base_ndim,
+                                                 const int64_t *base_shape,
+                                                 const int64_t *base_stride);
+
+/* Names the op and the backward node in a pending out-of-memory error from allocating a
+ * tensor (oom.c): the core's weft_set_oom_context, installed by op_table.c. */
+WEFT_INTERNAL void ops_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype,
+                                   weft_device dev);
 
 #endif

@@ -1,7 +1,7 @@
 /* ops/op_table.c: the op table's rows as data (ops_rows, by id), and what libweft-ops tells
  * the core when it loads: the names of its built-in ops (for errors and
- * weft_op_lookup) and the ops the autograd engine computes with
- * (weft_autograd_set_ops). */
+ * weft_op_lookup), the ops the autograd engine computes with (weft_autograd_set_ops) and
+ * who names the op in an out-of-memory error (weft_set_oom_context). */
 #include "internal.h"
 
 const struct ops_row ops_rows[OPS_ROW_COUNT] = {
@@ -22,13 +22,12 @@ static const struct weft_autograd_ops autograd_ops = {
     .add = weft_add,
     .add_ = weft_add_,
     .sum = weft_sum,
-    .scatter_add = weft_scatter_add,
-    .random_offset = weft_random_offset,
-    .random_set_offset = weft_random_set_offset,
+    .as_strided_backward = ops_view_grad_to_base,
 };
 
 __attribute__((constructor)) static void load(void)
 {
     weft_op_define(WEFT_OP_CORE_COUNT, WEFT_OP_BUILTIN_COUNT - WEFT_OP_CORE_COUNT, builtin_names);
     weft_autograd_set_ops(&autograd_ops);
+    weft_set_oom_context(ops_oom_context);
 }

@@ -1,7 +1,8 @@
-/* core/print.c: PyTorch's tensor repr (torch/_tensor_str.py), character for character:
+/* ops/print.c: PyTorch's tensor repr (torch/_tensor_str.py), character for character:
  * the _Formatter's int/fixed/scientific modes and common width, 80-column line filling,
  * summarisation past 1000 elements with 3 edge items per dim, and the dtype/device/size
- * suffixes. */
+ * suffixes; a non-strided tensor's by its layout's printer; and Python's repr(float), for
+ * the messages that quote a value as PyTorch does. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -324,6 +325,57 @@ static void add_suffixes(struct text *out, char suffixes[][SUFFIX_MAX], int n, i
 static bool default_dtype_shown_implicitly(enum weft_dtype dt)
 {
     return dt == weft_default_dtype() || dt == WEFT_I64 || dt == WEFT_BOOL;
+}
+
+/* repr(float): the shortest digits that read back as v, in exponent form when the
+ * decimal exponent is below -4 or at least 16 ("1e-05", "1e+16"), else fixed with a
+ * ".0" on whole numbers ("0.1", "1.0"). */
+const char *weft_repr_float(double v, char *buf, size_t size)
+{
+    if (isnan(v) || isinf(v)) {
+        snprintf(buf, size, "%s", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+        return buf;
+    }
+    char sci[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+        if (strtod(sci, NULL) == v)
+            break;
+    }
+    /* sci is "[-]d[.ddd]e[+-]xx": split into sign, digits and exponent. */
+    const char *p = sci;
+    bool negative = *p == '-';
+    p += negative;
+    char digits[24];
+    int nd = 0;
+    for (; *p != 'e'; p++)
+        if (*p != '.')
+            digits[nd++] = *p;
+    digits[nd] = '\0';
+    int exp = atoi(p + 1);
+    const char *sign = negative ? "-" : "";
+    if (exp < -4 || exp >= 16) {
+        snprintf(buf, size, "%s%c%s%se%c%02d", sign, digits[0], nd > 1 ? "." : "", digits + 1,
+                 exp < 0 ? '-' : '+', abs(exp));
+    } else if (exp < 0) {
+        snprintf(buf, size, "%s0.%.*s%s", sign, -exp - 1, "0000", digits);
+    } else if (exp + 1 >= nd) {
+        snprintf(buf, size, "%s%s%.*s.0", sign, digits, exp + 1 - nd, "0000000000000000");
+    } else {
+        snprintf(buf, size, "%s%.*s.%s", sign, exp + 1, digits, digits + exp + 1);
+    }
+    return buf;
+}
+
+char *weft_layout_repr(const weft_tensor *t)
+{
+    const struct weft_layout *ops = weft_layout_find(t->layout);
+    if (!ops || !WEFT_VTABLE_HAS(ops, repr)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "repr: layout %s has no printer",
+                       weft_layout_name(t->layout));
+        return NULL;
+    }
+    return ops->repr(t);
 }
 
 char *weft_tensor_repr(const weft_tensor *t)

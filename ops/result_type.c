@@ -1,4 +1,7 @@
-/* ops/result_type.c: torch.result_type, the dtype an op on two operands computes in. */
+/* ops/result_type.c: type promotion, the rule by which an op picks the dtype it computes
+ * in: torch.promote_types' lattice, torch.result_type over tensors and scalars, and the
+ * dtype sums and products accumulate in. Nothing in the core promotes (copy_ converts to
+ * its destination's dtype), so the lattice lives with the ops that use it. */
 #include <math.h>
 
 #include "internal.h"
@@ -8,6 +11,44 @@ bool weft_scalar_is_integral(double v)
     return isfinite(v) && v == trunc(v);
 }
 
+int weft_dtype_category(enum weft_dtype dt)
+{
+    return dtype_category(dt);
+}
+
+/* torch's promoteTypes table restricted to our dtypes (c10/core/ScalarType.cpp). */
+enum weft_dtype weft_promote_types(enum weft_dtype a, enum weft_dtype b)
+{
+    if (a == b)
+        return a;
+    if (a == WEFT_BOOL)
+        return b;
+    if (b == WEFT_BOOL)
+        return a;
+    bool fa = dtype_is_floating(a), fb = dtype_is_floating(b);
+    if (fa != fb)
+        return fa ? a : b;
+    if (fa) {
+        if ((a == WEFT_F16 && b == WEFT_BF16) || (a == WEFT_BF16 && b == WEFT_F16))
+            return WEFT_F32;
+        return weft_dtype_size(a) >= weft_dtype_size(b) ? a : b;
+    }
+    /* Both integral. uint8 with a signed type needs the next signed size up. */
+    if (a == WEFT_U8 || b == WEFT_U8) {
+        enum weft_dtype other = a == WEFT_U8 ? b : a;
+        return other == WEFT_I8 ? WEFT_I16 : other;
+    }
+    return weft_dtype_size(a) >= weft_dtype_size(b) ? a : b;
+}
+
+enum weft_dtype weft_dtype_accumulate(enum weft_dtype dt)
+{
+    if (dt == WEFT_BOOL || weft_dtype_is_integral(dt))
+        return WEFT_I64;
+    if (dt == WEFT_F16 || dt == WEFT_BF16)
+        return WEFT_F32;
+    return dt;
+}
 
 /* Promotion within PyTorch's three priority classes: dimensioned tensors, zero-dim
  * tensors, then wrapped scalars. A lower class only matters when its category (bool <

@@ -1,10 +1,11 @@
 /* ops/views.c: the view ops (view, reshape, transpose, t, permute, narrow, slice, select,
- * squeeze, unsqueeze, flatten, unflatten) and their gradients: new tensor headers over
+ * squeeze, unsqueeze, flatten, unflatten, view(dtype), expand_as) and their gradients: new tensor headers over
  * the same storage (and so the same version counter), no data moved, except in
  * reshape/flatten when no view can express the result (then a contiguous copy is viewed,
  * as in PyTorch). Shapes, strides and error texts follow ATen's TensorShape.cpp and
- * ComputeStride, node names and formulas its derivatives.yaml. The views the core makes
- * itself (expand, as_strided, detach) are in core/view.c. */
+ * ComputeStride, node names and formulas its derivatives.yaml. view(dtype) reinterprets
+ * the elements and records nothing, as PyTorch's. as_strided is as_strided.c; the views
+ * the core makes itself (expand, detach) are in core/view.c. */
 #include <string.h>
 
 #include "internal.h"
@@ -451,6 +452,79 @@ static weft_tensor *fwd_unflatten(weft_tensor *t, int dim, int ndim, const int64
     return fwd_view(t, nd, shape);
 }
 
+/* PyTorch's Tensor.view(dtype): same itemsize reinterprets in place; a different itemsize
+ * rescales the last dim, which must be contiguous. */
+weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype)
+{
+    if (!t || weft_require_strided(t, "view") != 0)
+        return NULL;
+    if (!weft_dtype_valid(dtype)) {
+        weft_error_set(WEFT_ERR_TYPE, "invalid dtype %d", (int)dtype);
+        return NULL;
+    }
+    int64_t old_size = (int64_t)weft_dtype_size(t->dtype), new_size = (int64_t)weft_dtype_size(dtype);
+    const char *from = weft_dtype_torch_name(t->dtype), *to = weft_dtype_torch_name(dtype);
+    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(stride, t->stride, sizeof stride);
+    int64_t offset = t->offset;
+    if (old_size != new_size) {
+        int last = t->ndim - 1;
+        if (t->ndim == 0) {
+            weft_error_set(WEFT_ERR_RUNTIME,
+                           "self.dim() cannot be 0 to view %s as %s (different element sizes)",
+                           from, to);
+            return NULL;
+        }
+        if (t->stride[last] != 1) {
+            weft_error_set(WEFT_ERR_RUNTIME,
+                           "self.stride(-1) must be 1 to view %s as %s (different element "
+                           "sizes), but got %lld",
+                           from, to, (long long)t->stride[last]);
+            return NULL;
+        }
+        if (new_size > old_size) {
+            int64_t ratio = new_size / old_size;
+            if (t->shape[last] % ratio != 0) {
+                weft_error_set(WEFT_ERR_RUNTIME,
+                               "self.size(-1) must be divisible by %lld to view %s as %s "
+                               "(different element sizes), but got %lld",
+                               (long long)ratio, from, to, (long long)t->shape[last]);
+                return NULL;
+            }
+            if (offset % ratio != 0) {
+                weft_error_set(WEFT_ERR_RUNTIME,
+                               "self.storage_offset() must be divisible by %lld to view %s as "
+                               "%s (different element sizes), but got %lld",
+                               (long long)ratio, from, to, (long long)offset);
+                return NULL;
+            }
+            for (int i = 0; i < last; i++)
+                if (t->stride[i] % ratio != 0) {
+                    weft_error_set(WEFT_ERR_RUNTIME,
+                                   "self.stride(%d) must be divisible by %lld to view %s as %s "
+                                   "(different element sizes), but got %lld",
+                                   i, (long long)ratio, from, to, (long long)t->stride[i]);
+                    return NULL;
+                }
+            for (int i = 0; i < last; i++)
+                stride[i] /= ratio;
+            shape[last] /= ratio;
+            offset /= ratio;
+        } else {
+            int64_t ratio = old_size / new_size;
+            for (int i = 0; i < last; i++)
+                stride[i] *= ratio;
+            shape[last] *= ratio;
+            offset *= ratio;
+        }
+    }
+    weft_tensor *v = weft_tensor_from_storage(t->storage, t->ndim, shape, stride, offset, dtype);
+    if (v)
+        v->flags |= WEFT_TENSOR_VIEW;
+    return v;
+}
+
 /* ---- gradients ----------------------------------------------------------------------
  * ints[0] = kind; parameters in ints[1..]. */
 
@@ -612,3 +686,9 @@ weft_tensor *weft_select(weft_tensor *t, int dim, int64_t index)
     VIEW_RECORD("SelectBackward0", V_SELECT, 2, params, fwd_select(t, dim, index));
 }
 
+weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other)
+{
+    if (!t || !other)
+        return NULL;
+    return weft_expand(t, other->ndim, other->shape);
+}

@@ -86,6 +86,58 @@ Test(autograd, gradient_of_a_tensor_used_twice_is_summed)
     tu_assert_close(weft_grad(x), expected, 3, 0, 1e-12);
 }
 
+/* Saved-tensor hooks that keep each save themselves, counting the calls. */
+struct keeping_hooks {
+    struct weft_saved_tensor_hooks hooks;
+    weft_tensor *kept[4];
+    int packed, unpacked, released;
+};
+
+static int64_t keep_pack(struct weft_saved_tensor_hooks *h, weft_tensor *alias)
+{
+    struct keeping_hooks *k = (struct keeping_hooks *)h;
+    if (k->packed == 4)
+        return -1; /* the node keeps it */
+    k->kept[k->packed] = weft_tensor_retain(alias);
+    return k->packed++;
+}
+
+static weft_tensor *keep_unpack(struct weft_saved_tensor_hooks *h, int64_t packed)
+{
+    struct keeping_hooks *k = (struct keeping_hooks *)h;
+    k->unpacked++;
+    return k->kept[packed];
+}
+
+static void keep_release(struct weft_saved_tensor_hooks *h, int64_t packed)
+{
+    struct keeping_hooks *k = (struct keeping_hooks *)h;
+    k->released++;
+    weft_tensor_release(k->kept[packed]);
+    k->kept[packed] = NULL;
+}
+
+/* torch.autograd.graph.saved_tensors_hooks: a save that pack numbers is read back through
+ * unpack by backward and handed back through release when the graph frees it; hooks set
+ * only while the forward ran. */
+Test(autograd, saved_tensor_hooks_stand_for_the_tensors_nodes_save)
+{
+    const int64_t shape[1] = {3};
+    const double v[3] = {1, -2, 3};
+    weft_tensor *x = leaf(1, shape, v);
+    struct keeping_hooks k = {{sizeof k.hooks, keep_pack, keep_unpack, keep_release}};
+    cr_assert_null(weft_saved_tensor_hooks_set(&k.hooks));
+    weft_tensor *y = weft_sum(weft_mul(x, x), 0, NULL, false); /* mul saves both operands */
+    cr_assert_eq(weft_saved_tensor_hooks_set(NULL), &k.hooks);
+    cr_assert_eq(k.packed, 2);
+    cr_assert_eq(k.unpacked + k.released, 0);
+    cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
+    cr_expect_eq(k.unpacked, 2);
+    cr_expect_eq(k.released, 2, "backward without retain_graph frees the saves");
+    const double expected[3] = {2, -4, 6};
+    tu_assert_close(weft_grad(x), expected, 3, 0, 1e-12);
+}
+
 Test(autograd, broadcast_inputs_get_gradients_reduced_to_their_shape)
 {
     const int64_t sa[2] = {2, 3}, sb[1] = {3};

@@ -17,6 +17,7 @@
 #include "weft/tensor.h"
 #include "weft/ops.h"
 #include "weft/autograd.h"
+#include "weft/activation_checkpoint.h"
 #include "weft/autocast.h"
 #include "weft/autocast_policy.h"
 #include "weft/memory.h"

@@ -1,4 +1,5 @@
-/* weft/autocast.h: the thread's autocast scope, torch.autocast's state.
+/* weft/autocast.h: the thread's autocast scope, torch.autocast's state (opened by
+ * weft_autocast_begin, weft/autocast_policy.h).
  *
  * Inside a scope (thread-local, nestable), ops on tensors of the scope's device type
  * cast their floating inputs before they run, by the op layer's policy table
@@ -30,14 +31,10 @@ typedef struct weft_autocast_state {
     enum weft_dtype dtype; /* the lower precision: WEFT_BF16 or WEFT_F16 */
 } weft_autocast_state;
 
-/* Opens an autocast scope for tensors of device_type in dtype (WEFT_BF16 or WEFT_F16);
- * returns the previous state for weft_autocast_end(). On a bad dtype or device type it
- * sets a WEFT_ERR_VALUE error and leaves the state as it was (the returned state is
- * still the one to restore). */
-weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype);
 /* Suspends autocast (torch.autocast(enabled=False)); returns the state to restore. */
 weft_autocast_state weft_autocast_suspend(void);
-/* Restores a state returned by weft_autocast_begin() or weft_autocast_suspend(). */
+/* Makes `previous` the thread's state again: one that weft_autocast_begin()
+ * (weft/autocast_policy.h) or weft_autocast_suspend() returned. */
 void weft_autocast_end(weft_autocast_state previous);
 /* The thread's current state. */
 weft_autocast_state weft_autocast_get(void);

@@ -39,6 +39,8 @@ int weft_retain_grad(weft_tensor *t);
  * another view of the base) changed in place after the view was taken reports
  * "AsStridedBackward0": its grad_fn is made again from the base's history, as PyTorch's. */
 const char *weft_grad_fn_name(const weft_tensor *t);
+/* The grad_fn name of the backward node running on this thread, NULL outside one. */
+const char *weft_autograd_running_node(void);
 /* grad_fn.next_functions: the names of the nodes t's grad_fn hands gradients to, one per
  * input of its op ("AccumulateGrad" for a leaf, NULL for an input that needs no gradient),
  * the first max of them into names (which may be NULL). Returns how many inputs the node
@@ -57,18 +59,24 @@ void weft_set_grad_enabled(bool enabled);
 bool weft_no_grad_begin(void);
 void weft_grad_mode_restore(bool previous);
 
-/* ---- activation checkpointing ------------------------------------------------------ */
+/* ---- saved-tensor hooks ------------------------------------------------------------ */
 
-/* torch.utils.checkpoint(fn, *inputs, use_reentrant=False): runs fn(ctx, n, inputs) and
- * records its graph, but keeps none of the tensors its ops save for backward; the backward
- * reruns fn (on detached inputs, with the random generator's offset and the autocast state
- * of this call) when it first needs them. fn must compute the same thing each time: the
- * rerun must save as many tensors ("checkpoint: the recomputed forward saved ..."
- * otherwise). Without grad mode, or inside another checkpoint, fn simply runs. Returns
- * fn's result. The inputs are held until the backward is done with them. */
-#define WEFT_CHECKPOINT_MAX_INPUTS 8
-typedef weft_tensor *(*weft_checkpoint_fn)(void *ctx, int n, weft_tensor *const *inputs);
-weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tensor *const *inputs);
+/* torch.autograd.graph.saved_tensors_hooks, what activation checkpointing
+ * (weft/activation_checkpoint.h) is built on. While hooks are set on this thread, each strided
+ * tensor a node saves goes to pack as the detached alias the node would keep. pack
+ * returns a number >= 0 that stands for it (the node lets the alias go and keeps the
+ * hooks and the number), or -1: the node keeps the alias as usual (pack may take a
+ * reference of its own). Backward reads a packed save through unpack (NULL with an error
+ * fails the node); release gets each number back when the node frees its saved tensors,
+ * so the struct must live until then. A packed save's version is not checked. */
+struct weft_saved_tensor_hooks {
+    size_t struct_size; /* sizeof as its author compiled it: methods are only appended */
+    int64_t (*pack)(struct weft_saved_tensor_hooks *h, weft_tensor *alias);
+    weft_tensor *(*unpack)(struct weft_saved_tensor_hooks *h, int64_t packed);
+    void (*release)(struct weft_saved_tensor_hooks *h, int64_t packed);
+};
+/* Sets this thread's hooks (NULL: none); returns the ones set before, to set back. */
+struct weft_saved_tensor_hooks *weft_saved_tensor_hooks_set(struct weft_saved_tensor_hooks *h);
 
 /* ---- hooks ------------------------------------------------------------------------------ */
 
@@ -185,21 +193,22 @@ int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t, int 
 
 /* ---- the ops the engine computes with ------------------------------------------------
  * The engine sums the gradients that reach a tensor, accumulates them into .grad, sums
- * them back over the dims the forward broadcast, and scatters them back through
- * as_strided, with ops of the op layer above the core (libweft-ops). That library
- * installs them when it loads, as libtorch installs autograd into c10's TensorImpl
- * through AutogradMetaFactory; until then a backward that needs one fails, naming it. */
+ * them back over the dims the forward broadcast, and hands a regenerated view's gradient
+ * (AsStridedBackward0) back to its base, with ops of the op layer above the core
+ * (libweft-ops). That library installs them when it loads, as libtorch installs autograd
+ * into c10's TensorImpl through AutogradMetaFactory; until then a backward that needs one
+ * fails, naming it. Between libweft and libweft-ops of one build: plugins never see it. */
 struct weft_autograd_ops {
     size_t struct_size; /* sizeof(struct weft_autograd_ops) */
     weft_tensor *(*add)(weft_tensor *a, weft_tensor *b);
     weft_tensor *(*add_)(weft_tensor *a, weft_tensor *b);
     weft_tensor *(*sum)(weft_tensor *t, int ndims, const int *dims, bool keepdim);
-    weft_tensor *(*scatter_add)(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
-    /* The random stream's position (weft_random_offset / weft_random_set_offset): an
-     * activation checkpoint reruns its segment from the offset its forward started at, so
-     * that dropout draws the same masks (torch.utils.checkpoint's preserve_rng_state). */
-    uint64_t (*random_offset)(void);
-    void (*random_set_offset)(uint64_t offset);
+    /* PyTorch's as_strided_backward: g, the gradient of a view with g's shape, stride and
+     * offset (counted from its base's offset), laid out as the base: g added where the view
+     * read, zeros elsewhere. */
+    weft_tensor *(*as_strided_backward)(weft_tensor *g, const int64_t *stride, int64_t offset,
+                                        int base_ndim, const int64_t *base_shape,
+                                        const int64_t *base_stride);
 };
 /* Installs the ops (copied); returns 0, or an error for a struct of another size. */
 int weft_autograd_set_ops(const struct weft_autograd_ops *ops);

@@ -51,17 +51,6 @@ bool weft_dtype_is_floating(enum weft_dtype dt);
 bool weft_dtype_is_integral(enum weft_dtype dt); /* bool excluded */
 bool weft_dtype_is_signed(enum weft_dtype dt);
 
-/* torch.promote_types: the smallest dtype both values fit in (u8+i8 -> int16,
- * f16+bf16 -> float32, integer+floating -> the floating type). */
-enum weft_dtype weft_promote_types(enum weft_dtype a, enum weft_dtype b);
-
-/* Category of a dtype for result_type with scalars: 0 bool, 1 integral, 2 floating. */
-int weft_dtype_category(enum weft_dtype dt);
-
-/* The dtype used to accumulate sums/products of `dt`: int64 for bool and integers,
- * float32 for 16-bit floats, otherwise dt itself. */
-enum weft_dtype weft_dtype_accumulate(enum weft_dtype dt);
-
 /* Default floating dtype (float32), as torch.get_default_dtype(). */
 enum weft_dtype weft_default_dtype(void);
 

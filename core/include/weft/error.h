@@ -63,10 +63,6 @@ const char *weft_status_name(int code);
 int weft_grow(void **array, size_t *capacity, size_t needed, size_t elem_size);
 char *weft_strdup(const char *s);
 
-/* Python's repr(float) of v into buf ("0.1", "1.0", "1e-05", "100000.0", "inf"), for
- * messages that quote a value as PyTorch does. Returns buf. */
-const char *weft_repr_float(double v, char *buf, size_t size);
-
 #ifdef __cplusplus
 }
 #endif

@@ -60,9 +60,6 @@ int64_t weft_tensor_nnz(const weft_tensor *t);
 /* True for every layout but strided. */
 bool weft_tensor_is_sparse(const weft_tensor *t);
 
-/* The layout's repr of a non-strided tensor, or NULL with an error. */
-char *weft_layout_repr(const weft_tensor *t);
-
 #ifdef __cplusplus
 }
 #endif

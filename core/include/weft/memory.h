@@ -1,7 +1,8 @@
 /* weft/memory.h: devices and their memory as a user sees them, as torch.cuda's
  * device_count, synchronize, memory_stats and empty_cache, plus the
- * kernels' thread count (torch.set_num_threads). Each call goes to the device's backend
- * (weft/backend.h), loading the plugin that provides it on first use. */
+ * kernels' thread count (torch.set_num_threads) and the wording of out-of-memory errors.
+ * Each call goes to the device's backend (weft/backend.h), loading the plugin that
+ * provides it on first use. */
 #ifndef WEFT_MEMORY_H
 #define WEFT_MEMORY_H
 
@@ -10,6 +11,7 @@
 #include <stdint.h>
 
 #include "weft/device.h"
+#include "weft/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,6 +93,13 @@ void weft_empty_cache(weft_device dev);
 void weft_reset_peak_memory_stats(weft_device dev);
 int weft_set_num_threads(int n); /* every registered backend that takes threads */
 int weft_get_num_threads(void);  /* the cpu backend's, or 1 */
+/* What an out-of-memory error from allocating a tensor says beyond the allocator's words:
+ * fn runs with the tensor wanted while that error is pending and may prefix it
+ * (weft_error_prefix). libweft-ops installs one naming the op that wanted it and the
+ * backward node it ran in. NULL: none. */
+typedef void (*weft_oom_context_fn)(int ndim, const int64_t *shape, enum weft_dtype dtype,
+                                    weft_device dev);
+void weft_set_oom_context(weft_oom_context_fn fn);
 
 #ifdef __cplusplus
 }

@@ -178,27 +178,21 @@ weft_tensor *weft_from_blob(void *data, int ndim, const int64_t *shape, const in
                             void *ctx);
 
 /* ---- views: new tensors over the same storage; no data moves -----------------------
- * The core's own: the view ops (view, reshape, transpose, narrow, ...) are the op
- * layer's (weft/ops.h). */
+ * The core's own: the view ops (view, reshape, transpose, narrow, as_strided, ...) are
+ * the op layer's (weft/ops.h). */
 
 /* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size. */
 weft_tensor *weft_expand(weft_tensor *t, int ndim, const int64_t *shape);
-weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other);
 /* The broadcast shape of two shapes, or -1 with PyTorch's "The size of tensor a (3) must
  * match the size of tensor b (4) at non-singleton dimension 1". */
 int weft_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
                           int *ndim_out, int64_t *out);
-/* Checked against the storage: every reachable element must lie inside it. */
-weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
-                             const int64_t *stride, int64_t offset);
 /* Same storage and version counter, no autograd history. */
 weft_tensor *weft_detach(weft_tensor *t);
 /* Tensor.detach_(): t itself leaves the graph (no grad_fn, requires_grad false), its
  * storage and .grad kept; "Can't detach views in-place" for a view autograd tracks.
  * Returns 0 or negative. */
 int weft_detach_(weft_tensor *t);
-/* A view with a different dtype of the same itemsize (no conversion). */
-weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
 /* A view header over t's storage with that geometry, unchecked and unrecorded (what view
  * ops build their results with, after checking it). */
 weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,

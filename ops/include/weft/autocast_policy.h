@@ -29,6 +29,13 @@
 extern "C" {
 #endif
 
+/* torch.autocast(device_type, dtype): opens an autocast scope for tensors of
+ * device_type in dtype (WEFT_BF16 or WEFT_F16, as the device's backend takes: the cpu
+ * bfloat16 only); returns the previous state for weft_autocast_end(). On a bad dtype or
+ * device type it sets a WEFT_ERR_VALUE error in PyTorch's words and leaves the state as
+ * it was (the returned state is still the one to restore). */
+weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype);
+
 /* Where each op runs under autocast. */
 enum weft_autocast_policy {
     WEFT_AUTOCAST_PROMOTE, /* as given: the widest input dtype (every op not listed) */

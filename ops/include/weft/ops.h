@@ -55,7 +55,7 @@ weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dt
 weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
 
 /* ---- views: new tensors over the same storage; no data moves ------------------------
- * (expand, as_strided, detach: weft/tensor.h) */
+ * (expand, detach: weft/tensor.h) */
 
 /* Shape may contain one -1. Fails with PyTorch's "view size is not compatible with
  * input tensor's size and stride ..." when no strides can express it. */
@@ -75,6 +75,13 @@ weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim); /* no-op if size != 1 */
 weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
 weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
 weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
+weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other);
+/* Checked against the storage: every reachable element must lie inside it. */
+weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
+                             const int64_t *stride, int64_t offset);
+/* Tensor.view(dtype): the same bytes as another dtype, no conversion; a different
+ * itemsize rescales the last dim, which must have stride 1. Not recorded. */
+weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
 
 /* ---- elementwise: one row each in weft/op_table.h ----------------------------------
  * Unary (WEFT_OPS_UNARY): weft_exp(t) and weft_exp_(t), ...; floating-only functions
@@ -294,6 +301,14 @@ weft_tensor *weft_scatter_(weft_tensor *t, int dim, weft_tensor *index, weft_ten
 weft_tensor *weft_scatter_value_(weft_tensor *t, int dim, weft_tensor *index, double value);
 
 /* ---- type promotion ---------------------------------------------------------------------- */
+/* torch.promote_types: the smallest dtype both values fit in (u8+i8 -> int16,
+ * f16+bf16 -> float32, integer+floating -> the floating type). */
+enum weft_dtype weft_promote_types(enum weft_dtype a, enum weft_dtype b);
+/* Category of a dtype for result_type with scalars: 0 bool, 1 integral, 2 floating. */
+int weft_dtype_category(enum weft_dtype dt);
+/* The dtype used to accumulate sums/products of `dt`: int64 for bool and integers,
+ * float32 for 16-bit floats, otherwise dt itself. */
+enum weft_dtype weft_dtype_accumulate(enum weft_dtype dt);
 /* torch.result_type of two tensors (0-dim tensors rank below dimensioned ones). */
 enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
 enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
@@ -305,6 +320,11 @@ enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
  * Returns a malloc'd string the caller frees, or NULL with an error set. */
 char *weft_tensor_repr(const weft_tensor *t);
 int weft_tensor_print(const weft_tensor *t, FILE *f); /* repr plus newline */
+/* The layout's repr of a non-strided tensor (weft/layout.h), or NULL with an error. */
+char *weft_layout_repr(const weft_tensor *t);
+/* Python's repr(float) of v into buf ("0.1", "1.0", "1e-05", "100000.0", "inf"), for
+ * messages that quote a value as PyTorch does. Returns buf. */
+const char *weft_repr_float(double v, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
-/* core/checkpoint.c: activation checkpointing, torch.utils.checkpoint's non-reentrant
- * form (use_reentrant=False).
+/* ops/activation_checkpoint.c: activation checkpointing, torch.utils.checkpoint's non-reentrant
+ * form (use_reentrant=False), built as PyTorch builds it on the engine's saved-tensor
+ * hooks (weft/autograd.h): a feature above the autograd engine, not a part of it.
  *
  * The segment's forward runs once with grad mode on, so its graph (nodes and edges, to
  * the parameters it uses too) is recorded as usual, but the tensors its nodes save are
- * not kept: each saved slot holds a placeholder, the frame and the save's number. The
+ * not kept: the frame's pack hook gives each saved slot a placeholder number. The
  * first backward node that asks for one of them reruns the segment's forward, on detached
  * copies of its inputs, with the random generator's offset and the autocast state of the
  * first run, and keeps what that run saves, by number; every node of the segment then
@@ -12,11 +13,12 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "weft/autocast.h"
+#include "weft/activation_checkpoint.h"
 
 enum frame_mode { RECORD, RECOMPUTE };
 
-struct weft_checkpoint_frame {
+struct frame {
+    struct weft_saved_tensor_hooks hooks; /* first: a hook's h is its frame */
     uint32_t refs; /* placeholders, and the forward while it runs */
     weft_checkpoint_fn fn;
     void *ctx;
@@ -31,43 +33,24 @@ struct weft_checkpoint_frame {
     bool done;
 };
 
-static WEFT_FAST_TLS struct weft_checkpoint_frame *active;
-int weft_checkpoint_running;
+static __thread struct frame *active; /* the frame whose forward runs on this thread */
 
-/* Makes f this thread's frame (NULL: none), counting the frames in use. */
-static void set_active(struct weft_checkpoint_frame *f)
+/* A save in f's forward: the first run keeps a placeholder number in the node; the rerun
+ * lets the node keep its alias and keeps it too, by number. */
+static int64_t pack(struct weft_saved_tensor_hooks *h, weft_tensor *alias)
 {
-    if (f && !active)
-        __atomic_add_fetch(&weft_checkpoint_running, 1, __ATOMIC_RELAXED);
-    else if (!f && active)
-        __atomic_sub_fetch(&weft_checkpoint_running, 1, __ATOMIC_RELAXED);
-    active = f;
-}
-
-struct weft_checkpoint_frame *weft_checkpoint_active(void)
-{
-    return active;
-}
-
-int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f)
-{
-    f->refs++;
-    return f->nsaved++;
-}
-
-bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f)
-{
-    return f->mode == RECORD;
-}
-
-void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias)
-{
+    struct frame *f = (struct frame *)h;
+    if (f->mode == RECORD) {
+        f->refs++;
+        return f->nsaved++;
+    }
     int k = f->nrecomputed++;
     if (k < f->nsaved && !f->recomputed[k])
         f->recomputed[k] = weft_tensor_retain(alias);
+    return -1;
 }
 
-static void frame_unref(struct weft_checkpoint_frame *f)
+static void frame_unref(struct frame *f)
 {
     if (--f->refs > 0)
         return;
@@ -81,19 +64,20 @@ static void frame_unref(struct weft_checkpoint_frame *f)
 }
 
 /* Reruns the segment's forward, keeping what its nodes save. */
-static int recompute(struct weft_checkpoint_frame *f)
+static int recompute(struct frame *f)
 {
     f->recomputed = calloc((size_t)(f->nsaved ? f->nsaved : 1), sizeof *f->recomputed);
     if (!f->recomputed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "checkpoint: out of host memory");
-    uint64_t offset = weft_grad_random_offset();
-    weft_grad_random_set_offset(f->rng_offset);
+    uint64_t offset = weft_random_offset();
+    weft_random_set_offset(f->rng_offset);
     bool grad = weft_grad_enabled();
     weft_set_grad_enabled(true);
     weft_autocast_state autocast = weft_autocast_get();
     weft_autocast_end(f->autocast);
-    struct weft_checkpoint_frame *outer = active;
-    set_active(f);
+    struct frame *outer = active;
+    struct weft_saved_tensor_hooks *outer_hooks = weft_saved_tensor_hooks_set(&f->hooks);
+    active = f;
     f->mode = RECOMPUTE;
     f->nrecomputed = 0;
     weft_scope_push();
@@ -110,10 +94,11 @@ static int recompute(struct weft_checkpoint_frame *f)
     if (rc == 0 && !out)
         rc = weft_error_code() ? weft_error_code() : WEFT_ERR_RUNTIME;
     weft_scope_pop();
-    set_active(outer);
+    active = outer;
+    weft_saved_tensor_hooks_set(outer_hooks);
     weft_autocast_end(autocast);
     weft_set_grad_enabled(grad);
-    weft_grad_random_set_offset(offset);
+    weft_random_set_offset(offset);
     f->done = true;
     if (rc == 0 && f->nrecomputed != f->nsaved)
         rc = weft_error_set(WEFT_ERR_RUNTIME,
@@ -124,20 +109,23 @@ static int recompute(struct weft_checkpoint_frame *f)
     return rc;
 }
 
-/* Out of line and cold: the saved-tensor read it sits behind is every backward's. */
-__attribute__((noinline, cold)) weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f,
-                                                                   int index)
+/* A placeholder read by backward: the segment reruns the first time. */
+static weft_tensor *unpack(struct weft_saved_tensor_hooks *h, int64_t index)
 {
+    struct frame *f = (struct frame *)h;
     if (!f->done && recompute(f) != 0)
         return NULL;
     weft_tensor *t = index < f->nsaved ? f->recomputed[index] : NULL;
     if (!t)
-        weft_error_set(WEFT_ERR_RUNTIME, "checkpoint: saved tensor %d was not recomputed", index);
+        weft_error_set(WEFT_ERR_RUNTIME, "checkpoint: saved tensor %lld was not recomputed",
+                       (long long)index);
     return t;
 }
 
-void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index)
+/* A node lets a placeholder go: its recomputed tensor goes too, the frame with the last. */
+static void release(struct weft_saved_tensor_hooks *h, int64_t index)
 {
+    struct frame *f = (struct frame *)h;
     if (f->recomputed && index < f->nsaved) {
         weft_tensor_release(f->recomputed[index]);
         f->recomputed[index] = NULL;
@@ -155,7 +143,7 @@ weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tenso
     /* Nothing to save without grad mode; a segment inside a segment is the outer one's. */
     if (!weft_grad_enabled() || active)
         return fn(ctx, n, inputs);
-    struct weft_checkpoint_frame *f = calloc(1, sizeof *f);
+    struct frame *f = calloc(1, sizeof *f);
     weft_tensor **kept = calloc((size_t)(n ? n : 1), sizeof *kept);
     if (!f || !kept) {
         free(f);
@@ -165,16 +153,18 @@ weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tenso
     }
     for (int i = 0; i < n; i++)
         kept[i] = weft_tensor_retain(inputs[i]);
-    *f = (struct weft_checkpoint_frame){.refs = 1, .fn = fn, .ctx = ctx, .n = n, .inputs = kept,
-                                        .rng_offset = weft_grad_random_offset(),
-                                        .autocast = weft_autocast_get(), .mode = RECORD};
-    set_active(f);
+    *f = (struct frame){.hooks = {sizeof f->hooks, pack, unpack, release}, .refs = 1, .fn = fn,
+                        .ctx = ctx, .n = n, .inputs = kept, .rng_offset = weft_random_offset(),
+                        .autocast = weft_autocast_get(), .mode = RECORD};
+    struct weft_saved_tensor_hooks *outer_hooks = weft_saved_tensor_hooks_set(&f->hooks);
+    active = f;
     /* The segment's intermediate results die at its end, not with the caller's scope:
      * that is the memory checkpointing saves. */
     weft_scope_push();
     weft_tensor *out = weft_tensor_retain(fn(ctx, n, inputs));
     weft_scope_pop();
-    set_active(NULL);
+    active = NULL;
+    weft_saved_tensor_hooks_set(outer_hooks);
     frame_unref(f);
     return weft_autorelease(out);
 }

@@ -1,6 +1,7 @@
-/* core/oom.c: what an out-of-memory error says beyond the allocator's words: the op whose
+/* ops/oom.c: what an out-of-memory error says beyond the allocator's words: the op whose
  * front end wanted the memory, the tensor it wanted, and the backward node it ran in, as
- * a PyTorch user reads them off the traceback.
+ * a PyTorch user reads them off the traceback. The core calls it when a tensor's storage
+ * cannot be had (weft_set_oom_context, installed when libweft-ops loads: op_table.c).
  *
  * The op is the innermost exported weft_ function on the stack above the allocation
  * (backtrace and the dynamic symbol table: a frame inside a static function is skipped,
@@ -9,6 +10,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -44,15 +46,14 @@ static const char *calling_op(void)
     return NULL;
 }
 
-void weft_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev)
+void ops_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev)
 {
-    if (weft_error_code() != WEFT_ERR_OUT_OF_MEMORY)
-        return;
     const char *op = calling_op(), *node = weft_autograd_running_node();
-    char dims[200], where[64] = "";
+    char dims[200], where[64] = "", device[48];
     weft_shape_str(ndim, shape, dims, sizeof dims);
     if (node)
         snprintf(where, sizeof where, " in the backward of %s", node);
     weft_error_prefix("%s%swanted a %s tensor of shape %s on %s%s", op ? op : "",
-                      op ? " " : "", weft_dtype_name(dtype), dims, weft_device_name_tl(dev), where);
+                      op ? " " : "", weft_dtype_name(dtype), dims,
+                      weft_device_str(dev, device, sizeof device), where);
 }
