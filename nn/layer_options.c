@@ -138,7 +138,19 @@ NN_INTERNAL weft_module *nn_create_embedding(const weft_options *o)
     int64_t num, dim;
     if (need_positive(o, "num_embeddings", &num) || need_positive(o, "embedding_dim", &dim))
         return NULL;
-    return weft_nn_embedding(num, dim);
+    if (!weft_options_has(o, "padding_idx"))
+        return weft_nn_embedding(num, dim);
+    /* nn.Embedding's range, in its words, with the key and the range */
+    int64_t pad;
+    if (weft_options_int(o, "padding_idx", 0, &pad))
+        return NULL;
+    if (pad >= num || pad < -num) {
+        weft_options_bad_value(o, "padding_idx",
+                               "Padding_idx must be within num_embeddings (%lld to %lld)",
+                               (long long)-num, (long long)(num - 1));
+        return NULL;
+    }
+    return weft_nn_embedding_padding(num, dim, pad);
 }
 
 NN_INTERNAL weft_module *nn_create_flatten(const weft_options *o)

@@ -20,6 +20,11 @@ struct batch_norm_state {
     int spatial_dims; /* 1 for BatchNorm1d, 2 for BatchNorm2d */
 };
 
+struct embedding_state {
+    int64_t num_embeddings, embedding_dim;
+    int64_t padding_idx; /* made non-negative, as nn.Embedding keeps it; -1: None */
+};
+
 struct layer_norm_state {
     int ndims;
     int64_t shape[WEFT_MAX_DIMS];

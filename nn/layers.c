@@ -464,29 +464,63 @@ weft_module *weft_nn_layer_norm(int ndims, const int64_t *normalized_shape, doub
 
 static weft_tensor *embedding_forward(weft_module *m, weft_tensor *indices)
 {
-    return weft_embedding(indices, weft_module_parameter(m, "weight"));
+    const struct embedding_state *s = weft_module_state(m);
+    weft_tensor *w = weft_module_parameter(m, "weight");
+    return s->padding_idx < 0 ? weft_embedding(indices, w)
+                              : weft_embedding_padding(indices, w, s->padding_idx);
 }
 
 static int embedding_repr(const weft_module *m, char *buf, size_t size)
 {
-    const int64_t *s = weft_module_state(m);
-    return snprintf(buf, size, "%lld, %lld", (long long)s[0], (long long)s[1]);
+    const struct embedding_state *s = weft_module_state(m);
+    int n = snprintf(buf, size, "%lld, %lld", (long long)s->num_embeddings,
+                     (long long)s->embedding_dim);
+    if (s->padding_idx >= 0 && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ", padding_idx=%lld", (long long)s->padding_idx);
+    return n;
 }
 
 const struct weft_module_type embedding_type =
     MODULE_TYPE("embedding", "Embedding", embedding_forward, embedding_repr,
                 nn_create_embedding);
 
-weft_module *weft_nn_embedding(int64_t num_embeddings, int64_t embedding_dim)
+/* pad: the row as given (negative counts from the end), or NULL for None */
+static weft_module *embedding(int64_t num_embeddings, int64_t embedding_dim, const int64_t *pad)
 {
+    struct embedding_state s = {num_embeddings, embedding_dim, -1};
+    if (pad) {
+        /* nn.Embedding's assertion */
+        if (*pad >= num_embeddings || *pad < -num_embeddings) {
+            weft_error_set(WEFT_ERR_VALUE, "Padding_idx must be within num_embeddings");
+            return NULL;
+        }
+        s.padding_idx = *pad < 0 ? *pad + num_embeddings : *pad;
+    }
     int64_t shape[2] = {num_embeddings, embedding_dim};
-    weft_module *m = module_with(&embedding_type, shape, sizeof shape);
+    weft_module *m = module_with(&embedding_type, &s, sizeof s);
     if (!m)
         return NULL;
     weft_scope_push();
     int rc = add_param(m, "weight", 2, shape, INIT_NORMAL, 0);
+    if (rc == 0 && s.padding_idx >= 0) { /* _fill_padding_idx_with_zero, under no_grad */
+        bool prev = weft_no_grad_begin();
+        weft_tensor *row = weft_select(weft_module_parameter(m, "weight"), 0, s.padding_idx);
+        rc = row && weft_fill_(row, 0) ? 0 : weft_error_code();
+        weft_grad_mode_restore(prev);
+    }
     weft_scope_pop();
     return built(m, rc);
+}
+
+weft_module *weft_nn_embedding(int64_t num_embeddings, int64_t embedding_dim)
+{
+    return embedding(num_embeddings, embedding_dim, NULL);
+}
+
+weft_module *weft_nn_embedding_padding(int64_t num_embeddings, int64_t embedding_dim,
+                                       int64_t padding_idx)
+{
+    return embedding(num_embeddings, embedding_dim, &padding_idx);
 }
 
 /* ---- Dropout, Flatten ------------------------------------------------------------- */

@@ -1,5 +1,6 @@
-/* nn/patches.c: F.unfold (PyTorch's im2col) on the IM2COL kernel, with Im2ColBackward0,
- * whose formula is the COL2IM kernel (its adjoint), as PyTorch's. */
+/* nn/patches.c: F.unfold (PyTorch's im2col) on the IM2COL kernel and F.fold (col2im) on
+ * the COL2IM kernel, each the other's adjoint, so each is the other's backward
+ * (Im2ColBackward0, Col2ImBackward0), as PyTorch's. */
 #include <string.h>
 
 #include "functional.h"
@@ -110,6 +111,170 @@ weft_tensor *weft_im2col(weft_tensor *x, const int64_t kernel[2], const int64_t 
         return NULL;
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(im2col_in_scope(x, kernel, dilation, padding, stride));
+    weft_scope_pop();
+    return weft_autorelease(y);
+}
+
+/* ---- F.fold ---------------------------------------------------------------------------- */
+
+/* floor division (PyTorch's div_rtn): the block count of a too-small output is <= 0 */
+static int64_t div_floor(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return q * b != a && (a < 0) != (b < 0) ? q - 1 : q;
+}
+
+/* PyTorch 1.13's col2im_shape_check, in its order and words. On success p holds the
+ * geometry (N, C, H, W the image's; OH, OW the blocks'). */
+static int fold_plan(const weft_tensor *x, const int64_t out[2], const int64_t k[2],
+                     const int64_t dil[2], const int64_t pad[2], const int64_t st[2],
+                     struct patches *p)
+{
+    if (k[0] <= 0 || k[1] <= 0)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "kernel size should be greater than zero, but got kernel_height: "
+                              "%lld kernel_width: %lld",
+                              (long long)k[0], (long long)k[1]);
+    if (st[0] <= 0 || st[1] <= 0)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "stride should be greater than zero, but got stride_height: %lld "
+                              "stride_width: %lld",
+                              (long long)st[0], (long long)st[1]);
+    if (dil[0] <= 0 || dil[1] <= 0)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "dilation should be greater than zero, but got dilation_height: "
+                              "%lld dilation_width: %lld",
+                              (long long)dil[0], (long long)dil[1]);
+    if (pad[0] < 0 || pad[1] < 0)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "padding should be non-negative, but got pad_height: %lld "
+                              "pad_width: %lld",
+                              (long long)pad[0], (long long)pad[1]);
+    int b = x->ndim == 3;
+    bool ok = (x->ndim == 2 || x->ndim == 3) && x->shape[b] != 0 && x->shape[b + 1] != 0;
+    if (!ok) {
+        char shape[160];
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
+                              "batch size and non-zero dimensions for input, but got: %s",
+                              weft_shape_str(x->ndim, x->shape, shape, sizeof shape));
+    }
+    int64_t planes = x->shape[b], length = x->shape[b + 1];
+    if (planes % (k[0] * k[1]) != 0)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Expected size of input's dimension 1 to be divisible by the "
+                              "product of kernel_size, but got input.size(1)=%lld and "
+                              "kernel_size=(%lld, %lld).",
+                              (long long)planes, (long long)k[0], (long long)k[1]);
+    int64_t bh = div_floor(out[0] + 2 * pad[0] - dil[0] * (k[0] - 1) - 1, st[0]) + 1;
+    int64_t bw = div_floor(out[1] + 2 * pad[1] - dil[1] * (k[1] - 1) - 1, st[1]) + 1;
+    char given[320];
+    snprintf(given, sizeof given,
+             "Given output_size=(%lld, %lld), kernel_size=(%lld, %lld), dilation=(%lld, %lld), "
+             "padding=(%lld, %lld), stride=(%lld, %lld), ",
+             (long long)out[0], (long long)out[1], (long long)k[0], (long long)k[1],
+             (long long)dil[0], (long long)dil[1], (long long)pad[0], (long long)pad[1],
+             (long long)st[0], (long long)st[1]);
+    if (length != bh * bw)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "%sexpected size of input's dimension 2 to match the calculated "
+                              "number of sliding blocks %lld * %lld = %lld, but got "
+                              "input.size(2)=%lld.",
+                              given, (long long)bh, (long long)bw, (long long)(bh * bw),
+                              (long long)length);
+    if (bh < 1 || bw < 1)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "%scalculated shape of the array of sliding blocks as (%lld, %lld), "
+                              "which is too small (non-positive)",
+                              given, (long long)bh, (long long)bw);
+    if (out[0] < 1 || out[1] < 1)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Expected output spatial size to be positive, but got: "
+                              "output_size=(%lld, %lld).",
+                              (long long)out[0], (long long)out[1]);
+    if (!weft_dtype_is_floating(x->dtype))
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"col2im_out_cpu\" not implemented for '%s'",
+                              weft_dtype_torch_name(x->dtype));
+    p->N = b ? x->shape[0] : 1;
+    p->C = planes / (k[0] * k[1]);
+    p->H = out[0];
+    p->W = out[1];
+    p->OH = bh;
+    p->OW = bw;
+    const int64_t g[10] = {k[0], k[1], st[0], st[1], pad[0], pad[1], dil[0], dil[1], bh, bw};
+    memcpy(p->ints, g, sizeof g);
+    return 0;
+}
+
+/* The gradient of fold is unfold of the gradient with the same geometry. ints[0..9] the
+ * geometry, [10] batched. */
+static int col2im_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                           weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    const int64_t *ints = weft_node_ints(node);
+    bool batched = ints[10] != 0;
+    const int64_t *in_shape = weft_node_input_shape(node, 0);
+    const int64_t N = batched ? in_shape[0] : 1, planes = in_shape[batched];
+    const int64_t img_shape[4] = {N, planes / (ints[0] * ints[1]), g->shape[batched + 1],
+                                  g->shape[batched + 2]};
+    const int64_t cols_shape[3] = {N, planes, ints[8] * ints[9]};
+    weft_tensor *img = weft_reshape(g, 4, img_shape);
+    weft_tensor *cols = weft_empty(3, cols_shape, g->dtype, g->device);
+    if (!img || !cols)
+        return weft_error_code();
+    struct weft_op_call call = {.op = WEFT_OP_IM2COL, .nin = 1, .nout = 1};
+    call.in[0] = img;
+    call.out[0] = cols;
+    memcpy(call.ints, ints, 10 * sizeof *ints);
+    if (weft_dispatch(&call) != 0)
+        return weft_error_code();
+    grad_inputs[0] = batched ? cols : weft_reshape(cols, 2, cols_shape + 1);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+static weft_tensor *col2im_in_scope(weft_tensor *x, const int64_t out[2], const int64_t k[2],
+                                    const int64_t dil[2], const int64_t pad[2],
+                                    const int64_t st[2])
+{
+    struct patches p = {0};
+    if (weft_require_strided(x, "col2im") != 0 || fold_plan(x, out, k, dil, pad, st, &p) != 0)
+        return NULL;
+    const int64_t cols_shape[3] = {p.N, p.C * k[0] * k[1], p.OH * p.OW};
+    const int64_t shape[4] = {p.N, p.C, p.H, p.W};
+    weft_tensor *cols = x->ndim == 3 ? x : weft_reshape(x, 3, cols_shape);
+    weft_tensor *img = weft_empty(4, shape, x->dtype, x->device);
+    if (!cols || !img)
+        return NULL;
+    struct weft_op_call call = {.op = WEFT_OP_COL2IM, .nin = 1, .nout = 1};
+    call.in[0] = cols;
+    call.out[0] = img;
+    memcpy(call.ints, p.ints, sizeof p.ints);
+    if (weft_dispatch(&call) != 0)
+        return NULL;
+    weft_tensor *y = x->ndim == 3 ? img : weft_reshape(img, 3, shape + 1);
+    if (!y || !weft_autograd_needed(1, &x))
+        return y;
+    struct weft_node *node = weft_node_create("Col2ImBackward0", col2im_backward, 1, &x, 0);
+    if (!node)
+        return NULL;
+    int64_t *ints = weft_node_ints(node);
+    memcpy(ints, p.ints, sizeof p.ints);
+    ints[10] = x->ndim == 3;
+    return weft_nn_attach(node, y);
+}
+
+weft_tensor *weft_col2im(weft_tensor *x, const int64_t output_size[2], const int64_t kernel[2],
+                         const int64_t dilation[2], const int64_t padding[2],
+                         const int64_t stride[2])
+{
+    if (!x || !output_size || !kernel || !dilation || !padding || !stride)
+        return NULL;
+    weft_scope_push();
+    weft_tensor *y = weft_tensor_retain(
+        col2im_in_scope(x, output_size, kernel, dilation, padding, stride));
     weft_scope_pop();
     return weft_autorelease(y);
 }

@@ -2,7 +2,7 @@
  * be None), made of maximum and minimum, which propagate NaN as PyTorch's clamp kernel
  * does; all three broadcast and promote together. Node ClampBackward0 with PyTorch's
  * clamp_backward_min_max: x gets the gradient where min <= x <= max, min where x < min
- * (and min < max), max where x > max (or max < min). */
+ * (and min < max), max where x > max (or max < min). clamp_ writes the result into t. */
 #include "internal.h"
 
 static weft_tensor *clamp_forward(weft_tensor *t, weft_tensor *min, weft_tensor *max)
@@ -71,4 +71,35 @@ weft_tensor *weft_clamp_tensor(weft_tensor *t, weft_tensor *min, weft_tensor *ma
         return weft_tensor_discard(out);
     }
     return weft_node_finish1(node, out);
+}
+
+/* t.clamp_(min, max) (PyTorch's clamp_.Tensor): the out-of-place result written back;
+ * the value t had before is what the backward compares. */
+weft_tensor *weft_clamp_tensor_(weft_tensor *t, weft_tensor *min, weft_tensor *max)
+{
+    if (!t)
+        return NULL;
+    weft_tensor *ins[3] = {t, min, max};
+    bool rec = weft_autograd_needed_inline(3, ins);
+    if (rec && weft_autograd_check_inplace(t, true) != 0)
+        return NULL;
+    weft_tensor *orig = rec ? original_value(t) : NULL;
+    weft_tensor *r = !rec || orig ? clamp_forward(t, min, max) : NULL;
+    int rc = r ? ops_write_result_(t, r) : -1;
+    weft_tensor_discard(r);
+    if (rc != 0 || !rec) {
+        weft_tensor_discard(orig);
+        return rc == 0 ? t : NULL;
+    }
+    struct weft_node *node = weft_node_create(OP_GRAD_FN(CLAMP_TENSOR), clamp_tensor_backward, 3,
+                                              ins, 3);
+    if (node && (weft_node_save(node, 0, orig) != 0 || (min && weft_node_save(node, 1, min) != 0) ||
+                 (max && weft_node_save(node, 2, max) != 0))) {
+        weft_node_abandon(node);
+        node = NULL;
+    }
+    weft_tensor_discard(orig);
+    if (!node)
+        return NULL;
+    return weft_node_finish(node, 1, &t) == 0 ? t : NULL;
 }

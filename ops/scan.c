@@ -1,13 +1,14 @@
 /* ops/scan.c: torch.cumsum and torch.cumprod on the named CUMSUM and CUMPROD kernels
  * (weft/kernel.h), with their nodes (CumsumBackward0, CumprodBackward0; weft/op_table.h's
- * WEFT_OPS_PORTED). Bool and integer inputs give int64, as PyTorch's default dtype does. */
+ * WEFT_OPS_PORTED). Bool and integer inputs give int64, as PyTorch's default dtype does;
+ * dtype= casts the input to it first. */
 #include "internal.h"
 
-static weft_tensor *scan_in_scope(bool prod, weft_tensor *t, int d)
+/* dt: the dtype the scan runs in and gives */
+static weft_tensor *scan_in_scope(bool prod, weft_tensor *t, int d, enum weft_dtype dt)
 {
     static int cached[2] = {-1, -1};
     int op = ops_named_op(&cached[prod], prod ? WEFT_OP_CUMPROD_NAME : WEFT_OP_CUMSUM_NAME);
-    enum weft_dtype dt = dtype_is_floating(t->dtype) ? t->dtype : WEFT_I64;
     weft_tensor *src = t->dtype == dt ? t : weft_to_dtype(t, dt);
     weft_tensor *out = weft_empty(t->ndim, t->shape, dt, t->device);
     if (!src || !out || op < 0)
@@ -22,7 +23,7 @@ static weft_tensor *scan_in_scope(bool prod, weft_tensor *t, int d)
     return out;
 }
 
-static weft_tensor *scan_forward(bool prod, weft_tensor *t, int dim)
+static weft_tensor *scan_forward(bool prod, weft_tensor *t, int dim, enum weft_dtype dt)
 {
     if (!t || weft_require_strided(t, prod ? "cumprod" : "cumsum") != 0)
         return NULL;
@@ -30,7 +31,7 @@ static weft_tensor *scan_forward(bool prod, weft_tensor *t, int dim)
     if (d < 0)
         return NULL;
     weft_scope_push();
-    weft_tensor *out = weft_tensor_retain(scan_in_scope(prod, t, d));
+    weft_tensor *out = weft_tensor_retain(scan_in_scope(prod, t, d, dt));
     weft_scope_pop();
     return weft_tensor_finish(out);
 }
@@ -57,6 +58,8 @@ static weft_tensor *cumprod_grad(weft_tensor *g, weft_tensor *x, weft_tensor *y,
     return weft_where(first_zero, at_zero, weft_masked_fill(nonzero, is_zero, 0));
 }
 
+/* With dtype= the gradient goes back in the input's dtype first, as PyTorch's
+ * cumsum_backward(grad.to(self.scalar_type()), dim) (the result too, for cumprod). */
 static int scan_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                          weft_tensor **grad_inputs)
 {
@@ -65,19 +68,24 @@ static int scan_backward(struct weft_node *node, weft_tensor *const *grad_output
     bool prod = weft_node_ints(node)[1] != 0;
     if (!g)
         return 0;
+    enum weft_dtype in_dt = weft_node_input_dtype(node, 0);
+    if (g->dtype != in_dt && !(g = weft_to_dtype(g, in_dt)))
+        return weft_error_code();
     if (g->ndim == 0) /* a 0-dim scan is the identity */
         grad_inputs[0] = weft_autorelease(weft_tensor_retain(g));
     else if (prod)
-        grad_inputs[0] = cumprod_grad(g, weft_node_saved(node, 0), weft_node_saved(node, 1), dim);
+        grad_inputs[0] = cumprod_grad(g, weft_node_saved(node, 0),
+                                      weft_to_dtype(weft_node_saved(node, 1), in_dt), dim);
     else
         grad_inputs[0] = reverse_cumsum(g, dim);
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
-static weft_tensor *scan(bool prod, weft_tensor *t, int dim)
+static weft_tensor *scan(bool prod, weft_tensor *t, int dim, enum weft_dtype dt)
 {
-    bool rec = weft_autograd_needed_inline(1, &t);
-    weft_tensor *out = WEFT_NO_GRAD(rec, scan_forward(prod, t, dim));
+    /* an integer result does not require grad (PyTorch: not a differentiable type) */
+    bool rec = dtype_is_floating(dt) && weft_autograd_needed_inline(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, scan_forward(prod, t, dim, dt));
     if (!rec || !out)
         return out;
     struct weft_node *node = weft_node_create(prod ? OP_GRAD_FN(CUMPROD) : OP_GRAD_FN(CUMSUM),
@@ -94,14 +102,46 @@ static weft_tensor *scan(bool prod, weft_tensor *t, int dim)
     return weft_node_finish1(node, out);
 }
 
+static enum weft_dtype default_dtype(const weft_tensor *t)
+{
+    return dtype_is_floating(t->dtype) ? t->dtype : WEFT_I64;
+}
+
 weft_tensor *weft_cumsum(weft_tensor *t, int dim)
 {
     OP_AUTOCAST_RETURN(CUMSUM, 1, &t, weft_cumsum(t, dim));
-    return scan(false, t, dim);
+    return t ? scan(false, t, dim, default_dtype(t)) : NULL;
 }
 
 weft_tensor *weft_cumprod(weft_tensor *t, int dim)
 {
     OP_AUTOCAST_RETURN(CUMPROD, 1, &t, weft_cumprod(t, dim));
-    return scan(true, t, dim);
+    return t ? scan(true, t, dim, default_dtype(t)) : NULL;
+}
+
+/* dtype given: autocast runs the op as given (PyTorch's fp32_set_opt_dtype) */
+static weft_tensor *scan_dtype(bool prod, weft_tensor *t, int dim, enum weft_dtype dtype)
+{
+    if (!t)
+        return NULL;
+    if (!weft_dtype_valid(dtype)) {
+        weft_error_set(WEFT_ERR_VALUE, "%s: dtype %d is not a dtype", prod ? "cumprod" : "cumsum",
+                       (int)dtype);
+        return NULL;
+    }
+    if (dtype == WEFT_BOOL) /* PyTorch's cpu kernels have no bool scan */
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s_out_cpu\" not implemented for 'Bool'",
+                              prod ? "cumprod" : "cumsum"),
+               NULL;
+    return scan(prod, t, dim, dtype);
+}
+
+weft_tensor *weft_cumsum_dtype(weft_tensor *t, int dim, enum weft_dtype dtype)
+{
+    return scan_dtype(false, t, dim, dtype);
+}
+
+weft_tensor *weft_cumprod_dtype(weft_tensor *t, int dim, enum weft_dtype dtype)
+{
+    return scan_dtype(true, t, dim, dtype);
 }

@@ -1,7 +1,9 @@
 /* ops/sort.c: torch.sort, torch.argsort and torch.topk on the named SORT kernel
  * (weft/kernel.h), with their nodes (SortBackward0, TopkBackward0; weft/op_table.h's
- * WEFT_OPS_PORTED). topk is the first k of a sort: PyTorch selects them without sorting
- * the rest, which is faster for small k, and orders ties as its selection meets them. */
+ * WEFT_OPS_PORTED; SortBackward1 for the overload that takes stable=). The kernel is
+ * stable, so stable=False gets one of the orders it allows. topk is the first k of a
+ * sort: PyTorch selects them without sorting the rest, which is faster for small k, and
+ * orders ties as its selection meets them. */
 #include "internal.h"
 
 /* values and int64 indices of t sorted along d, in the current scope */
@@ -111,10 +113,23 @@ int weft_sort(weft_tensor *t, int dim, bool descending, weft_tensor **values,
     return sort_op(OP_GRAD_FN(SORT), t, dim, descending, -1, values, indices);
 }
 
+int weft_sort_stable(weft_tensor *t, bool stable, int dim, bool descending,
+                     weft_tensor **values, weft_tensor **indices)
+{
+    (void)stable; /* the kernel's order is stable, which stable=False allows too */
+    return sort_op("SortBackward1", t, dim, descending, -1, values, indices);
+}
+
 weft_tensor *weft_argsort(weft_tensor *t, int dim, bool descending)
 {
     weft_tensor *indices = NULL;
     return weft_sort(t, dim, descending, NULL, &indices) == 0 ? indices : NULL;
+}
+
+weft_tensor *weft_argsort_stable(weft_tensor *t, bool stable, int dim, bool descending)
+{
+    weft_tensor *indices = NULL;
+    return weft_sort_stable(t, stable, dim, descending, NULL, &indices) == 0 ? indices : NULL;
 }
 
 int weft_topk(weft_tensor *t, int64_t k, int dim, bool largest, weft_tensor **values,

@@ -443,6 +443,7 @@ Test(nn_module, every_layer_reprs_as_torch_nn)
         {weft_nn_dropout(0.25), "Dropout(p=0.25, inplace=False)"},
         {weft_nn_dropout(0.0), "Dropout(p=0.0, inplace=False)"},
         {weft_nn_embedding(10, 3), "Embedding(10, 3)"},
+        {weft_nn_embedding_padding(10, 3, -1), "Embedding(10, 3, padding_idx=9)"},
         {weft_nn_flatten(1, -1), "Flatten(start_dim=1, end_dim=-1)"},
         {weft_nn_relu(), "ReLU()"},
         {weft_nn_leaky_relu(0.01), "LeakyReLU(negative_slope=0.01)"},
@@ -736,6 +737,54 @@ Test(nn_module, embedding_is_standard_normal)
     cr_assert_lt(fabs(s.mean), 0.01, "mean %g", s.mean);
     cr_assert_lt(fabs(s.std - 1), 0.01, "std %g", s.std);
     weft_module_free(m);
+}
+
+/* nn.Embedding(5, 3, padding_idx=-2): the row kept as 3 starts as zeros, the others
+ * N(0, 1); the forward reads it as any row, the backward gives it no gradient; out of range
+ * is PyTorch's assertion; the INI key builds the same layer and names itself when out of
+ * range. */
+Test(nn_module, embedding_padding_idx_row_starts_at_zero_and_gets_no_gradient)
+{
+    weft_manual_seed(3);
+    weft_module *m = check_module(weft_nn_embedding_padding(5, 3, -2));
+    weft_scope_push();
+    weft_tensor *w = weft_module_parameter(m, "weight");
+    double v[15];
+    tu_read(w, v);
+    for (int i = 0; i < 15; i++)
+        cr_expect(i / 3 == 3 ? v[i] == 0 : v[i] != 0, "weight[%d][%d] = %g", i / 3, i % 3, v[i]);
+    cr_expect(weft_requires_grad(w) && !weft_grad_fn_name(w), "still a leaf");
+    int64_t n = 4;
+    weft_tensor *idx = tu_tensor(1, &n, (const double[]){3, 0, 3, 1}, WEFT_I64);
+    weft_tensor *y = weft_module_forward(m, idx);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    tu_assert_close(weft_grad(w), (double[]){1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 15,
+                    0, 0);
+    weft_scope_pop();
+    weft_module_free(m);
+
+    cr_expect_null(weft_nn_embedding_padding(5, 3, 5));
+    tu_assert_error(WEFT_ERR_VALUE, "Padding_idx must be within num_embeddings");
+    cr_expect_null(weft_nn_embedding_padding(5, 3, -6));
+    tu_assert_error(WEFT_ERR_VALUE, "Padding_idx must be within num_embeddings");
+
+    weft_options *o = weft_options_new("layer.emb", "lm.ini");
+    cr_assert(o && weft_options_set(o, "num_embeddings", "5") == 0 &&
+              weft_options_set(o, "embedding_dim", "3") == 0 &&
+              weft_options_set(o, "padding_idx", "0") == 0);
+    m = weft_module_create("embedding", o);
+    cr_assert_not_null(m, "%s", weft_error_message());
+    char *text = weft_module_repr(m);
+    cr_expect_str_eq(text, "Embedding(5, 3, padding_idx=0)");
+    free(text);
+    weft_module_free(m);
+    cr_assert_eq(weft_options_set(o, "padding_idx", "5"), 0);
+    cr_expect_null(weft_module_create("embedding", o));
+    tu_assert_error(WEFT_ERR_CONFIG, "lm.ini: [layer.emb] padding_idx = '5': Padding_idx must be "
+                                     "within num_embeddings (-5 to 4)");
+    weft_options_free(o);
 }
 
 Test(nn_module, norms_start_at_identity_statistics)

@@ -32,11 +32,12 @@ static weft_tensor *ints(int64_t n, const double *v)
 
 enum fn { CUMSUM, CUMPROD, SORT, TOPK, AMAX, AMIN, FLIP, ROLL, TRIL, TRIU, UNFOLD,
           MASKED_SELECT, MASKED_SCATTER, INDEX_ADD, INDEX_COPY, INDEX_FILL, CLAMP, SMOOTH_L1,
-          HUBER, EMBEDDING, IM2COL, NFNS };
+          HUBER, EMBEDDING, IM2COL, SORT_STABLE, CUMPROD_DTYPE, CLAMP_, FOLD, NFNS };
 static const char *const names[NFNS] = {
     "cumsum", "cumprod", "sort", "topk", "amax", "amin", "flip", "roll", "tril", "triu",
     "unfold", "masked_select", "masked_scatter", "index_add", "index_copy", "index_fill",
-    "clamp_tensor", "smooth_l1_loss", "huber_loss", "embedding_padding", "im2col"};
+    "clamp_tensor", "smooth_l1_loss", "huber_loss", "embedding_padding", "im2col",
+    "sort(stable=True)", "cumprod(dtype=float64)", "clamp_ (tensors)", "fold"};
 
 static weft_tensor *mask34(void)
 {
@@ -77,6 +78,14 @@ static weft_tensor *call(void *ctx, weft_tensor *const *in)
         const int64_t s4[4] = {1, 2, 3, 4}, k[2] = {2, 2}, one[2] = {1, 1}, pad[2] = {1, 0};
         return weft_im2col(weft_reshape(in[0], 4, s4), k, one, pad, one);
     }
+    case SORT_STABLE: return weft_sort_stable(in[0], true, 0, false, &v, NULL) == 0 ? v : NULL;
+    case CUMPROD_DTYPE: return weft_cumprod_dtype(in[0], 1, WEFT_F64);
+    case CLAMP_:
+        return weft_clamp_tensor_(weft_mul_scalar(in[0], 1), in[1], weft_add_scalar(in[1], 1.5));
+    case FOLD: { /* [8, 4] = C 2 x 2x2 taps, 2x2 blocks: overlapping 2x2 blocks of a 3x3 image */
+        const int64_t os[2] = {3, 3}, k[2] = {2, 2}, one[2] = {1, 1}, zero[2] = {0, 0};
+        return weft_col2im(in[0], os, k, one, zero, one);
+    }
     default: return NULL;
     }
 }
@@ -85,7 +94,10 @@ Test(ported, every_differentiable_function_passes_gradcheck)
 {
     for (int f = 0; f < NFNS; f++) {
         weft_scope_push();
-        weft_tensor *in[2] = {f == IM2COL ? leaf(6, 4, 1) : leaf(3, 4, 5 + (uint64_t)f), NULL};
+        weft_tensor *in[2] = {f == IM2COL ? leaf(6, 4, 1)
+                              : f == FOLD ? leaf(8, 4, 2)
+                                          : leaf(3, 4, 5 + (uint64_t)f),
+                              NULL};
         if (f == INDEX_ADD)
             in[1] = leaf(3, 3, 11);
         else if (f == INDEX_COPY)
@@ -94,6 +106,8 @@ Test(ported, every_differentiable_function_passes_gradcheck)
             in[1] = leaf(2, 4, 17);
         else if (f == CLAMP)
             in[1] = leaf(1, 4, 24); /* the bounds: off x's values (seed 24 vs 5 + CLAMP) */
+        else if (f == CLAMP_)
+            in[1] = leaf(1, 4, 5 + CLAMP_ + 3); /* 3 seeds from x's, as CLAMP's bounds */
         else if (f == SMOOTH_L1 || f == HUBER)
             in[1] = leaf(3, 4, 23);
         int rc = weft_gradcheck(call, (void *)(intptr_t)f, in[1] ? 2 : 1, in, 1e-6, 1e-5, 1e-3);

@@ -106,55 +106,98 @@ static inline __attribute__((always_inline)) float exp2_reduced_f32(float f)
     return p * f + 1.0f;
 }
 
-/* GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), computed
- * as x sigmoid(2u): x / (1 + E) for x >= 0 and x E / (1 + E) below, E = e^{-2|u|}, so
- * nothing cancels (1 + tanh(u) lost all of its digits below x = -4 or so: 1.3% off at
- * -4.25, the sign wrong at -5.15). In the left tail the result's relative error is the
- * absolute error of 2|u|, which reaches 158 there: |u| / ln 2 and its reduction to
- * n + f are computed in double (a float's cube fits in one), 2^f in float. Within 3.3 ulp
- * of the exact value over the whole float range, subnormal results included.
- * gelu_tanh_exp_f32 gives E 2^64 (a normal float for every |x| <= 10.9, where x's are
- * clamped: beyond, E < 2^-158), n from the same double. */
-static inline __attribute__((always_inline)) float gelu_tanh_exp_f32(float x)
+/* GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3). With
+ * a = |x| and E = e^{-2|u|} = 2^-y, y = a (C1 + C3 a^2) (C1 = 2 sqrt(2 / pi) / ln 2,
+ * C3 = 0.044715 C1), it is x / (1 + E) for x >= 0 and x E / (1 + E) below: both are
+ * relu(x) - a E / (1 + E) (gelu(x) - gelu(-x) = x), in which nothing cancels (1 + tanh(u)
+ * lost every digit below x = -4 or so: 1.3% off at -4.25, the sign wrong at -5.15).
+ *
+ * In the left tail the result's relative error is y's absolute error times ln 2, and y
+ * reaches 191 there, so n - y (n = round(y)) is computed to about 2^-25 with float
+ * operations that are exact or fused (fmaf rounds once; everything else is exact):
+ *   s + es = a^2 exactly, es = fma(a, a, -s);
+ *   th = fma(C3h, s, C1h), and its rounding error fma(C3h, s, C1h - th): C1h is C1
+ *     rounded to a multiple of 2^-20, which makes C1h - th exact for every th < 18
+ *     (Sterbenz below 2 C1h, and above it both are multiples of the difference's ulp);
+ *   tl adds the small terms C3h es, C3l s and C1l to it (C3 = C3h + C3l, C1 = C1h + C1l);
+ *   n = round(a th) through the float adder (n sits in the sum's low bits), and
+ *   f = n - a th - a tl, each product fused.
+ * This costs fewer instructions than computing y in double did (two conversions each way
+ * per vector), and the same accuracy. E 2^64 = 2^f 2^(64 - n), 2^f by a degree-6
+ * polynomial: a normal float wherever the result is not 0. |x| is clamped at 11.68, where
+ * n = 191 makes 2^(64 - n)'s exponent field 0, so E 2^64 is exactly 0 there (the result is
+ * below half the least subnormal from about -10.6 on). a E / (1 + E) is
+ * a E64 / (E64 + 2^64), which rounds once, subnormal results too.
+ *
+ * The error-free steps need a fused multiply-add: the x86-64-v3/v4 clones and aarch64
+ * have one; the baseline x86-64 clone calls libm's fmaf (exact, slower: CPUs before
+ * Haswell). */
+#define GELU_TANH_AMAX_BITS 0x413ae148u /* 11.68f: y = 190.92 */
+
+/* E 2^64 for a in [0, 11.68], a^2 rounded in *sq (the backward's too). */
+static inline __attribute__((always_inline)) float gelu_tanh_exp_f32(float a, float *sq)
+{
+    const float C1h = 0x1.26aecp+1f, C1l = 0x1.0de73ap-22f;
+    const float C3h = 0x1.a5a7dp-4f, C3l = -0x1.151aacp-29f;
+    float s = a * a, es = fmaf(a, a, -s);
+    float th = fmaf(C3h, s, C1h);
+    float tl = fmaf(C3h, s, C1h - th);
+    tl = fmaf(C3h, es, tl);
+    tl = fmaf(C3l, s, tl) + C1l;
+    float ym = fmaf(a, th, 0x1.8p23f); /* n + 1.5 2^23 */
+    float n = ym - 0x1.8p23f;
+    float f = fmaf(-a, tl, fmaf(-a, th, n)); /* n - y: E = 2^f 2^-n */
+    uint32_t yb;
+    memcpy(&yb, &ym, sizeof yb);
+    uint32_t bits = (0x4b400000u + 64u + 127u - yb) << 23; /* 2^(64 - n); 0 at n = 191 */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    *sq = s;
+    return exp2_reduced_f32(f) * scale;
+}
+
+/* |x| as bits, and min(|x|, 11.68) (NaN and inf give 11.68) */
+static inline __attribute__((always_inline)) float gelu_tanh_clamp_f32(float x, float *ax)
 {
     uint32_t ab;
     memcpy(&ab, &x, sizeof ab);
     ab &= 0x7fffffffu;
-    ab = ab < 0x412e6666u ? ab : 0x412e6666u; /* min(|x|, 10.9) on the bits: NaN -> 10.9 */
+    memcpy(ax, &ab, sizeof ab);
+    ab = ab < GELU_TANH_AMAX_BITS ? ab : GELU_TANH_AMAX_BITS;
     float a;
     memcpy(&a, &ab, sizeof a);
-    double ad = a;
-    /* 2 |u| / ln 2 = a (C1 + C3 a^2), C1 = 2 sqrt(2 / pi) / ln 2, C3 = 0.044715 C1 */
-    double y = ad * (ad * ad * 0.1029432395800235 + 2.302208198144325);
-    double n = (y + 0x1.8p52) - 0x1.8p52; /* round(y) */
-    float f = (float)(n - y);             /* E = 2^f 2^-n, |f| <= 1/2 */
-    int32_t bits = (127 + 64 - (int32_t)n) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return exp2_reduced_f32(f) * scale;
+    return a;
 }
 
 static inline __attribute__((always_inline)) float gelu_tanh_form_f32(float x)
 {
-    float e64 = gelu_tanh_exp_f32(x);
-    /* below -10.9, x E is -0 (NaN for -inf and NaN, as 0.5 x (1 + tanh(u)) gives) */
-    float tail = x >= -10.9f ? e64 : 0.f;
-    float num = x >= 0.f ? x : x * tail * 0x1p-64f;
-    return num / (1.0f + e64 * 0x1p-64f);
+    float ax, s, a = gelu_tanh_clamp_f32(x, &ax);
+    float e64 = gelu_tanh_exp_f32(a, &s);
+    float t = (a * e64) / (e64 + 0x1p64f); /* a E / (1 + E) */
+    /* relu(x), -0 below, NaN for -inf (as 0.5 x (1 + tanh(u)) gives: -inf * 0) and NaN;
+     * chosen by the sign bit, which one blend instruction reads */
+    int32_t xi;
+    memcpy(&xi, &x, sizeof xi);
+    float r = xi < 0 ? x * 0.f : x;
+    return r - t;
 }
 
 /* g times its derivative, 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2) with
  * t = tanh(u): with S = sigmoid(2u) and k = x c, c = 2 beta (1 + 3 kappa x^2), that is
- * S + k S (1 - S), which is (d + x E c) / d^2 for x >= 0 and E (d + x c) / d^2 below,
- * d = 1 + E. x E is formed first, so that E = 0 leaves k's overflow out (NaN only where
- * x^2 overflows, as PyTorch's 0 * inf). */
+ * S + k S (1 - S); gelu'(x) + gelu'(-x) = 1, and below 0 it is Q = E (d - a c) / d^2,
+ * d = 1 + E, so it is Q for x < 0 and 1 - Q above (Q <= 1/2 there: no cancellation).
+ * Q = E64 (d - |x| c) / (d^2 2^64) rounds once where it is subnormal. |x| unclamped in
+ * d - |x| c makes inf and NaN give NaN (E64 = 0 times -inf), as PyTorch's 0 * inf. */
 static inline __attribute__((always_inline)) float gelu_tanh_form_grad_f32(float g, float x)
 {
-    float e64 = gelu_tanh_exp_f32(x), e = e64 * 0x1p-64f, d = 1.0f + e;
-    float c = 1.5957691216057308f * (1.0f + 0.134145f * x * x);
-    float tail = x >= -10.9f ? e64 : 0.f;
-    float num = x >= 0.f ? d + (x * e) * c : (tail * d + (tail * x) * c) * 0x1p-64f;
-    return g * (num / (d * d));
+    float ax, s, a = gelu_tanh_clamp_f32(x, &ax);
+    float e64 = gelu_tanh_exp_f32(a, &s);
+    float d = fmaf(e64, 0x1p-64f, 1.0f);
+    float c = fmaf(0.21406444881780076f, s, 1.5957691216057308f);
+    float q = e64 * fmaf(-ax, c, d) / ((d * d) * 0x1p64f);
+    int32_t xi;
+    memcpy(&xi, &x, sizeof xi);
+    return g * (xi < 0 ? q : 1.0f - q); /* gelu'(-0) = gelu'(0) */
 }
 
 /* The same in double (what _Generic picks for non-float), through libm's exp. */

@@ -20,28 +20,46 @@ __device__ __forceinline__ double erf_c(double v) { return erf(v); }
 __device__ __forceinline__ float exp_c(float v) { return expf(v); }
 __device__ __forceinline__ double exp_c(double v) { return exp(v); }
 
-/* GELU's tanh form, 0.5 x (1 + tanh(u)), as x sigmoid(2u): x / (1 + E) for x >= 0 and
- * x E / (1 + E) below, E = e^{-2|u|}, where 1 + tanh(u) cancels in the left tail. The cpu
- * plugin's fast_math.h says why 2|u| is taken in double for float (its absolute error is
- * the result's relative one, and it reaches 158): E 2^64, a normal float for |x| <= 10.9
- * (beyond, E < 2^-158, and x E is -0, NaN for -inf and NaN). */
+/* GELU's tanh form, 0.5 x (1 + tanh(u)), as relu(x) - a E / (1 + E), a = |x|,
+ * E = e^{-2|u|} = 2^-y, y = a (C1 + C3 a^2), where 1 + tanh(u) cancels in the left tail.
+ * The cpu plugin's fast_math.h says how n - y (n = round(y)) is taken to 2^-25 with fused
+ * multiply-adds (its absolute error is the result's relative one, and y reaches 191) and
+ * why E 2^64 = 2^(n - y) 2^(64 - n) is a normal float wherever the result is not 0; this
+ * is the same arithmetic, 2^f by the same polynomial, so both devices agree. */
 constexpr float kTwoTo64 = 18446744073709551616.0f;
+constexpr float kAmax = 11.68f; /* y = 190.92: n = 191 makes 2^(64 - n) 0 */
 
-__device__ __forceinline__ float gelu_tanh_e64(float x)
+__device__ __forceinline__ float gelu_tanh_e64(float a, float *sq)
 {
-    float a = fminf(fabsf(x), 10.9f); /* NaN -> 10.9 */
-    double ad = a;
-    double y = ad * (ad * ad * 0.1029432395800235 + 2.302208198144325); /* 2|u| / ln 2 */
-    double n = rint(y);
-    return ldexpf(exp2f((float)(n - y)), 64 - (int)n);
+    const float C1h = 0x1.26aecp+1f, C1l = 0x1.0de73ap-22f;
+    const float C3h = 0x1.a5a7dp-4f, C3l = -0x1.151aacp-29f;
+    float s = __fmul_rn(a, a), es = fmaf(a, a, -s);
+    float th = fmaf(C3h, s, C1h);
+    float tl = fmaf(C3h, s, __fsub_rn(C1h, th));
+    tl = fmaf(C3h, es, tl);
+    tl = __fadd_rn(fmaf(C3l, s, tl), C1l);
+    float ym = fmaf(a, th, 0x1.8p23f); /* n + 1.5 2^23 */
+    float n = __fsub_rn(ym, 0x1.8p23f);
+    float f = fmaf(-a, tl, fmaf(-a, th, n)); /* n - y */
+    float p = 1.5353492926806211e-4f; /* 2^f, fast_math.h's exp2_reduced_f32 */
+    p = fmaf(p, f, 1.3398872688412666e-3f);
+    p = fmaf(p, f, 9.61843691766262e-3f);
+    p = fmaf(p, f, 5.5503323674201965e-2f);
+    p = fmaf(p, f, 2.4022647738456726e-1f);
+    p = fmaf(p, f, 6.931471824645996e-1f);
+    p = fmaf(p, f, 1.0f);
+    unsigned bits = (0x4b400000u + 64u + 127u - __float_as_uint(ym)) << 23; /* 0 at n = 191 */
+    *sq = s;
+    return __fmul_rn(p, __uint_as_float(bits));
 }
 
 __device__ __forceinline__ float gelu_tanh(float x)
 {
-    float e64 = gelu_tanh_e64(x);
-    float tail = x >= -10.9f ? e64 : 0.f;
-    float num = x >= 0.f ? x : x * tail / kTwoTo64;
-    return num / (1.0f + e64 / kTwoTo64);
+    float s, a = fminf(fabsf(x), kAmax); /* NaN -> kAmax */
+    float e64 = gelu_tanh_e64(a, &s);
+    float t = __fdiv_rn(__fmul_rn(a, e64), __fadd_rn(e64, kTwoTo64));
+    float r = x >= 0.f ? x : x * 0.f; /* NaN for -inf and NaN, as PyTorch's -inf * 0 */
+    return __fsub_rn(r, t);
 }
 
 __device__ __forceinline__ double gelu_tanh(double x)
@@ -51,14 +69,16 @@ __device__ __forceinline__ double gelu_tanh(double x)
 }
 
 /* Its derivative S + k S (1 - S), S = sigmoid(2u), k = x c, c = 2 beta (1 + 3 kappa x^2):
- * (d + x E c) / d^2 for x >= 0 and E (d + x c) / d^2 below, d = 1 + E. */
+ * Q = E (d - a c) / d^2 for x < 0 and 1 - Q above (gelu'(x) + gelu'(-x) = 1), d = 1 + E;
+ * |x| unclamped in d - |x| c makes inf and NaN give NaN. */
 __device__ __forceinline__ float gelu_tanh_slope(float x)
 {
-    float e64 = gelu_tanh_e64(x), e = e64 / kTwoTo64, d = 1.0f + e;
-    float c = (float)(2 * kBeta) * (1.0f + (float)(3 * kKappa) * x * x);
-    float tail = x >= -10.9f ? e64 : 0.f;
-    float num = x >= 0.f ? d + (x * e) * c : (tail * d + (tail * x) * c) / kTwoTo64;
-    return num / (d * d);
+    float s, ax = fabsf(x), a = fminf(ax, kAmax);
+    float e64 = gelu_tanh_e64(a, &s);
+    float d = fmaf(e64, 1.0f / kTwoTo64, 1.0f);
+    float c = fmaf(0.21406444881780076f, s, 1.5957691216057308f);
+    float q = __fdiv_rn(__fmul_rn(e64, fmaf(-ax, c, d)), __fmul_rn(__fmul_rn(d, d), kTwoTo64));
+    return x >= 0.f ? __fsub_rn(1.0f, q) : q;
 }
 
 __device__ __forceinline__ double gelu_tanh_slope(double x)

@@ -6,6 +6,11 @@ import torch
 import torch.nn.functional as F
 
 REDUCTION = ["mean", "sum", "none"]
+# gen.py's ALL, whose index a case's dtype parameter is
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64]
+DTYPE_NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+               "float32", "float64"]
 
 
 def _dims(p, start, n):
@@ -79,6 +84,31 @@ def run(op, ts, p):
         return x.unfold(int(p[0]), int(p[1]), int(p[2]))
     if op == "F_unfold":
         return F.unfold(x, int(p[0]), dilation=int(p[1]), padding=int(p[2]), stride=int(p[3]))
+    if op == "sort_stable":  # p: stable, dim, descending (the overload that takes stable)
+        r = torch.sort(x, stable=bool(p[0]), dim=int(p[1]), descending=bool(p[2]))
+        return (r.values, r.indices)
+    if op == "argsort_stable":
+        return torch.argsort(x, stable=bool(p[0]), dim=int(p[1]), descending=bool(p[2]))
+    if op in ("cumsum_dtype", "cumprod_dtype"):  # p: dim, dtype (DTYPES' index)
+        fn, dt = getattr(torch, op[:-6]), DTYPES[int(p[1])]
+        try:
+            return fn(x, int(p[0]), dtype=dt)
+        except RuntimeError as e:
+            # a 16-bit float scan PyTorch 1.13's cpu lacks: in float32, each result
+            # rounded, as its cuda kernel (and weft's) accumulate
+            if "not implemented for 'Half'" not in str(e) and \
+                    "not implemented for 'BFloat16'" not in str(e):
+                raise
+            return fn(x.to(dt).float(), int(p[0])).to(dt)
+    if op == "clamp_tensor_":
+        lo = ts[1] if p[0] else None
+        hi = ts[1 + int(p[0])] if p[1] else None
+        return x.clamp_(lo, hi)
+    if op == "clamp_tensor_of_clone":  # clamp_ of a clone (a leaf may not change in place)
+        return x.clone().clamp_(ts[1], ts[2])
+    if op == "F_fold":  # p: output_size (2), kernel_size, dilation, padding, stride
+        return F.fold(x, (int(p[0]), int(p[1])), int(p[2]), dilation=int(p[3]),
+                      padding=int(p[4]), stride=int(p[5]))
     raise KeyError(op)
 
 
@@ -87,7 +117,8 @@ OPS = ("cumsum", "cumprod", "sort", "argsort", "topk", "amax", "amin", "flip", "
        "index_add_", "index_copy", "index_copy_", "index_fill", "index_fill_", "isclose",
        "allclose", "clamp_tensor", "floor_divide_", "remainder_", "floor_divide_scalar_",
        "remainder_scalar_", "scatter_", "scatter_value_", "smooth_l1_loss", "huber_loss",
-       "embedding_padding", "unfold", "F_unfold")
+       "embedding_padding", "unfold", "F_unfold", "sort_stable", "argsort_stable",
+       "cumsum_dtype", "cumprod_dtype", "clamp_tensor_", "clamp_tensor_of_clone", "F_fold")
 
 
 def topk_ties(Inp, inp, k, dim, largest):
@@ -99,6 +130,101 @@ def topk_ties(Inp, inp, k, dim, largest):
     r = torch.topk(t, k, dim, largest=largest)
     s = torch.sort(t, dim=dim, descending=largest, stable=True).indices.narrow(dim, 0, k)
     return not torch.equal(r.indices, s)
+
+
+def unstable_ties(inp, dim, desc):
+    """True when PyTorch's sort(stable=False) orders ties otherwise than the stable sort
+    (left out: stable=False promises no order of ties)."""
+    t = inp.tensor()
+    if t.dtype in (torch.float16, torch.bfloat16):
+        t = t.float()
+    a = torch.sort(t, stable=False, dim=dim, descending=desc).indices
+    b = torch.sort(t, stable=True, dim=dim, descending=desc).indices
+    return not torch.equal(a, b)
+
+
+def cases_sort_stable(Inp, case, seed):
+    """sort's and argsort's stable= (the overloads that take it)"""
+    L = []
+    for dt in ("bool", "int64", "float16", "float32", "float64"):
+        for stable, dim, desc in ((1, 1, 0), (0, 1, 1), (1, 0, 1), (0, -1, 0), (1, -1, 1)):
+            inp = Inp(dt, seed, -2, 3, [3, 6])  # few values: ties everywhere
+            if not stable and unstable_ties(inp, dim, bool(desc)):
+                continue
+            L.append(case("sort_stable", [stable, dim, desc], [inp]))
+            L.append(case("argsort_stable", [stable, dim, desc], [inp]))
+        seed += 1
+    L.append(case("sort_stable", [1, 0, 0], [Inp("float32", seed, -2, 3, [6, 3], [1, 6], 0, 18)]))
+    L.append(case("sort_stable", [1, 2, 0], [Inp("float32", seed, -2, 3, [2, 3])]))
+    return L
+
+
+def cases_scan_dtype(Inp, case, seed):
+    """cumsum's and cumprod's dtype=: the input cast first; integer dtypes keep their width"""
+    L = []
+    for op in ("cumsum_dtype", "cumprod_dtype"):
+        lo, hi = (-2, 3) if op == "cumprod_dtype" else (-4, 5)
+        for src in ("bool", "uint8", "int32", "int64", "float16", "float32", "float64"):
+            dsts = ["int32", "int64", "float16", "bfloat16", "float32", "float64", "bool"]
+            if src in ("bool", "uint8"):
+                dsts.append("uint8")  # (a negative float's uint8 is undefined in C)
+            for dst in dsts:
+                for dim in (1, 0):
+                    L.append(case(op, [dim, DTYPE_NAMES.index(dst)], [Inp(src, seed, lo, hi, [3, 5])]))
+            seed += 1
+        # narrow integer results wrap as PyTorch's do
+        L.append(case(op, [1, DTYPE_NAMES.index("int8")], [Inp("int64", seed, 20, 60, [2, 6])]))
+        L.append(case(op, [1, DTYPE_NAMES.index("uint8")], [Inp("int64", seed, 20, 60, [2, 6])]))
+        L.append(case(op, [0, DTYPE_NAMES.index("float64")], [Inp("float32", seed, lo, hi, [4, 3], [1, 4], 0, 12)]))
+        L.append(case(op, [0, DTYPE_NAMES.index("float32")], [Inp("int64", seed, lo, hi, [])]))
+        L.append(case(op, [1, DTYPE_NAMES.index("float32")], [Inp("int64", seed, lo, hi, [0, 3])]))
+        L.append(case(op, [2, DTYPE_NAMES.index("float32")], [Inp("int64", seed, lo, hi, [2, 3])]))
+    return L
+
+
+def cases_clamp_tensor_(Inp, case, seed):
+    """clamp_ with tensor bounds: t holds the result, which must fit its shape and dtype"""
+    L = []
+    for dt in ("uint8", "int64", "float16", "float32", "float64"):
+        t = Inp(dt, seed, -6, 7, [3, 4])
+        lo, hi = Inp(dt, seed + 1, -4, 1, [4]), Inp(dt, seed + 2, 0, 5, [3, 1])
+        L.append(case("clamp_tensor_", [1, 1], [t, lo, hi]))
+        L.append(case("clamp_tensor_", [1, 0], [t, lo]))
+        L.append(case("clamp_tensor_", [0, 1], [t, hi]))
+        L.append(case("clamp_tensor_", [1, 1], [t, hi, lo]))
+        seed += 3
+    x34 = Inp("float32", seed, -6, 7, [3, 4])
+    L.append(case("clamp_tensor_", [1, 1], [Inp("int64", seed, -6, 7, [3, 4]), Inp("float32", seed, -2, 1, [4]),
+                                            Inp("float32", seed + 1, 0, 3, [4])]))
+    L.append(case("clamp_tensor_", [1, 1], [x34, Inp("float64", seed, -2, 1, [4]), Inp("float64", seed + 1, 0, 3, [4])]))
+    L.append(case("clamp_tensor_", [1, 0], [Inp("float32", seed, -6, 7, [4]), Inp("float32", seed, -2, 1, [3, 4])]))
+    L.append(case("clamp_tensor_", [1, 0], [Inp("float32", seed, -6, 7, [3, 4], [0, 1], 0, 4),
+                                            Inp("float32", seed, -2, 1, [4])]))
+    L.append(case("clamp_tensor_", [1, 0], [Inp("float32", seed, -6, 7, [3, 4], [1, 3], 0, 12),
+                                            Inp("float32", seed, -2, 1, [3, 1])]))
+    L.append(case("clamp_tensor_", [0, 0], [x34]))
+    return L
+
+
+def cases_fold(Inp, case, seed):
+    """F.fold: batched, unbatched, overlapping, dilated, with gaps, an empty batch; its
+    checks"""
+    L = []
+    for dt in ("float32", "float64", "float16", "int64"):
+        for shape, geo in (([2, 12, 12], [4, 5, 2, 1, 0, 1]), ([12, 12], [4, 5, 2, 1, 0, 1]),
+                           ([1, 18, 9], [5, 6, 3, 1, 1, 2]), ([2, 4, 30], [5, 6, 2, 2, 1, 1]),
+                           ([1, 4, 4], [7, 7, 2, 1, 0, 3]), ([0, 4, 4], [7, 7, 2, 1, 0, 3])):
+            L.append(case("F_fold", geo, [Inp(dt, seed, -4, 5, shape)]))
+        seed += 1
+    L.append(case("F_fold", [4, 5, 2, 1, 0, 1], [Inp("float32", seed, -4, 5, [2, 12, 12], [144, 1, 12], 0, 288)]))
+    for shape, geo in (([2, 12, 12], [4, 5, 0, 1, 0, 1]), ([2, 12, 12], [4, 5, 2, 1, 0, 0]),
+                       ([2, 12, 12], [4, 5, 2, 0, 0, 1]), ([2, 12, 12], [4, 5, 2, 1, -1, 1]),
+                       ([1, 2, 12, 12], [4, 5, 2, 1, 0, 1]), ([2, 0, 12], [4, 5, 2, 1, 0, 1]),
+                       ([12], [4, 5, 2, 1, 0, 1]), ([2, 10, 12], [4, 5, 2, 1, 0, 1]),
+                       ([2, 12, 10], [4, 5, 2, 1, 0, 1]), ([1, 9, 1], [1, 1, 3, 1, 0, 1]),
+                       ([1, 2, 12], [0, 4, 1, 1, 1, 1]), ([1, 4, 0], [4, 5, 2, 1, 0, 1])):
+        L.append(case("F_fold", geo, [Inp("float32", seed, -4, 5, shape)]))
+    return L
 
 
 def cases(Inp, case):
@@ -281,6 +407,10 @@ def cases(Inp, case):
             L.append(case("F_unfold", [k, dil, pad, st], [Inp("float32", seed, -4, 5, shape)]))
     L.append(case("F_unfold", [2, 1, 0, 1], [Inp("float32", seed, -4, 5, [4, 4])]))
     L.append(case("F_unfold", [7, 1, 0, 1], [Inp("float32", seed, -4, 5, [1, 2, 4, 4])]))
+    L += cases_sort_stable(Inp, case, 75000)
+    L += cases_scan_dtype(Inp, case, 75100)
+    L += cases_clamp_tensor_(Inp, case, 75200)
+    L += cases_fold(Inp, case, 75300)
     return [x for x in L if x is not None]
 
 
@@ -343,4 +473,14 @@ def grad_cases(Inp, grad_case):
     L.append(grad_case("unfold", [1, 2, 1], [f64(seed, [3, 4])]))
     L.append(grad_case("unfold", [0, 2, 1], [f64(seed, [3, 4])]))
     L.append(grad_case("F_unfold", [3, 1, 1, 2], [f64(seed, [2, 2, 5, 6])]))
+    L.append(grad_case("sort_stable", [1, 1, 0], [f64(seed + 1, [3, 5], -60, 60)]))
+    L.append(grad_case("sort_stable", [0, 0, 1], [f64(seed + 2, [4, 3], -60, 60)]))
+    for op in ("cumsum_dtype", "cumprod_dtype"):
+        # (float64 only: a float32 result's gradient arrives in float64 from the replay,
+        # which weft's engine refuses where PyTorch casts it)
+        L.append(grad_case(op, [1, DTYPE_NAMES.index("float64")], [f64(seed + 3, [3, 4])]))
+    L.append(grad_case("clamp_tensor_of_clone", [], [f64(seed, [3, 4], -6, 7), f64(seed + 1, [4], -4, 1),
+                                                     f64(seed + 2, [3, 1], 0, 5)]))
+    L.append(grad_case("F_fold", [4, 5, 2, 1, 0, 1], [f64(seed, [2, 12, 12])]))
+    L.append(grad_case("F_fold", [5, 6, 3, 1, 1, 2], [f64(seed, [18, 9])]))
     return [x for x in L if x is not None]

@@ -217,6 +217,14 @@ weft_tensor *weft_huber_loss(weft_tensor *input, weft_tensor *target,
  * (H, W). Node Im2ColBackward0 (its adjoint, col2im). */
 weft_tensor *weft_im2col(weft_tensor *x, const int64_t kernel[2], const int64_t dilation[2],
                          const int64_t padding[2], const int64_t stride[2]);
+/* F.fold(x, output_size, kernel_size, dilation, padding, stride) (PyTorch's col2im), the
+ * adjoint of F.unfold: x [N, C*kH*kW, L] or [C*kH*kW, L] -> [N, C, H, W] (or [C, H, W]),
+ * (H, W) = output_size, each block added where it came from (overlaps sum). L must be
+ * the number of blocks of that geometry; PyTorch 1.13's checks and texts. Node
+ * Col2ImBackward0 (its gradient is unfold's). */
+weft_tensor *weft_col2im(weft_tensor *x, const int64_t output_size[2], const int64_t kernel[2],
+                         const int64_t dilation[2], const int64_t padding[2],
+                         const int64_t stride[2]);
 /* F.binary_cross_entropy on probabilities: -w (t log(x) + (1 - t) log(1 - x)) with each
  * log clamped at -100, as PyTorch; input values outside [0, 1] are "all elements of input
  * should be between 0 and 1". target of input's shape and dtype, weight NULL or
@@ -393,6 +401,12 @@ weft_module *weft_nn_layer_norm(int ndims, const int64_t *normalized_shape, doub
                                 bool elementwise_affine);
 weft_module *weft_nn_dropout(double p);
 weft_module *weft_nn_embedding(int64_t num_embeddings, int64_t embedding_dim);
+/* nn.Embedding(num_embeddings, embedding_dim, padding_idx): row padding_idx (negative
+ * counts from the end, kept non-negative as PyTorch keeps it; out of range is "Padding_idx
+ * must be within num_embeddings") starts as zeros and gets no gradient (its forward is
+ * weft_embedding_padding). */
+weft_module *weft_nn_embedding_padding(int64_t num_embeddings, int64_t embedding_dim,
+                                       int64_t padding_idx);
 weft_module *weft_nn_flatten(int start_dim, int end_dim); /* PyTorch: 1, -1 */
 weft_module *weft_nn_relu(void);
 weft_module *weft_nn_leaky_relu(double negative_slope); /* PyTorch: 0.01 */

@@ -226,15 +226,28 @@ weft_tensor *weft_one_hot(weft_tensor *t, int64_t num_classes);
  * Each with PyTorch's semantics, node and error texts. */
 
 /* torch.cumsum / torch.cumprod along dim; bool and integer inputs give int64 (PyTorch's
- * default; its dtype= argument is not taken). Differentiable (CumprodBackward0 handles
- * zeros as PyTorch does). */
+ * default). Differentiable (CumprodBackward0 handles zeros as PyTorch does). */
 weft_tensor *weft_cumsum(weft_tensor *t, int dim);
 weft_tensor *weft_cumprod(weft_tensor *t, int dim);
-/* torch.sort(t, dim, descending, stable=True): values and int64 indices (either pointer
- * may be NULL); NaN sorts above every number. Returns 0 or negative. */
+/* The same with dtype= given: t is cast to dtype before the scan (an integer dtype keeps
+ * its width: no int64 promotion), and autocast leaves the op alone, as PyTorch's
+ * fp32_set_opt_dtype policy does. The gradient reaches t in t's dtype; an integer or bool
+ * result records no node (PyTorch's output does not require grad). */
+weft_tensor *weft_cumsum_dtype(weft_tensor *t, int dim, enum weft_dtype dtype);
+weft_tensor *weft_cumprod_dtype(weft_tensor *t, int dim, enum weft_dtype dtype);
+/* torch.sort(t, dim, descending): values and int64 indices (either pointer may be NULL);
+ * NaN sorts above every number; ties keep their order (PyTorch 1.13's cpu sort does too).
+ * Returns 0 or negative. Node SortBackward0. */
 int weft_sort(weft_tensor *t, int dim, bool descending, weft_tensor **values,
               weft_tensor **indices);
 weft_tensor *weft_argsort(weft_tensor *t, int dim, bool descending);
+/* torch.sort(t, stable=stable, dim=dim, descending=descending) and torch.argsort(t,
+ * stable=stable, ...), PyTorch's overloads that take stable: weft sorts stably either way
+ * (stable=False allows any order of ties, and the stable one is such an order). Node
+ * SortBackward1, as PyTorch names the stable overload's. */
+int weft_sort_stable(weft_tensor *t, bool stable, int dim, bool descending,
+                     weft_tensor **values, weft_tensor **indices);
+weft_tensor *weft_argsort_stable(weft_tensor *t, bool stable, int dim, bool descending);
 /* torch.topk(t, k, dim, largest, sorted=True): the k largest (smallest) along dim, in
  * order; of equal values the first found come first. */
 int weft_topk(weft_tensor *t, int64_t k, int dim, bool largest, weft_tensor **values,
@@ -287,6 +300,10 @@ int weft_allclose(weft_tensor *a, weft_tensor *b, double rtol, double atol, bool
 /* torch.clamp(t, min, max) with tensor bounds (either NULL, not both), broadcast and
  * promoted with t; NaN anywhere gives NaN. */
 weft_tensor *weft_clamp_tensor(weft_tensor *t, weft_tensor *min, weft_tensor *max);
+/* t.clamp_(min, max) with tensor bounds: the same written into t, which must hold the
+ * result (its shape: the bounds broadcast to t; its dtype: "result type Float can't be
+ * cast to the desired output type Long"). Returns t. Node ClampBackward0. */
+weft_tensor *weft_clamp_tensor_(weft_tensor *t, weft_tensor *min, weft_tensor *max);
 /* torch.rand_like, randn_like, randint_like: t's shape, dtype, device and layout. */
 weft_tensor *weft_rand_like(const weft_tensor *t);
 weft_tensor *weft_randn_like(const weft_tensor *t);
