@@ -111,7 +111,7 @@ expect_error wrong_dtype 2 "'3.weight' is uint8 \[128, 256\], expected int8 \[12
 # than 0 (weft's kernels take the weights as symmetric) is a malformed int8 file, refused
 # naming the layer and the key; no file is left
 edit "$tmp/static.int8.safetensors" "$tmp/zp.safetensors" 1.weight_zero_point =3
-expect_error export_zero_point 2 "layer 1 (QuantizedLinearReLU): 'weight_zero_point'[0] is 3: weft's int8 weights are symmetric" \
+expect_error export_zero_point 2 "layer 1 (QuantizedLinearReLU): 'weight_zero_point'\\[0\\] is 3: weft's int8 weights are symmetric" \
     export "$mlp" --checkpoint "$tmp/zp.safetensors" --out "$tmp/zp.onnx"
 [ ! -e "$tmp/zp.onnx" ] || fail "export_zero_point: a file was left"
 
