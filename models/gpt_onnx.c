@@ -49,6 +49,26 @@ static weft_module *child(const weft_module *m, const char *name)
     return c;
 }
 
+/* A Linear or Embedding that quantization replaced (weft/quant.h's int8 forms hold their
+ * weight as a buffer, not a parameter) writes its own nodes, through its type's
+ * onnx_export. */
+static bool replaced(const weft_module *m)
+{
+    return !weft_module_parameter(m, "weight");
+}
+
+static const char *own_nodes(weft_onnx_graph *g, weft_module *m, const char *x)
+{
+    const struct weft_module_type *type = weft_module_type(m);
+    if (!WEFT_VTABLE_HAS(type, onnx_export)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "ONNX export: the GPT's %s has no ONNX export "
+                                                 "(its module type '%s' has no onnx_export method)",
+                       type->class_name, type->base.name);
+        return NULL;
+    }
+    return type->onnx_export(m, g, x);
+}
+
 /* The bias of m's, or "" when the config has none. */
 static const char *bias(weft_onnx_graph *g, const weft_module *m)
 {
@@ -56,15 +76,25 @@ static const char *bias(weft_onnx_graph *g, const weft_module *m)
 }
 
 /* x [N, in] @ W^T + b of a Linear (or the tied head) as one Gemm. */
-static const char *gemm(weft_onnx_graph *g, const weft_module *linear, const char *x)
+static const char *gemm(weft_onnx_graph *g, weft_module *linear, const char *x)
 {
     if (!linear)
         return NULL;
+    if (replaced(linear))
+        return own_nodes(g, linear, x);
     const char *b = bias(g, linear);
     const char *in[3] = {x, weft_onnx_param(g, linear, "weight"), b};
     weft_onnx_node *n = weft_onnx_node_add(g, "Gemm", *b ? 3 : 2, in, 1);
     weft_onnx_attr_int(n, "transB", 1);
     return weft_onnx_node_output(n, 0);
+}
+
+/* The rows of an embedding table at idx. */
+static const char *lookup(weft_onnx_graph *g, weft_module *emb, const char *idx)
+{
+    if (replaced(emb))
+        return own_nodes(g, emb, idx);
+    return binary(g, "Gather", weft_onnx_param(g, emb, "weight"), idx);
 }
 
 static const char *layer_norm(weft_onnx_graph *g, const weft_module *ln, const char *x)
@@ -159,7 +189,11 @@ const char *models_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, co
     weft_module *h = t ? child(t, "h") : NULL, *head = child(m, "lm_head");
     if (!c || !wte || !wpe || !h || !head)
         return NULL;
-    const weft_tensor *w = weft_module_parameter(wte, "weight");
+    /* the float dtype: ln_f's (an int8 model keeps its embeddings' weights as buffers) */
+    const weft_module *ln_f = child(t, "ln_f");
+    const weft_tensor *w = ln_f ? weft_module_parameter(ln_f, "weight") : NULL;
+    if (!w)
+        return NULL;
     struct gpt_shapes s = {.dtype = w->dtype, .C = c->n_embd, .nh = c->n_head};
 
     /* T as a [1] vector and a scalar; positions 0..T-1; the causal mask */
@@ -183,10 +217,8 @@ const char *models_gpt_onnx_export(weft_module *m, struct weft_onnx_graph *g, co
 
     /* tok_emb + pos_emb, flattened to [B*T, C] */
     weft_onnx_scope_push(g, "transformer");
-    const char *tok[2] = {weft_onnx_param(g, wte, "weight"), idx};
-    const char *pe[2] = {weft_onnx_param(g, wpe, "weight"), pos};
-    const char *x = binary(g, "Add", weft_onnx_op(g, "Gather", 2, tok),
-                                weft_onnx_op(g, "Gather", 2, pe));
+    const char *tok = lookup(g, wte, idx);
+    const char *x = binary(g, "Add", tok, lookup(g, wpe, pos));
     x = weft_onnx_reshape(g, x, 2, (const int64_t[]){-1, c->n_embd});
     for (int64_t l = 0; l < c->n_layer && x; l++) {
         char name[32];

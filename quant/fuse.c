@@ -38,15 +38,16 @@ static weft_tensor *conv_relu_forward(weft_module *m, weft_tensor *x)
     return weft_autorelease(y);
 }
 
-#define TYPE(ini, class, fn)                                                                  \
+#define TYPE(ini, class, fn, onnx)                                                            \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = fn}
+     .forward = fn, .onnx_export = onnx}
 
-static const struct weft_module_type identity_type = TYPE("identity", "Identity", identity_forward);
+static const struct weft_module_type identity_type =
+    TYPE("identity", "Identity", identity_forward, quant_onnx_identity);
 static const struct weft_module_type linear_relu_type =
-    TYPE("linear_relu", "LinearReLU", linear_relu_forward);
+    TYPE("linear_relu", "LinearReLU", linear_relu_forward, quant_onnx_intrinsic);
 static const struct weft_module_type conv_relu_type =
-    TYPE("conv_relu2d", "ConvReLU2d", conv_relu_forward);
+    TYPE("conv_relu2d", "ConvReLU2d", conv_relu_forward, quant_onnx_intrinsic);
 
 weft_module *quant_identity(void)
 {

@@ -39,6 +39,9 @@ QUANT_INTERNAL float quant_get_f32(const weft_tensor *t);
 QUANT_INTERNAL int64_t quant_get_i64(const weft_tensor *t);
 /* torch's Round then clamp to int32 (a bias quantized with a tiny scale). */
 QUANT_INTERNAL int32_t quant_round_i32(double v);
+/* A static layer's real bias b as the int32 its kernel adds: round(b / (s_x s_w)), in
+ * double (the kernels' derivation and the ONNX export share it). */
+QUANT_INTERNAL int32_t quant_bias_i32(float b, float input_scale, float weight_scale);
 /* The largest |w| of each row of a contiguous float32 [N, K] (per channel) or of all of it
  * (n = 1) into out. */
 QUANT_INTERNAL void quant_row_absmax(const float *w, int64_t N, int64_t K, bool per_row,
@@ -111,6 +114,29 @@ QUANT_INTERNAL weft_tensor *quant_empty_channels_last(int64_t N, int64_t C, int6
 QUANT_INTERNAL bool quant_is_channels_last(const weft_tensor *t);
 /* "per_channel_affine" or "per_tensor_affine": the qscheme torch prints for m's weight. */
 QUANT_INTERNAL const char *quant_weight_qscheme(const weft_module *m);
+
+/* ---- ONNX export in QDQ form (qonnx.c): the onnx_export methods of the types above --------- */
+
+struct weft_onnx_graph;
+/* Static Linear / LinearReLU (relu), handing float32 on or uint8. */
+QUANT_INTERNAL const char *quant_onnx_linear(weft_module *m, struct weft_onnx_graph *g,
+                                             const char *x, bool relu, bool float_output);
+QUANT_INTERNAL const char *quant_onnx_dynamic_linear(weft_module *m, struct weft_onnx_graph *g,
+                                                     const char *x);
+QUANT_INTERNAL const char *quant_onnx_conv(weft_module *m, struct weft_onnx_graph *g,
+                                           const char *x, const struct weft_conv2d_options *o,
+                                           bool relu);
+QUANT_INTERNAL const char *quant_onnx_max_pool(weft_module *m, struct weft_onnx_graph *g,
+                                               const char *x, const struct weft_pool2d_params *p);
+QUANT_INTERNAL const char *quant_onnx_embedding(weft_module *m, struct weft_onnx_graph *g,
+                                                const char *idx);
+QUANT_INTERNAL const char *quant_onnx_identity(weft_module *m, struct weft_onnx_graph *g,
+                                               const char *x);
+QUANT_INTERNAL const char *quant_onnx_intrinsic(weft_module *m, struct weft_onnx_graph *g,
+                                                const char *x);
+/* Refuses, saying why a dynamic int8 LSTM/GRU/RNN has no QDQ form. */
+QUANT_INTERNAL const char *quant_onnx_refuse_rnn(weft_module *m, struct weft_onnx_graph *g,
+                                                 const char *x);
 
 /* ---- structure (prepare.c, dynamic.c) ---------------------------------------------------- */
 

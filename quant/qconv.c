@@ -44,7 +44,7 @@ static int derive(weft_module *m, struct qconv *s)
     float *mult = malloc((size_t)(N ? N : 1) * sizeof *mult);
     int rc = sw && bias && mult ? 0 : weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int64_t n = 0; n < N && rc == 0; n++) {
-        bias[n] = bd ? quant_round_i32(bd[n] / (sx * sw[n])) : 0;
+        bias[n] = bd ? quant_bias_i32(bd[n], (float)sx, sw[n]) : 0;
         mult[n] = (float)(sx * sw[n] / sy);
     }
     weft_scope_push();
@@ -158,9 +158,16 @@ static int qconv_repr(const weft_module *m, char *buf, size_t size)
                     (long long)o->params.padding[0], (long long)o->params.padding[1]);
 }
 
+static const char *qconv_onnx(weft_module *m, struct weft_onnx_graph *g, const char *x)
+{
+    const struct qconv *s = weft_module_state(m);
+    return quant_onnx_conv(m, g, x, &s->options, s->relu);
+}
+
 #define QCONV_TYPE(ini, class)                                                                \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = qconv_forward, .free_state = qconv_free, .extra_repr = qconv_repr}
+     .forward = qconv_forward, .free_state = qconv_free, .extra_repr = qconv_repr,           \
+     .onnx_export = qconv_onnx}
 
 static const struct weft_module_type conv_type = QCONV_TYPE("quantized_conv2d", "QuantizedConv2d");
 static const struct weft_module_type conv_relu_type =

@@ -33,6 +33,7 @@ static const struct weft_module_type embedding_type = {
     .class_name = "QuantizedEmbedding",
     .forward = forward,
     .extra_repr = repr,
+    .onnx_export = quant_onnx_embedding,
 };
 
 weft_module *quant_embedding_new(weft_tensor *weight)

@@ -261,9 +261,17 @@ static int qlinear_repr(const weft_module *m, char *buf, size_t size)
     return (int)used + (n < 0 ? 0 : n);
 }
 
+static const char *qlinear_onnx(weft_module *m, struct weft_onnx_graph *g, const char *x)
+{
+    const struct qlinear *s = weft_module_state(m);
+    return s->dynamic ? quant_onnx_dynamic_linear(m, g, x)
+                      : quant_onnx_linear(m, g, x, s->relu, s->float_output);
+}
+
 #define QLINEAR_TYPE(ini, class)                                                              \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = qlinear_forward, .free_state = qlinear_free, .extra_repr = qlinear_repr}
+     .forward = qlinear_forward, .free_state = qlinear_free, .extra_repr = qlinear_repr,      \
+     .onnx_export = qlinear_onnx}
 
 static const struct weft_module_type linear_type = QLINEAR_TYPE("quantized_linear", "QuantizedLinear");
 static const struct weft_module_type linear_relu_type =

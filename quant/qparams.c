@@ -66,6 +66,11 @@ int32_t quant_round_i32(double v)
     return v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
 }
 
+int32_t quant_bias_i32(float b, float input_scale, float weight_scale)
+{
+    return quant_round_i32(b / ((double)input_scale * weight_scale));
+}
+
 void quant_row_absmax(const float *w, int64_t N, int64_t K, bool per_row, float *out)
 {
     float all = 0.0f;

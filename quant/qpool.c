@@ -74,12 +74,18 @@ static int max_pool_repr(const weft_module *m, char *buf, size_t size)
                     (long long)p->dilation[0], p->ceil_mode ? "True" : "False");
 }
 
+static const char *max_pool_onnx(weft_module *m, struct weft_onnx_graph *g, const char *x)
+{
+    return quant_onnx_max_pool(m, g, x, weft_module_state(m));
+}
+
 static const struct weft_module_type max_pool_type = {
     .base = WEFT_VTABLE(WEFT_KIND_MODULE, "quantized_max_pool2d", struct weft_module_type),
     .class_name = "MaxPool2d",
     .forward = max_pool_forward,
     .free_state = free,
     .extra_repr = max_pool_repr,
+    .onnx_export = max_pool_onnx,
 };
 
 weft_module *quant_max_pool_new(const struct weft_pool2d_params *params)

@@ -227,7 +227,8 @@ static int qrnn_repr(const weft_module *m, char *buf, size_t size)
 
 #define QRNN_TYPE(ini, class)                                                                 \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = qrnn_forward, .free_state = qrnn_free, .extra_repr = qrnn_repr}
+     .forward = qrnn_forward, .free_state = qrnn_free, .extra_repr = qrnn_repr,              \
+     .onnx_export = quant_onnx_refuse_rnn}
 
 static const struct weft_module_type lstm_type = QRNN_TYPE("dynamic_quantized_lstm", "DynamicQuantizedLSTM");
 static const struct weft_module_type gru_type = QRNN_TYPE("dynamic_quantized_gru", "DynamicQuantizedGRU");

@@ -6,11 +6,13 @@ initializer is a tensor of the checkpoint under its state_dict name, or one the 
 derived (named "<module>.onnx.<what>").
 
     onnx_check.py MODEL.onnx CHECKPOINT.safetensors OPSET INPUT:DIMS OUTPUT:DIMS [--no-op OP]
+                  [--op OP] [--int8]
 
 DIMS is a comma-separated list of sizes and symbolic names ("batch,1,28,28"); several
 inputs are given as one argument joined by '+'. --no-op fails when the graph has an OP
-node (a BatchNorm folded away). Exit 0 when all hold, 1 with what does not; 77 when
-python3 has no onnx module."""
+node (a BatchNorm folded away), --op when it has none. --int8 (an int8 model's export in
+QDQ form) fails when an initializer of two or more dims (a weight) is not int8. Exit 0
+when all hold, 1 with what does not; 77 when python3 has no onnx module."""
 import json
 import struct
 import sys
@@ -35,11 +37,15 @@ def state_dict_names(path):
 
 def main():
     args = sys.argv[1:]
-    banned = []
-    while "--no-op" in args:
-        i = args.index("--no-op")
-        banned.append(args[i + 1])
-        del args[i:i + 2]
+    banned, wanted = [], []
+    for flag, found in (("--no-op", banned), ("--op", wanted)):
+        while flag in args:
+            i = args.index(flag)
+            found.append(args[i + 1])
+            del args[i:i + 2]
+    int8 = "--int8" in args
+    if int8:
+        args.remove("--int8")
     model_path, ckpt, opset, inputs, output = args
     problems = []
     m = onnx.load(model_path)
@@ -70,6 +76,13 @@ def main():
     for op in banned:
         if op in ops:
             problems.append("the graph still has a %s node" % op)
+    for op in wanted:
+        if op not in ops:
+            problems.append("the graph has no %s node" % op)
+    for t in m.graph.initializer if int8 else []:
+        if len(t.dims) >= 2 and t.data_type != onnx.TensorProto.INT8:
+            problems.append("weight %s is %s, not int8" % (
+                t.name, onnx.TensorProto.DataType.Name(t.data_type)))
     for p in problems:
         print("onnx_check: %s: %s" % (model_path, p))
     if problems:

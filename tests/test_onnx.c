@@ -2,8 +2,10 @@
  * a model read back by a decoder written here from onnx.proto (names, dims, symbolic
  * dims, weights byte for byte, external data at aligned offsets), and the refusals: a
  * type without an onnx_export method, an LSTM's proj_size, uneven adaptive pooling, bad
- * options, the 2 GiB limit, an unwritable path; none leaves a file. Models are checked
- * against ONNX Runtime and onnx.checker in tests/onnx-export.sh. */
+ * options, the 2 GiB limit, an unwritable path; none leaves a file. int8 models in QDQ form
+ * (the nodes, the int8 and int32 initializers, the zero points' types, per channel or per
+ * tensor), and the int8 schemes and checkpoints that have none. Models are checked against
+ * ONNX Runtime and onnx.checker in tests/onnx-export.sh and tests/onnx-quant.sh. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -12,7 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <math.h>
+
 #include <weft/onnx.h>
+#include <weft/quant.h>
 
 #include "pb.h"
 
@@ -489,6 +494,179 @@ Test(onnx, an_unwritable_path_is_named)
     weft_scope_push();
     cr_assert_neq(weft_onnx_export(m, example(2, 4), NULL, "/nonexistent-dir/m.onnx"), 0);
     tu_assert_error(WEFT_ERR_IO, "ONNX export: cannot write '/nonexistent-dir/m.onnx'");
+    weft_scope_pop();
+    weft_module_free(m);
+    tu_tmpdir_remove();
+}
+
+/* ---- int8 models in QDQ form (weft/quant.h) ----------------------------------------------- */
+
+/* The graph's node op types, space-separated. */
+static void ops_of(struct msg g, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < count(g, 1) && used < size; k++) {
+        struct msg op = sub(sub(g, 1, k), 4, 0);
+        used += (size_t)snprintf(buf + used, size - used, "%s%.*s", k ? " " : "", (int)op.n,
+                                 (const char *)op.p);
+    }
+}
+
+/* The axis attribute of node k, or -1 without one. */
+static int64_t axis_of(struct msg g, int k)
+{
+    struct msg node = sub(g, 1, k);
+    for (int a = 0; a < count(node, 5); a++)
+        if (str_is(sub(sub(node, 5, a), 1, 0), "axis"))
+            return (int64_t)value(sub(node, 5, a), 3);
+    return -1;
+}
+
+/* small_mlp quantized statically, calibrated on four batches of normal inputs. */
+static weft_module *static_int8_mlp(bool per_tensor)
+{
+    weft_module *m = small_mlp();
+    struct weft_qconfig qc = weft_qconfig_default();
+    qc.per_tensor_weights = per_tensor;
+    weft_quant_prepared *p = weft_quant_prepare(m, &qc);
+    cr_assert(p, "%s", weft_error_message());
+    weft_scope_push();
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(weft_quant_observe(p, example(16, 4)), 0, "%s", weft_error_message());
+    weft_scope_pop();
+    cr_assert_eq(weft_quant_convert(p), 0, "%s", weft_error_message());
+    weft_quant_prepared_free(p);
+    return m;
+}
+
+/* The graph of m exported with an example [2, 4] (bytes kept in *file: free it). */
+static struct msg exported_graph(weft_module *m, char **file)
+{
+    weft_scope_push();
+    cr_assert_eq(weft_onnx_export(m, example(2, 4), NULL, tu_tmp_path("m.onnx")), 0, "%s",
+                 weft_error_message());
+    weft_scope_pop();
+    size_t n;
+    *file = read_file(tu_tmp_path("m.onnx"), &n);
+    return sub((struct msg){(const unsigned char *)*file, n}, 7, 0);
+}
+
+static void assert_tensor(struct msg g, const char *name, int onnx_type, const weft_tensor *want)
+{
+    struct msg t = initializer(g, name);
+    cr_assert_eq(value(t, 2), (uint64_t)onnx_type, "%s's type", name);
+    cr_assert_eq(count(t, 1), want->ndim, "%s's rank", name);
+    struct msg raw = sub(t, 9, 0);
+    cr_assert_eq(raw.n, (size_t)weft_tensor_numel(want) * weft_tensor_itemsize(want), "%s", name);
+    cr_assert_eq(memcmp(raw.p, weft_tensor_data(want), raw.n), 0, "%s's bytes", name);
+}
+
+Test(onnx, a_static_int8_mlp_exports_in_qdq_form)
+{
+    tu_tmpdir_create("onnx");
+    weft_module *m = static_int8_mlp(false);
+    char *file, ops[512];
+    struct msg g = exported_graph(m, &file);
+    /* LinearReLU: the int32 bias, the input quantized and dequantized, the weight, Gemm,
+     * Relu, the uint8 output; the Identity left of the ReLU: nothing; the last Linear: its
+     * uint8 input dequantized, the weight, Gemm with the float32 bias */
+    ops_of(g, ops, sizeof ops);
+    cr_assert_str_eq(ops, "DequantizeLinear QuantizeLinear DequantizeLinear DequantizeLinear Gemm "
+                          "Relu QuantizeLinear DequantizeLinear DequantizeLinear Gemm");
+    cr_assert_eq(axis_of(g, 0), 0, "the bias per output channel");
+    cr_assert_eq(axis_of(g, 1), -1, "the activation per tensor");
+    cr_assert_eq(axis_of(g, 3), 0, "the weight per output channel");
+    const weft_module *fc1 = weft_module_child(m, "0"), *fc2 = weft_module_child(m, "2");
+    assert_tensor(g, "0.weight", 3 /* INT8 */, weft_module_buffer(fc1, "weight"));
+    assert_tensor(g, "0.weight_scale", 1, weft_module_buffer(fc1, "weight_scale"));
+    assert_tensor(g, "0.input_scale", 1, weft_module_buffer(fc1, "input_scale"));
+    assert_tensor(g, "2.weight", 3, weft_module_buffer(fc2, "weight"));
+    assert_tensor(g, "2.bias", 1, weft_module_buffer(fc2, "bias"));
+    /* zero points typed as ONNX types the values: uint8 activations, int8 weights */
+    weft_scope_push();
+    assert_tensor(g, "0.onnx.input_zero_point", 2 /* UINT8 */,
+                  weft_to_dtype(weft_module_buffer(fc1, "input_zero_point"), WEFT_U8));
+    assert_tensor(g, "0.onnx.zero_point", 2,
+                  weft_to_dtype(weft_module_buffer(fc1, "zero_point"), WEFT_U8));
+    assert_tensor(g, "0.onnx.weight_zero_point", 3, weft_zeros(1, (int64_t[]){3}, WEFT_I8, WEFT_CPU));
+    /* the bias weft's kernel adds: round(b / (s_x s_w)) */
+    const float *b = weft_tensor_data(weft_module_buffer(fc1, "bias"));
+    const float *sw = weft_tensor_data(weft_module_buffer(fc1, "weight_scale"));
+    const float sx = *(const float *)weft_tensor_data(weft_module_buffer(fc1, "input_scale"));
+    int32_t q[3];
+    for (int n = 0; n < 3; n++)
+        q[n] = (int32_t)nearbyint(b[n] / ((double)sx * sw[n]));
+    assert_tensor(g, "0.onnx.bias_int32", 6 /* INT32 */,
+                  weft_from_host(q, 1, (int64_t[]){3}, WEFT_I32, WEFT_CPU));
+    weft_scope_pop();
+    free(file);
+    weft_module_free(m);
+    tu_tmpdir_remove();
+}
+
+Test(onnx, per_tensor_int8_weights_dequantize_without_an_axis)
+{
+    tu_tmpdir_create("onnx");
+    weft_module *m = static_int8_mlp(true);
+    char *file;
+    struct msg g = exported_graph(m, &file);
+    cr_assert_eq(axis_of(g, 0), -1, "the bias");
+    cr_assert_eq(axis_of(g, 3), -1, "the weight");
+    cr_assert_eq(count(initializer(g, "0.weight_scale"), 1), 0, "a 0-d scale");
+    free(file);
+    weft_module_free(m);
+    tu_tmpdir_remove();
+}
+
+Test(onnx, a_dynamic_int8_mlp_quantizes_its_activations_as_weft_does)
+{
+    tu_tmpdir_create("onnx");
+    weft_module *m = small_mlp();
+    cr_assert_eq(weft_quantize_dynamic(m, NULL), 2, "%s", weft_error_message());
+    char *file, ops[512];
+    struct msg g = exported_graph(m, &file);
+    ops_of(g, ops, sizeof ops);
+    cr_assert_str_eq(ops, "DynamicQuantizeLinear MatMulInteger Cast Mul Mul Add Relu "
+                          "DynamicQuantizeLinear MatMulInteger Cast Mul Mul Add");
+    /* MatMulInteger's B is the int8 weight [out, in] transposed at export */
+    weft_scope_push();
+    weft_tensor *w = weft_module_buffer(weft_module_child(m, "0"), "weight");
+    assert_tensor(g, "0.onnx.weight_t", 3, weft_contiguous(weft_transpose(w, 0, 1)));
+    weft_scope_pop();
+    free(file);
+    weft_module_free(m);
+    tu_tmpdir_remove();
+}
+
+Test(onnx, a_dynamic_int8_lstm_is_refused_naming_the_scheme)
+{
+    tu_tmpdir_create("onnx");
+    struct weft_rnn_options o = weft_rnn_defaults(WEFT_RNN_LSTM, 3, 8);
+    o.batch_first = true;
+    weft_module *m = weft_nn_rnn(&o);
+    cr_assert_eq(weft_quantize_dynamic(m, NULL), 1, "%s", weft_error_message());
+    weft_scope_push();
+    assert_refused(m, weft_randn(3, (int64_t[]){2, 5, 3}, WEFT_F32, WEFT_CPU), NULL,
+                   WEFT_ERR_NOT_IMPLEMENTED,
+                   "ONNX export: the model (DynamicQuantizedLSTM): dynamic int8 quantization of "
+                   "this LSTM (its input projection x W_ih^T in int8 on activations quantized per "
+                   "call, W_hh stored int8) has no QDQ form");
+    weft_scope_pop();
+    weft_module_free(m);
+    tu_tmpdir_remove();
+}
+
+Test(onnx, malformed_int8_qparams_are_refused_naming_the_layer_and_key)
+{
+    tu_tmpdir_create("onnx");
+    weft_module *m = static_int8_mlp(false);
+    weft_scope_push();
+    weft_tensor *wzp = weft_module_buffer(weft_module_child(m, "2"), "weight_zero_point");
+    ((int64_t *)weft_tensor_data(wzp))[1] = 3;
+    assert_refused(m, example(2, 4), NULL, WEFT_ERR_VALUE,
+                   "ONNX export: layer 2 (QuantizedLinear): 'weight_zero_point'[1] is 3: weft's "
+                   "int8 weights are symmetric (zero point 0)");
     weft_scope_pop();
     weft_module_free(m);
     tu_tmpdir_remove();

@@ -5,7 +5,8 @@
 # (calibration is deterministic), and eval and predict read it back; per-tensor weights,
 # the min/max observer and dynamic quantization (MLP and LSTM) run; the argument mistakes
 # and malformed int8 files (a missing scale, a weight of the wrong dtype) are refused
-# naming what is wrong.
+# naming what is wrong, as is an ONNX export of a nonzero weight zero point or of a dynamic
+# int8 LSTM, which has no QDQ form.
 #   usage: train-quantize.sh BUILD_DIR SOURCE_ROOT
 set -eu
 build=$(cd "$1" && pwd)
@@ -73,7 +74,7 @@ expect_error twice 2 "is already an int8 checkpoint (quant.mode = static): quant
     quantize "$mlp" --checkpoint "$tmp/static.int8.safetensors" --out "$tmp/x.safetensors"
 
 # malformed int8 files: a scale gone, a weight of another dtype
-edit() { # IN OUT KEY ACTION: drop KEY, or relabel its dtype as ACTION
+edit() { # IN OUT KEY ACTION: drop KEY, set its int64 values to N (ACTION =N), or relabel its dtype as ACTION
     /usr/bin/env python3 - "$@" <<'EOF'
 import json, struct, sys
 src, dst, key, action = sys.argv[1:]
@@ -86,8 +87,12 @@ for name, e in header.items():
         continue
     lo, hi = e["data_offsets"]
     blob = data[lo:hi]
-    out[name] = {"dtype": action if name == key else e["dtype"], "shape": e["shape"],
-                 "data_offsets": [at, at + len(blob)]}
+    dtype = e["dtype"]
+    if name == key and action.startswith("="):
+        blob = struct.pack("<q", int(action[1:])) * (len(blob) // 8)
+    elif name == key:
+        dtype = action
+    out[name] = {"dtype": dtype, "shape": e["shape"], "data_offsets": [at, at + len(blob)]}
     blobs.append(blob)
     at += len(blob)
 text = json.dumps(out).encode()
@@ -102,6 +107,14 @@ edit "$tmp/static.int8.safetensors" "$tmp/u8_weight.safetensors" 3.weight U8
 expect_error wrong_dtype 2 "'3.weight' is uint8 \[128, 256\], expected int8 \[128, 256\]" \
     eval "$mlp" --checkpoint "$tmp/u8_weight.safetensors"
 
+# ONNX export in QDQ form (tests/onnx-quant.sh checks the files): a weight zero point other
+# than 0 (weft's kernels take the weights as symmetric) is a malformed int8 file, refused
+# naming the layer and the key; no file is left
+edit "$tmp/static.int8.safetensors" "$tmp/zp.safetensors" 1.weight_zero_point =3
+expect_error export_zero_point 2 "layer 1 (QuantizedLinearReLU): 'weight_zero_point'\\[0\\] is 3: weft's int8 weights are symmetric" \
+    export "$mlp" --checkpoint "$tmp/zp.safetensors" --out "$tmp/zp.onnx"
+[ ! -e "$tmp/zp.onnx" ] || fail "export_zero_point: a file was left"
+
 # the LSTM: input projection and head int8, dynamically
 lstm="$root/configs/lstm-char.ini"
 "$train" "$lstm" --set train.max_iters=20 --set train.eval_interval=20 --set train.eval_iters=2 \
@@ -115,4 +128,8 @@ l8=$(sed -n 's/^  int8 *loss \([0-9.]*\)$/\1/p' "$tmp/lstm_q.txt")
 awk -v a="$l32" -v b="$l8" 'BEGIN { exit !(a > 0 && b - a < 0.05 && a - b < 0.05) }' ||
     fail "LSTM: int8 loss $l8 against fp32 $l32"
 "$train" eval "$lstm" --checkpoint "$tmp/lstm.int8.safetensors" >/dev/null 2>&1 || fail "eval of the int8 LSTM failed"
+# a dynamic int8 LSTM has no QDQ form: refused, naming the layer and the scheme
+expect_error export_lstm 2 "layer 1 (DynamicQuantizedLSTM): dynamic int8 quantization of this LSTM" \
+    export "$lstm" --checkpoint "$tmp/lstm.int8.safetensors" --out "$tmp/lstm.onnx"
+[ ! -e "$tmp/lstm.onnx" ] || fail "export_lstm: a file was left"
 echo "train-quantize: ok"

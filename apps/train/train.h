@@ -354,6 +354,11 @@ bool train_patience_update(struct trainer *t, double val_loss);
 
 /* weft-train eval: loss and accuracy of the checkpoint on [data.test], else the validation
  * set, or on the section named (data, data.val, data.test). Prints one line. */
+/* The dataset a command runs on (eval, predict, export --check --data), its inputs and its
+ * name for messages: the section asked for, or [data.test], else the validation set. 0, or
+ * an error naming the config file when there is none of that name. */
+int train_pick_dataset(struct trainer *t, const char *section, weft_dataset **ds,
+                       const struct train_inputs **in, const char **name);
 int train_eval_command(struct trainer *t, const char *section);
 /* weft-train predict: the model's outputs for every sample of the section, in order, to
  * out (.csv: index, class and probabilities, or the raw outputs; .npy: float32). */
@@ -443,6 +448,7 @@ void train_dist_end(struct trainer *t);
 /* weft-train export (train_export.c): its own arguments as given, checked by the command. */
 struct train_export_args {
     const char *opset, *batch, *seq, *check, *atol, *latency, *ort_threads;
+    const char *data; /* --data SECTION: --check runs its samples instead of random inputs */
     bool fold_batchnorm, external_data;
 };
 /* argv[i] as one of export's arguments: how many it took (1 or 2), 0 when it is none of

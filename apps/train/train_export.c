@@ -8,6 +8,12 @@
  *       [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]
  *       [--check N [--atol 1e-4]] [--latency N [--ort-threads T]] [--set ...]
  *
+ * --check N --data SECTION runs the section's first N samples instead (in order, with its
+ * test-time transforms) and prints, besides the largest difference, how often the two
+ * outputs' argmax agree and each one's accuracy where the samples have class labels: what
+ * tells whether an int8 model's export computes what weft's int8 forward does, where the
+ * two differ by a quantization step here and there.
+ *
  * The example input that traces the model has the shape of the config's data (one
  * sample of [data], batch 2 unless --batch fixes it; for token ids the data's sequence
  * length unless --seq fixes it). --check covers batch 1 and 7 (or the fixed one) and, for
@@ -292,6 +298,8 @@ static const char runner_js[] =
     "  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: 1, interOpNumThreads: 1});\n"
     "  const groups = new Map();\n"
     "  let worst = 0;\n"
+    "  const argmax = (v, at, n) => { let b = 0; for (let j = 1; j < n; j++) if (v[at + j] > v[at + b]) b = j; return b; };\n"
+    "  const pct = (a, b) => (100 * a / b).toFixed(2) + '%';\n"
     "  for (const c of cases) {\n"
     "    const feeds = {};\n"
     "    for (const i of c.inputs) feeds[i.name] = new ort.Tensor(i.type, view(i.type, i.offset, i.length), i.dims);\n"
@@ -304,12 +312,32 @@ static const char runner_js[] =
     "      const d = Math.abs(Number(out.data[j]) - want[j]);\n"
     "      if (!(d <= diff)) diff = d;\n"
     "    }\n"
-    "    const g = groups.get(c.label) || {n: 0, max: 0};\n"
+    "    const g = groups.get(c.label) || {n: 0, max: 0, data: c.data, samples: 0, rows: 0, agree: 0, labeled: 0, weft: 0, ort: 0};\n"
     "    g.n++; if (!(diff <= g.max)) g.max = diff; groups.set(c.label, g);\n"
     "    if (!(diff <= worst)) worst = diff;\n"
+    "    if (!c.data) continue;\n"
+    "    /* the argmax of each row (the last dim), and the labels where there are as many */\n"
+    "    const cols = c.output.dims[c.output.dims.length - 1], rows = want.length / cols;\n"
+    "    const labels = c.labels ? view('int64', c.labels.offset, c.labels.length) : null;\n"
+    "    g.samples += c.output.dims[0];\n"
+    "    for (let r = 0; r < rows; r++) {\n"
+    "      const a = argmax(want, r * cols, cols), b = argmax(out.data, r * cols, cols);\n"
+    "      g.rows++; if (a === b) g.agree++;\n"
+    "      if (!labels || labels.length !== rows) continue;\n"
+    "      const y = Number(labels[r]);\n"
+    "      g.labeled++; if (a === y) g.weft++; if (b === y) g.ort++;\n"
+    "    }\n"
     "  }\n"
-    "  for (const [label, g] of groups)\n"
-    "    console.log('check: ' + label + ': ' + g.n + ' inputs, largest |weft - onnxruntime| ' + g.max.toExponential(2));\n"
+    "  for (const [label, g] of groups) {\n"
+    "    if (!g.data) {\n"
+    "      console.log('check: ' + label + ': ' + g.n + ' inputs, largest |weft - onnxruntime| ' + g.max.toExponential(2));\n"
+    "      continue;\n"
+    "    }\n"
+    "    let line = 'check: ' + label + ': ' + g.samples + ' samples of ' + g.data + ', largest |weft - onnxruntime| ' + g.max.toExponential(2) +\n"
+    "               ', argmax agreement ' + pct(g.agree, g.rows) + ' (' + g.agree + '/' + g.rows + ')';\n"
+    "    if (g.labeled) line += ', accuracy weft ' + pct(g.weft, g.labeled) + ', onnxruntime ' + pct(g.ort, g.labeled);\n"
+    "    console.log(line);\n"
+    "  }\n"
     "  console.log('check: ONNX Runtime ' + ort.env.versions.common + ', ' + session.inputNames.join(', ') + ' -> ' + session.outputNames.join(', '));\n"
     "  fs.writeFileSync(dir + '/result.txt', String(worst) + '\\n');\n"
     "})().catch(e => { console.error('check: ' + e.message); process.exit(1); });\n";
@@ -401,20 +429,28 @@ static int add_tensor(struct cases *c, const char *name, weft_tensor *t, char *b
     return 0;
 }
 
-/* One case: the model's input(s) as named in the ONNX graph, and weft's output. */
+/* One case: the model's input(s) as named in the ONNX graph, and weft's output; for samples
+ * of a dataset (section not NULL), their class labels (int64, or NULL). */
 static int add_case(struct cases *c, const char *label, int n_in, const char *const *names,
-                    weft_tensor *const *inputs, weft_tensor *output)
+                    weft_tensor *const *inputs, weft_tensor *output, const char *section,
+                    weft_tensor *labels)
 {
-    char in[8][512], out[512];
+    char in[8][512], out[512], lab[512];
     for (int i = 0; i < n_in; i++)
         if (add_tensor(c, names[i], inputs[i], in[i], sizeof in[i]) != 0)
             return weft_error_code();
-    if (add_tensor(c, NULL, weft_to_dtype(output, WEFT_F32), out, sizeof out) != 0)
+    if (add_tensor(c, NULL, weft_to_dtype(output, WEFT_F32), out, sizeof out) != 0 ||
+        (labels && add_tensor(c, "labels", labels, lab, sizeof lab) != 0))
         return weft_error_code();
     fprintf(c->json, "%s{\"label\": \"%s\", \"inputs\": [", c->n++ ? ",\n" : "", label);
     for (int i = 0; i < n_in; i++)
         fprintf(c->json, "%s%s", i ? ", " : "", in[i]);
-    fprintf(c->json, "], \"output\": %s}", out);
+    fprintf(c->json, "], \"output\": %s", out);
+    if (section)
+        fprintf(c->json, ", \"data\": \"%s\"", section);
+    if (labels)
+        fprintf(c->json, ", \"labels\": %s", lab);
+    fputs("}", c->json);
     return 0;
 }
 
@@ -547,16 +583,102 @@ static int check_shapes(const struct input_kind *k, const struct weft_onnx_optio
     return 0;
 }
 
-static int check(struct trainer *t, const struct input_kind *k, const struct weft_onnx_options *o,
-                 int64_t n, double atol, const char *model, bool *passed)
+/* One batch of a dataset as a case: its first `rows` samples through weft's forward, fed
+ * to ONNX Runtime as the graph's input(s), with the labels of a classifier. */
+static int data_case(struct trainer *t, struct cases *c, const struct train_inputs *in,
+                     const char *section, const char *label, weft_tensor **fields, int nf,
+                     int64_t rows)
 {
+    for (int f = 0; f < nf; f++)
+        if (fields[f] && fields[f]->ndim > 0 && fields[f]->shape[0] > rows &&
+            !(fields[f] = weft_narrow(fields[f], 0, 0, rows)))
+            return weft_error_code();
+    weft_tensor *x = train_batch_input(in, fields, t->device);
+    weft_tensor *y = x ? weft_module_forward(t->model, x) : NULL;
+    if (!y)
+        return weft_error_code();
+    weft_tensor *feeds[2] = {x};
+    const char *names[2] = {"input"};
+    int nin = 1;
+    if (in->sparse) { /* the padded rows, as the graph reads them */
+        feeds[0] = fields[in->indices];
+        feeds[1] = fields[in->values];
+        names[0] = in->indices_name;
+        names[1] = in->values_name;
+        nin = 2;
+    }
+    weft_tensor *labels = NULL;
+    if (in->target >= 0 && fields[in->target] &&
+        !weft_dtype_is_floating(fields[in->target]->dtype) &&
+        !(labels = weft_to_dtype(train_batch_target(in, fields, WEFT_CPU), WEFT_I64)))
+        return weft_error_code();
+    return add_case(c, label, nin, names, feeds, y, section, labels);
+}
+
+/* The first n samples of the dataset in batches of `batch` (in order, with the test-time
+ * transforms), each a case. */
+static int data_cases(struct trainer *t, struct cases *c, weft_dataset *ds,
+                      const struct train_inputs *in, const char *section, int64_t batch,
+                      int64_t n, const char *label)
+{
+    struct weft_dataloader_options o = *weft_dataloader_options(t->train_loader);
+    o.batch_size = batch;
+    o.shuffle = false;
+    o.drop_last = false;
+    o.num_workers = 0;
+    o.num_replicas = 1;
+    o.rank = 0;
+    o.transforms_eval = true;
+    weft_dataloader *dl = weft_dataloader_new(ds, &o);
+    int rc = dl ? weft_dataloader_epoch(dl, 0) : weft_error_code();
+    weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
+    for (int64_t done = 0; rc == 0 && done < n;) {
+        int got = weft_dataloader_next(dl, fields);
+        if (got <= 0) {
+            rc = got < 0 ? weft_error_code() : 0;
+            break;
+        }
+        const int nf = weft_dataloader_num_fields(dl);
+        rc = train_batch_scope(fields, nf) != 0 ? weft_error_code() : 0;
+        const int64_t size = rc == 0 && fields[0]->ndim > 0 ? fields[0]->shape[0] : 1;
+        const int64_t rows = size < n - done ? size : n - done;
+        if (rc == 0)
+            rc = data_case(t, c, in, section, label, fields, nf, rows);
+        done += rows;
+        weft_scope_pop();
+    }
+    weft_dataloader_free(dl);
+    if (rc != 0)
+        weft_error_prefix("--check --data %s", section);
+    return rc;
+}
+
+/* The --data set (ds NULL: random inputs). */
+struct check_data {
+    weft_dataset *ds;
+    const struct train_inputs *in;
+    const char *name;
+};
+
+static int check(struct trainer *t, const struct input_kind *k, const struct weft_onnx_options *o,
+                 int64_t n, double atol, const struct check_data *data, const char *model,
+                 bool *passed)
+{
+    weft_dataset *ds = data->ds;
+    const struct train_inputs *in = data->in;
+    const char *section = data->name;
     run_checker(model);
     struct cases c = {0};
     int rc = cases_open(&c);
     int64_t batches[2], seqs[3];
     int nb, ns;
     check_shapes(k, o, batches, seqs, &nb, &ns);
-    for (int b = 0; b < nb && rc == 0; b++)
+    for (int b = 0; b < nb && rc == 0 && ds; b++) {
+        char label[64];
+        snprintf(label, sizeof label, "batch %lld", (long long)batches[b]);
+        rc = data_cases(t, &c, ds, in, section, batches[b], n, label);
+    }
+    for (int b = 0; b < nb && rc == 0 && !ds; b++)
         for (int s = 0; s < ns && rc == 0; s++) {
             char label[64];
             if (k->tokens)
@@ -571,7 +693,7 @@ static int check(struct trainer *t, const struct input_kind *k, const struct wef
                 int nin;
                 rc = make_input(t, k, batches[b], seqs[s], &x, feeds, names, &nin);
                 weft_tensor *y = rc == 0 ? weft_module_forward(t->model, x) : NULL;
-                rc = y ? add_case(&c, label, nin, names, feeds, y) : weft_error_code();
+                rc = y ? add_case(&c, label, nin, names, feeds, y, NULL, NULL) : weft_error_code();
                 weft_scope_pop();
             }
         }
@@ -626,7 +748,7 @@ static int latency(struct trainer *t, const struct input_kind *k, int64_t runs, 
         weft_tensor *y = weft_module_forward(t->model, x);
         double dt = train_now() - t0;
         if (i == runs - 1 && y)
-            rc = add_case(&c, label, nin, names, feeds, y);
+            rc = add_case(&c, label, nin, names, feeds, y, NULL, NULL);
         weft_scope_pop();
         if (!y)
             rc = weft_error_code();
@@ -672,6 +794,9 @@ int train_export_command(struct trainer *t, const struct train_export_args *a, c
     if (parse_options(a, &o, &check_n, &atol, &latency_n, &ort_threads) != 0 ||
         describe_input(t, &k) != 0)
         return weft_error_code();
+    struct check_data data = {0};
+    if (a->data && train_pick_dataset(t, a->data, &data.ds, &data.in, &data.name) != 0)
+        return weft_error_code();
     if (o.seq > 0 && !k.tokens)
         return weft_error_set(WEFT_ERR_VALUE, "--seq %s: the model's input is not a sequence of "
                                               "token ids (its data field '%s' is %s)",
@@ -700,7 +825,7 @@ int train_export_command(struct trainer *t, const struct train_export_args *a, c
     }
     bool passed = true;
     if (rc == 0 && check_n > 0)
-        rc = check(t, &k, &o, check_n, atol, out, &passed);
+        rc = check(t, &k, &o, check_n, atol, &data, out, &passed);
     if (rc == 0 && latency_n > 0)
         rc = latency(t, &k, latency_n, ort_threads, out);
     weft_grad_mode_restore(grad);

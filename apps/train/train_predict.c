@@ -12,9 +12,7 @@
 
 #include "train.h"
 
-/* The dataset a command runs on, its inputs and its name for messages: the section asked
- * for, or [data.test], else the validation set. */
-static int pick(struct trainer *t, const char *section, weft_dataset **ds,
+int train_pick_dataset(struct trainer *t, const char *section, weft_dataset **ds,
                 const struct train_inputs **in, const char **name)
 {
     const char *file = weft_config_name(t->cfg);
@@ -55,7 +53,7 @@ int train_eval_command(struct trainer *t, const char *section)
     const struct train_inputs *in;
     const char *name;
     struct eval_result r;
-    int rc = pick(t, section, &ds, &in, &name);
+    int rc = train_pick_dataset(t, section, &ds, &in, &name);
     if (rc == 0 && in->target < 0)
         rc = weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] has no target field: eval needs labels "
                                              "(predict writes outputs without them)",
@@ -279,7 +277,7 @@ int train_predict_command(struct trainer *t, const char *section, const char *ou
     const char *name;
     struct table tb = {.classes = t->loss.classification,
                        .probs = t->loss.classification || t->loss.kind == LOSS_BCE_WITH_LOGITS};
-    int rc = pick(t, section, &ds, &in, &name);
+    int rc = train_pick_dataset(t, section, &ds, &in, &name);
     if (rc == 0)
         rc = run_model(t, ds, in, &tb);
     if (rc == 0)

@@ -678,7 +678,8 @@ static void usage(FILE *f)
                "                  [--set ...]\n"
                "       weft-train export CONFIG.ini --checkpoint CKPT --out MODEL.onnx [--opset 17]\n"
                "                  [--batch dynamic|N] [--seq dynamic|N] [--fold-batchnorm] [--external-data]\n"
-               "                  [--check N [--atol 1e-4]] [--latency N [--ort-threads T]] [--set ...]\n"
+               "                  [--check N [--atol 1e-4] [--data SECTION]] [--latency N [--ort-threads T]]\n"
+               "                  [--set ...]\n"
                "       weft-train quantize CONFIG.ini --checkpoint CKPT --out FILE.int8.safetensors\n"
                "                  [--calib N] [--observer minmax|histogram] [--dynamic] [--per-tensor]\n"
                "Trains the model the config describes; eval prints a checkpoint's loss and accuracy on\n"
@@ -769,9 +770,10 @@ static int parse_args(struct trainer *t, int argc, char **argv, struct args *a)
         wrong = t->command == CMD_EXPORT     ? "export needs --checkpoint CKPT (a model file weft-train saved)"
                 : t->command == CMD_QUANTIZE ? "quantize needs --checkpoint CKPT (the float32 model file to quantize)"
                                              : "eval and predict need --checkpoint CKPT (a model file weft-train saved)";
-    else if (t->command == CMD_EXPORT && (!a->out || a->data))
-        wrong = a->data ? "--data belongs to eval and predict; export reads the shape of [data]"
-                        : "export needs --out MODEL.onnx";
+    else if (t->command == CMD_EXPORT && (!a->out || (a->data && !a->export.check)))
+        wrong = a->out ? "--data belongs to eval, predict and export's --check N (which then runs "
+                         "the section's first N samples); export reads the shape of [data]"
+                       : "export needs --out MODEL.onnx";
     else if (t->command == CMD_EVAL && a->out)
         wrong = "--out belongs to predict; eval prints its figures";
     else if (t->command == CMD_PREDICT && !a->out)
@@ -872,8 +874,11 @@ static int run_command(struct trainer *t, const struct args *a)
                weft_metadata_get(meta, "quant.mode"), weft_metadata_get(meta, "quant.weights"),
                weft_metadata_get(meta, "quant.activations"));
     weft_metadata_free(meta);
-    if (t->command == CMD_EXPORT)
-        return train_export_command(t, &a->export, a->out);
+    if (t->command == CMD_EXPORT) {
+        struct train_export_args e = a->export;
+        e.data = a->data;
+        return train_export_command(t, &e, a->out);
+    }
     return t->command == CMD_EVAL ? train_eval_command(t, a->data)
                                   : train_predict_command(t, a->data, a->out);
 }
