@@ -19,7 +19,7 @@ ASAN_BUILD ?= build-asan
 MESON      ?= meson
 NINJA      ?= ninja
 
-DEB_PACKAGES = meson ninja-build pkg-config gcc libcriterion-dev libinih-dev \
+DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libcriterion-dev libinih-dev \
                libopenblas-openmp-dev libdnnl-dev zlib1g-dev python3 \
                libopenmpi-dev openmpi-bin librsvg2-bin
 
