@@ -55,6 +55,8 @@ Config load_config()
     c.memory = parse_size(getenv("WEFT_CUDA_EMU_MEMORY"), (size_t)8 << 30);
     const char *q = getenv("WEFT_CUDA_EMU_QUIET");
     c.quiet = q && *q && *q != '0';
+    const char *t = getenv("WEFT_CUDA_EMU_TRACE");
+    c.trace = t && *t && *t != '0';
     return c;
 }
 

@@ -31,6 +31,7 @@ struct Config {
     int devices;        /* WEFT_CUDA_EMU_DEVICES */
     size_t memory;      /* WEFT_CUDA_EMU_MEMORY: bytes per device */
     bool quiet;         /* WEFT_CUDA_EMU_QUIET=1: no banner */
+    bool trace;         /* WEFT_CUDA_EMU_TRACE=1: each piece of work named as it runs */
 };
 WEMU_INTERNAL const Config &config();
 /* The seed the orders are drawn from: config().seed until wemu_set_seed. */

@@ -159,7 +159,7 @@ std::string describe(const void *p)
         break;
     case Mem::freed_device:
         snprintf(buf, sizeof buf, "%p (offset %zu of a %zu-byte allocation on cuda:%d that was "
-                 "freed)", p, off, r.size, r.device);
+                 "freed: freed device memory, or host memory since)", p, off, r.size, r.device);
         break;
     default:
         snprintf(buf, sizeof buf, "%p (pageable host memory: not from cudaMalloc or "
@@ -173,7 +173,7 @@ const char *check_device_range(const void *p, size_t n, int dev)
 {
     Region r = classify(p);
     if (r.kind == Mem::freed_device)
-        return "device memory that was freed";
+        return "not device memory (it lies where device memory was freed)";
     if (r.kind != Mem::device)
         return r.kind == Mem::pinned ? "pinned host memory, not device memory"
                                      : "host memory, not device memory";

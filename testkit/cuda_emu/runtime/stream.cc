@@ -16,6 +16,7 @@
  * so polling loops end. Copies from pageable host memory are staged at the call, as
  * CUDA's are; copies to pageable host memory return once done (CUDA's rules); pinned
  * memory is read and written when the copy's turn comes. */
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -104,9 +105,10 @@ cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind, Stre
         return cudaSuccess;
     if (!dst || !src)
         return fail(cudaErrorInvalidValue);
+    /* memory freed as device memory may be the host's again: only live device memory is
+     * device memory here */
     Region rd = classify(dst), rs = classify(src);
-    bool dst_dev = rd.kind == Mem::device || rd.kind == Mem::freed_device;
-    bool src_dev = rs.kind == Mem::device || rs.kind == Mem::freed_device;
+    bool dst_dev = rd.kind == Mem::device, src_dev = rs.kind == Mem::device;
     if (kind == cudaMemcpyDefault)
         kind = dst_dev ? (src_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                        : (src_dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
@@ -229,8 +231,19 @@ void run_until(Stream *s, uint64_t seq)
         Op &op = *s->queue.front();
         for (auto &d : op.deps)
             run_until(d.first, d.second);
-        if (sticky(op.device) == cudaSuccess) /* a faulted device runs nothing more */
-            op.run();
+        if (sticky(op.device) == cudaSuccess) { /* a faulted device runs nothing more */
+            if (!config().trace) {
+                op.run();
+            } else {
+                auto t0 = std::chrono::steady_clock::now();
+                op.run();
+                double ms = std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count();
+                report("cuda:%d stream %p: %s (%.3f ms on the CPU)", op.device, (void *)s,
+                       op.what.c_str(), ms);
+            }
+        }
         s->queue.pop_front();
         s->completed++;
     }
