@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include <weft.h>
+#include <weft/backend.h>
 #include <weft/sparse.h>
 #include <weft/train.h>
 #include <weft/checkpoint.h>
@@ -113,6 +114,10 @@ struct train_times {
 };
 /* A one-line progress bar on a TTY (nothing otherwise): "epoch 2/5 [###...] 120/469
  * loss 0.3120  5210 img/s  lr 0.01  epoch 12s<31s  run 1m02s<2m40s". */
+/* The throughput's unit: "img/s" or "tok/s", with "on cuda:0 (emulated)" after it when the
+ * device is emulated (weft_device_is_emulated): such a rate is no device's. */
+struct trainer;
+const char *train_rate_unit(const struct trainer *t);
 void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss,
                     double per_s, const char *unit, double lr, const struct train_times *tm,
                     bool tty);

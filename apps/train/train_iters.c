@@ -60,7 +60,7 @@ static int progress_line(const struct trainer *t, struct window w_local, double 
     printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  elapsed %s  ETA %s\n",
            (long long)t->step, (long long)t->s.max_iters,
            w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
-           (double)w->tokens / dt, t->sequence ? "tok/s" : "img/s",
+           (double)w->tokens / dt, train_rate_unit(t),
            steps > 0 ? 1e3 * dt / (double)steps : NAN,
            train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
            train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta, sizeof eta));

@@ -399,6 +399,17 @@ static int columns(void)
     return env && atoi(env) > 0 ? atoi(env) : 80;
 }
 
+const char *train_rate_unit(const struct trainer *t)
+{
+    if (!weft_device_is_emulated(t->device))
+        return t->sequence ? "tok/s" : "img/s";
+    static char unit[64];
+    char dev[32];
+    snprintf(unit, sizeof unit, "%s on %s (emulated)", t->sequence ? "tok/s" : "img/s",
+             weft_device_str(t->device, dev, sizeof dev));
+    return unit;
+}
+
 void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss,
                     double per_s, const char *unit, double lr, const struct train_times *tm,
                     bool tty)

@@ -260,7 +260,7 @@ static int log_steps(struct trainer *t, int64_t epoch, int64_t b, int64_t batche
            "epoch %s<%s  run %s<%s\n",
            (long long)epoch + 1, (long long)t->s.epochs, (long long)t->step, (long long)b,
            (long long)batches, loss, weft_optimizer_get_lr(t->opt), per_s,
-           t->sequence ? "tok/s" : "img/s", train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
+           train_rate_unit(t), train_format_duration(tm->epoch_elapsed, ee, sizeof ee),
            train_format_duration(tm->epoch_eta, el, sizeof el),
            train_format_duration(tm->run_elapsed, re, sizeof re),
            train_format_duration(tm->run_eta, rl, sizeof rl));
@@ -316,7 +316,7 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
             if (step_now && t->s.log_every > 0 && t->step % t->s.log_every == 0 && t->rank == 0)
                 rc = log_steps(t, epoch, b, batches, &tm, &w_loss, &w_samples, &w_tokens, &w_t0);
             train_progress((int)epoch + 1, (int)t->s.epochs, b, batches, loss_sum / (double)samples,
-                           (double)(tokens * t->world) / (train_now() - t0), t->sequence ? "tok/s" : "img/s",
+                           (double)(tokens * t->world) / (train_now() - t0), train_rate_unit(t),
                            weft_optimizer_get_lr(t->opt), &tm, t->tty);
         }
         weft_scope_pop();
@@ -414,7 +414,7 @@ static int run_epochs(struct trainer *t)
             printf("  val_acc %.2f%%", 100 * val.acc);
         char elapsed[32];
         printf("  lr %.4g  %.0f %s  %.1f s  (run %s)%s%s\n", m.lr, m.images_per_s,
-               t->sequence ? "tok/s" : "img/s", m.seconds,
+               train_rate_unit(t), m.seconds,
                train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
                m.partial ? "  (partial: resumed inside the epoch)" : "",
                improved ? "  best" : "");
@@ -692,8 +692,10 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
-    printf("weft-train: %s on %s, %lld parameters, %lld training samples\n", config_path,
-           weft_device_str(t.device, (char[32]){0}, 32), (long long)weft_module_num_parameters(t.model),
+    printf("weft-train: %s on %s%s, %lld parameters, %lld training samples\n", config_path,
+           weft_device_str(t.device, (char[32]){0}, 32),
+           weft_device_is_emulated(t.device) ? " (emulated)" : "",
+           (long long)weft_module_num_parameters(t.model),
            (long long)weft_dataset_length(t.train_set));
     if (t.rank == 0 &&
         train_summary_print(&t.summary, t.model,
