@@ -711,6 +711,31 @@ Test(cuda, a_side_copy_waits_for_queued_work_and_later_work_waits_for_it)
     weft_scope_pop();
 }
 
+/* Between two devices the copy runs on the destination's stream after the source's queued
+ * work (which computes x), and later work on the source's stream (an in-place write to x)
+ * waits until the copy has read x: PyTorch's two-way barrier (backend.c). */
+Test(cuda, a_copy_between_two_devices_waits_for_its_source_and_holds_it_back)
+{
+    REQUIRE_GPU();
+    if (weft_device_count(tu_cuda(0).type) < 2)
+        cr_skip_test("needs two CUDA devices");
+    weft_scope_push();
+    int64_t n = 5000;
+    weft_tensor *h = random_cpu(1, &n, -1, 1, WEFT_F32, 80);
+    weft_tensor *x = weft_exp(cuda(h)); /* queued on cuda:0 */
+    weft_tensor *y = weft_to_device(x, tu_cuda(1));
+    cr_assert_not_null(y, "%s", weft_error_message());
+    cr_assert_not_null(weft_add_scalar_(x, 100), "%s", weft_error_message()); /* after the copy */
+    assert_same(y, weft_exp(h), 1e-6, 1e-6, "cuda:0 -> cuda:1");
+    assert_same(x, weft_add_scalar(weft_exp(h), 100), 1e-5, 1e-5, "x afterwards");
+    /* and back, from a transposed view */
+    int64_t s[2] = {50, 100};
+    weft_tensor *m = random_cpu(2, s, -1, 1, WEFT_F64, 81);
+    weft_tensor *back = weft_to_device(weft_t(weft_to_device(m, tu_cuda(1))), tu_cuda(0));
+    assert_same(back, weft_t(m), 0, 0, "cuda:1 -> cuda:0, transposed");
+    weft_scope_pop();
+}
+
 /* ---- with a GPU: one step of each optimizer -------------------------------------------------- */
 
 Test(cuda, one_step_of_each_optimizer_matches_the_cpu)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # weft-train with runtime.backend = cuda on weft's emulated device (tests/cuda_emu), against
 # the same configs on the cpu: the MNIST MLP and CNN, the character LSTM and the GPT, a few
-# optimizer steps each, then the MLP under bf16 and f16 autocast. The losses (training,
+# optimizer steps each, then the MLP with pinned batches from reader threads and under bf16
+# and f16 autocast. The losses (training,
 # validation, test) must agree within
 #   float32:   |cuda - cpu| <= 1e-3 |cpu| + 1e-4
 #   bf16/f16:  |cuda - cpu| <= 2e-2 |cpu| + 1e-3
@@ -97,6 +98,9 @@ compare cnn configs/mnist-cnn.ini 1e-3 1e-4 $steps $mnist_test
 compare lstm configs/lstm-char.ini 1e-3 1e-4 $steps --set train.eval_iters=2
 # shellcheck disable=SC2086
 compare gpt configs/gpt-char.ini 1e-3 1e-4 $steps --set train.eval_iters=2
+# shellcheck disable=SC2086 # batches from 2 reader threads, pinned, copied on the side queue
+compare mlp-pinned configs/mnist-mlp.ini 1e-3 1e-4 $steps $mnist_test --set data.workers=2 \
+    --set data.pin_memory=true
 # shellcheck disable=SC2086
 compare mlp-bf16 configs/mnist-mlp.ini 2e-2 1e-3 $steps $mnist_test --set train.precision=bf16
 # shellcheck disable=SC2086
