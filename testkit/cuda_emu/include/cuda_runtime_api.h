@@ -183,7 +183,8 @@ WEMU_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribu
 
 /* ---- the emulator's own calls (no CUDA counterpart) ------------------------------------------- */
 /* For a sub-allocator of device memory (weft's caching allocator): the block at ptr, of
- * size bytes, is handed out for work on stream and its first `valid` bytes are in use;
+ * size bytes, is handed out for work on stream (NULL: the legacy stream of the device
+ * that holds ptr, whichever is current) and its first `valid` bytes are in use;
  * later, the block is given back. The emulator makes the rest, and the block once given
  * back, unaddressable (AddressSanitizer) or garbage, each in stream order. */
 /* The seed the blocks' and threads' orders are drawn from from now on (the environment's

@@ -91,7 +91,12 @@ struct Run {
 
 Run *run_;
 Fiber executor; /* the host thread's own stack, while it runs a block */
-std::vector<Fiber> &pool = *new std::vector<Fiber>;
+/* Fibers not in use, the last freed on top: a thread gets one when it first runs and gives
+ * it back when it ends, so a block whose threads never block runs them all on two warm
+ * stacks instead of touching one per thread. */
+std::vector<Fiber *> &free_fibers = *new std::vector<Fiber *>;
+unsigned fibers_made;
+Fiber *dying; /* the stack of the thread that just ended: free once another one runs */
 /* Static shared memory per kernel, learnt when it ran: a later launch that cannot fit it
  * fails at once, as the GPU's would. */
 std::unordered_map<const void *, size_t> &kernel_static_smem =
@@ -124,8 +129,9 @@ void set_fault(Run &r, const DevThread *t, cudaError_t err, const std::string &w
     r.message = where(r, t) + ": " + what;
 }
 
-/* From a device thread: the fault ends the launch; the thread is never resumed. */
-[[noreturn]] void fault_here(cudaError_t err, const std::string &what)
+/* From a device thread: the fault ends the launch; the thread is never resumed (so what
+ * is a plain string: nothing on this stack is ever destroyed). */
+[[noreturn]] void fault_here(cudaError_t err, const char *what)
 {
     Run &r = *run_;
     DevThread *t = r.cur;
@@ -146,11 +152,38 @@ Run &need_run(const char *what)
     return *run_;
 }
 
-/* The next thread to run, drawn from the ready ones. */
+void thread_entry();
+
+/* Puts back the stack of the thread that ended before the switch that got here. */
+void release_dying()
+{
+    if (dying)
+        free_fibers.push_back(dying);
+    dying = nullptr;
+}
+
+/* The next thread to run, drawn from the ready ones, with a stack when it has none yet;
+ * NULL (a fault set) when no stack can be mapped. */
 DevThread *pick(Run &r)
 {
     size_t k = (size_t)r.rng.below(r.ready.size());
     DevThread &t = r.threads[(size_t)r.ready[k]];
+    if (!t.fiber) {
+        if (free_fibers.empty()) {
+            Fiber *f = new Fiber;
+            if (!fiber_alloc(*f, kStackSize, fibers_made)) {
+                delete f;
+                set_fault(r, &t, cudaErrorLaunchOutOfResources,
+                          "no memory for the stack of another device thread");
+                return nullptr;
+            }
+            fibers_made++;
+            free_fibers.push_back(f);
+        }
+        t.fiber = free_fibers.back();
+        free_fibers.pop_back();
+        fiber_reset(*t.fiber, thread_entry);
+    }
     r.ready[k] = r.ready.back();
     r.ready.pop_back();
     t.state = TState::running;
@@ -163,14 +196,17 @@ DevThread *pick(Run &r)
  * or back to the executor when none is (a barrier to release, the block's end). */
 void yield(Run &r, DevThread *t, bool exiting)
 {
-    if (!r.faulted && !r.ready.empty()) {
-        DevThread *n = pick(r);
+    if (exiting)
+        dying = t->fiber;
+    DevThread *n = !r.faulted && !r.ready.empty() ? pick(r) : nullptr;
+    if (n) {
         fiber_switch(*t->fiber, *n->fiber, exiting);
-        return;
+    } else {
+        r.cur = nullptr;
+        wemu_self = nullptr;
+        fiber_switch(*t->fiber, executor, exiting);
     }
-    r.cur = nullptr;
-    wemu_self = nullptr;
-    fiber_switch(*t->fiber, executor, exiting);
+    release_dying(); /* t runs again */
 }
 
 __attribute__((no_sanitize_address)) void thread_entry()
@@ -178,6 +214,7 @@ __attribute__((no_sanitize_address)) void thread_entry()
     Run &r = *run_;
     DevThread *t = r.cur;
     fiber_started(*t->fiber);
+    release_dying();
     r.job->run();
     t->state = TState::done;
     r.live--;
@@ -265,12 +302,11 @@ void run_block(Run &r, uint3 bid)
         t.view.bid = bid;
         t.view.bdim = b;
         t.view.gdim = r.spec->grid;
-        t.fiber = &pool[i];
+        t.fiber = nullptr; /* one when it first runs */
         t.state = TState::ready;
         t.linear = (int)i;
         t.lane = (int)(i % 32);
         t.warp = (int)(i / 32);
-        fiber_reset(*t.fiber, thread_entry);
         r.ready.push_back((int)i);
     }
     for (auto &w : r.warps)
@@ -296,14 +332,19 @@ void run_block(Run &r, uint3 bid)
             break;
         }
         DevThread *t = pick(r);
+        if (!t)
+            break;
         fiber_switch(executor, *t->fiber, false);
+        release_dying();
         wemu_self = nullptr;
         r.cur = nullptr;
     }
-    if (r.faulted)
-        for (DevThread &t : r.threads)
-            if (t.state != TState::done)
-                t.fiber->dirty = true;
+    /* the stacks of threads left mid-kernel by a fault: cleaned before their reuse */
+    for (DevThread &t : r.threads)
+        if (t.fiber && t.state != TState::done) {
+            t.fiber->dirty = true;
+            free_fibers.push_back(t.fiber);
+        }
     free_shared(r);
 }
 
@@ -383,14 +424,6 @@ cudaError_t run_grid(const LaunchSpec &spec, KernelJob &job, int dev, size_t sme
     r.faulted = false;
     r.error = cudaSuccess;
     r.rng = Rng(seed() * 0x2545F4914F6CDD1Dull + ++launches);
-    while (pool.size() < r.nthreads) {
-        pool.emplace_back();
-        if (!fiber_alloc(pool.back(), kStackSize, (unsigned)(pool.size() - 1))) {
-            pool.pop_back();
-            report("no memory for the stacks of %u device threads", r.nthreads);
-            return cudaErrorLaunchOutOfResources;
-        }
-    }
     const uint64_t gx = spec.grid.x, gy = spec.grid.y, gz = spec.grid.z;
     const uint64_t n = gx * gy * gz;
     uint64_t start = r.rng.below(n), stride = 1;

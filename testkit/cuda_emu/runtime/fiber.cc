@@ -79,10 +79,13 @@ void fiber_free(Fiber &f)
 
 void fiber_reset(Fiber &f, void (*entry)())
 {
-    /* What a finished thread's frames left poisoned, or the whole stack of one left
-     * mid-kernel. */
-    size_t clean = f.dirty ? f.stack_size : (f.stack_size < 16384 ? f.stack_size : 16384);
-    WEMU_ASAN_UNPOISON(f.stack_lo + f.stack_size - clean, clean);
+    /* ASan poisons a frame's redzones when the frame starts and clears them when it
+     * returns: the frames of a thread that ended (entry's callees, which switched away)
+     * stay poisoned just below the stack's top, and a fiber left mid-kernel keeps all of
+     * its frames. */
+    size_t used = f.stack_size - f.stagger;
+    size_t clean = f.dirty ? used : (used < 16384 ? used : 16384);
+    WEMU_ASAN_UNPOISON(f.stack_lo + used - clean, clean);
     f.dirty = false;
     f.asan_fake = nullptr;
 #if defined(__x86_64__)

@@ -300,8 +300,13 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const v
 WEMU_API void wemu_annotate_alloc(void *ptr, size_t valid, size_t size, cudaStream_t stream)
 {
     WEMU_LOCKED;
-    Stream *s = resolve(stream);
-    if (!s || !find_live(ptr))
+    const auto *a = find_live(ptr);
+    if (!a)
+        return;
+    /* the legacy stream is the block's device's, whichever device is current */
+    bool legacy = !stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+    Stream *s = legacy ? device(a->second.device).legacy : resolve(stream);
+    if (!s)
         return;
     block_stream[(uintptr_t)ptr] = s;
     auto op = std::make_unique<HandOutBlock>();
