@@ -16,7 +16,20 @@
 
 #include "testutil.h"
 
-TestSuite(cuda_ops, .init = tu_setup, .fini = tu_teardown);
+/* Each test's tensors live in a scope of its own. */
+static void setup(void)
+{
+    tu_setup();
+    weft_scope_push();
+}
+
+static void teardown(void)
+{
+    weft_scope_pop();
+    tu_teardown();
+}
+
+TestSuite(cuda_ops, .init = setup, .fini = teardown);
 
 static void require_cuda(void)
 {
@@ -125,11 +138,13 @@ Test(cuda_ops, floor_divide_and_remainder_round_toward_minus_infinity_as_the_cpu
         }
     /* an integer division by zero cannot fail from a kernel: 0 (kernels_divmod.cu says so;
      * PyTorch's CUDA kernels give garbage), where the cpu raises ZeroDivisionError */
+    weft_scope_push();
     int64_t two = 2;
     weft_tensor *a = to(tu_tensor(1, &two, (double[]){5, 7}, WEFT_I32), tu_cuda(0));
     weft_tensor *z = to(tu_tensor(1, &two, (double[]){2, 0}, WEFT_I32), tu_cuda(0));
     tu_assert_close(weft_floor_divide(a, z), (double[]){2, 0}, 2, 0, 0);
     tu_assert_close(weft_remainder(a, z), (double[]){1, 0}, 2, 0, 0);
+    weft_scope_pop();
 }
 
 /* ---- scatter and scatter_reduce -------------------------------------------------------------- */
@@ -186,11 +201,13 @@ Test(cuda_ops, scatter_and_every_scatter_reduce_match_the_cpu)
             }
     }
     /* an index out of range: the same error on both */
+    weft_scope_push();
     int64_t one[2] = {1, 1};
     weft_tensor *t = weft_zeros(2, ts, WEFT_F32, tu_cuda(0));
     weft_tensor *bad = to(tu_tensor(2, one, (double[]){9}, WEFT_I64), tu_cuda(0));
     cr_expect_null(weft_scatter_value(t, 0, bad, 1.0));
     tu_assert_error(WEFT_ERR_RUNTIME, "out of bounds for dimension 0 with size 5");
+    weft_scope_pop();
 }
 
 /* ---- layer_norm, GELU, linear+GELU, embedding ---------------------------------------------------- */
