@@ -481,6 +481,42 @@ Test(cuda, out_of_memory_is_reported_in_pytorchs_words)
     cr_expect_eq(cuda_stats().num_ooms, ooms + 1);
 }
 
+/* The caching allocator over the device's own cudaMalloc: when the device is full, it
+ * gives back its cached segments and retries, as PyTorch's does. Device memory that can
+ * be filled in a test: the emulated device's, set to 96 MiB here (ignored on a GPU, where
+ * the case skips). */
+Test(cuda, a_full_device_makes_the_allocator_free_its_cache_and_retry)
+{
+    setenv("WEFT_CUDA_EMU_MEMORY", "96M", 1); /* read when the emulator starts */
+    REQUIRE_GPU();
+    if (!weft_device_is_emulated(tu_cuda(0)))
+        cr_skip_test("fills the device: run on the emulated one (96 MiB)");
+    weft_empty_cache(tu_cuda(0));
+    struct weft_memory_stats before = cuda_stats();
+    int64_t n40 = (int64_t)10 << 20, n50 = (int64_t)25 << 19; /* 40 and 50 MiB of float */
+    weft_tensor *a = weft_empty(1, &n40, WEFT_F32, tu_cuda(0));
+    weft_tensor *b = weft_empty(1, &n40, WEFT_F32, tu_cuda(0));
+    cr_assert(a && b, "%s", weft_error_message());
+    weft_tensor_release(a);
+    weft_tensor_release(b);
+    cr_expect_eq(cuda_stats().reserved_bytes - before.reserved_bytes, (uint64_t)80 << 20,
+                 "two 40 MiB segments cached");
+    /* 50 MiB fits no cached block and not beside them: the cache goes back, then it fits */
+    weft_tensor *c = weft_full(1, &n50, 2, WEFT_F32, tu_cuda(0));
+    cr_assert_not_null(c, "%s", weft_error_message());
+    struct weft_memory_stats after = cuda_stats();
+    cr_expect_eq(after.num_alloc_retries, before.num_alloc_retries + 1);
+    cr_expect_eq(after.reserved_bytes - before.reserved_bytes, (uint64_t)50 << 20);
+    double v = 0;
+    tu_read(weft_narrow(c, 0, n50 - 1, 1), &v);
+    cr_expect_eq(v, 2);
+    /* and a request the device cannot hold even empty: PyTorch's out-of-memory error */
+    int64_t n60 = (int64_t)15 << 20;
+    cr_expect_null(weft_empty(1, &n60, WEFT_F32, tu_cuda(0)));
+    tu_assert_error(WEFT_ERR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate 60.00 MiB");
+    weft_tensor_release(c);
+}
+
 static void free_pinned(void *ctx, void *data)
 {
     const struct weft_backend *b = ctx;
