@@ -425,3 +425,5 @@ Test(cuda_ops, recurrent_layers_forward_and_backward_match_the_cpu)
             weft_scope_pop();
         }
 }
+
+TU_MAIN_SKIPPED_WHEN_ALL_SKIP("cuda_ops")

@@ -179,3 +179,5 @@ Test(dist_nccl, collectives)
     case_async_with_device_work_in_between();
     cr_assert_eq(weft_dist_finalize(), 0, "%s", weft_error_message());
 }
+
+TU_MAIN_SKIPPED_WHEN_ALL_SKIP("dist_nccl")

@@ -284,3 +284,5 @@ Test(sparse_cuda, the_sddmm_kernel_takes_any_strides)
             weft_scope_pop();
         }
 }
+
+TU_MAIN_SKIPPED_WHEN_ALL_SKIP("sparse_cuda")
