@@ -78,7 +78,7 @@ struct Run {
     std::vector<DevThread> threads;
     std::vector<int> ready;
     int live, at_barrier, exited;
-    std::vector<WarpState> warps;
+    WarpState *warps;     /* one per warp of the block (warp_pool) */
     Rng rng{0};
     std::vector<SharedDecl> shared;
     void *dynamic;
@@ -101,6 +101,7 @@ Fiber *dying; /* the stack of the thread that just ended: free once another one 
  * fails at once, as the GPU's would. */
 std::unordered_map<const void *, size_t> &kernel_static_smem =
     *new std::unordered_map<const void *, size_t>;
+std::vector<WarpState> &warp_pool = *new std::vector<WarpState>;
 
 const size_t kStackSize = 256 * 1024;
 const uint64_t kPoison = ~0ull; /* what a lane reads from a lane outside the exchange */
@@ -309,8 +310,8 @@ void run_block(Run &r, uint3 bid)
         t.warp = (int)(i / 32);
         r.ready.push_back((int)i);
     }
-    for (auto &w : r.warps)
-        w.n = 0;
+    for (unsigned w = 0; w < (r.nthreads + 31) / 32; w++)
+        r.warps[w].n = 0;
     r.live = (int)r.nthreads;
     r.at_barrier = r.exited = 0;
     r.static_bytes = 0;
@@ -418,7 +419,9 @@ cudaError_t run_grid(const LaunchSpec &spec, KernelJob &job, int dev, size_t sme
     r.nthreads = spec.block.x * spec.block.y * spec.block.z;
     r.smem_limit = smem_limit;
     r.threads.resize(r.nthreads);
-    r.warps.resize((r.nthreads + 31) / 32);
+    if (warp_pool.size() < (r.nthreads + 31) / 32) /* kept across launches: 13 KB a warp */
+        warp_pool.resize((r.nthreads + 31) / 32);
+    r.warps = warp_pool.data();
     r.dynamic = nullptr;
     r.cur = nullptr;
     r.faulted = false;
@@ -503,7 +506,7 @@ extern "C" WEMU_API uint64_t wemu_warp(int kind, unsigned mask, uint64_t value, 
                  what, mask, t->warp, r.nthreads, lanes);
         fault_here(cudaErrorLaunchFailure, buf);
     }
-    WarpState &ws = r.warps[(size_t)t->warp];
+    WarpState &ws = r.warps[t->warp];
     Exchange *e = nullptr;
     for (int i = 0; i < ws.n; i++)
         if (ws.ex[i].mask & mask) {

@@ -80,11 +80,11 @@ void fiber_free(Fiber &f)
 void fiber_reset(Fiber &f, void (*entry)())
 {
     /* ASan poisons a frame's redzones when the frame starts and clears them when it
-     * returns: the frames of a thread that ended (entry's callees, which switched away)
-     * stay poisoned just below the stack's top, and a fiber left mid-kernel keeps all of
-     * its frames. */
+     * returns: the frames through which a finished thread switched away for good stay
+     * poisoned just below the stack's top (within 500 bytes of it in gcc 12's build:
+     * 2 KiB are cleaned), and a fiber left mid-kernel keeps all of its frames. */
     size_t used = f.stack_size - f.stagger;
-    size_t clean = f.dirty ? used : (used < 16384 ? used : 16384);
+    size_t clean = f.dirty ? used : (used < 2048 ? used : 2048);
     WEMU_ASAN_UNPOISON(f.stack_lo + used - clean, clean);
     f.dirty = false;
     f.asan_fake = nullptr;

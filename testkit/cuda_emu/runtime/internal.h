@@ -19,6 +19,10 @@
 
 #define WEMU_INTERNAL WEMU_API
 
+/* The emulator's state lives on the heap and is never freed (`T &x = *new T`): weft
+ * unloads its plugins, which free device memory and streams through this library, from an
+ * atexit handler that runs after this library's static destructors would have. */
+
 namespace wemu {
 
 /* ---- the lock: every API call holds it, and work runs under it ---------------------------- */
