@@ -238,6 +238,17 @@ Test(cuda_ops, layer_norm_forward_and_backward_on_warp_and_block_paths)
             }
 }
 
+/* More rows than the grid's 65536 blocks: a block takes a second row and reuses its shared
+ * partials, which block_reduce's second barrier protects. Two warps a row (40 columns). */
+Test(cuda_ops, layer_norm_blocks_that_take_a_second_row_reuse_their_shared_memory_safely)
+{
+    require_cuda();
+    int64_t len = 40, xs[2] = {65536 + 64, 40};
+    weft_tensor *in[3] = {rnd(2, xs, WEFT_F32, -2, 2, 35), rnd(1, &len, WEFT_F32, 0.5, 1.5, 36),
+                          rnd(1, &len, WEFT_F32, -1, 1, 37)};
+    check("layer_norm [65600, 40]", layer_norm_fn, &len, 3, in, 0, 2e-5);
+}
+
 static weft_tensor *gelu_fn(weft_tensor **in, const void *ctx)
 {
     return weft_gelu_approximate(in[0], *(const enum weft_gelu_approximate *)ctx);

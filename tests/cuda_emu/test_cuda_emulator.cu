@@ -39,6 +39,27 @@ __global__ void tree_sum(const float *in, float *out, int n, bool sync)
         out[blockIdx.x] = s[0];
 }
 
+/* Two warps sum rows: each warp reduces with shuffles, lane 0 posts its sum in shared
+ * memory, and after a barrier every thread adds both posts and writes what it got. With `reuse_sync` false no
+ * barrier keeps a warp that runs ahead into the next row from overwriting its post before
+ * the other warp has read it (block_reduce without its second barrier). */
+__global__ void row_sums(const float *in, float *out, int rows, bool reuse_sync)
+{
+    __shared__ float post[2];
+    for (int r = 0; r < rows; r++) {
+        float v = in[r * 64 + threadIdx.x];
+        for (int mask = 16; mask > 0; mask >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, mask);
+        if (threadIdx.x % 32 == 0)
+            post[threadIdx.x / 32] = v;
+        __syncthreads();
+        float sum = post[0] + post[1];
+        if (reuse_sync)
+            __syncthreads();
+        out[r * 64 + threadIdx.x] = sum;
+    }
+}
+
 /* Threads past n return before the barrier the others reach. */
 __global__ void early_return(float *out, int n)
 {
@@ -216,6 +237,37 @@ Test(emulator, the_order_of_unsynchronised_writes_follows_the_seed)
         seen[w] = true;
     }
     cr_expect_gt(distinct, 3, "only %d different last writers in 16 seeds", distinct);
+}
+
+static int wrong_row_sums(bool reuse_sync, uint64_t seed)
+{
+    wemu_set_seed(seed);
+    const int rows = 8;
+    float h[rows * 64], got[rows * 64];
+    for (int i = 0; i < rows * 64; i++)
+        h[i] = (float)(i / 64 + 1); /* row r sums to 64 (r + 1) */
+    float *in = to_dev(h, rows * 64), *out = dev_floats(rows * 64, 0);
+    row_sums<<<1, 64>>>(in, out, rows, reuse_sync);
+    from_dev(got, out, rows * 64);
+    cudaFree(in);
+    cudaFree(out);
+    int wrong = 0;
+    for (int i = 0; i < rows * 64; i++)
+        wrong += got[i] != 64.0f * (float)(i / 64 + 1);
+    return wrong;
+}
+
+/* The threads' order is a priority drawn per barrier interval: a warp may run through all
+ * its shuffles and into the next row while the other has yet to read (a uniform pick among
+ * the ready threads would let the laggard catch up at every shuffle). */
+Test(emulator, a_warp_that_runs_ahead_overwrites_shared_memory_the_other_has_not_read)
+{
+    int wrong = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        cr_expect_eq(wrong_row_sums(true, seed), 0, "seed %llu", (unsigned long long)seed);
+        wrong += wrong_row_sums(false, seed);
+    }
+    cr_expect_gt(wrong, 0, "no warp ever ran ahead of the other");
 }
 
 Test(emulator, threads_that_return_before_a_barrier_the_others_reach_are_a_launch_failure)

@@ -3,7 +3,13 @@
  *
  * Between two barriers the block's threads run in an order drawn from the seed
  * (WEFT_CUDA_EMU_SEED), each until it blocks or ends: code that relies on an order the
- * hardware does not promise sees another one here. A barrier (__syncthreads and its
+ * hardware does not promise sees another one here. The order is a priority per thread,
+ * drawn afresh at the block's start and at each barrier; the ready thread of highest
+ * priority runs. So the threads that drew low priorities lag behind the others until the
+ * next barrier, however many warp exchanges those go through (a warp can run ahead into
+ * the next loop trip and overwrite shared memory another warp has yet to read, which a
+ * uniform pick among the ready threads, catching up at every exchange, all but never
+ * shows). A barrier (__syncthreads and its
  * counting forms) releases once every thread of the block waits at the same one; a thread
  * that ended first, or threads at different barriers, are a divergent barrier and a fault.
  * A warp exchange (shuffles, votes, __syncwarp) completes when every lane its mask names
@@ -16,6 +22,7 @@
  * does), with the kernel, block and thread named on stderr. */
 #include <signal.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +49,7 @@ struct DevThread {
     Fiber *fiber;
     TState state;
     int linear, lane, warp;
+    uint64_t rank;       /* its priority until the next barrier */
     uint64_t xres;       /* the warp exchange's result for this lane */
     int pred, bres;      /* barrier predicate and result */
     const void *site;    /* the barrier it waits at */
@@ -80,6 +88,7 @@ struct Run {
     int live, at_barrier, exited;
     WarpState *warps;     /* one per warp of the block (warp_pool) */
     Rng rng{0};
+    uint64_t interval;    /* drawn at each barrier: the threads' ranks derive from it */
     std::vector<SharedDecl> shared;
     void *dynamic;
     size_t static_bytes;
@@ -165,10 +174,18 @@ void release_dying()
 
 /* The next thread to run, drawn from the ready ones, with a stack when it has none yet;
  * NULL (a fault set) when no stack can be mapped. */
+/* r.ready is a heap, the highest rank on top. */
+struct RankBelow {
+    const Run *r;
+    bool operator()(int a, int b) const
+    {
+        return r->threads[(size_t)a].rank < r->threads[(size_t)b].rank;
+    }
+};
+
 DevThread *pick(Run &r)
 {
-    size_t k = (size_t)r.rng.below(r.ready.size());
-    DevThread &t = r.threads[(size_t)r.ready[k]];
+    DevThread &t = r.threads[(size_t)r.ready.front()];
     if (!t.fiber) {
         if (free_fibers.empty()) {
             Fiber *f = new Fiber;
@@ -185,7 +202,7 @@ DevThread *pick(Run &r)
         free_fibers.pop_back();
         fiber_reset(*t.fiber, thread_entry);
     }
-    r.ready[k] = r.ready.back();
+    std::pop_heap(r.ready.begin(), r.ready.end(), RankBelow{&r});
     r.ready.pop_back();
     t.state = TState::running;
     r.cur = &t;
@@ -228,6 +245,20 @@ void make_ready(Run &r, DevThread &t)
 {
     t.state = TState::ready;
     r.ready.push_back(t.linear);
+    std::push_heap(r.ready.begin(), r.ready.end(), RankBelow{&r});
+}
+
+/* Fresh priorities for the interval that begins (a mix of the interval's draw and the
+ * thread's index: one draw per barrier, not one per thread). */
+void draw_ranks(Run &r)
+{
+    r.interval = r.rng.next();
+    for (DevThread &t : r.threads) {
+        uint64_t z = r.interval ^ ((uint64_t)t.linear * 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        t.rank = z ^ (z >> 31);
+    }
 }
 
 /* Every live thread waits at a barrier: release it, or fault when it diverged. */
@@ -259,6 +290,7 @@ void release_barrier(Run &r)
         return;
     }
     r.at_barrier = 0;
+    draw_ranks(r);
     for (DevThread &t : r.threads)
         if (t.state == TState::barrier) {
             t.bres = count;
@@ -310,6 +342,8 @@ void run_block(Run &r, uint3 bid)
         t.warp = (int)(i / 32);
         r.ready.push_back((int)i);
     }
+    draw_ranks(r);
+    std::make_heap(r.ready.begin(), r.ready.end(), RankBelow{&r});
     for (unsigned w = 0; w < (r.nthreads + 31) / 32; w++)
         r.warps[w].n = 0;
     r.live = (int)r.nthreads;
