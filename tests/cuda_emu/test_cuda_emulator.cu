@@ -485,10 +485,20 @@ Test(emulator, work_runs_when_the_host_synchronises_not_at_the_launch)
     cr_expect_eq(h[0], 9.0f);
 }
 
-/* A copy on stream b of what stream a computes: right with an event wait, the old value
- * without (for every seed: b's sync runs b alone). */
-static float copy_across(bool wait)
+static void release(cudaStream_t a, cudaStream_t b, cudaEvent_t e, float *d, float *h)
 {
+    CK(cudaStreamDestroy(a));
+    CK(cudaStreamDestroy(b));
+    CK(cudaEventDestroy(e));
+    CK(cudaFree(d));
+    CK(cudaFreeHost(h));
+}
+
+/* A copy on stream b of what stream a computes: right with an event wait; without, the
+ * old value under the seeds where b's sync does not run a first. */
+static float copy_across(bool wait, uint64_t seed)
+{
+    wemu_set_seed(seed);
     cudaStream_t a, b;
     cudaEvent_t done;
     CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
@@ -505,17 +515,54 @@ static float copy_across(bool wait)
     CK(cudaStreamSynchronize(b));
     float v = h[0];
     CK(cudaDeviceSynchronize());
+    release(a, b, done, d, h);
     return v;
 }
 
 Test(emulator, a_stream_that_waits_for_an_event_sees_the_work_before_it)
 {
-    cr_expect_eq(copy_across(true), 5.0f);
+    for (uint64_t seed = 1; seed <= 8; seed++)
+        cr_expect_eq(copy_across(true, seed), 5.0f, "seed %llu", (unsigned long long)seed);
 }
 
-Test(emulator, a_stream_that_does_not_wait_reads_the_old_value)
+Test(emulator, a_stream_that_does_not_wait_reads_the_old_value_under_some_seed)
 {
-    cr_expect_eq(copy_across(false), 1.0f);
+    int old = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++)
+        old += copy_across(false, seed) == 1.0f;
+    cr_expect_gt(old, 0, "the copy never ran before the work it should wait for");
+}
+
+/* The other way round: stream b should wait for a's work, but the host waits on a (and
+ * the event a records after b's copy, as weft's side queue does): b outranks a under some
+ * seed and copies before a's write. */
+static float copy_before_the_write(uint64_t seed)
+{
+    wemu_set_seed(seed);
+    cudaStream_t a, b;
+    cudaEvent_t copied;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    float *d = dev_floats(1, 1.0f), *h = nullptr;
+    CK(cudaDeviceSynchronize());
+    CK(cudaHostAlloc((void **)&h, sizeof(float), cudaHostAllocDefault));
+    fill<<<1, 1, 0, a>>>(d, 1, 5.0f);
+    CK(cudaMemcpyAsync(h, d, sizeof(float), cudaMemcpyDeviceToHost, b)); /* no wait */
+    CK(cudaEventRecord(copied, b));
+    CK(cudaStreamWaitEvent(a, copied, 0));
+    CK(cudaStreamSynchronize(a));
+    float v = h[0];
+    release(a, b, copied, d, h);
+    return v;
+}
+
+Test(emulator, a_missing_wait_shows_whichever_stream_the_host_waits_on)
+{
+    int old = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++)
+        old += copy_before_the_write(seed) == 1.0f;
+    cr_expect_gt(old, 0, "b's copy always ran after a's write");
 }
 
 Test(emulator, an_event_is_not_ready_at_its_first_query_and_done_at_the_next)

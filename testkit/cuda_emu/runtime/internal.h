@@ -114,6 +114,12 @@ WEMU_INTERNAL cudaError_t enqueue_host(cudaStream_t s, std::function<void()> fn,
                                        const std::string &what);
 /* Runs s's work up to position seq (and what it waits for). */
 WEMU_INTERNAL void run_until(Stream *s, uint64_t seq);
+/* Runs s's work up to position seq as a host synchronisation does: first, the device's
+ * other streams that outrank s (priorities drawn from the seed at each call) run all
+ * their queued work, as a GPU may have finished it by then; so a stream that should wait
+ * for s's work and does not runs before that work under some seed, whichever of the two
+ * the host waits on. */
+WEMU_INTERNAL void settle(Stream *s, uint64_t seq);
 /* Runs every stream of dev to its end, in an order the seed picks. */
 WEMU_INTERNAL void drain_device(int dev);
 WEMU_INTERNAL void drain_all();

@@ -9,13 +9,16 @@
  * record (cudaStreamWaitEvent), and the legacy default stream's implicit ordering with
  * the blocking streams. cudaDeviceSynchronize runs the streams' work one piece at a time
  * in an order drawn from the seed, so streams that should wait for each other and do not
- * meet in either order.
+ * meet in either order; a wait on one stream or event first runs the device's streams
+ * that outrank it (priorities drawn from the seed at each wait) to their ends, so work
+ * that misses a wait for work on the stream waited on runs before it under some seed.
  *
  * Queries: the first query of an event (or stream) since its work was queued answers
  * cudaErrorNotReady, as a busy GPU would; the next runs the work and answers cudaSuccess,
  * so polling loops end. Copies from pageable host memory are staged at the call, as
  * CUDA's are; copies to pageable host memory return once done (CUDA's rules); pinned
  * memory is read and written when the copy's turn comes. */
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -138,7 +141,7 @@ cudaError_t copy(void *dst, const void *src, size_t n, cudaMemcpyKind kind, Stre
     uint64_t pos = enqueue(s, std::move(op));
     /* to pageable memory CUDA returns once the copy is done (also cudaMemcpyAsync) */
     if (sync || (pageable_dst && kind != cudaMemcpyDeviceToDevice))
-        run_until(s, pos);
+        settle(s, pos);
     return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
 }
 
@@ -173,7 +176,7 @@ cudaError_t query(Stream *s, uint64_t seq, bool *queried)
         *queried = true;
         return cudaErrorNotReady;
     }
-    run_until(s, seq);
+    settle(s, seq);
     return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
 }
 
@@ -247,6 +250,28 @@ void run_until(Stream *s, uint64_t seq)
         s->queue.pop_front();
         s->completed++;
     }
+}
+
+void settle(Stream *s, uint64_t seq)
+{
+    if (done(s, seq))
+        return;
+    Rng rng(seed() * 0xD1B54A32D192ED03ull + ++drains);
+    uint64_t mine = rng.next();
+    std::vector<std::pair<uint64_t, Stream *>> ahead;
+    for (Stream *t : device(s->device).streams)
+        if (t != s) {
+            uint64_t rank = rng.next();
+            if (rank > mine && !done(t, t->enqueued))
+                ahead.emplace_back(rank, t);
+        }
+    std::sort(ahead.begin(), ahead.end(),
+              [](const std::pair<uint64_t, Stream *> &a, const std::pair<uint64_t, Stream *> &b) {
+                  return a.first > b.first;
+              });
+    for (auto &a : ahead)
+        run_until(a.second, a.second->enqueued);
+    run_until(s, seq);
 }
 
 void drain_device(int dev)
@@ -333,7 +358,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
     Stream *s = resolve(stream);
     if (!s)
         return fail(cudaErrorInvalidResourceHandle);
-    run_until(s, s->enqueued);
+    settle(s, s->enqueued);
     return sticky(s->device) != cudaSuccess ? fail(sticky(s->device)) : cudaSuccess;
 }
 
@@ -436,7 +461,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
         return fail(cudaErrorInvalidResourceHandle);
     if (!e->stream)
         return cudaSuccess;
-    run_until(e->stream, e->seq);
+    settle(e->stream, e->seq);
     return sticky(e->device) != cudaSuccess ? fail(sticky(e->device)) : cudaSuccess;
 }
 
