@@ -82,6 +82,10 @@ MUTATIONS = [
      "CUDA_CHECK(cudaStreamWaitEvent(d->copy_stream, d->compute_mark, 0)) != 0 ||", "", 0,
      ["cuda_emu"],
      "the side copy does not wait for the work queued before it on the current stream"),
+    ("pinned-block-no-event", "plugins/cuda/backend.c",
+     "if (!ha || host_allocator_record_event(ha, host, stream) >= 0)", "if (1)", 0,
+     ["cuda_emu"],
+     "a pinned block released during its async copy is reused before the copy has read it"),
 ]
 
 
