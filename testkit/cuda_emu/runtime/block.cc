@@ -49,7 +49,7 @@ struct DevThread {
     Fiber *fiber;
     TState state;
     int linear, lane, warp;
-    uint64_t rank;       /* its priority until the next barrier */
+    int pos;             /* its place in the order until the next barrier (0: first) */
     uint64_t xres;       /* the warp exchange's result for this lane */
     int pred, bres;      /* barrier predicate and result */
     const void *site;    /* the barrier it waits at */
@@ -84,11 +84,17 @@ struct Run {
     unsigned nthreads;
     size_t smem_limit;
     std::vector<DevThread> threads;
-    std::vector<int> ready;
+    /* The priority order drawn for the interval (order[k]: the thread at place k) and the
+     * ready threads as a bit per place: the ready thread of highest priority is the lowest
+     * bit set, found in a word or two (a heap of ranks took half of the emulator's time
+     * with the 32 wake-ups of every shuffle). */
+    std::vector<int> order;
+    std::vector<uint64_t> ready;
+    size_t ready_from;    /* no bit is set in the words below it */
+    int nready;
     int live, at_barrier, exited;
     WarpState *warps;     /* one per warp of the block (warp_pool) */
     Rng rng{0};
-    uint64_t interval;    /* drawn at each barrier: the threads' ranks derive from it */
     std::vector<SharedDecl> shared;
     void *dynamic;
     size_t static_bytes;
@@ -172,20 +178,15 @@ void release_dying()
     dying = nullptr;
 }
 
-/* The next thread to run, drawn from the ready ones, with a stack when it has none yet;
- * NULL (a fault set) when no stack can be mapped. */
-/* r.ready is a heap, the highest rank on top. */
-struct RankBelow {
-    const Run *r;
-    bool operator()(int a, int b) const
-    {
-        return r->threads[(size_t)a].rank < r->threads[(size_t)b].rank;
-    }
-};
-
+/* The next thread to run: the ready one of highest priority, with a stack when it has
+ * none yet; NULL (a fault set) when no stack can be mapped. */
 DevThread *pick(Run &r)
 {
-    DevThread &t = r.threads[(size_t)r.ready.front()];
+    while (!r.ready[r.ready_from])
+        r.ready_from++;
+    uint64_t &word = r.ready[r.ready_from];
+    int place = (int)(r.ready_from * 64) + __builtin_ctzll(word);
+    DevThread &t = r.threads[(size_t)r.order[(size_t)place]];
     if (!t.fiber) {
         if (free_fibers.empty()) {
             Fiber *f = new Fiber;
@@ -202,8 +203,8 @@ DevThread *pick(Run &r)
         free_fibers.pop_back();
         fiber_reset(*t.fiber, thread_entry);
     }
-    std::pop_heap(r.ready.begin(), r.ready.end(), RankBelow{&r});
-    r.ready.pop_back();
+    word &= word - 1;
+    r.nready--;
     t.state = TState::running;
     r.cur = &t;
     wemu_self = &t.view;
@@ -216,7 +217,7 @@ void yield(Run &r, DevThread *t, bool exiting)
 {
     if (exiting)
         dying = t->fiber;
-    DevThread *n = !r.faulted && !r.ready.empty() ? pick(r) : nullptr;
+    DevThread *n = !r.faulted && r.nready > 0 ? pick(r) : nullptr;
     if (n) {
         fiber_switch(*t->fiber, *n->fiber, exiting);
     } else {
@@ -244,21 +245,27 @@ __attribute__((no_sanitize_address)) void thread_entry()
 void make_ready(Run &r, DevThread &t)
 {
     t.state = TState::ready;
-    r.ready.push_back(t.linear);
-    std::push_heap(r.ready.begin(), r.ready.end(), RankBelow{&r});
+    size_t w = (size_t)t.pos / 64;
+    r.ready[w] |= 1ull << (t.pos % 64);
+    r.ready_from = std::min(r.ready_from, w);
+    r.nready++;
 }
 
-/* Fresh priorities for the interval that begins (a mix of the interval's draw and the
- * thread's index: one draw per barrier, not one per thread). */
-void draw_ranks(Run &r)
+/* A fresh order for the interval that begins, with no thread ready yet: a permutation
+ * (Fisher-Yates) from a generator seeded by one draw of the launch's, so that the
+ * launch's sequence does not depend on the block's size. */
+void draw_order(Run &r)
 {
-    r.interval = r.rng.next();
-    for (DevThread &t : r.threads) {
-        uint64_t z = r.interval ^ ((uint64_t)t.linear * 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        t.rank = z ^ (z >> 31);
-    }
+    Rng rng(r.rng.next());
+    for (unsigned i = 0; i < r.nthreads; i++)
+        r.order[i] = (int)i;
+    for (unsigned i = r.nthreads - 1; i > 0; i--)
+        std::swap(r.order[i], r.order[(size_t)rng.below(i + 1)]);
+    for (unsigned k = 0; k < r.nthreads; k++)
+        r.threads[(size_t)r.order[k]].pos = (int)k;
+    std::fill(r.ready.begin(), r.ready.end(), 0);
+    r.ready_from = r.ready.size() - 1;
+    r.nready = 0;
 }
 
 /* Every live thread waits at a barrier: release it, or fault when it diverged. */
@@ -290,7 +297,7 @@ void release_barrier(Run &r)
         return;
     }
     r.at_barrier = 0;
-    draw_ranks(r);
+    draw_order(r);
     for (DevThread &t : r.threads)
         if (t.state == TState::barrier) {
             t.bres = count;
@@ -328,7 +335,7 @@ void free_shared(Run &r)
 void run_block(Run &r, uint3 bid)
 {
     const dim3 b = r.spec->block;
-    r.ready.clear();
+    draw_order(r);
     for (unsigned i = 0; i < r.nthreads; i++) {
         DevThread &t = r.threads[i];
         t.view.tid = uint3{i % b.x, (i / b.x) % b.y, i / (b.x * b.y)};
@@ -336,14 +343,11 @@ void run_block(Run &r, uint3 bid)
         t.view.bdim = b;
         t.view.gdim = r.spec->grid;
         t.fiber = nullptr; /* one when it first runs */
-        t.state = TState::ready;
         t.linear = (int)i;
         t.lane = (int)(i % 32);
         t.warp = (int)(i / 32);
-        r.ready.push_back((int)i);
+        make_ready(r, t);
     }
-    draw_ranks(r);
-    std::make_heap(r.ready.begin(), r.ready.end(), RankBelow{&r});
     for (unsigned w = 0; w < (r.nthreads + 31) / 32; w++)
         r.warps[w].n = 0;
     r.live = (int)r.nthreads;
@@ -356,7 +360,7 @@ void run_block(Run &r, uint3 bid)
     }
     memset(r.dynamic, 0xff, r.spec->shmem ? r.spec->shmem : 1);
     while (!r.faulted) {
-        if (r.ready.empty()) {
+        if (r.nready == 0) {
             if (r.live == 0)
                 break;
             if (r.at_barrier == r.live) {
@@ -453,6 +457,8 @@ cudaError_t run_grid(const LaunchSpec &spec, KernelJob &job, int dev, size_t sme
     r.nthreads = spec.block.x * spec.block.y * spec.block.z;
     r.smem_limit = smem_limit;
     r.threads.resize(r.nthreads);
+    r.order.resize(r.nthreads);
+    r.ready.resize((r.nthreads + 63) / 64);
     if (warp_pool.size() < (r.nthreads + 31) / 32) /* kept across launches: 13 KB a warp */
         warp_pool.resize((r.nthreads + 31) / 32);
     r.warps = warp_pool.data();
