@@ -86,6 +86,30 @@ MUTATIONS = [
      "if (!ha || host_allocator_record_event(ha, host, stream) >= 0)", "if (1)", 0,
      ["cuda_emu"],
      "a pinned block released during its async copy is reused before the copy has read it"),
+    ("col2im-stride", "plugins/cuda/kernels_conv.cu",
+     "if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.OH)", "if (ty < 0 || ty / g.sh >= g.OH)", 0,
+     ["conformance_cuda_emu", "train_cuda_emu"],
+     "col2im adds taps that fall between the vertical stride's rows"),
+    ("max-pool-dilation", "plugins/cuda/kernels_conv.cu",
+     "for (int64_t c = x0; c < x1; c += g.dw)", "for (int64_t c = x0; c < x1; c++)", 0,
+     ["conformance_cuda_emu"],
+     "max_pool2d reads every column of its window, not every dilation-th"),
+    ("softmax-block-too-big", "plugins/cuda/kernels_softmax.cu",
+     "t > kThreads ? kThreads : t", "t > 2048 ? 2048 : t", 0,
+     ["conformance_cuda_emu"],
+     "softmax launches rows longer than 1024 with up to 2048 threads a block"),
+    ("gemm-batch-stride", "plugins/cuda/kernels_matmul.c",
+     "o->batch_stride = t->shape[0] == 1 ? 0 : t->stride[0];", "o->batch_stride = 0;", 0,
+     ["conformance_cuda_emu", "cuda_emu"],
+     "a batched matmul hands cuBLAS a batch stride of 0 (every batch reads the first)"),
+    ("spmm-b-order", "plugins/sparse/cuda/spmm.c",
+     "o->op = CUSPARSE_OPERATION_TRANSPOSE;", "o->op = CUSPARSE_OPERATION_NON_TRANSPOSE;", 0,
+     ["sparse_cuda_emu"],
+     "SpMM takes a column-major dense operand as row-major without transposing it"),
+    ("nccl-no-order", "plugins/dist/nccl.c",
+     "err = cudaStreamWaitEvent(g->stream, ready, 0);", "err = cudaSuccess;", 0,
+     ["dist_nccl_cuda_emu", "train_ddp_cuda_emu"],
+     "a collective does not wait for the work weft queued on its stream (its input)"),
 ]
 
 
@@ -139,7 +163,10 @@ def main():
     root = subprocess.check_output(["git", "rev-parse", "--show-toplevel"],
                                    cwd=os.path.dirname(os.path.abspath(__file__))).decode().strip()
     work = args.work or tempfile.mkdtemp(prefix="weft-mutations.")
-    src, build, log = os.path.join(work, "src"), os.path.join(work, "build"), os.path.join(work, "log.txt")
+    # the build inside the copy, as a worktree's: the same relative paths on the compiler's
+    # command lines as in the working tree's build/, so ccache serves the unmutated files
+    src, log = os.path.join(work, "src"), os.path.join(work, "log.txt")
+    build = os.path.join(src, "build")
     print(f"mutations: copy and build in {work} (log: {log})", flush=True)
     if not os.path.isdir(src):
         copy_tree(root, src)
