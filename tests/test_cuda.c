@@ -511,7 +511,9 @@ Test(cuda, a_full_device_makes_the_allocator_free_its_cache_and_retry)
     cr_expect_eq(after.num_alloc_retries, before.num_alloc_retries + 1);
     cr_expect_eq(after.reserved_bytes - before.reserved_bytes, (uint64_t)50 << 20);
     double v = 0;
-    tu_read(weft_narrow(c, 0, n50 - 1, 1), &v);
+    weft_tensor *last = weft_narrow(c, 0, n50 - 1, 1);
+    tu_read(last, &v);
+    weft_tensor_release(last);
     cr_expect_eq(v, 2);
     /* and a request the device cannot hold even empty: PyTorch's out-of-memory error */
     int64_t n60 = (int64_t)15 << 20;
