@@ -275,6 +275,13 @@ void launch(const LaunchSpec &spec, KernelJob *job, const PointerArg *ptrs, int 
     op->smem_limit = limit;
     op->device = dev;
     op->what = spec.name;
+    if (config().trace) { /* the launch's shape beside its name */
+        char shape[128];
+        snprintf(shape, sizeof shape, "<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", spec.grid.x,
+                 spec.grid.y, spec.grid.z, spec.block.x, spec.block.y, spec.block.z,
+                 (size_t)spec.shmem);
+        op->what += shape;
+    }
     for (int i = 0; i < nptrs && op->bad.empty(); i++) {
         const void *p = ptrs[i].value;
         if (!p)
