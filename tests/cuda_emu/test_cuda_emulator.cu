@@ -411,6 +411,25 @@ Test(emulator, a_kernel_that_reads_past_its_allocation_is_caught_by_asan, .signa
 }
 #endif
 
+/* A kernel that writes past its tensor into the rest of its caching allocator block (as
+ * weft's backend announces blocks): ASan's poison in the sanitizer build; in the release
+ * build the block's spare bytes hold a pattern, checked after the kernel, and the fault
+ * names it. */
+#ifdef UNDER_ASAN
+Test(emulator, a_kernel_that_writes_past_its_tensor_in_a_cached_block_is_caught, .signal = SIGABRT)
+#else
+Test(emulator, a_kernel_that_writes_past_its_tensor_in_a_cached_block_is_caught)
+#endif
+{
+    float *block = nullptr;
+    CK(cudaMalloc((void **)&block, 512));
+    wemu_annotate_alloc(block, 25 * sizeof(float), 512, 0); /* a tensor of 25 floats */
+    fill<<<1, 25>>>(block, 25, 1.0f);
+    cr_expect_eq(cudaDeviceSynchronize(), cudaSuccess, "25 floats: within the tensor");
+    fill<<<1, 26>>>(block, 26, 1.0f);
+    cr_expect_eq(cudaDeviceSynchronize(), cudaErrorIllegalAddress, "the 26th is past it");
+}
+
 /* A misaligned vector access traps: UBSan reports it and halts in the sanitizer build
  * (exit status 1, UBSAN_OPTIONS=halt_on_error=1 as make test sets it), a trap instruction
  * ends the process in the release build (the emulator names the kernel and thread). */

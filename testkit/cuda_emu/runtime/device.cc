@@ -125,13 +125,15 @@ struct KernelOp : Op {
     std::unique_ptr<KernelJob> job;
     std::string bad;
     size_t smem_limit;
+    std::vector<const void *> pointers; /* its arguments' (and iterators' operands') */
     void run() override
     {
         if (!bad.empty()) {
             fault(device, cudaErrorIllegalAddress, "kernel " + std::string(spec.name) + ": " + bad);
             return;
         }
-        run_grid(spec, *job, device, smem_limit);
+        if (run_grid(spec, *job, device, smem_limit) == cudaSuccess)
+            check_written_past(device, pointers.data(), (int)pointers.size(), spec.name);
     }
 };
 
@@ -286,6 +288,7 @@ void launch(const LaunchSpec &spec, KernelJob *job, const PointerArg *ptrs, int 
         const void *p = ptrs[i].value;
         if (!p)
             continue;
+        op->pointers.push_back(p);
         Region r = classify(p);
         if ((r.kind == Mem::device && r.device == dev) || r.kind == Mem::pinned)
             continue;

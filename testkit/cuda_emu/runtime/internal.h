@@ -127,6 +127,11 @@ WEMU_INTERNAL void drain_all();
  * being freed). */
 WEMU_INTERNAL std::vector<std::pair<Stream *, uint64_t>> tails(int dev);
 
+/* Without ASan: faults when the kernel that just ran wrote past the tensor in a caching
+ * allocator's block that one of its pointers reaches (ASan's poison sees it otherwise). */
+WEMU_INTERNAL void check_written_past(int dev, const void *const *ptrs, int n,
+                                      const char *kernel);
+
 /* ---- kernels ---------------------------------------------------------------------------------- */
 /* Runs every block of a launch (the executor; block.cc). Returns cudaSuccess or the
  * fault, reported already. */

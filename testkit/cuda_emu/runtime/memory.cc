@@ -12,8 +12,12 @@
  * The caching allocator carves cudaMalloc'd segments into blocks; weft's backend tells
  * the emulator which bytes of a block are handed out (wemu_annotate_*), in stream order,
  * so that ASan also sees a kernel that reads past its tensor into the next block, or a
- * block after it went back to the cache; without ASan a freed block is refilled with
- * garbage instead. */
+ * block after it went back to the cache. Without ASan a freed block is refilled with
+ * garbage instead, and the bytes between a tensor's end and its block's hold a pattern of
+ * their addresses from the hand-out on (not 0xff: an op on the NaN it reads past its
+ * input writes 0xff back, and a copy carries one block's pattern into another's): a kernel's blocks are checked after it runs and every block when it goes
+ * back, so that a write past a tensor is a fault naming the kernel in the release build
+ * too. */
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +50,45 @@ size_t freed_next;
 
 /* The stream each annotated block was handed out on, for its release. */
 std::map<uintptr_t, Stream *> &block_stream = *new std::map<uintptr_t, Stream *>;
+
+/* Without ASan: the blocks handed out as the streams' work has reached them, with the
+ * bytes in use (whole words, as ASan's view) and the block's size: [valid, size) holds
+ * slack_byte of each address until the block goes back. */
+struct Slack {
+    size_t valid, size;
+};
+std::map<uintptr_t, Slack> &handed = *new std::map<uintptr_t, Slack>;
+
+unsigned char slack_byte(uintptr_t a)
+{
+    return (unsigned char)((a * 0x9E3779B97F4A7C15ull) >> 56);
+}
+
+void fill_slack(uintptr_t b, const Slack &s)
+{
+    unsigned char *p = reinterpret_cast<unsigned char *>(b);
+    for (size_t i = s.valid; i < s.size; i++)
+        p[i] = slack_byte(b + i);
+}
+
+/* The first byte past the tensor in block b that is not its pattern's, or -1. */
+long dirty_slack(uintptr_t b, const Slack &s)
+{
+    const unsigned char *p = reinterpret_cast<const unsigned char *>(b);
+    for (size_t i = s.valid; i < s.size; i++)
+        if (p[i] != slack_byte(b + i))
+            return (long)i;
+    return -1;
+}
+
+void report_slack(int dev, uintptr_t b, const Slack &s, long at, const std::string &who)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s wrote past its tensor: byte %ld of the block at %p, whose "
+             "tensor has %zu of its %zu bytes", who.c_str(), at, (void *)b, s.valid, s.size);
+    fault(dev, cudaErrorIllegalAddress, buf);
+    fill_slack(b, s); /* reported once */
+}
 
 const std::pair<const uintptr_t, Alloc> *find_live(const void *p)
 {
@@ -94,6 +137,9 @@ cudaError_t device_free(void *ptr)
     for (auto b = block_stream.lower_bound(it->first);
          b != block_stream.end() && b->first < it->first + it->second.size;)
         b = block_stream.erase(b);
+    for (auto b = handed.lower_bound(it->first);
+         b != handed.end() && b->first < it->first + it->second.size;)
+        b = handed.erase(b);
     WEMU_ASAN_UNPOISON(ptr, it->second.size);
     live.erase(it);
     free(ptr);
@@ -111,6 +157,14 @@ struct ReleaseBlock : Op {
 #ifdef WEMU_ASAN
         WEMU_ASAN_POISON(p, size);
 #else
+        auto h = handed.find((uintptr_t)p);
+        if (h != handed.end()) {
+            long at = dirty_slack(h->first, h->second);
+            if (at >= 0)
+                report_slack(device, h->first, h->second, at,
+                             "a kernel or copy between the block's hand-out and its release");
+            handed.erase(h);
+        }
         memset(p, 0xff, size);
 #endif
     }
@@ -124,13 +178,37 @@ struct HandOutBlock : Op {
     {
         if (!find_live(p))
             return;
-        WEMU_ASAN_POISON(p, size);
         /* whole 4-byte words: sub-word atomics CAS the word that holds their element */
-        WEMU_ASAN_UNPOISON(p, (valid + 3) / 4 * 4 < size ? (valid + 3) / 4 * 4 : size);
+        size_t used = (valid + 3) / 4 * 4 < size ? (valid + 3) / 4 * 4 : size;
+        WEMU_ASAN_POISON(p, size);
+        WEMU_ASAN_UNPOISON(p, used);
+#ifndef WEMU_ASAN
+        handed[(uintptr_t)p] = Slack{used, size};
+        fill_slack((uintptr_t)p, handed[(uintptr_t)p]);
+#endif
     }
 };
 
 } // namespace
+
+void check_written_past(int dev, const void *const *ptrs, int n, const char *kernel)
+{
+#ifdef WEMU_ASAN
+    (void)dev, (void)ptrs, (void)n, (void)kernel; /* ASan's poison has seen it */
+#else
+    for (int i = 0; i < n; i++) {
+        auto h = handed.upper_bound((uintptr_t)ptrs[i]);
+        if (h == handed.begin())
+            continue;
+        --h;
+        if ((uintptr_t)ptrs[i] >= h->first + h->second.size)
+            continue;
+        long at = dirty_slack(h->first, h->second);
+        if (at >= 0)
+            report_slack(dev, h->first, h->second, at, std::string("kernel ") + kernel);
+    }
+#endif
+}
 
 Region classify(const void *p)
 {
