@@ -180,7 +180,7 @@ void release_dying()
 
 /* The next thread to run: the ready one of highest priority, with a stack when it has
  * none yet; NULL (a fault set) when no stack can be mapped. */
-DevThread *pick(Run &r)
+WEMU_HOT DevThread *pick(Run &r)
 {
     while (!r.ready[r.ready_from])
         r.ready_from++;
@@ -213,7 +213,7 @@ DevThread *pick(Run &r)
 
 /* From device thread t, which blocks or has ended: straight on to another ready thread,
  * or back to the executor when none is (a barrier to release, the block's end). */
-void yield(Run &r, DevThread *t, bool exiting)
+WEMU_HOT void yield(Run &r, DevThread *t, bool exiting)
 {
     if (exiting)
         dying = t->fiber;
@@ -242,7 +242,7 @@ __attribute__((no_sanitize_address)) void thread_entry()
     abort(); /* an ended thread is never entered again */
 }
 
-void make_ready(Run &r, DevThread &t)
+WEMU_HOT void make_ready(Run &r, DevThread &t)
 {
     t.state = TState::ready;
     size_t w = (size_t)t.pos / 64;
@@ -521,7 +521,7 @@ extern "C" WEMU_API int wemu_syncthreads(int kind, int pred)
     }
 }
 
-extern "C" WEMU_API uint64_t wemu_warp(int kind, unsigned mask, uint64_t value, int arg,
+extern "C" WEMU_API WEMU_HOT uint64_t wemu_warp(int kind, unsigned mask, uint64_t value, int arg,
                                        int width, const char *what)
 {
     Run &r = need_run(what);

@@ -118,7 +118,7 @@ static void landed(Fiber &self, void *fake)
     (void)self;
 }
 
-void fiber_switch(Fiber &from, Fiber &to, bool exiting)
+WEMU_HOT void fiber_switch(Fiber &from, Fiber &to, bool exiting)
 {
     const void *bottom = to.map ? (const void *)to.stack_lo : to.asan_bottom;
     size_t size = to.map ? to.stack_size : to.asan_size;

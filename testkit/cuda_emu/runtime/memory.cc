@@ -59,6 +59,8 @@ struct Slack {
 };
 std::map<uintptr_t, Slack> &handed = *new std::map<uintptr_t, Slack>;
 
+#ifndef WEMU_ASAN
+
 unsigned char slack_byte(uintptr_t a)
 {
     return (unsigned char)((a * 0x9E3779B97F4A7C15ull) >> 56);
@@ -89,6 +91,7 @@ void report_slack(int dev, uintptr_t b, const Slack &s, long at, const std::stri
     fault(dev, cudaErrorIllegalAddress, buf);
     fill_slack(b, s); /* reported once */
 }
+#endif
 
 const std::pair<const uintptr_t, Alloc> *find_live(const void *p)
 {

@@ -25,4 +25,11 @@
 #define WEMU_ASAN_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
+/* The scheduler's hot paths (picking the next thread, waking one, a warp exchange, the
+ * switch): uninstrumented in the sanitizer build, where their checks of the emulator's
+ * own fixed arrays cost more than the kernels being run (over half of a suite's time
+ * under perf); the kernels, the memory model and the rest of the emulator stay
+ * instrumented. */
+#define WEMU_HOT __attribute__((no_sanitize("address", "undefined")))
+
 #endif
