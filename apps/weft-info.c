@@ -8,9 +8,13 @@
  *                             op/dtype pair fails; large adds the shapes that take a
  *                             GPU's other paths (weft/conformance.h)
  *   weft-info --memory [DEVICE]  the device allocator's memory_summary table
+ *   weft-info --memory CONFIG.ini [--checkpoint N] [--set section.key=value ...]
+ *                             what the config's model takes: parameters, buffers and one
+ *                             step's peak, with and without checkpointing (info_memory.c)
  *
  * Exit status: 0 when all is well, 1 when conformance fails, 2 on a usage error or a plugin that cannot be used.
  */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +28,19 @@
 #include <weft/plugin.h>
 #include <weft/registry.h>
 
+#include <weft/models.h>
+
+#include "app_version.h"
+#include "info_memory.h"
+
 #define EXIT_PROBLEM 2
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: weft-info [--plugin FILE | --ops | --conformance [DEVICE] [--size SIZE] |\n"
-            "                  --memory [DEVICE]]\n"
+            "                  --memory [DEVICE] |\n"
+            "                  --memory CONFIG.ini [--checkpoint N] [--set section.key=value ...]]\n"
             "\n"
             "Prints the weft version, the plugin search path, every plugin found (with its\n"
             "version, ABI, manifest and whether it can run here), what the registry holds by\n"
@@ -47,6 +57,13 @@ static void usage(FILE *out)
             "  --memory [DEVICE]\n"
             "                 the allocator statistics of DEVICE (default cpu) as\n"
             "                 torch.cuda.memory_summary() prints them\n"
+            "  --memory CONFIG.ini [--checkpoint N] [--set section.key=value ...]\n"
+            "                 the memory the config's model takes: parameters, buffers, what\n"
+            "                 its forward keeps for backward and the peak of a forward and\n"
+            "                 backward on one batch of [data]; --checkpoint N also measures\n"
+            "                 it with activation checkpointing (a GPT: every block when\n"
+            "                 N > 0; a sequential model: N segments)\n"
+            "  --version      weft's version\n"
             "  --help         this text\n"
             "\n"
             "Plugins are searched in WEFT_PLUGIN_PATH (colon-separated), next to the program\n"
@@ -156,12 +173,12 @@ static void print_backend(int type)
     const struct weft_backend *b = weft_backend_find(type);
     if (!b)
         return;
-    int n = b->device_count();
+    int n = b->device_count(b->context);
     printf("  %s: %d device(s)\n", b->base.name, n);
     for (int i = 0; i < n; i++) {
         char name[256] = "";
         if (b->device_name)
-            b->device_name(i, name, sizeof name);
+            b->device_name(b->context, i, name, sizeof name);
         weft_device dev = {(int16_t)type, (int16_t)i};
         char str[64], label[80];
         /* an emulated device says so wherever it is named: no figure is a GPU's */
@@ -170,7 +187,7 @@ static void print_backend(int type)
         printf("    %-8s %s\n", label, name);
     }
     if (b->features)
-        printf("    features: %s\n", b->features());
+        printf("    features: %s\n", b->features(b->context));
     struct kernel_count kc = count_kernels(type);
     printf("    kernels: %d ops, %d op/dtype pairs\n", kc.ops, kc.kernels);
 }
@@ -194,8 +211,30 @@ static void print_cpu_memory(void)
 }
 
 /* Every kind and what is registered under it, with the plugin that registered each. */
+/* Where an entry of the registry comes from: its plugin, else the library (or program)
+ * that holds its vtable: libweft-nn's layers, libweft-models' gpt. */
+static const char *owner_of(const struct weft_vtable *v, char *buf, size_t size)
+{
+    const char *owner = weft_registry_owner(v);
+    Dl_info info;
+    if (owner && *owner) {
+        snprintf(buf, size, "from plugin %s", owner);
+    } else if (dladdr(v, &info) && info.dli_fname && strstr(info.dli_fname, "/libweft")) {
+        const char *lib = strrchr(info.dli_fname, '/') + 1;
+        snprintf(buf, size, "built in (%.*s)", (int)strcspn(lib, "."), lib);
+    } else {
+        snprintf(buf, size, "built in");
+    }
+    return buf;
+}
+
 static void print_registry(void)
 {
+    /* the module types a config may name beyond nn's and the plugins' */
+    if (weft_models_register() != 0) {
+        printf("\n%s\n", weft_error_message());
+        weft_error_clear();
+    }
     printf("\nregistry:\n");
     for (int k = 0; k < weft_registry_count(WEFT_KIND_KIND); k++) {
         const struct weft_kind *kind = weft_registry_at(WEFT_KIND_KIND, k);
@@ -208,9 +247,8 @@ static void print_registry(void)
             printf("    (none)\n");
         for (int i = 0; i < n; i++) {
             const struct weft_vtable *v = weft_registry_at(name, i);
-            const char *owner = weft_registry_owner(v);
-            printf("    %-20s %s%s\n", v->name, owner && *owner ? "from plugin " : "",
-                   owner && *owner ? owner : "built in");
+            char owner[160];
+            printf("    %-20s %s\n", v->name, owner_of(v, owner, sizeof owner));
         }
     }
 }
@@ -425,6 +463,8 @@ static int print_ops(void)
         printf(" %-28s", weft_device_type_name(types[i]));
     printf("\n");
     for (int op = 0; op < weft_op_count(); op++) {
+        if (strcmp(weft_op_name(op), "unknown") == 0)
+            continue; /* an id between the built-in ops and the named ones */
         printf("%-20s", weft_op_name(op));
         for (int i = 0; i < ntypes; i++) {
             char cell[96];
@@ -479,6 +519,9 @@ static int memory(const char *device_text)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "--memory") == 0 && strlen(argv[2]) > 4 &&
+        strcmp(argv[2] + strlen(argv[2]) - 4, ".ini") == 0)
+        return info_memory_config(argv[2], argc - 3, argv + 3) == 0 ? 0 : EXIT_PROBLEM;
     if ((argc == 2 || argc == 3) && strcmp(argv[1], "--memory") == 0)
         return memory(argc == 3 ? argv[2] : NULL);
     if (argc == 2 && strcmp(argv[1], "--ops") == 0)
@@ -498,6 +541,10 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        app_print_version(stdout, "weft-info");
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "--plugin") == 0) {

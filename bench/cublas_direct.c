@@ -359,7 +359,7 @@ static void bench_host_copies(void)
     const int64_t n = (int64_t)(COPY_BYTES / 4);
     const struct weft_backend *be = weft_backend_get(cuda0().type);
     CHECK_WEFT(be && be->host_alloc_pinned && be->host_free_pinned);
-    void *wpinned = be->host_alloc_pinned(COPY_BYTES);
+    void *wpinned = be->host_alloc_pinned(be->context, COPY_BYTES);
     CHECK_WEFT(wpinned);
     memset(wpinned, 0, COPY_BYTES);
     c.tdst = weft_empty(1, &n, WEFT_F32, cuda0());
@@ -377,7 +377,7 @@ static void bench_host_copies(void)
     CHECK_CUDA(cudaDeviceSynchronize());
     weft_tensor_release(c.tsrc);
     weft_tensor_release(c.tdst);
-    be->host_free_pinned(wpinned, COPY_BYTES);
+    be->host_free_pinned(be->context, wpinned, COPY_BYTES);
     weft_empty_cache(cuda0());
 #endif
     CHECK_CUDA(cudaFreeHost(pinned));

@@ -1,7 +1,7 @@
 /* bench/cusparse_direct.c: the SpMM of weft's sparse benchmark with cuSPARSE called
  * directly, as the reference for weft's cuSPARSE kernels (plugins/sparse/cuda).
  *
- * The matrices are weft-bench's (apps/bench_sparse.c, same generator): A is 100000 x
+ * The matrices are weft-bench's (bench/bench_sparse.c, same generator): A is 100000 x
  * 100000 CSR from 1e6 entries drawn with splitmix64 seed 0 (the few dozen drawn twice are
  * summed), values in [0, 1); B is 100000 x 64 float32, row-major, from seed 1. C = A @ B
  * with cusparseSpMM (CSR_ALG2, the row-major algorithm, or the default where cuSPARSE
@@ -116,7 +116,7 @@ static double median(double *v, int n)
 
 /* ---- the matrices -------------------------------------------------------------------------- */
 
-/* weft-bench's generator (apps/bench_sparse.c, bench/sparse_torch.py), so that the three
+/* weft-bench's generator (bench/bench_sparse.c, bench/sparse_torch.py), so that the three
  * multiply the same numbers and their checksums can be compared. */
 static uint64_t splitmix64(uint64_t *state)
 {
@@ -150,7 +150,7 @@ static int by_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* apps/bench_sparse.c's matrix_draw: `draws` entries from splitmix64 seeded `seed`, three
+/* bench/bench_sparse.c's matrix_draw: `draws` entries from splitmix64 seeded `seed`, three
  * consecutive outputs z0, z1, z2 giving row z0 % rows, col z1 % cols and value
  * unit_float(z2); entries drawn twice are summed in float32 in draw order. As CSR. */
 static void csr_draw(struct csr_host *h, int64_t rows, int64_t cols, int64_t draws, uint64_t seed)
@@ -209,7 +209,7 @@ static void csr_free(struct csr_host *h)
     free(h->val);
 }
 
-/* apps/bench_sparse.c's dense_draw: rows x cols, unit_float of each splitmix64 output. */
+/* bench/bench_sparse.c's dense_draw: rows x cols, unit_float of each splitmix64 output. */
 static float *dense_draw(int64_t rows, int64_t cols, uint64_t seed)
 {
     float *b = (float *)xmalloc((size_t)(rows * cols) * sizeof(float));

@@ -62,7 +62,7 @@ for kv in "$@"; do extra+=(--set "$kv"); done
 run() {
   local name=$1 procs=$2 config=$3
   shift 3
-  local cmd=("$train" "$config" --set "train.checkpoint=$tmp/$name.safetensors"
+  local cmd=("$train" "$config" --overwrite --set "train.checkpoint=$tmp/$name.safetensors"
              --set "train.log=$tmp/$name.csv" "$@" "${extra[@]}")
   (( procs > 1 )) && cmd=("${mpirun[@]}" "${cmd[@]}")
   rm -f "$tmp/$name.csv"

@@ -274,7 +274,7 @@ verdict() { # cpu cpu1 cuda -> "agree"/"DIFFER"; a number never agrees with nan 
 train_one() { # name config backend extra-set...
     local name=$1 config=$2 backend=$3
     shift 3
-    local args=(--set runtime.backend="$backend" --set train.checkpoint="$scratch/$name.safetensors"
+    local args=(--overwrite --set runtime.backend="$backend" --set train.checkpoint="$scratch/$name.safetensors"
                 --set train.log="$logs/$name.csv")
     for s in "$@"; do args+=(--set "$s"); done
     timeout --kill-after=10 150 "$build/apps/weft-train" "$config" "${args[@]}" \
@@ -345,9 +345,10 @@ fi
 # -cudart shared: the programs use the same libcudart.so as weft-cuda.so (nvcc links the
 # static runtime by default, which would put two runtimes in one process).
 if fits 90 bench-cublas; then
-    if nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -I"$build_abs/core/include" \
-        bench/cublas_direct.c -o "$build_abs/cublas_direct" -L"$build_abs/core" -lweft -lcublas \
-        -Xlinker -rpath="$build_abs/core" >"$logs/cublas_direct-build.log" 2>&1; then
+    if nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -Iops/include \
+        -I"$build_abs/core/include" bench/cublas_direct.c -o "$build_abs/cublas_direct" \
+        -L"$build_abs/ops" -lweft-ops -L"$build_abs/core" -lweft -lcublas \
+        -Xlinker -rpath="$build_abs/ops:$build_abs/core" >"$logs/cublas_direct-build.log" 2>&1; then
         run_step bench-cublas 150 "$build_abs/cublas_direct"
         grep -E '^[a-z0-9_]+ [0-9.e+-]+ [A-Za-z/]+' "$logs/bench-cublas.log" >>"$logs/figures.txt"
     else

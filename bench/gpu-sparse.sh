@@ -42,9 +42,10 @@ if ! ninja -C "$build" $targets >"$out/build.log" 2>&1; then
 fi
 
 build_abs=$(cd "$build" && pwd)
-nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -Iplugins/sparse/include -I"$build_abs/core/include" bench/cusparse_direct.c \
-    -o "$build_abs/cusparse_direct" -L"$build_abs/core" -lweft -lcusparse \
-    -Xlinker -rpath="$build_abs/core"
+nvcc -O2 -cudart shared -DWITH_WEFT -Icore/include -Iops/include -Iplugins/sparse/include \
+    -I"$build_abs/core/include" bench/cusparse_direct.c -o "$build_abs/cusparse_direct" \
+    -L"$build_abs/ops" -lweft-ops -L"$build_abs/core" -lweft -lcusparse \
+    -Xlinker -rpath="$build_abs/ops:$build_abs/core"
 
 set +e
 WEFT_PLUGIN_PATH="$build_abs/plugins" "$build_abs/cusparse_direct" "$@" 2>&1 |

@@ -21,8 +21,11 @@ out=$(mktemp "${TMPDIR:-/tmp}/weft-overhead.XXXXXX")
 trap 'rm -f "$out"' EXIT INT TERM
 
 weft() { # side build
+    # weft-bench moved from apps/ to bench/: a base build of an older commit has it there.
+    bench="$2/bench/weft-bench"
+    [ -x "$bench" ] || bench="$2/apps/weft-bench"
     for f in view_16 add_16 autograd_chain100_fwd_bwd 4096; do
-        WEFT_PLUGIN_PATH="$2/plugins" "$2/apps/weft-bench" --filter "$f" --repeats "$repeats" \
+        WEFT_PLUGIN_PATH="$2/plugins" "$bench" --filter "$f" --repeats "$repeats" \
             --threads "$threads"
     done | grep -E "^($filter) " | sed "s/^/$1 /" | tee -a "$out"
 }

@@ -24,7 +24,7 @@ export WEFT_PLUGIN_PATH="$build/plugins"
 r=0
 while [ "$r" -lt "$rounds" ]; do
     for s in $sizes; do
-        WEFT_BENCH_RNN_SIZES="$s" "$build/apps/weft-bench" --filter rnn_ \
+        WEFT_BENCH_RNN_SIZES="$s" "$build/bench/weft-bench" --filter rnn_ \
             --repeats "$repeats" --threads "$threads" | grep '^rnn_' | tee -a "$out"
         "$python" "$root/bench/rnn_torch.py" "$threads" "$repeats" "$s" | tee -a "$out"
     done

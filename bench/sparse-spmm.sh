@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SpMM, SpMV and the transposed product of weft against PyTorch in one run, on the same
-# machine and the same matrices: weft-bench's sparse group (apps/bench_sparse.c), then
+# machine and the same matrices: weft-bench's sparse group (bench/bench_sparse.c), then
 # bench/sparse_torch.py with /usr/bin/python3 (Debian's PyTorch 1.13), both on 2 threads,
 # then a table "figure  weft  torch  unit  torch/weft". Each side also prints its results'
 # checksums (they agree up to float32 rounding when both multiplied the same matrices).
@@ -13,7 +13,7 @@ repeats=${1:-7}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-"$build/apps/weft-bench" --filter sparse_ --repeats "$repeats" --threads 2 | tee "$out/weft.txt"
+"$build/bench/weft-bench" --filter sparse_ --repeats "$repeats" --threads 2 | tee "$out/weft.txt"
 if /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null; then
   /usr/bin/python3 bench/sparse_torch.py --threads 2 --repeats "$repeats" | tee "$out/torch.txt"
 else

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch's figures for weft-bench's sparse group (apps/bench_sparse.c), on the same
+"""PyTorch's figures for weft-bench's sparse group (bench/bench_sparse.c), on the same
 matrices, printed as weft-bench prints them ("name value unit", checksums as comments), so
 bench/sparse-spmm.sh can put the two side by side.
 
-The matrices come from splitmix64 exactly as in apps/bench_sparse.c: output i (from 1) of
+The matrices come from splitmix64 exactly as in bench/bench_sparse.c: output i (from 1) of
 the generator seeded s is mix(s + i * 0x9E3779B97F4A7C15); a sparse matrix takes three
 outputs per drawn nonzero (row = z0 % rows, col = z1 % cols, value = (z2 >> 40) / 2^24),
 sums the entries drawn twice (float32, in draw order) and keeps them sorted; a dense

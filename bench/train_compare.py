@@ -3,6 +3,7 @@
 
     bench/train_compare.py [--rounds R] [--epochs E] [--model NAME ...] [--weft-set K=V ...]
                            [--variant NAME:K=V[,K=V...] ...] [--bf16] [--weft PATH]
+                           [--base PATH]
 
 For each model (the MLP 784-256-128-10 at batch 64 and 256, the CNN of
 configs/mnist-cnn.ini at batch 64; SGD lr 0.05 momentum 0.9), each round runs weft-train
@@ -15,8 +16,11 @@ PyTorch setting's median. --bf16 adds weft with [train] precision = bf16 and PyT
 under bf16 autocast (1 and 2 threads), and sets the bf16 runs against each other.
 weft runs with the config's own settings (its [data] workers included) unless --weft-set
 or --variant says otherwise; PyTorch indexes the decoded set in its training thread.
---weft names another weft-train binary (default build/apps/weft-train). Run from the repository root after `make`, with nothing else
-running; PyTorch is Debian's python3-torch (/usr/bin/python3).
+--weft names another weft-train binary (default build/apps/weft-train); --base a second
+one (another commit's build), run with the same settings right after it in every round and
+set against it run by run (the paired ratio weft/base: median, min, max), so a before/after
+comparison of two commits shares the machine's drift. Run from the repository root after
+`make`, with nothing else running; PyTorch is Debian's python3-torch (/usr/bin/python3).
 
 Before its rounds each model finds PyTorch's fastest OpenBLAS core type (bench/torch_blas.py):
 one epoch at 2 threads under each of --torch-coretypes, and every PyTorch run of that
@@ -41,10 +45,10 @@ TORCH_SETTINGS = [("t1", 1, None), ("t1_passive", 1, "PASSIVE"), ("t2", 2, None)
 WEFT_TRAIN = os.path.join(ROOT, "build/apps/weft-train")
 
 
-def weft_run(model, epochs, extra, tmp):
+def weft_run(model, epochs, extra, tmp, binary=None):
     config, batch = MODELS[model]
     log = os.path.join(tmp, "log.csv")
-    cmd = [WEFT_TRAIN, config,
+    cmd = [binary or WEFT_TRAIN, config, "--overwrite",  # each round replaces the last one's run
            "--set", "train.epochs=%d" % epochs, "--set", "data.batch_size=%d" % batch,
            "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
            "--set", "train.log=" + log]
@@ -83,6 +87,9 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--weft", default=None, metavar="PATH")
+    ap.add_argument("--base", default=None, metavar="PATH",
+                    help="a second weft-train (another commit's build) run each round "
+                         "right after weft's, reported as weft_base with the paired ratio")
     ap.add_argument("--torch-coretypes", default=CORETYPES,
                     metavar="NAME[,NAME...]", help="OpenBLAS core types PyTorch may run with")
     args = ap.parse_args()
@@ -100,6 +107,7 @@ def main():
         variants.append((name, sets.split(",")))
     if args.bf16:
         variants.append(("bf16", ["train.precision=bf16"]))
+    base = os.path.abspath(args.base) if args.base else None
     have_torch = not args.no_torch and subprocess.run(
         ["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
     if not have_torch and not args.no_torch:
@@ -115,15 +123,23 @@ def main():
                 coretype, line = fastest_coretype(lambda c: torch_run(model, 1, 2, None, False, c),
                                                   args.torch_coretypes)
                 print("# %s: %s, images/s" % (model, line))
+            based = []
             for _ in range(args.rounds):
                 for name, sets in variants:
                     weft[name].append(weft_run(model, args.epochs, args.weft_set + sets, tmp))
+                if base:
+                    based.append(weft_run(model, args.epochs, args.weft_set, tmp, base))
                 if have_torch:
                     for name, threads, policy, bf16 in settings:
                         torch[name].append(torch_run(model, args.epochs, threads, policy, bf16,
                                                      coretype))
             for name, values in weft.items():
                 print("%s weft_%-11s %s" % (model, name, summary(values)))
+            if based:
+                print("%s weft_%-11s %s" % (model, "base", summary(based)))
+                ratios = [w / b for w, b in zip(weft["default"], based)]
+                print("%s ratio weft/base paired: %s" % (model, "median %.3f  min %.3f  max %.3f"
+                      % (statistics.median(ratios), min(ratios), max(ratios))))
             if not have_torch:
                 continue
             for name, values in torch.items():

@@ -1,103 +1,21 @@
-/* core/autocast.c: the autocast scope and its one policy table (weft/autocast.h).
- *
- * The table follows PyTorch 1.13's aten/src/ATen/autocast_mode.cpp: its CUDA lists
- * (lower_precision_fp, fp32 and fp32_set_opt_dtype) are used for every device type, so
- * that a bf16 run on the CPU keeps softmax, reductions, norms and losses in float32 as
- * a CUDA run does (PyTorch's own CPU list keeps only some losses in float32). */
-#include <pthread.h>
-#include <stdint.h>
-#include <string.h>
-
+/* core/autocast.c: the thread's autocast state (weft/autocast.h), a mode the op layer's
+ * front ends read and the backward engine suspends, as grad mode. Which ops autocast
+ * casts, and to what, is the op layer's table (ops/autocast.c). */
 #include "internal.h"
 #include "weft/autocast.h"
+#include "weft/backend.h"
 
 WEFT_FAST_TLS struct weft_autocast_state weft_autocast_current = {.dtype = WEFT_BF16};
 
-static const struct {
-    const char *op;
-    enum weft_autocast_policy policy;
-} policy_table[] = {
-    /* lower_precision_fp */
-    {"matmul", WEFT_AUTOCAST_LOWER},
-    {"mm", WEFT_AUTOCAST_LOWER},
-    {"bmm", WEFT_AUTOCAST_LOWER},
-    {"linear", WEFT_AUTOCAST_LOWER},
-    {"conv2d", WEFT_AUTOCAST_LOWER},
-    {"scaled_dot_product_attention", WEFT_AUTOCAST_LOWER},
-    /* fp32, and fp32_set_opt_dtype (sum, prod, softmax, log_softmax, cumsum) */
-    {"softmax", WEFT_AUTOCAST_FP32},
-    {"log_softmax", WEFT_AUTOCAST_FP32},
-    {"sum", WEFT_AUTOCAST_FP32},
-    {"prod", WEFT_AUTOCAST_FP32},
-    {"cumsum", WEFT_AUTOCAST_FP32},
-    {"exp", WEFT_AUTOCAST_FP32},
-    {"expm1", WEFT_AUTOCAST_FP32},
-    {"log", WEFT_AUTOCAST_FP32},
-    {"log1p", WEFT_AUTOCAST_FP32},
-    {"reciprocal", WEFT_AUTOCAST_FP32},
-    {"rsqrt", WEFT_AUTOCAST_FP32},
-    {"pow", WEFT_AUTOCAST_FP32},
-    {"layer_norm", WEFT_AUTOCAST_FP32},
-    {"group_norm", WEFT_AUTOCAST_FP32},
-    {"batch_norm", WEFT_AUTOCAST_FP32},
-    {"norm", WEFT_AUTOCAST_FP32},
-    {"logsumexp", WEFT_AUTOCAST_FP32},
-    {"cross_entropy", WEFT_AUTOCAST_FP32},
-    {"nll_loss", WEFT_AUTOCAST_FP32},
-    {"mse_loss", WEFT_AUTOCAST_FP32},
-    {"l1_loss", WEFT_AUTOCAST_FP32},
-    {"smooth_l1_loss", WEFT_AUTOCAST_FP32},
-    {"huber_loss", WEFT_AUTOCAST_FP32},
-    {"kl_div", WEFT_AUTOCAST_FP32},
-    {"binary_cross_entropy", WEFT_AUTOCAST_FP32},
-    {"binary_cross_entropy_with_logits", WEFT_AUTOCAST_FP32},
-};
-
-#define POLICY_COUNT (sizeof policy_table / sizeof *policy_table)
-
-/* Every autograd op asks for its policy on every call under autocast, most of them to
- * hear "promote" after a miss through the whole table. So the names are hashed once into
- * an open-addressing index (slots hold table index + 1, 0 is empty; at most a quarter
- * full, so a miss ends within a probe or two), and a lookup costs one hash of the name
- * and usually one strcmp. Keyed by the text, not the pointer: a name in a reused buffer
- * gets the same answer as before. */
-#define POLICY_SLOTS 128
-
-static uint8_t policy_index[POLICY_SLOTS];
-static pthread_once_t policy_index_once = PTHREAD_ONCE_INIT;
-
-static uint32_t name_hash(const char *s)
+/* The low-precision dtypes a scope on device_type may name: its backend's (PyTorch's
+ * AutocastCPU takes bfloat16 only); both where no backend is registered or it does not
+ * say. */
+static uint32_t autocast_dtypes(int device_type)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
-}
-
-static void build_policy_index(void)
-{
-    _Static_assert(POLICY_COUNT * 4 <= POLICY_SLOTS && POLICY_COUNT < 255,
-                   "autocast policy index: too many names for its slots");
-    for (size_t i = 0; i < POLICY_COUNT; i++) {
-        uint32_t h = name_hash(policy_table[i].op) % POLICY_SLOTS;
-        while (policy_index[h] != 0)
-            h = (h + 1) % POLICY_SLOTS;
-        policy_index[h] = (uint8_t)(i + 1);
-    }
-}
-
-enum weft_autocast_policy weft_autocast_policy(const char *op)
-{
-    if (!op)
-        return WEFT_AUTOCAST_PROMOTE;
-    pthread_once(&policy_index_once, build_policy_index);
-    for (uint32_t h = name_hash(op) % POLICY_SLOTS; policy_index[h] != 0;
-         h = (h + 1) % POLICY_SLOTS) {
-        size_t i = policy_index[h] - 1u;
-        if (strcmp(policy_table[i].op, op) == 0)
-            return policy_table[i].policy;
-    }
-    return WEFT_AUTOCAST_PROMOTE;
+    const struct weft_backend *b = weft_backend_find(device_type);
+    if (b && WEFT_VTABLE_HAS(b, autocast_dtypes))
+        return b->autocast_dtypes;
+    return WEFT_DTYPE_BIT(WEFT_BF16) | WEFT_DTYPE_BIT(WEFT_F16);
 }
 
 weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype)
@@ -115,6 +33,19 @@ weft_autocast_state weft_autocast_begin(int device_type, enum weft_dtype dtype)
                        "User specified an unsupported autocast device_type '%d': expected a "
                        "device type id below %d",
                        device_type, WEFT_MAX_DEVICE_TYPES);
+        return prev;
+    }
+    if (!(autocast_dtypes(device_type) & WEFT_DTYPE_BIT(dtype))) {
+        const char *type = weft_device_type_name(device_type);
+        char upper[32];
+        size_t i = 0;
+        for (; type[i] && i < sizeof upper - 1; i++)
+            upper[i] = (char)(type[i] >= 'a' && type[i] <= 'z' ? type[i] - 'a' + 'A' : type[i]);
+        upper[i] = '\0';
+        /* PyTorch 1.13: "Currently, AutocastCPU only support Bfloat16 as the
+         * autocast_cpu_dtype" */
+        weft_error_set(WEFT_ERR_VALUE, "Currently, Autocast%s only support %s as the autocast_%s_dtype",
+                       upper, dtype == WEFT_F16 ? "Bfloat16" : "Float16", type);
         return prev;
     }
     weft_autocast_current = (weft_autocast_state){true, (int16_t)device_type, dtype};
@@ -146,40 +77,4 @@ bool weft_autocast_enabled(void)
 enum weft_dtype weft_autocast_dtype(void)
 {
     return weft_autocast_current.dtype;
-}
-
-/* The dtype t runs in under policy, or t's own dtype when it is not cast. */
-static enum weft_dtype target_dtype(const weft_tensor *t, enum weft_autocast_policy policy)
-{
-    /* PyTorch's is_eligible: floating, not double, on the autocast device type. */
-    if (t->device.type != weft_autocast_current.device_type || !weft_dtype_is_floating(t->dtype) ||
-        t->dtype == WEFT_F64)
-        return t->dtype;
-    if (policy == WEFT_AUTOCAST_LOWER)
-        return weft_autocast_current.dtype;
-    if (policy == WEFT_AUTOCAST_FP32)
-        return WEFT_F32;
-    return t->dtype;
-}
-
-int weft_autocast_cast_inputs(const char *op, int n, weft_tensor **inputs)
-{
-    if (!weft_autocast_current.enabled)
-        return 0;
-    enum weft_autocast_policy policy = weft_autocast_policy(op);
-    if (policy == WEFT_AUTOCAST_PROMOTE)
-        return 0;
-    for (int i = 0; i < n; i++) {
-        weft_tensor *t = inputs[i];
-        if (!t)
-            continue;
-        enum weft_dtype dt = target_dtype(t, policy);
-        if (dt == t->dtype)
-            continue;
-        weft_tensor *cast = weft_to_dtype(t, dt);
-        if (!cast)
-            return weft_error_code();
-        inputs[i] = cast;
-    }
-    return 0;
 }

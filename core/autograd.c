@@ -9,11 +9,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "memory_format.h"
 #include "weft/autocast.h"
 #include "weft/layout.h"
 #include "weft/autograd.h"
-#include "weft/ops.h"
 
 struct weft_autograd_meta {
     bool requires_grad; /* set on leaves by weft_requires_grad_ */
@@ -28,6 +26,13 @@ struct weft_autograd_meta {
      * its chain of views (strong; the base never points back). An in-place op on the view
      * rebases that tensor's history (CopySlices). */
     weft_tensor *base;
+    /* The storage's version when grad_fn was made: once the base or another of its views
+     * has changed in place since, grad_fn is made again from the base (view_refresh). */
+    uint64_t view_version;
+    /* A view made with grad mode off of a tensor that requires grad: it requires grad as
+     * its base does, has no grad_fn, and passes no gradient on (PyTorch's
+     * CreationMeta::NO_GRAD_MODE). */
+    bool no_grad_view;
 };
 
 /* Where a view lies in its base, in elements (CopySlices, AsStridedBackward0). */
@@ -49,6 +54,7 @@ struct grad_hook {
 struct callback_queue {
     struct queued_callback { int (*fn)(void *ctx); void *ctx; } *items;
     int count, capacity;
+    const char *running_node; /* and the node it runs now, for out-of-memory errors */
 };
 
 struct edge {
@@ -68,6 +74,10 @@ struct saved_tensor {
     uint64_t version;
     const char *producer; /* grad_fn name of the saved tensor, for messages */
     int output_nr;
+    /* A checkpointed segment's save (checkpoint.c): alias NULL, the frame that recomputes
+     * it and its number there. */
+    struct weft_checkpoint_frame *frame;
+    int frame_index;
 };
 
 struct weft_node {
@@ -95,6 +105,11 @@ struct weft_node {
 
 static WEFT_FAST_TLS bool grad_mode_off; /* zero-initialised: grad mode on */
 static WEFT_FAST_TLS struct callback_queue *current_callbacks;
+
+const char *weft_autograd_running_node(void)
+{
+    return current_callbacks ? current_callbacks->running_node : NULL;
+}
 static int next_hook_handle = 1;
 static bool anomaly_mode;
 static uint64_t next_sequence_nr;
@@ -133,6 +148,7 @@ static struct weft_autograd_meta *meta_get(weft_tensor *t)
 }
 
 static void node_release(struct weft_node *node);
+static int view_refresh(weft_tensor *t);
 
 /* Called by weft_tensor_release when the tensor dies. */
 void weft_autograd_meta_free(weft_tensor *t)
@@ -155,7 +171,8 @@ void weft_autograd_meta_free(weft_tensor *t)
 
 bool weft_requires_grad(const weft_tensor *t)
 {
-    return t && t->autograd && (t->autograd->requires_grad || t->autograd->grad_fn);
+    const struct weft_autograd_meta *m = t ? t->autograd : NULL;
+    return m && (m->requires_grad || m->grad_fn || (m->no_grad_view && weft_requires_grad(m->base)));
 }
 
 bool weft_is_leaf(const weft_tensor *t)
@@ -234,7 +251,7 @@ int weft_zero_grad(weft_tensor *t, bool set_to_none)
     if (set_to_none)
         return weft_set_grad(t, NULL);
     bool prev = weft_no_grad_begin();
-    int rc = weft_mul_scalar_(t->autograd->grad, 0.0) ? 0 : weft_error_code();
+    int rc = weft_fill_(t->autograd->grad, 0.0) ? 0 : weft_error_code();
     weft_grad_mode_restore(prev);
     return rc;
 }
@@ -247,6 +264,8 @@ int weft_retain_grad(weft_tensor *t)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "can't retain_grad on Tensor that has requires_grad=False");
     struct weft_autograd_meta *m = t->autograd;
+    if (m->base && view_refresh(t) != 0)
+        return weft_error_code();
     if (!m->grad_fn || m->retains_grad)
         return 0; /* leaves keep their grad anyway */
     struct weft_node *fn = m->grad_fn;
@@ -262,7 +281,22 @@ int weft_retain_grad(weft_tensor *t)
 
 const char *weft_grad_fn_name(const weft_tensor *t)
 {
+    /* the name of the node a gradient would reach now: a view's is made again when its
+     * base changed in place (PyTorch's grad_fn getter does the same) */
+    if (t && t->autograd && t->autograd->base && !t->autograd->no_grad_view &&
+        view_refresh((weft_tensor *)t) != 0)
+        return NULL;
     return t && t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
+}
+
+int weft_grad_fn_next_functions(const weft_tensor *t, int max, const char **names)
+{
+    if (!weft_grad_fn_name(t)) /* makes a view's grad_fn again when it must */
+        return 0;
+    const struct weft_node *fn = t->autograd->grad_fn;
+    for (int i = 0; names && i < max && i < fn->num_inputs; i++)
+        names[i] = fn->next[i].node ? fn->next[i].node->name : NULL;
+    return fn->num_inputs;
 }
 
 /* ---- modes -------------------------------------------------------------------------- */
@@ -349,6 +383,9 @@ static void node_free_saved(struct weft_node *n)
     for (int i = 0; i < n->num_saved; i++) {
         weft_tensor_release(n->saved[i].alias);
         n->saved[i].alias = NULL;
+        if (n->saved[i].frame)
+            weft_checkpoint_drop(n->saved[i].frame, n->saved[i].frame_index);
+        n->saved[i].frame = NULL;
     }
 }
 
@@ -410,11 +447,15 @@ static int gradient_edge(weft_tensor *t, struct edge *out)
     if (!weft_requires_grad(t))
         return 0;
     struct weft_autograd_meta *m = t->autograd;
+    if (m->base && view_refresh(t) != 0)
+        return weft_error_code();
     if (m->grad_fn) {
         WEFT_ATOMIC_INC(&m->grad_fn->refcount);
         *out = (struct edge){m->grad_fn, m->output_nr};
         return 0;
     }
+    if (!m->requires_grad) /* a view made under no_grad: its gradient goes nowhere */
+        return 0;
     if (!m->accumulator) {
         struct weft_node *acc = node_alloc("AccumulateGrad", accumulate_grad_backward, 0, 0);
         if (!acc)
@@ -459,6 +500,16 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
         return weft_error_set(WEFT_ERR_VALUE, "weft_node_save: slot %d out of range", slot);
     if (!t)
         return 0;
+    struct weft_checkpoint_frame *frame = WEFT_CHECKPOINT_ACTIVE();
+    if (frame && weft_checkpoint_recording(frame) && t->layout == WEFT_LAYOUT_STRIDED) {
+        struct saved_tensor *s = &node->saved[slot];
+        weft_tensor_release(s->alias);
+        if (s->frame)
+            weft_checkpoint_drop(s->frame, s->frame_index);
+        *s = (struct saved_tensor){NULL, weft_tensor_version(t), producer, output_nr, frame,
+                                   weft_checkpoint_placeholder(frame)};
+        return 0;
+    }
     weft_tensor *alias;
     if (t->layout != WEFT_LAYOUT_STRIDED) {
         /* A sparse tensor has no storage to alias: save it itself (as PyTorch saves
@@ -476,7 +527,11 @@ static int node_save(struct weft_node *node, int slot, weft_tensor *t, const cha
     }
     struct saved_tensor *s = &node->saved[slot];
     weft_tensor_release(s->alias);
-    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr};
+    if (s->frame)
+        weft_checkpoint_drop(s->frame, s->frame_index);
+    *s = (struct saved_tensor){alias, weft_tensor_version(t), producer, output_nr, NULL, 0};
+    if (frame && t->layout == WEFT_LAYOUT_STRIDED)
+        weft_checkpoint_store(frame, alias);
     return 0;
 }
 
@@ -497,7 +552,10 @@ weft_tensor *weft_node_saved(struct weft_node *node, int slot)
 {
     if (!node || slot < 0 || slot >= node->num_saved)
         return NULL;
-    return node->saved[slot].alias;
+    const struct saved_tensor *s = &node->saved[slot];
+    if (__builtin_expect(s->frame != NULL, 0))
+        return weft_checkpoint_saved(s->frame, s->frame_index);
+    return s->alias;
 }
 
 int64_t *weft_node_ints(struct weft_node *node)
@@ -581,7 +639,19 @@ static void view_input_info(const struct view_geom *g, struct input_info *info)
     memcpy(info->shape, g->base_shape, sizeof info->shape);
 }
 
-/* Zeros (or g's values when g) laid out as the base, and the view's part of it. */
+/* Where view lies in base (whose offset the view's is counted from). */
+static void view_geom_fill(struct view_geom *g, const weft_tensor *view, const weft_tensor *base)
+{
+    *g = (struct view_geom){.ndim = view->ndim, .base_ndim = base->ndim,
+                            .offset = view->offset - base->offset, .dtype = base->dtype,
+                            .device = base->device};
+    memcpy(g->shape, view->shape, sizeof g->shape);
+    memcpy(g->stride, view->stride, sizeof g->stride);
+    memcpy(g->base_shape, base->shape, sizeof g->base_shape);
+    memcpy(g->base_stride, base->stride, sizeof g->base_stride);
+}
+
+/* g's values laid out as the base (which is dense), and the view's part of it. */
 static weft_tensor *base_buffer(const struct view_geom *g, weft_tensor *grad, weft_tensor **part)
 {
     int64_t numel = weft_shape_numel(g->base_ndim, g->base_shape);
@@ -592,9 +662,7 @@ static weft_tensor *base_buffer(const struct view_geom *g, weft_tensor *grad, we
     weft_tensor *buf = weft_tensor_finish(
         weft_tensor_make(s, g->base_ndim, g->base_shape, g->base_stride, 0, g->dtype));
     weft_storage_release(s);
-    if (!buf)
-        return NULL;
-    if (grad ? weft_copy_(buf, grad) != 0 : weft_copy_(buf, weft_zeros(0, NULL, g->dtype, g->device)) != 0)
+    if (!buf || weft_copy_(buf, grad) != 0)
         return NULL;
     *part = weft_tensor_alias(buf, g->ndim, g->shape, g->stride, g->offset); /* autoreleased */
     return *part ? buf : NULL;
@@ -630,45 +698,92 @@ static int copy_slices_backward(struct weft_node *node, weft_tensor *const *grad
     return rc == 0 ? 0 : weft_error_code();
 }
 
-/* The view regenerated from its base: the gradient placed in the view's part of zeros. */
+/* The view made again from its base (AsStridedBackward0): the gradient added into zeros
+ * laid out as the base, where the view lies. */
 static int view_of_base_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                  weft_tensor **grad_inputs)
 {
-    weft_tensor *g = grad_outputs[0], *part = NULL;
+    weft_tensor *g = grad_outputs[0];
+    const struct view_geom *geom = node->geom;
     if (!g || !weft_node_needs_input_grad(node, 0))
         return 0;
-    weft_tensor *result = base_buffer(node->geom, NULL, &part);
-    if (!result || weft_copy_(part, g) != 0)
-        return weft_error_code();
-    grad_inputs[0] = result;
-    return 0;
+    grad_inputs[0] = weft_view_grad_to_base(g, geom->stride, geom->offset, geom->base_ndim,
+                                            geom->base_shape, geom->base_stride);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+/* A grad_fn for view as a view of base with the base's history now: AsStridedBackward0,
+ * as PyTorch makes when it regenerates a view. */
+static struct weft_node *view_of_base_node(const weft_tensor *view, weft_tensor *base)
+{
+    struct view_geom *geom = malloc(sizeof *geom);
+    struct weft_node *as = node_alloc("AsStridedBackward0", view_of_base_backward, 1, 0);
+    if (!geom || !as || gradient_edge(base, &as->next[0]) != 0) {
+        free(geom);
+        node_release(as);
+        if (!weft_error_code())
+            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a view's grad_fn");
+        return NULL;
+    }
+    view_geom_fill(geom, view, base);
+    view_input_info(geom, &as->inputs[0]);
+    as->geom = geom;
+    as->is_view = true;
+    return as;
+}
+
+/* Makes node the view's grad_fn, keeping retain_grad, and notes the version it is of. */
+static int view_set_grad_fn(weft_tensor *view, struct weft_node *node)
+{
+    struct weft_autograd_meta *vm = view->autograd;
+    struct weft_node *old = vm->grad_fn;
+    bool retained = vm->retains_grad;
+    if (retained && old && old->retained && old->retained[vm->output_nr] == view)
+        old->retained[vm->output_nr] = NULL;
+    vm->grad_fn = node;
+    vm->output_nr = 0;
+    vm->retains_grad = false;
+    vm->view_version = weft_tensor_version(view);
+    node_release(old);
+    return retained ? weft_retain_grad(view) : 0;
+}
+
+/* PyTorch's VariableHooks::grad_fn: once the base, or another view of it, has changed in
+ * place since a view's grad_fn was made, that grad_fn describes a value the view no longer
+ * has; the view's grad_fn is made again from the base's history now. A view made under
+ * no_grad cannot be (PyTorch's error). */
+static int view_refresh(weft_tensor *t)
+{
+    struct weft_autograd_meta *m = t->autograd;
+    if (weft_tensor_version(t) == m->view_version)
+        return 0;
+    if (m->no_grad_view)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "A view was created in no_grad mode and its base or another view "
+                              "of its base has been modified inplace with grad mode enabled. "
+                              "Given that this use case is ambiguous and error-prone, it is "
+                              "forbidden. You can clarify your code by moving both the view and "
+                              "the inplace either both inside the no_grad block (if you don't "
+                              "want the inplace to be tracked) or both outside (if you want the "
+                              "inplace to be tracked).");
+    struct weft_node *as = view_of_base_node(t, m->base);
+    return as ? view_set_grad_fn(t, as) : weft_error_code();
 }
 
 static int rebase_view(struct weft_node *node, weft_tensor *view)
 {
     weft_tensor *base = view->autograd->base;
-    struct view_geom *geom = calloc(1, sizeof *geom), *geom2 = calloc(1, sizeof *geom2);
+    struct view_geom *geom = malloc(sizeof *geom);
     struct weft_node *cs = node_alloc("CopySlices", copy_slices_backward, node->num_inputs, 0);
-    struct weft_node *as = node_alloc("AsStridedBackward0", view_of_base_backward, 1, 0);
     struct weft_autograd_meta *bm = meta_get(base);
-    if (!geom || !geom2 || !cs || !as || !bm) {
+    if (!geom || !cs || !bm || gradient_edge(base, &cs->next[0]) != 0) {
         free(geom);
-        free(geom2);
         node_release(cs);
-        node_release(as);
         node_release(node);
         return weft_error_code() ? weft_error_code() : WEFT_ERR_OUT_OF_MEMORY;
     }
-    *geom = (struct view_geom){.ndim = view->ndim, .base_ndim = base->ndim,
-                               .offset = view->offset - base->offset, .dtype = base->dtype,
-                               .device = base->device};
-    memcpy(geom->shape, view->shape, sizeof geom->shape);
-    memcpy(geom->stride, view->stride, sizeof geom->stride);
-    memcpy(geom->base_shape, base->shape, sizeof geom->base_shape);
-    memcpy(geom->base_stride, base->stride, sizeof geom->base_stride);
-    *geom2 = *geom;
+    view_geom_fill(geom, view, base);
     /* CopySlices: edge 0 the base's old history, the others the op's own */
-    gradient_edge(base, &cs->next[0]);
     view_input_info(geom, &cs->inputs[0]);
     for (int i = 1; i < node->num_inputs; i++) {
         cs->next[i] = node->next[i];
@@ -678,27 +793,21 @@ static int rebase_view(struct weft_node *node, weft_tensor *view)
     }
     cs->fn = node; /* the caller's reference */
     cs->geom = geom;
-    /* the view, regenerated from the base's new history */
-    as->next[0] = (struct edge){cs, 0};
-    WEFT_ATOMIC_INC(&cs->refcount);
-    view_input_info(geom, &as->inputs[0]);
-    as->geom = geom2;
-    as->is_view = true;
     node_release(bm->grad_fn);
     bm->grad_fn = cs; /* our reference */
     bm->output_nr = 0;
-    struct weft_autograd_meta *vm = view->autograd;
-    node_release(vm->grad_fn);
-    vm->grad_fn = as;
-    vm->output_nr = 0;
-    vm->retains_grad = false;
-    return 0;
+    /* the view, made again from the base's new history */
+    struct weft_node *as = view_of_base_node(view, base);
+    return as ? view_set_grad_fn(view, as) : weft_error_code();
 }
 
-void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in)
+/* Records in a view recorded from `in` the tensor at the root of its views (CopySlices),
+ * and the version its grad_fn is of. */
+static void set_view_base(weft_tensor *view, weft_tensor *in)
 {
     if (!view || !in || !view->autograd || view->storage != in->storage)
         return;
+    view->autograd->view_version = weft_tensor_version(view);
     weft_tensor *base = in->autograd && in->autograd->base ? in->autograd->base : in;
     if (view->autograd->base == base)
         return;
@@ -706,10 +815,40 @@ void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in)
     view->autograd->base = weft_tensor_retain(base);
 }
 
-void weft_node_mark_view(struct weft_node *node)
+weft_tensor *weft_autograd_view_untracked(weft_tensor *in, weft_tensor *out)
+{
+    if (!in || !out || !grad_mode_off || out->storage != in->storage || !weft_requires_grad(in))
+        return out;
+    struct weft_autograd_meta *m = meta_get(out);
+    if (!m)
+        return weft_tensor_discard(out);
+    weft_tensor *base = in->autograd->base ? in->autograd->base : in;
+    m->base = weft_tensor_retain(base);
+    m->no_grad_view = true;
+    m->view_version = weft_tensor_version(out);
+    return out;
+}
+
+weft_tensor *weft_node_finish1(struct weft_node *node, weft_tensor *out)
+{
+    if (!node)
+        return weft_tensor_discard(out);
+    if (!out) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    if (weft_node_finish(node, 1, &out) != 0)
+        return weft_tensor_discard(out);
+    return out;
+}
+
+weft_tensor *weft_node_finish_view(struct weft_node *node, weft_tensor *in, weft_tensor *out)
 {
     if (node)
         node->is_view = true;
+    out = weft_node_finish1(node, out);
+    set_view_base(out, in);
+    return out;
 }
 
 void weft_node_abandon(struct weft_node *node)
@@ -721,6 +860,14 @@ int weft_autograd_check_inplace(weft_tensor *t, bool recording)
 {
     if (!t || grad_mode_off)
         return 0;
+    if (t->autograd && t->autograd->no_grad_view && weft_requires_grad(t))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "A view was created in no_grad mode and is being modified inplace "
+                              "with grad mode enabled. Given that this use case is ambiguous and "
+                              "error-prone, it is forbidden. You can clarify your code by moving "
+                              "both the view and the inplace either both inside the no_grad "
+                              "block (if you don't want the inplace to be tracked) or both "
+                              "outside (if you want the inplace to be tracked).");
     if (weft_requires_grad(t) && weft_is_leaf(t)) {
         if (t->flags & WEFT_TENSOR_VIEW)
             return weft_error_set(WEFT_ERR_RUNTIME,
@@ -809,12 +956,12 @@ static struct weft_node *heap_pop(struct node_list *h)
     return top;
 }
 
-/* a + b for gradients: weft_add for strided ones, the layout's add() for others (sparse
+/* a + b for gradients: the op layer's add for strided ones, the layout's add() for others (sparse
  * gradients of a tensor used twice). A new reference in the current scope. */
 static weft_tensor *grad_sum(weft_tensor *a, weft_tensor *b)
 {
     if (a->layout == WEFT_LAYOUT_STRIDED && b->layout == WEFT_LAYOUT_STRIDED)
-        return weft_add(a, b);
+        return weft_grad_add(a, b);
     return weft_layout_add(a, b);
 }
 
@@ -837,7 +984,7 @@ static weft_tensor *first_grad(const weft_tensor *owner, weft_tensor *g)
 static int grad_store(const weft_tensor *owner, weft_tensor **slot, weft_tensor *g)
 {
     if (*slot && (*slot)->layout == WEFT_LAYOUT_STRIDED && g->layout == WEFT_LAYOUT_STRIDED)
-        return weft_add_(*slot, g) ? 0 : weft_error_code();
+        return weft_grad_add_(*slot, g) ? 0 : weft_error_code();
     weft_tensor *own = !*slot ? first_grad(owner, g) : grad_sum(*slot, g);
     if (!own)
         return weft_error_code();
@@ -935,17 +1082,23 @@ static int check_saved(const struct weft_node *n)
     return 0;
 }
 
-/* True when every element is finite. */
+/* True when every element is finite. Anomaly mode is for debugging, so the values are
+ * read on the host as float64 rather than checked with ops the core does not have. */
 static int check_finite(weft_tensor *g, bool *finite)
 {
-    weft_tensor *bad = weft_any(weft_logical_not(weft_logical_and(weft_eq(g, g),
-                                                                 weft_lt_scalar(weft_abs(g), INFINITY))),
-                                0, NULL, false);
-    double v;
-    if (!bad || weft_tensor_item(bad, &v) != 0)
-        return weft_error_code();
-    *finite = v == 0;
-    return 0;
+    *finite = true;
+    if (!weft_dtype_is_floating(g->dtype) || g->layout != WEFT_LAYOUT_STRIDED)
+        return 0;
+    int64_t n = weft_tensor_numel(g);
+    double *values = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!values)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory checking a gradient");
+    weft_tensor *h = weft_to(g, WEFT_CPU, WEFT_F64, false);
+    int rc = h ? weft_tensor_read(h, values, sizeof(double) * (size_t)n) : weft_error_code();
+    for (int64_t i = 0; rc == 0 && i < n && *finite; i++)
+        *finite = isfinite(values[i]);
+    free(values);
+    return rc;
 }
 
 /* Sums a gradient over the dims the forward broadcast, and converts its dtype. */
@@ -965,8 +1118,8 @@ static weft_tensor *fit_to_input(weft_tensor *g, const struct input_info *info)
         else if (info->shape[id] != g->shape[d])
             goto mismatch;
     }
-    weft_tensor *r = nd ? weft_sum(g, nd, dims, true) : g;
-    r = weft_reshape(r, info->ndim, info->shape);
+    weft_tensor *r = nd ? weft_grad_sum(g, nd, dims, true) : g;
+    r = weft_reshape_contiguous(r, info->ndim, info->shape);
     return r && r->dtype != info->dtype ? weft_to_dtype(r, info->dtype) : r;
 mismatch:;
     char a[160], b[160];
@@ -1003,6 +1156,62 @@ static int accumulate_grad_backward(struct weft_node *node, weft_tensor *const *
     for (int i = 0; rc == 0 && i < m->num_hooks; i++)
         rc = m->hooks[i].fn(leaf, m->hooks[i].ctx);
     return rc;
+}
+
+/* ---- the op layer's ops (weft_autograd_set_ops) --------------------------------------- */
+
+static struct weft_autograd_ops grad_ops;
+
+int weft_autograd_set_ops(const struct weft_autograd_ops *ops)
+{
+    if (!ops || ops->struct_size != sizeof grad_ops)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_autograd_set_ops: a struct of %zu bytes, expected %zu",
+                              ops ? ops->struct_size : 0, sizeof grad_ops);
+    grad_ops = *ops;
+    return 0;
+}
+
+static bool have_grad_op(const void *fn, const char *name)
+{
+    if (!fn)
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "backward needs the op '%s', which libweft-ops provides, and it is not "
+                       "loaded", name);
+    return fn != NULL;
+}
+
+weft_tensor *weft_grad_add(weft_tensor *a, weft_tensor *b)
+{
+    return have_grad_op(grad_ops.add, "add") ? grad_ops.add(a, b) : NULL;
+}
+
+weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b)
+{
+    return have_grad_op(grad_ops.add_, "add_") ? grad_ops.add_(a, b) : NULL;
+}
+
+weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim)
+{
+    return have_grad_op(grad_ops.sum, "sum") ? grad_ops.sum(t, ndims, dims, keepdim) : NULL;
+}
+
+weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src)
+{
+    return have_grad_op(grad_ops.scatter_add, "scatter_add") ? grad_ops.scatter_add(t, dim, index, src)
+                                                             : NULL;
+}
+
+/* Without the op layer nothing draws random numbers: the stream stays at 0. */
+uint64_t weft_grad_random_offset(void)
+{
+    return grad_ops.random_offset ? grad_ops.random_offset() : 0;
+}
+
+void weft_grad_random_set_offset(uint64_t offset)
+{
+    if (grad_ops.random_set_offset)
+        grad_ops.random_set_offset(offset);
 }
 
 /* ---- hooks ---------------------------------------------------------------------------- */
@@ -1087,7 +1296,18 @@ static int store_retained(struct weft_node *n)
     return 0;
 }
 
-static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph)
+static void buffer_release(struct weft_node *n)
+{
+    if (!n->buffer)
+        return;
+    for (int j = 0; j < n->num_outputs; j++)
+        weft_tensor_release(n->buffer[j]);
+    weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
+    n->buffer = NULL;
+}
+
+static int run_node(struct weft_node *n, struct node_list *ready, bool retain_graph,
+                    struct callback_queue *run)
 {
     int rc = check_saved(n);
     if (rc != 0)
@@ -1103,9 +1323,15 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in backward");
     }
     weft_scope_push();
+    const struct weft_observer *o = WEFT_OBSERVER();
+    void *token = __builtin_expect(o != NULL, 0) ? weft_observe_node_enter(o, n->name) : NULL;
+    run->running_node = n->name;
     rc = store_retained(n);
     if (rc == 0)
         rc = n->backward(n, grad_outputs, grad_inputs);
+    run->running_node = NULL;
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_node_exit(o, token);
     for (int i = 0; i < ninputs && rc == 0; i++) {
         struct edge *e = &n->next[i];
         weft_tensor *g = grad_inputs[i];
@@ -1138,6 +1364,10 @@ static int run_node(struct weft_node *n, struct node_list *ready, bool retain_gr
      * released here; those recorded were released by the pop. */
     if (grad_inputs != grad_inputs_small)
         free(grad_inputs);
+    /* The gradients that came in die with the node's run, as PyTorch's InputBuffer does:
+     * kept to the end of the backward, they held a gradient for every activation of the
+     * graph at once, and a checkpointed segment's recomputed tensors with them. */
+    buffer_release(n);
     if (!retain_graph && rc == 0) {
         node_free_saved(n);
         n->released = true;
@@ -1149,12 +1379,7 @@ static void engine_cleanup(struct node_list *all)
 {
     for (size_t i = 0; i < all->count; i++) {
         struct weft_node *n = all->items[i];
-        if (n->buffer) {
-            for (int j = 0; j < n->num_outputs; j++)
-                weft_tensor_release(n->buffer[j]);
-            weft_small_free(n->buffer, (size_t)n->num_outputs * sizeof *n->buffer);
-            n->buffer = NULL;
-        }
+        buffer_release(n);
         n->deps = 0;
         n->discovered = false;
     }
@@ -1209,7 +1434,7 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
     if (rc == 0)
         heap_push(&ready, root_edge.node);
     while (rc == 0 && ready.count > 0)
-        rc = run_node(heap_pop(&ready), &ready, retain_graph);
+        rc = run_node(heap_pop(&ready), &ready, retain_graph, &callbacks);
     free(ready.items);
     engine_cleanup(&all);
     node_release(root_edge.node);
@@ -1220,4 +1445,35 @@ out:
     weft_autocast_end(prev_autocast);
     weft_grad_mode_restore(prev);
     return rc;
+}
+
+/* ---- Tensor.detach_ ------------------------------------------------------------------------ */
+
+int weft_detach_(weft_tensor *t)
+{
+    if (!t)
+        return WEFT_ERR_VALUE;
+    struct weft_autograd_meta *m = t->autograd;
+    if (!m)
+        return 0;
+    /* PyTorch refuses a view that autograd tracks: its base's history would still flow
+     * into it through CopySlices */
+    if (m->base)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Can't detach views in-place. Use detach() instead. If you are "
+                              "using DistributedDataParallel (DDP) for training, and "
+                              "gradient_as_bucket_view is set as True, gradients are views of "
+                              "DDP buckets, and hence detach_() cannot be called on these "
+                              "gradients. To fix this error, please refer to the "
+                              "Optimizer.zero_grad() function in torch/optim/optimizer.py as the "
+                              "solution.");
+    if (m->retains_grad && m->grad_fn && m->grad_fn->retained &&
+        m->grad_fn->retained[m->output_nr] == t)
+        m->grad_fn->retained[m->output_nr] = NULL;
+    node_release(m->grad_fn);
+    m->grad_fn = NULL;
+    m->requires_grad = false;
+    m->retains_grad = false;
+    m->output_nr = 0;
+    return 0;
 }

@@ -99,7 +99,7 @@ int weft_device_count(int device_type)
     }
     if (!b)
         return 0;
-    int n = b->device_count();
+    int n = b->device_count(b->context);
     return n < 0 ? 0 : n;
 }
 
@@ -109,7 +109,7 @@ static const struct weft_backend *device_backend(weft_device dev)
     const struct weft_backend *b = weft_backend_get(dev.type);
     if (!b)
         return NULL;
-    int n = b->device_count();
+    int n = b->device_count(b->context);
     if (dev.index < 0 || dev.index >= n) {
         weft_error_set(WEFT_ERR_DEVICE, "invalid device %s: only %d %s device(s) present",
                        weft_device_name_tl(dev), n < 0 ? 0 : n, b->base.name);
@@ -125,7 +125,7 @@ int weft_synchronize(weft_device dev)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
     if (!WEFT_VTABLE_HAS(b, synchronize))
         return 0; /* a backend without queues is always synchronized */
-    return b->synchronize(dev.index);
+    return b->synchronize(b->context, dev.index);
 }
 
 int weft_copy_side(weft_tensor *dst, const weft_tensor *src)
@@ -141,7 +141,7 @@ int weft_copy_side(weft_tensor *dst, const weft_tensor *src)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
     if (!WEFT_VTABLE_HAS(b, copy_side) || !WEFT_VTABLE_HAS(b, wait_side))
         return 0;
-    int rc = b->copy_side(dst, src);
+    int rc = b->copy_side(b->context, dst, src);
     if (rc < 0)
         return rc;
     weft_tensor_bump_version(dst);
@@ -153,7 +153,7 @@ int weft_wait_side(weft_device dev)
     const struct weft_backend *b = device_backend(dev);
     if (!b)
         return weft_error_code() ? weft_error_code() : WEFT_ERR_DEVICE;
-    return WEFT_VTABLE_HAS(b, wait_side) ? b->wait_side(dev.index) : 0;
+    return WEFT_VTABLE_HAS(b, wait_side) ? b->wait_side(b->context, dev.index) : 0;
 }
 
 int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
@@ -171,21 +171,21 @@ int weft_memory_stats(weft_device dev, struct weft_memory_stats *out)
     /* Fields the backend does not know read as zero. */
     size_t size = out->struct_size;
     memset((char *)out + sizeof(out->struct_size), 0, size - sizeof(out->struct_size));
-    return b->memory_stats(dev.index, out);
+    return b->memory_stats(b->context, dev.index, out);
 }
 
 void weft_reset_peak_memory_stats(weft_device dev)
 {
     const struct weft_backend *b = weft_backend_find(dev.type);
     if (b && WEFT_VTABLE_HAS(b, reset_peak_memory_stats))
-        b->reset_peak_memory_stats(dev.index);
+        b->reset_peak_memory_stats(b->context, dev.index);
 }
 
 void weft_empty_cache(weft_device dev)
 {
     const struct weft_backend *b = weft_backend_find(dev.type);
     if (b && WEFT_VTABLE_HAS(b, empty_cache))
-        b->empty_cache(dev.index);
+        b->empty_cache(b->context, dev.index);
 }
 
 int weft_set_num_threads(int n)
@@ -198,7 +198,7 @@ int weft_set_num_threads(int n)
         const struct weft_backend *b = weft_backend_find(type);
         if (!b || !WEFT_VTABLE_HAS(b, set_num_threads))
             continue;
-        int r = b->set_num_threads(n);
+        int r = b->set_num_threads(b->context, n);
         if (r < 0 && rc == 0)
             rc = r;
     }
@@ -210,74 +210,6 @@ int weft_get_num_threads(void)
     const struct weft_backend *b = weft_backend_find(WEFT_DEVICE_CPU);
     if (!b || !WEFT_VTABLE_HAS(b, get_num_threads))
         return 1;
-    int n = b->get_num_threads();
+    int n = b->get_num_threads(b->context);
     return n > 0 ? n : 1;
-}
-
-/* ---- memory summary ---------------------------------------------------------------- */
-
-static void format_bytes(uint64_t n, char *buf, size_t size)
-{
-    static const char *const units[] = {"B  ", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)n;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, size, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-}
-
-char *weft_memory_summary(weft_device dev, bool abbreviated)
-{
-    const struct weft_backend *b = device_backend(dev);
-    if (!b)
-        return NULL;
-    if (WEFT_VTABLE_HAS(b, memory_summary))
-        return b->memory_summary(dev.index, abbreviated);
-    struct weft_memory_stats st = {.struct_size = sizeof st};
-    if (weft_memory_stats(dev, &st) < 0)
-        return NULL;
-    char name[32], a[24], pa[24], r[24], pr[24];
-    format_bytes(st.allocated_bytes, a, sizeof a);
-    format_bytes(st.peak_allocated_bytes, pa, sizeof pa);
-    format_bytes(st.reserved_bytes, r, sizeof r);
-    format_bytes(st.peak_reserved_bytes, pr, sizeof pr);
-    static const char rule[] =
-        "|===========================================================================|\n";
-    static const char thin[] =
-        "|---------------------------------------------------------------------------|\n";
-    size_t size = 4096;
-    char *out = malloc(size);
-    if (!out) {
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory_summary: out of host memory");
-        return NULL;
-    }
-    char title[80];
-    snprintf(title, sizeof title, "weft memory summary, device %s",
-             weft_device_str(dev, name, sizeof name));
-    int n = snprintf(out, size,
-                     "%s|%*s%*s|\n%s"
-                     "|            Metric         | Cur Usage  | Peak Usage |    Requests       |\n"
-                     "%s"
-                     "| Allocated memory          | %10s | %10s | %9llu allocs  |\n"
-                     "| Reserved memory           | %10s | %10s | %9llu frees   |\n"
-                     "%s"
-                     "| Requests served from the cache                    | %17llu |\n"
-                     "| Allocation retries after freeing the cache        | %17llu |\n"
-                     "| Out-of-memory errors                              | %17llu |\n"
-                     "%s",
-                     rule, (int)(38 + strlen(title) / 2), title, (int)(37 - strlen(title) / 2), "",
-                     rule, thin, a, pa, (unsigned long long)st.num_allocs, r, pr,
-                     (unsigned long long)st.num_frees, thin,
-                     (unsigned long long)st.num_cache_hits,
-                     (unsigned long long)st.num_alloc_retries, (unsigned long long)st.num_ooms,
-                     rule);
-    (void)abbreviated; /* the generic table is already the short one */
-    if (n < 0 || (size_t)n >= size) {
-        free(out);
-        weft_error_set(WEFT_ERR_RUNTIME, "memory_summary: table too long");
-        return NULL;
-    }
-    return out;
 }

@@ -7,8 +7,7 @@
  * transfer itself is one flat block. */
 #include <string.h>
 
-#include "forward.h"
-#include "memory_format.h"
+#include "internal.h"
 
 /* ---- geometry --------------------------------------------------------------------------- */
 
@@ -74,7 +73,7 @@ static int transfer(const struct weft_backend *b, weft_tensor *dst, const weft_t
     if (weft_tensor_numel(src) == 0)
         return 0;
     weft_tensor d = flat_header(dst), s = flat_header(src);
-    return b->copy(&d, &s, non_blocking);
+    return b->copy(b->context, &d, &s, non_blocking);
 }
 
 static int copy_impl(weft_tensor *dst, const weft_tensor *src, bool non_blocking);
@@ -238,7 +237,7 @@ static int null_status(void)
     return code != WEFT_OK ? code : WEFT_ERR_VALUE;
 }
 
-int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int weft_fwd_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     if (!dst || !src)
         return null_status();
@@ -274,7 +273,7 @@ static weft_tensor *same(weft_tensor *t)
     return weft_tensor_finish(weft_tensor_retain(t));
 }
 
-weft_tensor *weft_fwd_contiguous(weft_tensor *t)
+static weft_tensor *weft_fwd_contiguous(weft_tensor *t)
 {
     if (!t)
         return NULL;
@@ -285,14 +284,14 @@ weft_tensor *weft_fwd_contiguous(weft_tensor *t)
     return copy_as(t, t->dtype, t->device, true, false);
 }
 
-weft_tensor *weft_fwd_clone(weft_tensor *t)
+static weft_tensor *weft_fwd_clone(weft_tensor *t)
 {
     if (!t || weft_require_strided(t, "clone") != 0)
         return NULL;
     return copy_as(t, t->dtype, t->device, false, false);
 }
 
-weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
+static weft_tensor *weft_fwd_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
 {
     if (!t)
         return NULL;
@@ -369,4 +368,88 @@ int weft_tensor_item(const weft_tensor *t, double *out)
                               "a Tensor with %lld elements cannot be converted to Scalar",
                               (long long)n);
     return read_as(t, WEFT_F64, out);
+}
+
+/* ---- copies ------------------------------------------------------------------------------ */
+
+/* to / clone / contiguous: the gradient goes back unchanged, moved to the input's device
+ * (the engine converts the dtype). ints[0..1]: input device. */
+static int copy_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                         weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
+    grad_inputs[0] = weft_device_equal(dev, g->device) ? weft_autorelease(weft_tensor_retain(g)) : weft_to_device(g, dev);
+    return grad_inputs[0] ? 0 : weft_error_code();
+}
+
+static weft_tensor *record_copy(const char *name, weft_tensor *in, weft_tensor *out)
+{
+    if (out == in) /* no-op conversion: same tensor, same history */
+        return out;
+    struct weft_node *node = weft_node_create(name, copy_backward, 1, &in, 0);
+    if (node && out) {
+        weft_node_ints(node)[0] = in->device.type;
+        weft_node_ints(node)[1] = in->device.index;
+    }
+    return weft_node_finish1(node, out);
+}
+
+weft_tensor *weft_contiguous(weft_tensor *t)
+{
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_contiguous(t));
+    return rec ? record_copy("CloneBackward0", t, out) : out;
+}
+
+weft_tensor *weft_clone(weft_tensor *t)
+{
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_clone(t));
+    return rec ? record_copy("CloneBackward0", t, out) : out;
+}
+
+weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, bool non_blocking)
+{
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_to(t, dev, dtype, non_blocking));
+    return rec ? record_copy("ToCopyBackward0", t, out) : out;
+}
+
+/* copy_: dst's old value is overwritten (no gradient); src gets the gradient. */
+static int copy_inplace_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                                 weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    if (weft_node_needs_input_grad(node, 0) && !(grad_inputs[0] = weft_zeros_like(g)))
+        return weft_error_code();
+    if (weft_node_needs_input_grad(node, 1)) {
+        weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
+        grad_inputs[1] = weft_device_equal(dev, g->device) ? weft_autorelease(weft_tensor_retain(g)) : weft_to_device(g, dev);
+        if (!grad_inputs[1])
+            return weft_error_code();
+    }
+    return 0;
+}
+
+int weft_copy_nonblocking_(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+{
+    weft_tensor *in[2] = {dst, (weft_tensor *)src};
+    if (!weft_autograd_needed(2, in))
+        return weft_fwd_copy_nonblocking_(dst, src, non_blocking);
+    if (weft_autograd_check_inplace(dst, true) != 0)
+        return weft_error_code();
+    int rc = WEFT_NO_GRAD(true, weft_fwd_copy_nonblocking_(dst, src, non_blocking));
+    if (rc != 0)
+        return rc;
+    struct weft_node *node = weft_node_create("CopyBackwards", copy_inplace_backward, 2, in, 0);
+    if (!node)
+        return weft_error_code();
+    weft_node_ints(node)[0] = src->device.type;
+    weft_node_ints(node)[1] = src->device.index;
+    return weft_node_finish(node, 1, &dst);
 }

@@ -1,9 +1,9 @@
-/* core/creation.c: new tensors filled with constants, sequences, identity, or host data.
- * Checks and error texts follow torch.full / arange / linspace / eye / from_numpy. */
+/* core/creation.c: new tensors filled with a constant, or with host data. Checks and
+ * error texts follow torch.full and from_numpy. (Sequences and eye: ops/ranges.c.) */
 #include <math.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
 static int dispatch_fill(weft_tensor *t, double value)
 {
@@ -40,9 +40,8 @@ static int check_fill_value(enum weft_dtype dt, double v)
         overflow = !isinf(v) && !isnan(v) && (v < limits[dt].lowest || v > limits[dt].max);
     else if (isnan(v) || isinf(v))
         overflow = true;
-    else if (v == trunc(v) && dt == WEFT_U8)
-        overflow = v > 255 || v < -255; /* two's complement wrap is allowed */
-    else
+    else /* a double is PyTorch's float scalar: full(-1.0, uint8) overflows (only a Python
+          * int would wrap, and the C API has none) */
         overflow = v < limits[dt].lowest || v > limits[dt].max;
     if (overflow)
         return weft_error_set(WEFT_ERR_RUNTIME, "value cannot be converted to type %s without overflow",
@@ -92,6 +91,21 @@ weft_tensor *weft_full_like(const weft_tensor *t, double value)
     return weft_tensor_finish(out);
 }
 
+weft_tensor *weft_fill_(weft_tensor *t, double value)
+{
+    if (!t || weft_require_strided(t, "fill_") != 0 || check_fill_value(t->dtype, value) != 0)
+        return NULL;
+    if (weft_autograd_needed(1, &t)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                       "fill_ is not recorded by autograd; call it under weft_no_grad_begin()");
+        return NULL;
+    }
+    if (weft_tensor_numel(t) > 0 && dispatch_fill(t, value) != 0)
+        return NULL;
+    weft_tensor_bump_version(t);
+    return t;
+}
+
 weft_tensor *weft_zeros_like(const weft_tensor *t)
 {
     return weft_full_like(t, 0.0);
@@ -105,93 +119,6 @@ weft_tensor *weft_ones_like(const weft_tensor *t)
 weft_tensor *weft_scalar_tensor(double value, enum weft_dtype dtype, weft_device dev)
 {
     return weft_full(0, NULL, value, dtype, dev);
-}
-
-/* A 1-D tensor of n elements filled by the ARANGE or LINSPACE kernel. */
-static weft_tensor *sequence(int op, int64_t n, double a, double b, enum weft_dtype dtype,
-                             weft_device dev)
-{
-    weft_scope_push();
-    weft_tensor *t = weft_empty(1, &n, dtype, dev);
-    if (t && n > 0) {
-        struct weft_op_call call = {.op = op, .nin = 0, .nout = 1};
-        call.out[0] = t;
-        call.scalar[0] = a;
-        call.scalar[1] = b;
-        call.ints[0] = n;
-        if (weft_dispatch(&call) != 0)
-            t = NULL;
-    }
-    weft_tensor_retain(t);
-    weft_scope_pop();
-    return weft_tensor_finish(t);
-}
-
-weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
-                         weft_device dev)
-{
-    if (!isfinite(start) || !isfinite(end)) {
-        weft_error_set(WEFT_ERR_RUNTIME, "unsupported range: %g -> %g", start, end);
-        return NULL;
-    }
-    /* An integer dtype computes in int64 (PyTorch's accscalar_t): start, end and step are
-     * truncated first (so a step of 0.5 is 0), and int64 also counts the elements from
-     * the truncated values where other dtypes count them from the given ones. */
-    double xstart = start, xend = end, xstep = step;
-    bool integral = weft_dtype_valid(dtype) && weft_dtype_is_integral(dtype);
-    if (integral && isfinite(step)) {
-        xstart = trunc(start);
-        xend = trunc(end);
-        xstep = trunc(step);
-    }
-    if (!(xstep > 0 || xstep < 0)) {
-        weft_error_set(WEFT_ERR_RUNTIME, "step must be nonzero");
-        return NULL;
-    }
-    if (!((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart))) {
-        weft_error_set(WEFT_ERR_RUNTIME, "upper bound and larger bound inconsistent with step sign");
-        return NULL;
-    }
-    double size = dtype == WEFT_I64 ? ceil((xend - xstart) / xstep) : ceil((end - start) / step);
-    if (!(size >= 0 && size <= 9.2233720368547758e18)) {
-        weft_error_set(WEFT_ERR_RUNTIME, "invalid size, possible overflow?");
-        return NULL;
-    }
-    return sequence(WEFT_OP_ARANGE, (int64_t)size, xstart, xstep, dtype, dev);
-}
-
-weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,
-                           weft_device dev)
-{
-    if (steps < 0) {
-        weft_error_set(WEFT_ERR_RUNTIME, "number of steps must be non-negative");
-        return NULL;
-    }
-    return sequence(WEFT_OP_LINSPACE, steps, start, end, dtype, dev);
-}
-
-weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev)
-{
-    if (n < 0) {
-        weft_error_set(WEFT_ERR_RUNTIME, "n must be greater or equal to 0, got %lld", (long long)n);
-        return NULL;
-    }
-    if (m < 0)
-        m = n;
-    int64_t shape[2] = {n, m};
-    weft_scope_push();
-    weft_tensor *t = weft_zeros(2, shape, dtype, dev);
-    int64_t diag = n < m ? n : m;
-    if (t && diag > 0) {
-        /* The diagonal is a 1-D view with stride m + 1. */
-        int64_t stride = m + 1;
-        weft_tensor *d = weft_fwd_as_strided(t, 1, &diag, &stride, 0);
-        if (!d || dispatch_fill(d, 1.0) != 0)
-            t = NULL;
-    }
-    weft_tensor_retain(t);
-    weft_scope_pop();
-    return weft_tensor_finish(t);
 }
 
 weft_tensor *weft_from_host(const void *data, int ndim, const int64_t *shape,

@@ -1,4 +1,5 @@
-/* core/dispatch.c: op ids and the kernel table keyed by (op, device type, layout, dtype).
+/* core/dispatch.c: op ids and names, and the kernel table keyed by (op, device type,
+ * layout, dtype) (weft/dispatch.h).
  *
  * Registration happens while plugins start (under the plugin loader's lock); lookups are
  * lock-free reads of tables that are only ever filled in, never moved. */
@@ -15,39 +16,57 @@ struct op_kernels {
     weft_kernel_fn fn[WEFT_MAX_DEVICE_TYPES][WEFT_MAX_LAYOUTS][WEFT_DTYPE_COUNT];
 };
 
-static const char *const builtin_names[] = {
-#define WEFT_OP_NAME(id, name) name,
-    WEFT_BUILTIN_OPS(WEFT_OP_NAME)
+/* Names by id: the core's ops from the start, the op layer's built-in ones once it
+ * defines them, named ops from WEFT_OP_FIRST_NAMED. Entries are only ever filled in. */
+static const char *names[MAX_OPS] = {
+#define WEFT_OP_NAME(id, name) [WEFT_OP_##id] = name,
+    WEFT_CORE_OPS(WEFT_OP_NAME)
 #undef WEFT_OP_NAME
 };
-
-static char *custom_names[MAX_OPS];
-static int op_total = WEFT_OP_BUILTIN_COUNT;
+static int next_named = WEFT_OP_FIRST_NAMED;
 static struct op_kernels *kernels[MAX_OPS];
 static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER;
 
-
 const char *weft_op_name(int op)
 {
-    if (op >= 0 && op < WEFT_OP_BUILTIN_COUNT)
-        return builtin_names[op];
-    if (op >= WEFT_OP_BUILTIN_COUNT && op < op_total && custom_names[op])
-        return custom_names[op];
-    return "unknown";
+    const char *name = op >= 0 && op < MAX_OPS ? __atomic_load_n(&names[op], __ATOMIC_ACQUIRE) : NULL;
+    return name ? name : "unknown";
 }
 
 int weft_op_count(void)
 {
-    return __atomic_load_n(&op_total, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&next_named, __ATOMIC_ACQUIRE);
 }
 
 int weft_op_lookup(const char *name)
 {
     int total = weft_op_count();
-    for (int op = 0; op < total; op++)
-        if (strcmp(weft_op_name(op), name) == 0)
+    for (int op = 0; op < total; op++) {
+        const char *n = __atomic_load_n(&names[op], __ATOMIC_ACQUIRE);
+        if (n && strcmp(n, name) == 0)
             return op;
+    }
     return -1;
+}
+
+int weft_op_define(int first, int n, const char *const *defined)
+{
+    if (first < WEFT_OP_CORE_COUNT || n < 0 || first + n > WEFT_OP_FIRST_NAMED)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_op_define: ids %d..%d are not the op layer's (%d..%d)", first,
+                              first + n - 1, WEFT_OP_CORE_COUNT, WEFT_OP_FIRST_NAMED - 1);
+    pthread_mutex_lock(&dispatch_lock);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const char *old = names[first + i];
+        if (!old)
+            __atomic_store_n(&names[first + i], defined[i], __ATOMIC_RELEASE);
+        else if (strcmp(old, defined[i]) != 0)
+            rc = weft_error_set(WEFT_ERR_RUNTIME, "op id %d is already '%s', not '%s'", first + i,
+                                old, defined[i]);
+    }
+    pthread_mutex_unlock(&dispatch_lock);
+    return rc;
 }
 
 int weft_op_register(const char *name)
@@ -57,23 +76,26 @@ int weft_op_register(const char *name)
     pthread_mutex_lock(&dispatch_lock);
     int op = weft_op_lookup(name);
     if (op < 0) {
-        if (op_total >= MAX_OPS) {
+        if (next_named >= MAX_OPS) {
             pthread_mutex_unlock(&dispatch_lock);
-            return weft_error_set(WEFT_ERR_RUNTIME, "too many ops registered (at most %d)", MAX_OPS);
+            return weft_error_set(WEFT_ERR_RUNTIME, "too many ops registered (at most %d named)",
+                                  MAX_OPS - WEFT_OP_FIRST_NAMED);
         }
         char *copy = strdup(name);
         if (!copy) {
             pthread_mutex_unlock(&dispatch_lock);
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory registering op %s", name);
         }
-        op = op_total;
-        custom_names[op] = copy;
-        __atomic_store_n(&op_total, op + 1, __ATOMIC_RELEASE);
+        op = next_named;
+        __atomic_store_n(&names[op], copy, __ATOMIC_RELEASE);
+        __atomic_store_n(&next_named, op + 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&dispatch_lock);
     return op;
 }
 
+/* Any built-in id may get kernels before the op layer names it (a backend can load first);
+ * named ids only once registered. */
 static bool key_valid(int op, int device_type, int layout)
 {
     return op >= 0 && op < weft_op_count() && device_type >= 0 &&
@@ -101,6 +123,19 @@ int weft_kernel_register(int op, int device_type, int layout, uint32_t dtype_mas
         if (dtype_mask & WEFT_DTYPE_BIT(dt))
             __atomic_store_n(&k->fn[device_type][layout][dt], fn, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&dispatch_lock);
+    return 0;
+}
+
+int weft_kernel_register_table(int device_type, int layout, const struct weft_kernel_entry *table)
+{
+    for (const struct weft_kernel_entry *e = table; e && e->fn; e++) {
+        int op = e->name ? weft_op_register(e->name) : e->op;
+        int rc = op < 0 ? op : weft_kernel_register(op, device_type, layout, e->dtypes, e->fn);
+        if (rc != 0) {
+            weft_error_prefix("kernel table entry '%s'", e->name ? e->name : weft_op_name(e->op));
+            return rc;
+        }
+    }
     return 0;
 }
 
@@ -133,14 +168,27 @@ static inline weft_kernel_fn dispatch_lookup(int op, int device_type, int layout
     return k ? __atomic_load_n(&k->fn[device_type][layout][dtype], __ATOMIC_ACQUIRE) : NULL;
 }
 
+/* Both entries test for an observer first: one predictable branch while there is none
+ * (observer.c reports the call around weft_dispatch_unobserved while there is). */
 int weft_dispatch_strided(const struct weft_op_call *call)
 {
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        return weft_observe_dispatch(o, call);
     weft_kernel_fn fn = dispatch_lookup(call->op, call->out[0]->device.type, WEFT_LAYOUT_STRIDED,
                                         call->in[0]->dtype);
-    return fn ? fn(call) : weft_dispatch(call);
+    return fn ? fn(call) : weft_dispatch_unobserved(call);
 }
 
 int weft_dispatch(const struct weft_op_call *call)
+{
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        return weft_observe_dispatch(o, call);
+    return weft_dispatch_unobserved(call);
+}
+
+int weft_dispatch_unobserved(const struct weft_op_call *call)
 {
     const weft_tensor *key = call->nin > 0 && call->in[0] ? call->in[0] : call->out[0];
     const weft_tensor *where = call->nout > 0 ? call->out[0] : key;

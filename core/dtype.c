@@ -126,7 +126,10 @@ enum weft_dtype weft_default_dtype(void)
     return WEFT_F32;
 }
 
-bool weft_dtype_from_value_is_integral(double v)
+const char *weft_dtype_meta_name(enum weft_dtype dt)
 {
-    return isfinite(v) && v == trunc(v);
+    /* Where PyTorch prints caffe2::TypeMeta's C++ name ("c10::Half", "long int"), weft
+     * keeps the sentence and prints its own dtype name: the C++ types are PyTorch's
+     * internals, which a weft user never meets. */
+    return weft_dtype_name(dt);
 }

@@ -47,7 +47,9 @@ static bool read_header(int fd, ElfW(Ehdr) *eh)
 }
 
 /* The section called `want` of an ELF file of this machine's class, as a malloc'd
- * NUL-terminated copy; NULL when there is none (or the file is not such an ELF file). */
+ * NUL-terminated copy; NULL when there is none (or the file is not such an ELF file), and
+ * NULL with WEFT_ERR_OUT_OF_MEMORY when a copy could not be allocated: no memory is not
+ * "no manifest". */
 static char *read_section(int fd, uint64_t file_size, const char *want)
 {
     ElfW(Ehdr) eh;
@@ -56,14 +58,24 @@ static char *read_section(int fd, uint64_t file_size, const char *want)
         return NULL;
     ElfW(Shdr) *sh = malloc((size_t)eh.e_shnum * sizeof *sh);
     char *names = NULL, *text = NULL;
-    if (!sh || !read_exact(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff))
+    if (!sh) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory reading the section headers of a "
+                                               "plugin file");
+        goto out;
+    }
+    if (!read_exact(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff))
         goto out;
     const ElfW(Shdr) *strtab = &sh[eh.e_shstrndx];
     if (strtab->sh_size == 0 || strtab->sh_size > SHSTRTAB_MAX || strtab->sh_offset > file_size ||
         strtab->sh_size > file_size - strtab->sh_offset)
         goto out;
     names = malloc(strtab->sh_size + 1);
-    if (!names || !read_exact(fd, names, strtab->sh_size, strtab->sh_offset))
+    if (!names) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory reading the section names of a "
+                                               "plugin file");
+        goto out;
+    }
+    if (!read_exact(fd, names, strtab->sh_size, strtab->sh_offset))
         goto out;
     names[strtab->sh_size] = '\0';
     for (unsigned i = 0; i < eh.e_shnum; i++) {
@@ -74,6 +86,8 @@ static char *read_section(int fd, uint64_t file_size, const char *want)
             s->sh_size > file_size - s->sh_offset)
             break;
         text = malloc(s->sh_size + 1);
+        if (!text)
+            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory reading a plugin's manifest");
         if (text && !read_exact(fd, text, s->sh_size, s->sh_offset)) {
             free(text);
             text = NULL;
@@ -90,13 +104,13 @@ out:
 
 char *weft_manifest_read(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: no wait, no manifest */
     if (fd < 0)
         return NULL;
     struct stat st;
-    char *text = fstat(fd, &st) == 0 ? read_section(fd, (uint64_t)st.st_size,
-                                                    WEFT_PLUGIN_MANIFEST_SECTION)
-                                     : NULL;
+    char *text = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                     ? read_section(fd, (uint64_t)st.st_size, WEFT_PLUGIN_MANIFEST_SECTION)
+                     : NULL;
     close(fd);
     return text;
 }
@@ -172,10 +186,13 @@ static int check_image(int fd, const char *path, uint64_t size)
 
 int weft_elf_check_whole(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* a FIFO would block dlopen() */
+        return weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: not a regular file",
+                              path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0; /* dlopen() says why, in its words */
-    struct stat st;
     int rc = fstat(fd, &st) == 0 ? check_image(fd, path, (uint64_t)st.st_size) : 0;
     close(fd);
     return rc;

@@ -50,6 +50,14 @@ int weft_error_prefix(const char *fmt, ...)
     return error_code;
 }
 
+int weft_error_recode(int code)
+{
+    if (error_code == WEFT_OK)
+        return WEFT_ERR_RUNTIME;
+    error_code = code;
+    return code;
+}
+
 int weft_error_code(void)
 {
     return error_code;

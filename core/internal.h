@@ -1,4 +1,25 @@
-/* core/internal.h: helpers shared by the core's files; not installed, not ABI. */
+/* core/internal.h: helpers shared by the core's files; not installed, not ABI.
+ *
+ * How the core's files call each other. These call no file that calls them back: error,
+ * dtype, small_alloc, options, version, accessors; elf, manifest and plugin_path (the
+ * loader's reading of files and paths); device; autocast (a thread's state); iter. The
+ * rest call each other in three circles, each on purpose:
+ * - registry <-> plugin: a lookup of a name nobody has registered loads the plugin whose
+ *   manifest provides it, and that plugin's entry point registers into the registry
+ *   (lazy loading is this mutual recursion). The registry also lists the core's own
+ *   kinds (backend.c's, layout.c's, plugin.c's) when it starts, by address.
+ * - tensor <-> scope, storage, layout, autograd: a tensor's last release frees what it
+ *   owns (its storage, a layout's data through the layout's vtable, its autograd
+ *   metadata), and a scope owns the tensors made inside it.
+ * - autograd <-> view, copy, creation: the primitives the core keeps record graph nodes
+ *   when an input requires grad, and the engine computes with them (contiguous, clone
+ *   and zeros of a gradient, copy_ into a CopySlices base). PyTorch's has the same
+ *   circle through its dispatcher (an op's autograd kernel records the node, the engine
+ *   calls ops). A table of function pointers would hide it, not remove it.
+ * Nothing in core/ calls the op layer: the ops the engine needs beyond these primitives
+ * (add, sum, scatter_add) come through the hook libweft-ops installs
+ * (weft_autograd_set_ops), and no core file includes an ops/ header
+ * (tests/layering-check.py). */
 #ifndef WEFT_CORE_INTERNAL_H
 #define WEFT_CORE_INTERNAL_H
 
@@ -8,7 +29,7 @@
 #include "weft/autograd.h"
 #include "weft/backend.h"
 #include "weft/error.h"
-#include "weft/kernel.h"
+#include "weft/dispatch.h"
 #include "weft/options.h"
 #include "weft/tensor.h"
 
@@ -37,6 +58,21 @@ static inline bool weft_refcount_release(uint32_t *count)
     return __atomic_load_n(count, __ATOMIC_ACQUIRE) == 1 || WEFT_ATOMIC_DEC(count) == 0;
 }
 
+/* weft_contiguous_strides, inlined into the core's own allocations. */
+static inline int64_t contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
+{
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        stride[d] = n;
+        if (__builtin_mul_overflow(n, shape[d] > 1 ? shape[d] : 1, &n))
+            return -1;
+    }
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0)
+            return 0;
+    return n;
+}
+
 /* Small core objects (headers, autograd nodes) from thread-local free lists
  * (small_alloc.c); the free must pass the size the block was asked with. */
 WEFT_INTERNAL void *weft_small_alloc(size_t n);
@@ -50,23 +86,17 @@ WEFT_INTERNAL weft_tensor *weft_tensor_alloc_struct(void);
 WEFT_INTERNAL weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim,
                                            const int64_t *shape, const int64_t *stride,
                                            int64_t offset, enum weft_dtype dtype);
-/* A view header sharing t's storage with new shape/stride/offset (autoreleased). */
-WEFT_INTERNAL weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
-                                            const int64_t *stride, int64_t offset);
-/* weft_dispatch for a call whose operands the caller knows to be strided, in[0] and out[0]
- * present: it skips the per-operand layout check, which is a third of a tiny op's
- * dispatch. A missing kernel goes through weft_dispatch for its error or plugin load. */
-WEFT_INTERNAL int weft_dispatch_strided(const struct weft_op_call *call);
+/* t's elements in row-major order viewed with shape of the same numel: t itself when
+ * contiguous, else a contiguous copy (view.c). */
+WEFT_INTERNAL weft_tensor *weft_reshape_contiguous(weft_tensor *t, int ndim, const int64_t *shape);
 /* Hands a freshly created tensor to the innermost scope; returns it. */
 #define weft_tensor_finish(t) weft_autorelease(t)
-/* Contiguous strides for shape; returns numel (or -1 on overflow). */
-WEFT_INTERNAL int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
-/* 0 for a strided tensor with storage, else NotImplemented naming op and the layout. */
-WEFT_INTERNAL int weft_require_strided(const weft_tensor *t, const char *op);
+/* Strides for empty_like(t, memory_format=preserve): t's own when t is non-overlapping
+ * and dense (those of its size-1 dims too), else dense strides in the order of t's
+ * (infer_dense_strides). Returns true when the tensor they describe is contiguous. */
+WEFT_INTERNAL bool weft_preserve_strides(const weft_tensor *t, int64_t *strides);
 /* Frees a non-strided tensor's layout_data through its layout's vtable (layout.c). */
 WEFT_INTERNAL void weft_layout_data_free(weft_tensor *t);
-/* The layout's repr of a non-strided tensor, or NULL with an error. */
-WEFT_INTERNAL char *weft_layout_repr(const weft_tensor *t);
 /* a + b for two tensors of one non-strided layout through its vtable (autograd's
  * gradient sums); NULL with an error when the layouts differ or it has no add(). */
 WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tensor *b);
@@ -75,8 +105,6 @@ WEFT_INTERNAL weft_tensor *weft_layout_add(const weft_tensor *a, const weft_tens
 WEFT_INTERNAL const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size);
 /* "cpu" / "cuda:0" into a static thread-local buffer (for messages). */
 WEFT_INTERNAL const char *weft_device_name_tl(weft_device dev);
-/* The innermost scope records t (no-op with no scope). */
-WEFT_INTERNAL void weft_scope_record(weft_tensor *t);
 /* ---- the registry's own kinds and the loader's hooks into it --------------------------- */
 struct weft_kind;
 struct weft_options;
@@ -104,6 +132,21 @@ WEFT_INTERNAL const char *weft_plugin_manifest_of(const char *path);
  * NULL when none. */
 WEFT_INTERNAL char *weft_plugin_provider_file(const char *kind, const char *name);
 
+/* When no plugin provides kind:name because the file that would is shadowed (an earlier
+ * file on the path has its file name, and only the first of a name is used): the earlier
+ * file into *shadow and the provider into *provider (malloc'd), true. Else false. */
+WEFT_INTERNAL bool weft_plugin_path_shadowed(const char *kind, const char *name, char **shadow,
+                                             char **provider);
+/* The next file on the search path with path's file name, after path (malloc'd); NULL
+ * when there is none. */
+WEFT_INTERNAL char *weft_plugin_path_later_copy(const char *path);
+/* Appends to buf (size bytes) why kind:name could not be had from the search path: a
+ * shadowing file that was rejected and why (plugin.c), or, for a provider at `failed`
+ * that failed to load, the later copy that was not tried. Nothing when there is no such
+ * thing to say. */
+WEFT_INTERNAL void weft_plugin_explain_missing(const char *kind, const char *name,
+                                               const char *failed, char *buf, size_t size);
+
 /* Loads the first plugin on the search path whose manifest provides kind:name: 0 when it
  * loaded, 1 when no plugin provides it, negative (error set) when it failed to load. */
 WEFT_INTERNAL int weft_plugin_autoload(const char *kind, const char *name);
@@ -127,15 +170,63 @@ WEFT_INTERNAL bool weft_manifest_provides(const char *text, const char *kind, co
 WEFT_INTERNAL void weft_manifest_apply_env(const char *text, const struct weft_options *options);
 /* Frees t's autograd metadata (autograd.c); called when t dies. */
 WEFT_INTERNAL void weft_autograd_meta_free(weft_tensor *t);
-/* Saves an output of `node` itself (its producer is the node): autograd.c. */
-WEFT_INTERNAL int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t,
-                                        int output_nr);
-/* Marks a view op's node, so in-place checks can find the leaf a view came from. */
-WEFT_INTERNAL void weft_node_mark_view(struct weft_node *node);
-/* Records in a view recorded from `in` (a view op's result, after its node is attached)
- * the tensor at the root of its views, for CopySlices (autograd.c). */
-WEFT_INTERNAL void weft_autograd_set_view_base(weft_tensor *view, weft_tensor *in);
-/* Dtype table entries. */
-WEFT_INTERNAL bool weft_dtype_from_value_is_integral(double v);
+/* The op layer's ops installed through weft_autograd_set_ops (autograd.c): each fails
+ * naming itself while none are installed. */
+WEFT_INTERNAL weft_tensor *weft_grad_add(weft_tensor *a, weft_tensor *b);
+WEFT_INTERNAL weft_tensor *weft_grad_add_(weft_tensor *a, weft_tensor *b);
+WEFT_INTERNAL weft_tensor *weft_grad_sum(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+WEFT_INTERNAL weft_tensor *weft_grad_scatter_add(weft_tensor *t, int dim, weft_tensor *index,
+                                                 weft_tensor *src);
+WEFT_INTERNAL uint64_t weft_grad_random_offset(void);
+WEFT_INTERNAL void weft_grad_random_set_offset(uint64_t offset);
+/* The gradient of a strided view (g's shape, stride, rel_offset counted from its base's
+ * offset) for the base: g added into zeros laid out as the base (base_shape,
+ * base_stride) at the positions the view read; elements of an overlapping view add up
+ * (view.c). A new tensor in the current scope, or NULL. */
+WEFT_INTERNAL weft_tensor *weft_view_grad_to_base(weft_tensor *g, const int64_t *stride,
+                                                  int64_t rel_offset, int base_ndim,
+                                                  const int64_t *base_shape,
+                                                  const int64_t *base_stride);
+/* expand without autograd (view.c): what the recorded weft_expand runs, and what the
+ * core's own code calls. */
+WEFT_INTERNAL weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape);
+/* Activation checkpointing (checkpoint.c), as autograd.c's saved slots see it: the frame
+ * whose forward is running on this thread (NULL when none); while it records, a save
+ * becomes placeholder number weft_checkpoint_placeholder(f); while it reruns, each save is
+ * also handed to weft_checkpoint_store. A placeholder is read through
+ * weft_checkpoint_saved (rerunning the segment the first time) and let go through
+ * weft_checkpoint_drop. */
+struct weft_checkpoint_frame;
+WEFT_INTERNAL struct weft_checkpoint_frame *weft_checkpoint_active(void);
+/* Checkpointed forwards running now, on any thread: while none is, a save tests this
+ * word and reads no thread-local. */
+WEFT_INTERNAL extern int weft_checkpoint_running;
+#define WEFT_CHECKPOINT_ACTIVE()                                                              \
+    (__builtin_expect(__atomic_load_n(&weft_checkpoint_running, __ATOMIC_RELAXED) != 0, 0)    \
+         ? weft_checkpoint_active()                                                           \
+         : NULL)
+WEFT_INTERNAL bool weft_checkpoint_recording(const struct weft_checkpoint_frame *f);
+WEFT_INTERNAL int weft_checkpoint_placeholder(struct weft_checkpoint_frame *f);
+WEFT_INTERNAL void weft_checkpoint_store(struct weft_checkpoint_frame *f, weft_tensor *alias);
+WEFT_INTERNAL weft_tensor *weft_checkpoint_saved(struct weft_checkpoint_frame *f, int index);
+WEFT_INTERNAL void weft_checkpoint_drop(struct weft_checkpoint_frame *f, int index);
+/* The observer of the core's events (observer.c, weft/observer.h), NULL when none: each
+ * place that reports to it loads it once and tests it, a branch predicted untaken. */
+struct weft_observer;
+WEFT_INTERNAL extern const struct weft_observer *weft_observer_now;
+#define WEFT_OBSERVER() __atomic_load_n(&weft_observer_now, __ATOMIC_ACQUIRE)
+WEFT_INTERNAL int weft_observe_dispatch(const struct weft_observer *o,
+                                        const struct weft_op_call *call);
+WEFT_INTERNAL int weft_dispatch_unobserved(const struct weft_op_call *call);
+WEFT_INTERNAL void weft_observe_storage(const struct weft_observer *o,
+                                        const struct weft_storage *s, bool alloc);
+WEFT_INTERNAL void *weft_observe_node_enter(const struct weft_observer *o, const char *name);
+WEFT_INTERNAL void weft_observe_node_exit(const struct weft_observer *o, void *token);
+/* Says in the pending out-of-memory error (if that is the one) which op wanted what
+ * tensor, and in which backward node (oom.c). */
+WEFT_INTERNAL void weft_oom_context(int ndim, const int64_t *shape, enum weft_dtype dtype,
+                                    weft_device dev);
+/* The backward node running on this thread, NULL when none (autograd.c). */
+WEFT_INTERNAL const char *weft_autograd_running_node(void);
 
 #endif

@@ -63,10 +63,14 @@ int weft_manifest_check(const char *text, const char *plugin)
             int n = 0;
             while (n < 3 && next_word(&q, end, rest[n], sizeof rest[n]))
                 n++;
-            if (n != 3 || next_word(&q, end, word, sizeof word))
+            /* an optional "unless VARIABLE2" (added within ABI 2: an older weft refuses it) */
+            bool unless = n == 3 && next_word(&q, end, word, sizeof word);
+            if (n != 3 || (unless && (strcmp(word, "unless") != 0 ||
+                                      !next_word(&q, end, word, sizeof word) ||
+                                      next_word(&q, end, word, sizeof word))))
                 return weft_error_set(WEFT_ERR_PLUGIN,
                                       "plugin %s: manifest line %d: expected 'env VARIABLE KEY "
-                                      "DEFAULT'",
+                                      "DEFAULT [unless VARIABLE2]'",
                                       plugin, lineno);
         } else {
             return weft_error_set(WEFT_ERR_PLUGIN,
@@ -121,11 +125,16 @@ void weft_manifest_apply_env(const char *text, const weft_options *options)
 {
     const char *p = text ? text : "", *line, *end;
     while (next_line(&p, &line, &end)) {
-        char word[256], var[256], key[256], def[256];
+        char word[256], var[256], key[256], def[256], guard[256];
         const char *q = line;
         if (!next_word(&q, end, word, sizeof word) || strcmp(word, "env") != 0 ||
             !next_word(&q, end, var, sizeof var) || !next_word(&q, end, key, sizeof key) ||
             !next_word(&q, end, def, sizeof def))
+            continue;
+        /* "unless VARIABLE2": nothing when VARIABLE2 is set, by the user or by an earlier
+         * line (libgomp's GOMP_SPINCOUNT would override an OMP_WAIT_POLICY the user set) */
+        if (next_word(&q, end, word, sizeof word) && next_word(&q, end, guard, sizeof guard) &&
+            getenv(guard))
             continue;
         /* The plugin's init() reads the key again and rejects a bad value. "default"
          * leaves the variable unset: the library's own default. */

@@ -23,6 +23,7 @@ struct weft_options {
     char *origin;
     /* a view reads through lookup; otherwise the pairs are the store */
     const char *(*lookup)(void *ctx, const char *section, const char *key);
+    const char *(*path_base)(void *ctx, const char *section, const char *key); /* or NULL */
     void *ctx;
     struct pair *pairs;
     size_t n, cap;
@@ -70,6 +71,16 @@ weft_options *weft_options_view(const char *section, const char *origin,
         o->ctx = ctx;
     }
     return o;
+}
+
+int weft_options_view_set_path_base(weft_options *o,
+                                    const char *(*base)(void *ctx, const char *section,
+                                                        const char *key))
+{
+    if (!o || !o->lookup)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_options_view_set_path_base: not a view");
+    o->path_base = base;
+    return 0;
 }
 
 void weft_options_free(weft_options *o)
@@ -419,14 +430,19 @@ int weft_options_path(const weft_options *o, const char *key, char *out, size_t 
     if (!value[0])
         return weft_options_bad_value(o, key, "expected a file path");
     const char *origin = weft_options_origin(o);
+    const char *base = o->path_base ? o->path_base(o->ctx, o->section, key) : NULL;
     const char *slash = strrchr(origin, '/');
-    int w = value[0] == '/' || !slash
-                ? snprintf(out, size, "%s", value)
-                : snprintf(out, size, "%.*s/%s", (int)(slash - origin), origin, value);
+    int w;
+    if (value[0] == '/' || (base && !base[0]) || (!base && !slash))
+        w = snprintf(out, size, "%s", value);
+    else if (base)
+        w = snprintf(out, size, "%s/%s", base, value);
+    else
+        w = snprintf(out, size, "%.*s/%s", (int)(slash - origin), origin, value);
     if (w < 0 || (size_t)w >= size)
         return weft_options_bad_value(o, key, "the path is too long (at most %zu bytes once "
                                               "made relative to the directory of %s)",
-                                      size - 1, origin);
+                                      size - 1, base ? "the command line" : origin);
     return 1;
 }
 

@@ -50,6 +50,7 @@ struct plugin_rec {
     const struct weft_plugin *desc;
     enum plugin_state state;
     char *why; /* the error a refused or failed plugin gave, repeated on later loads */
+    int code;  /* and its code */
 };
 
 
@@ -79,7 +80,15 @@ static const struct weft_plugin *open_plugin(const char *path, uint32_t *abi, ui
     dlerror();
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
-        weft_error_set(WEFT_ERR_PLUGIN, "cannot load plugin %s: %s", path, dlerror());
+        /* the dynamic loader's own words for running out of memory: the cause as it is */
+        const char *why = dlerror();
+        bool oom = why && (strstr(why, "cannot allocate memory") ||
+                           strstr(why, "Cannot allocate memory") ||
+                           strstr(why, "cannot create shared object descriptor") ||
+                           strstr(why, "out of memory"));
+        weft_error_set(oom ? WEFT_ERR_OUT_OF_MEMORY : WEFT_ERR_PLUGIN,
+                       "cannot load plugin %s: %s%s", path, why ? why : "dlopen failed",
+                       oom ? " (out of memory)" : "");
         return NULL;
     }
     dlerror();
@@ -188,6 +197,7 @@ static int refuse_rec(struct plugin_rec *r, enum plugin_state state, int code, c
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     r->state = state;
+    r->code = code;
     free(r->why);
     r->why = strdup(msg); /* NULL is survivable: later loads give a vaguer message */
     return weft_error_set(code, "%s", msg);
@@ -213,7 +223,7 @@ static int existing_result(const struct plugin_rec *r)
 {
     if (r->state == PLUGIN_LOADED || r->state == PLUGIN_STARTING)
         return 0; /* STARTING: its own init() asked for it again */
-    int code = r->state == PLUGIN_REFUSED ? WEFT_ERR_DEVICE : WEFT_ERR_PLUGIN;
+    int code = r->code ? r->code : r->state == PLUGIN_REFUSED ? WEFT_ERR_DEVICE : WEFT_ERR_PLUGIN;
     return weft_error_set(code, "%s", r->why ? r->why : "plugin failed earlier");
 }
 
@@ -269,12 +279,16 @@ static int start_plugin(const char *path, const struct weft_plugin *desc)
     int rc = run_init(desc);
     if (rc < 0 || (!had_error && weft_error_code() != WEFT_OK)) {
         char msg[1024] = "init() failed without saying why";
+        /* out of memory in init() is the cause as it is (exit 1), not a broken plugin */
+        int code = !had_error && weft_error_code() == WEFT_ERR_OUT_OF_MEMORY
+                       ? WEFT_ERR_OUT_OF_MEMORY
+                       : WEFT_ERR_PLUGIN;
         if (!had_error && weft_error_code() != WEFT_OK)
             snprintf(msg, sizeof msg, "%s", weft_error_message());
         if (!had_error)
             weft_error_clear();
         /* r may have moved if init() loaded other plugins. */
-        return refuse_rec(find_rec(NULL, path), PLUGIN_FAILED, WEFT_ERR_PLUGIN,
+        return refuse_rec(find_rec(NULL, path), PLUGIN_FAILED, code,
                           "plugin %s failed to initialise: %s", path, msg);
     }
     r = find_rec(NULL, path);
@@ -454,6 +468,68 @@ int weft_plugin_scan(void (*fn)(const struct weft_plugin_info *info, void *ctx),
         free(files[i]);
     free(files);
     return rc < 0 ? rc : n;
+}
+
+/* ---- why a thing could not be had ----------------------------------------------------- */
+
+/* The first file of a name on the search path is the one weft loads, even when it is
+ * broken and a later copy would work: a later copy may be an older build or another
+ * configuration, and running it in the broken one's place would hide what the user put
+ * first. So the later copy is named, not tried. */
+#define NOT_TRIED "weft loads the first file of a name on the search path, so that a broken " \
+                  "plugin in front is fixed or removed rather than silently replaced by " \
+                  "another build"
+
+/* Why the plugin file at path, the first of its name on the search path, does not provide
+ * kind:name (inspecting it as weft-info does: its entry point runs, nothing more). */
+static void rejection(const char *path, const char *kind, const char *name, char *why,
+                      size_t size)
+{
+    if (weft_plugin_manifest_of(path)) {
+        snprintf(why, size, "its manifest does not list %s:%s", kind, name);
+        return;
+    }
+    struct weft_plugin_info *info = malloc(sizeof *info);
+    if (!info) {
+        snprintf(why, size, "it has no manifest (and no memory was left to look further)");
+        return;
+    }
+    if (weft_plugin_inspect(path, info) < 0)
+        snprintf(why, size, "%s", info->why);
+    else if (!info->usable)
+        snprintf(why, size, "its probe refused it: %s", info->why);
+    else
+        snprintf(why, size, "it has no manifest saying what it provides");
+    free(info);
+}
+
+void weft_plugin_explain_missing(const char *kind, const char *name, const char *failed,
+                                 char *buf, size_t size)
+{
+    bool had_error = weft_error_code() != WEFT_OK;
+    size_t used = strlen(buf);
+    if (failed) {
+        char *later = weft_plugin_path_later_copy(failed);
+        if (later && used < size)
+            snprintf(buf + used, size - used, "; a later copy, %s, was not tried (%s)", later,
+                     NOT_TRIED);
+        free(later);
+    } else {
+        char *shadow, *provider;
+        if (weft_plugin_path_shadowed(kind, name, &shadow, &provider)) {
+            char why[1024];
+            rejection(shadow, kind, name, why, sizeof why);
+            if (used < size)
+                snprintf(buf + used, size - used,
+                         "; %s, the first file of its name on the search path, was rejected "
+                         "(%s); it shadows %s, which provides %s:%s and was not tried (%s)",
+                         shadow, why, provider, kind, name, NOT_TRIED);
+            free(shadow);
+            free(provider);
+        }
+    }
+    if (!had_error)
+        weft_error_clear();
 }
 
 int weft_plugin_autoload(const char *kind, const char *name)

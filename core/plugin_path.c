@@ -44,6 +44,15 @@ static struct manifest_cache *manifests;
 static size_t nmanifests, cap_manifests;
 
 static char *find_locked(const char *name);
+
+/* Forgets an error of this module's own making (an unreadable directory only means fewer
+ * candidates), unless one was pending before or it is out of memory: then the cause is
+ * kept, for the caller to report as it is. */
+static void forget_error(bool had_error)
+{
+    if (!had_error && weft_error_code() != WEFT_ERR_OUT_OF_MEMORY)
+        weft_error_clear();
+}
 static const char *manifest_locked(const char *path);
 
 /* ---- small helpers -------------------------------------------------------------- */
@@ -324,23 +333,29 @@ static const char *manifest_locked(const char *path)
             m->mtime.tv_nsec == st.st_mtim.tv_nsec)
             return m->text;
         /* The file changed: a stale text stays allocated (callers may hold it). */
-        m->text = weft_manifest_read(path);
+        bool had_error = weft_error_code() != WEFT_OK;
+        char *text = weft_manifest_read(path);
+        if (!text && !had_error && weft_error_code() != WEFT_OK)
+            return NULL; /* out of memory: not "no manifest", so not remembered */
+        m->text = text;
         m->size = st.st_size;
         m->mtime = st.st_mtim;
         return m->text;
     }
     bool had_error = weft_error_code() != WEFT_OK;
+    char *text = weft_manifest_read(path);
+    if (!text && !had_error && weft_error_code() != WEFT_OK)
+        return NULL; /* out of memory: not "no manifest", so not remembered */
     char *copy = strdup(path);
     if (!copy ||
         weft_grow((void **)&manifests, &cap_manifests, nmanifests + 1, sizeof *manifests) < 0) {
         free(copy);
-        if (!had_error)
-            weft_error_clear(); /* a cache miss costs a read, nothing more */
-        return weft_manifest_read(path);
+        free(text); /* callers keep the text for the process's life: uncached, it would leak */
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory caching a plugin's manifest");
+        return NULL;
     }
-    manifests[nmanifests++] =
-        (struct manifest_cache){copy, st.st_mtim, st.st_size, weft_manifest_read(path)};
-    return manifests[nmanifests - 1].text;
+    manifests[nmanifests++] = (struct manifest_cache){copy, st.st_mtim, st.st_size, text};
+    return text;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -411,8 +426,8 @@ bool weft_plugin_find_file(const char *name, char *path, size_t size)
     pthread_mutex_lock(&path_lock);
     char *found = weft_plugin_path_find(name);
     pthread_mutex_unlock(&path_lock);
-    if (!found && !had_error)
-        weft_error_clear(); /* "not found" is this function's answer, not an error */
+    if (!found)
+        forget_error(had_error); /* "not found" is this function's answer, not an error */
     bool ok = found && (size_t)snprintf(path, size, "%s", found) < size;
     free(found);
     return ok;
@@ -427,15 +442,92 @@ char *weft_plugin_provider_file(const char *kind, const char *name)
     bool had_error = weft_error_code() != WEFT_OK;
     pthread_mutex_lock(&path_lock);
     if (collect_plugin_files(&files) == 0)
-        for (size_t i = 0; i < files.n && !found; i++)
-            if (weft_manifest_provides(manifest_locked(files.v[i]), kind, name))
-                found = strdup(files.v[i]);
+        for (size_t i = 0; i < files.n && !found && (had_error || !weft_error_code()); i++)
+            if (weft_manifest_provides(manifest_locked(files.v[i]), kind, name) &&
+                !(found = strdup(files.v[i])))
+                weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "plugin loader: out of memory");
     pthread_mutex_unlock(&path_lock);
-    if (!had_error)
-        weft_error_clear(); /* an unreadable directory only means fewer candidates */
+    forget_error(had_error); /* an unreadable directory only means fewer candidates */
     list_clear(&files);
     free(files.v);
     return found;
+}
+
+/* Every plugin file on the search path, in path order, shadowed ones included. */
+static int collect_all_files(struct str_list *all)
+{
+    pthread_mutex_lock(&path_lock);
+    int rc = refresh_search_path();
+    for (size_t i = 0; i < search_path.n && rc == 0; i++)
+        rc = list_dir_plugins(search_path.v[i], all);
+    pthread_mutex_unlock(&path_lock);
+    return rc;
+}
+
+static bool same_file_name(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    return strcmp(sa ? sa + 1 : a, sb ? sb + 1 : b) == 0;
+}
+
+/* The same file reached by two entries of the path (a relative and an absolute one). */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+bool weft_plugin_path_shadowed(const char *kind, const char *name, char **shadow,
+                               char **provider)
+{
+    struct str_list all = {0};
+    bool had_error = weft_error_code() != WEFT_OK;
+    *shadow = *provider = NULL;
+    if (collect_all_files(&all) == 0) {
+        pthread_mutex_lock(&path_lock);
+        for (size_t i = 0; i < all.n && !*provider; i++) {
+            size_t first = 0;
+            while (!same_file_name(all.v[first], all.v[i]))
+                first++;
+            if (first < i && !same_file(all.v[first], all.v[i]) &&
+                weft_manifest_provides(manifest_locked(all.v[i]), kind, name)) {
+                *shadow = strdup(all.v[first]);
+                *provider = strdup(all.v[i]);
+            }
+        }
+        pthread_mutex_unlock(&path_lock);
+    }
+    forget_error(had_error); /* an unreadable directory only means fewer candidates */
+    list_clear(&all);
+    free(all.v);
+    if (*shadow && *provider)
+        return true;
+    free(*shadow);
+    free(*provider);
+    *shadow = *provider = NULL;
+    return false;
+}
+
+char *weft_plugin_path_later_copy(const char *path)
+{
+    struct str_list all = {0};
+    bool had_error = weft_error_code() != WEFT_OK;
+    char *later = NULL;
+    if (collect_all_files(&all) == 0) {
+        bool seen = false;
+        for (size_t i = 0; i < all.n && !later; i++) {
+            if (!same_file_name(all.v[i], path))
+                continue;
+            if (seen && !same_file(all.v[i], path))
+                later = strdup(all.v[i]);
+            seen = seen || strcmp(all.v[i], path) == 0;
+        }
+    }
+    forget_error(had_error);
+    list_clear(&all);
+    free(all.v);
+    return later;
 }
 
 bool weft_plugin_find_provider(const char *kind, const char *name, char *plugin, size_t size)
@@ -474,8 +566,7 @@ void weft_plugin_each_provided(const char *kind, void (*fn)(void *ctx, const cha
         for (size_t i = 0; i < files.n; i++)
             weft_manifest_each_provided(manifest_locked(files.v[i]), each_of_kind, &p);
     pthread_mutex_unlock(&path_lock);
-    if (!had_error)
-        weft_error_clear();
+    forget_error(had_error);
     list_clear(&files);
     free(files.v);
 }

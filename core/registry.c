@@ -271,17 +271,44 @@ const void *weft_registry_get(const char *kind, const char *name)
     bool had_error = weft_error_code() != WEFT_OK;
     int rc = weft_plugin_autoload(kind, name);
     v = weft_registry_find(kind, name);
-    if (v || had_error)
+    if (had_error || (v && rc >= 0))
         return v;
-    if (rc < 0) { /* a plugin provides it but did not load: its reason is the answer */
-        weft_error_prefix("cannot load the plugin that provides %s:%s", kind, name);
+    /* rc < 0 with v found: the provider failed in init() after registering it; what it
+     * left half made is not handed out, and its failure is the answer */
+    if (rc > 0 && weft_error_code() == WEFT_ERR_OUT_OF_MEMORY) { /* the cause, as it is */
+        weft_error_prefix("looking for the plugin that provides %s:%s", kind, name);
         return NULL;
     }
-    char known[1536];
+    if (rc < 0) { /* a plugin provides it but did not load: its reason is the answer */
+        char later[1536] = "";
+        /* out of memory is the cause as it is, not the plugin's fault: nothing to add */
+        char *file = weft_error_code() == WEFT_ERR_OUT_OF_MEMORY
+                         ? NULL
+                         : weft_plugin_provider_file(kind, name);
+        if (file)
+            weft_plugin_explain_missing(kind, name, file, later, sizeof later);
+        free(file);
+        weft_error_prefix("cannot load the plugin that provides %s:%s", kind, name);
+        if (later[0]) {
+            char *msg = weft_strdup(weft_error_message());
+            int code = weft_error_code();
+            if (msg) {
+                weft_error_clear();
+                weft_error_set(code, "%s%s", msg, later);
+                free(msg);
+            }
+        }
+        return NULL;
+    }
+    char known[1536], shadowed[3072] = "";
     weft_registry_describe(kind, name, known, sizeof known);
-    weft_error_set(WEFT_ERR_PLUGIN,
-                   "no %s '%s' (known: %s), and no plugin on the search path provides %s:%s",
-                   kind, name, known, kind, name);
+    weft_plugin_explain_missing(kind, name, NULL, shadowed, sizeof shadowed);
+    if (shadowed[0])
+        weft_error_set(WEFT_ERR_PLUGIN, "no %s '%s'%s", kind, name, shadowed);
+    else
+        weft_error_set(WEFT_ERR_PLUGIN,
+                       "no %s '%s' (known: %s), and no plugin on the search path provides %s:%s",
+                       kind, name, known, kind, name);
     return NULL;
 }
 

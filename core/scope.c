@@ -99,3 +99,10 @@ weft_tensor *weft_autorelease_shared(weft_tensor *t)
         weft_error_clear();
     return t;
 }
+
+weft_tensor *weft_tensor_discard(weft_tensor *t)
+{
+    if (weft_scope_depth() == 0)
+        weft_tensor_release(t);
+    return NULL;
+}

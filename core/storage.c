@@ -23,7 +23,7 @@ struct weft_storage *weft_storage_new(weft_device dev, size_t nbytes)
         return NULL;
     void *data = NULL;
     if (nbytes > 0) {
-        data = backend->alloc(dev.index, nbytes);
+        data = backend->alloc(backend->context, dev.index, nbytes);
         if (!data) {
             weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: failed to allocate %zu bytes",
                            weft_device_name_tl(dev), nbytes);
@@ -32,11 +32,14 @@ struct weft_storage *weft_storage_new(weft_device dev, size_t nbytes)
     }
     struct weft_storage *s = storage_header(dev, data, nbytes);
     if (!s) {
-        backend->free(dev.index, data, nbytes);
+        backend->free(backend->context, dev.index, data, nbytes);
         return NULL;
     }
     s->backend = backend;
     s->resizable = true;
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, true);
     return s;
 }
 
@@ -61,8 +64,11 @@ void weft_storage_release(struct weft_storage *s)
 {
     if (!s || !weft_refcount_release(&s->refcount))
         return;
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0) && s->backend)
+        weft_observe_storage(o, s, false);
     if (s->backend)
-        s->backend->free(s->device.index, s->data, s->nbytes);
+        s->backend->free(s->backend->context, s->device.index, s->data, s->nbytes);
     else if (s->deleter)
         s->deleter(s->deleter_ctx, s->data);
     weft_small_free(s, sizeof *s);
@@ -86,7 +92,7 @@ static int storage_move_bytes(struct weft_storage *s, void *dst, const void *src
                      .shape = {(int64_t)nbytes}, .stride = {1}, .storage = &from};
     weft_tensor b = a;
     b.storage = &to;
-    return s->backend->copy(&b, &a, false);
+    return s->backend->copy(s->backend->context, &b, &a, false);
 }
 
 int weft_storage_resize(struct weft_storage *s, size_t nbytes)
@@ -99,7 +105,7 @@ int weft_storage_resize(struct weft_storage *s, size_t nbytes)
         return 0;
     void *data = NULL;
     if (nbytes > 0) {
-        data = s->backend->alloc(s->device.index, nbytes);
+        data = s->backend->alloc(s->backend->context, s->device.index, nbytes);
         if (!data)
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: failed to allocate %zu bytes",
                                   weft_device_name_tl(s->device), nbytes);
@@ -107,12 +113,17 @@ int weft_storage_resize(struct weft_storage *s, size_t nbytes)
     size_t keep = nbytes < s->nbytes ? nbytes : s->nbytes;
     int rc = storage_move_bytes(s, data, s->data, keep);
     if (rc != 0) {
-        s->backend->free(s->device.index, data, nbytes);
+        s->backend->free(s->backend->context, s->device.index, data, nbytes);
         return rc;
     }
-    s->backend->free(s->device.index, s->data, s->nbytes);
+    const struct weft_observer *o = WEFT_OBSERVER();
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, false);
+    s->backend->free(s->backend->context, s->device.index, s->data, s->nbytes);
     s->data = data;
     s->nbytes = nbytes;
+    if (__builtin_expect(o != NULL, 0))
+        weft_observe_storage(o, s, true);
     return 0;
 }
 

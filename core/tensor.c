@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "memory_format.h"
 
 weft_tensor *weft_tensor_alloc_struct(void)
 {
@@ -51,17 +50,16 @@ void weft_tensor_release(weft_tensor *t)
 
 int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
 {
-    int64_t n = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        stride[i] = n;
-        int64_t size = shape[i] > 1 ? shape[i] : 1;
-        if (__builtin_mul_overflow(n, size, &n))
-            return -1;
-    }
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] == 0)
-            return 0;
-    return n;
+    return contiguous_strides(ndim, shape, stride);
+}
+
+int weft_check_ndim(int ndim)
+{
+    if (ndim < 0 || ndim > WEFT_MAX_DIMS)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft tensors have at most %d dimensions, but %d were given",
+                              WEFT_MAX_DIMS, ndim);
+    return 0;
 }
 
 int weft_check_shape(int ndim, const int64_t *shape)
@@ -127,9 +125,16 @@ static weft_tensor *tensor_make_owning(struct weft_storage *storage, int ndim, c
         for (int d = 0; d < ndim; d++)
             t->stride[d] = stride[d];
     else
-        weft_contiguous_strides(ndim, shape, t->stride);
+        contiguous_strides(ndim, shape, t->stride);
     t->storage = storage;
     return t;
+}
+
+weft_tensor *weft_tensor_from_storage(struct weft_storage *storage, int ndim,
+                                      const int64_t *shape, const int64_t *stride,
+                                      int64_t offset, enum weft_dtype dtype)
+{
+    return weft_tensor_finish(weft_tensor_make(storage, ndim, shape, stride, offset, dtype));
 }
 
 weft_tensor *weft_tensor_make(struct weft_storage *storage, int ndim, const int64_t *shape,
@@ -161,8 +166,10 @@ weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int6
         return NULL;
     }
     struct weft_storage *s = weft_storage_new(dev, nbytes);
-    if (!s)
+    if (!s) {
+        weft_oom_context(ndim, shape, dtype, dev);
         return NULL;
+    }
     return weft_tensor_finish(tensor_make_owning(s, ndim, shape, strides, 0, dtype));
 }
 
@@ -309,4 +316,91 @@ const char *weft_torch_type_str(const weft_tensor *t, char *buf, size_t size)
     snprintf(buf, size, "%s tensor%s%s", weft_dtype_name(t->dtype), host ? "" : " on ",
              host ? "" : weft_device_type_name(t->device.type));
     return buf;
+}
+
+/* ---- the strides of new tensors (empty_like's preserve_format) -------------------------- */
+
+bool weft_is_non_overlapping_and_dense(const weft_tensor *t)
+{
+    int n = t->ndim, perm[WEFT_MAX_DIMS];
+    if (n == 1)
+        return t->shape[0] < 2 || t->stride[0] == 1;
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    /* by stride, dims of size < 2 last (their strides do not matter) */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            int a = perm[j - 1], b = perm[j];
+            bool swap = t->shape[a] < 2 ? t->shape[b] >= 2
+                                        : t->shape[b] >= 2 && t->stride[b] < t->stride[a];
+            if (!swap)
+                break;
+            perm[j - 1] = b;
+            perm[j] = a;
+        }
+    int64_t expected = 1;
+    for (int i = 0; i < n; i++) {
+        int d = perm[i];
+        if (t->shape[d] < 2)
+            return true;
+        if (t->stride[d] != expected)
+            return false;
+        expected *= t->shape[d];
+    }
+    return true;
+}
+
+/* Insertion sort with undecided comparisons, fastest dim first (PyTorch's perm_). */
+void weft_sort_dims(int ndim, int *perm, int (*cmp)(const void *ctx, int dim0, int dim1),
+                    const void *ctx)
+{
+    for (int i = 0; i < ndim; i++)
+        perm[i] = ndim - 1 - i;
+    for (int i = 1; i < ndim; i++) {
+        int dim1 = i;
+        for (int dim0 = i - 1; dim0 >= 0; dim0--) {
+            int c = cmp(ctx, perm[dim0], perm[dim1]);
+            if (c > 0) {
+                int tmp = perm[dim0];
+                perm[dim0] = perm[dim1];
+                perm[dim1] = tmp;
+                dim1 = dim0;
+            } else if (c < 0) {
+                break;
+            }
+        }
+    }
+}
+
+/* infer_dense_strides' comparison: broadcast dims keep the contiguous order. */
+static int dense_cmp(const void *ctx, int dim0, int dim1)
+{
+    const weft_tensor *t = ctx;
+    int64_t s0 = t->stride[dim0], s1 = t->stride[dim1];
+    if (s0 == 0 || s1 == 0)
+        return 0;
+    if (s0 != s1)
+        return s0 < s1 ? -1 : 1;
+    return t->shape[dim0] > t->shape[dim1] ? 1 : 0;
+}
+
+bool weft_preserve_strides(const weft_tensor *t, int64_t *strides)
+{
+    if (weft_is_non_overlapping_and_dense(t)) {
+        memcpy(strides, t->stride, (size_t)t->ndim * sizeof *strides);
+        return weft_tensor_is_contiguous(t);
+    }
+    int perm[WEFT_MAX_DIMS];
+    weft_sort_dims(t->ndim, perm, dense_cmp, t);
+    int64_t next = 1;
+    bool contiguous = true;
+    for (int i = 0; i < t->ndim; i++) {
+        strides[perm[i]] = next;
+        contiguous = contiguous && perm[i] == t->ndim - 1 - i;
+        if (t->shape[perm[i]] > 1)
+            next *= t->shape[perm[i]];
+    }
+    if (contiguous)
+        contiguous_strides(t->ndim, t->shape, strides);
+    return contiguous;
 }

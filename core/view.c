@@ -1,328 +1,34 @@
-/* core/view.c: views, new tensor headers over the same storage (and so the same version
- * counter). No data moves here, except in reshape/flatten when no view can express the
- * result (then a contiguous copy is viewed, as in PyTorch). Shapes, strides and error
- * texts follow ATen's TensorShape.cpp and ComputeStride. */
+/* core/view.c: the views the core itself makes: expand (and the broadcast shape behind
+ * it), as_strided, detach and view(dtype), with their gradients. Each is a new tensor
+ * header over the same storage (and so the same version counter); no data moves. The
+ * other view ops (view, reshape, transpose, narrow, ...) are the op layer's
+ * (ops/views.c). Shapes, strides and error texts follow ATen's TensorShape.cpp, node names
+ * and backward formulas its derivatives.yaml. */
+#include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "internal.h"
 
-static int check_ndim(int ndim)
+/* The broadcast shape of two shapes (expand and copy_ broadcast by it). */
+int weft_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
+                          int *ndim_out, int64_t *out)
 {
-    if (ndim < 0 || ndim > WEFT_MAX_DIMS)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "weft tensors have at most %d dimensions, but %d were given",
-                              WEFT_MAX_DIMS, ndim);
-    return 0;
-}
-
-/* ATen's infer_size: resolves one -1 against numel into out. */
-static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *out)
-{
-    int64_t newsize = 1;
-    int infer_dim = -1;
-    for (int d = 0; d < ndim; d++) {
-        out[d] = shape[d];
-        if (shape[d] == -1) {
-            if (infer_dim >= 0)
-                return weft_error_set(WEFT_ERR_RUNTIME, "only one dimension can be inferred");
-            infer_dim = d;
-        } else if (shape[d] >= 0) {
-            if (__builtin_mul_overflow(newsize, shape[d], &newsize))
-                newsize = -1; /* cannot match any real numel */
-        } else {
-            return weft_error_set(WEFT_ERR_RUNTIME, "invalid shape dimension %lld",
-                                  (long long)shape[d]);
-        }
-    }
-    char buf[200];
-    if (numel == newsize || (infer_dim >= 0 && newsize > 0 && numel % newsize == 0)) {
-        if (infer_dim < 0)
-            return 0;
-        /* Any size would do when the rest multiplies to 0: NumPy refuses, so do we. */
-        if (newsize == 0)
+    int nd = ndim_a > ndim_b ? ndim_a : ndim_b;
+    int64_t result[WEFT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int ia = ndim_a - nd + i, ib = ndim_b - nd + i;
+        int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
+        if (sa != sb && sa != 1 && sb != 1)
             return weft_error_set(WEFT_ERR_RUNTIME,
-                                  "cannot reshape tensor of 0 elements into shape %s because "
-                                  "the unspecified dimension size -1 can be any value and is "
-                                  "ambiguous",
-                                  weft_shape_str(ndim, shape, buf, sizeof buf));
-        out[infer_dim] = numel / newsize;
-        return 0;
+                                  "The size of tensor a (%lld) must match the size of tensor b "
+                                  "(%lld) at non-singleton dimension %d",
+                                  (long long)sa, (long long)sb, i);
+        result[i] = sa == 1 ? sb : sa;
     }
-    return weft_error_set(WEFT_ERR_RUNTIME, "shape '%s' is invalid for input of size %lld",
-                          weft_shape_str(ndim, shape, buf, sizeof buf), (long long)numel);
-}
-
-/* ATen's computeStride: strides that express `newshape` over t's memory without a copy,
- * or false. Old dims are cut into chunks that are contiguous among themselves; each
- * chunk must be covered exactly by a run of new dims. */
-static bool compute_stride(const weft_tensor *t, int nnew, const int64_t *newshape,
-                           int64_t *newstride)
-{
-    int nold = t->ndim;
-    const int64_t *oldshape = t->shape, *oldstride = t->stride;
-    if (nold == 0) {
-        for (int d = 0; d < nnew; d++)
-            newstride[d] = 1;
-        return true;
-    }
-    int64_t numel = weft_tensor_numel(t);
-    if (numel == 0) {
-        /* Strides are arbitrary here: keep the old ones when the shape is unchanged
-         * (NumPy does), else use the strides resize would give. */
-        if (nnew == nold && memcmp(newshape, oldshape, (size_t)nold * sizeof *oldshape) == 0) {
-            memcpy(newstride, oldstride, (size_t)nold * sizeof *oldstride);
-            return true;
-        }
-        for (int d = nnew - 1; d >= 0; d--)
-            newstride[d] = d == nnew - 1 ? 1
-                                         : (newshape[d + 1] > 1 ? newshape[d + 1] : 1) *
-                                               newstride[d + 1];
-        return true;
-    }
-    int view_d = nnew - 1;
-    int64_t chunk_base_stride = oldstride[nold - 1];
-    int64_t tensor_numel = 1, view_numel = 1;
-    for (int tensor_d = nold - 1; tensor_d >= 0; tensor_d--) {
-        tensor_numel *= oldshape[tensor_d];
-        bool chunk_end = tensor_d == 0 ||
-                         (oldshape[tensor_d - 1] != 1 &&
-                          oldstride[tensor_d - 1] != tensor_numel * chunk_base_stride);
-        if (!chunk_end)
-            continue;
-        while (view_d >= 0 && (view_numel < tensor_numel || newshape[view_d] == 1)) {
-            newstride[view_d] = view_numel * chunk_base_stride;
-            view_numel *= newshape[view_d];
-            view_d--;
-        }
-        if (view_numel != tensor_numel)
-            return false;
-        if (tensor_d > 0) {
-            chunk_base_stride = oldstride[tensor_d - 1];
-            tensor_numel = 1;
-            view_numel = 1;
-        }
-    }
-    return view_d == -1;
-}
-
-/* Resolves -1 into size and computes view strides; negative (error set) for a bad shape.
- * *viewable is false when only a copy can give the shape. */
-static int view_geometry(const weft_tensor *t, int ndim, const int64_t *shape, int64_t *size,
-                         int64_t *stride, bool *viewable)
-{
-    if (check_ndim(ndim) != 0)
-        return WEFT_ERR_VALUE;
-    int rc = infer_size(ndim, shape, weft_tensor_numel(t), size);
-    if (rc != 0)
-        return rc;
-    *viewable = compute_stride(t, ndim, size, stride);
+    for (int i = 0; i < nd; i++)
+        out[i] = result[i];
+    *ndim_out = nd;
     return 0;
-}
-
-weft_tensor *weft_fwd_view(weft_tensor *t, int ndim, const int64_t *shape)
-{
-    if (!t || weft_require_strided(t, "view") != 0)
-        return NULL;
-    int64_t size[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    bool viewable;
-    if (view_geometry(t, ndim, shape, size, stride, &viewable) != 0)
-        return NULL;
-    if (!viewable) {
-        weft_error_set(WEFT_ERR_RUNTIME,
-                       "view size is not compatible with input tensor's size and stride (at "
-                       "least one dimension spans across two contiguous subspaces). Use "
-                       ".reshape(...) instead.");
-        return NULL;
-    }
-    return weft_tensor_alias(t, ndim, size, stride, t->offset);
-}
-
-weft_tensor *weft_fwd_reshape(weft_tensor *t, int ndim, const int64_t *shape)
-{
-    if (!t || weft_require_strided(t, "reshape") != 0)
-        return NULL;
-    int64_t size[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    bool viewable;
-    if (view_geometry(t, ndim, shape, size, stride, &viewable) != 0)
-        return NULL;
-    if (viewable)
-        return weft_tensor_alias(t, ndim, size, stride, t->offset);
-    /* No strides express it: view a contiguous copy (PyTorch's _unsafe_view of clone). */
-    weft_scope_push();
-    weft_tensor *result = weft_tensor_retain(weft_fwd_view(weft_fwd_contiguous(t), ndim, size));
-    weft_scope_pop();
-    if (result) /* the only tensor over a fresh copy: not a view of anything (_unsafe_view) */
-        result->flags &= ~WEFT_TENSOR_VIEW;
-    return weft_tensor_finish(result);
-}
-
-weft_tensor *weft_fwd_transpose(weft_tensor *t, int dim0, int dim1)
-{
-    if (!t || weft_require_strided(t, "transpose") != 0)
-        return NULL;
-    int d0 = weft_normalize_dim(dim0, t->ndim);
-    int d1 = d0 < 0 ? d0 : weft_normalize_dim(dim1, t->ndim);
-    if (d1 < 0)
-        return NULL;
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    memcpy(shape, t->shape, sizeof shape);
-    memcpy(stride, t->stride, sizeof stride);
-    if (t->ndim > 0) {
-        shape[d0] = t->shape[d1];
-        shape[d1] = t->shape[d0];
-        stride[d0] = t->stride[d1];
-        stride[d1] = t->stride[d0];
-    }
-    return weft_tensor_alias(t, t->ndim, shape, stride, t->offset);
-}
-
-weft_tensor *weft_fwd_t(weft_tensor *t)
-{
-    if (!t)
-        return NULL;
-    if (t->ndim > 2) {
-        weft_error_set(WEFT_ERR_RUNTIME,
-                       "t() expects a tensor with <= 2 dimensions, but self is %dD", t->ndim);
-        return NULL;
-    }
-    return weft_fwd_transpose(t, 0, t->ndim < 2 ? 0 : 1);
-}
-
-weft_tensor *weft_fwd_permute(weft_tensor *t, int ndim, const int *dims)
-{
-    if (!t || weft_require_strided(t, "permute") != 0)
-        return NULL;
-    if (ndim != t->ndim) {
-        /* PyTorch's dense permute shares this text with the sparse one. */
-        weft_error_set(WEFT_ERR_RUNTIME,
-                       "permute(sparse_coo): number of dimensions in the tensor input does not "
-                       "match the length of the desired ordering of dimensions i.e. input.dim() "
-                       "= %d is not equal to len(dims) = %d",
-                       t->ndim, ndim);
-        return NULL;
-    }
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    bool seen[WEFT_MAX_DIMS] = {false};
-    for (int i = 0; i < ndim; i++) {
-        int d = weft_normalize_dim(dims[i], ndim);
-        if (d < 0)
-            return NULL;
-        if (seen[d]) {
-            weft_error_set(WEFT_ERR_RUNTIME, "permute(): duplicate dims are not allowed.");
-            return NULL;
-        }
-        seen[d] = true;
-        shape[i] = t->shape[d];
-        stride[i] = t->stride[d];
-    }
-    return weft_tensor_alias(t, ndim, shape, stride, t->offset);
-}
-
-weft_tensor *weft_fwd_narrow(weft_tensor *t, int dim, int64_t start, int64_t length)
-{
-    if (!t || weft_require_strided(t, "narrow") != 0)
-        return NULL;
-    if (t->ndim == 0) {
-        weft_error_set(WEFT_ERR_RUNTIME, "narrow() cannot be applied to a 0-dim tensor.");
-        return NULL;
-    }
-    int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0)
-        return NULL;
-    if (length < 0) {
-        weft_error_set(WEFT_ERR_RUNTIME, "narrow(): length must be non-negative.");
-        return NULL;
-    }
-    int64_t size = t->shape[d];
-    if (start < -size || start > size) {
-        weft_error_set(WEFT_ERR_INDEX,
-                       "start out of range (expected to be in range of [%lld, %lld], but got "
-                       "%lld)",
-                       (long long)-size, (long long)size, (long long)start);
-        return NULL;
-    }
-    if (start < 0)
-        start += size;
-    if (start > size - length) {
-        weft_error_set(WEFT_ERR_RUNTIME, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
-                       (long long)start, (long long)length, (long long)size);
-        return NULL;
-    }
-    int64_t shape[WEFT_MAX_DIMS];
-    memcpy(shape, t->shape, sizeof shape);
-    shape[d] = length;
-    return weft_tensor_alias(t, t->ndim, shape, t->stride, t->offset + start * t->stride[d]);
-}
-
-weft_tensor *weft_fwd_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
-{
-    if (!t || weft_require_strided(t, "slice") != 0)
-        return NULL;
-    if (t->ndim == 0) {
-        weft_error_set(WEFT_ERR_RUNTIME, "slice() cannot be applied to a 0-dim tensor.");
-        return NULL;
-    }
-    int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0)
-        return NULL;
-    if (step <= 0) {
-        weft_error_set(WEFT_ERR_VALUE, "slice step must be positive");
-        return NULL;
-    }
-    /* Python's clamping: negatives count from the end, then both land in [0, size]. */
-    int64_t size = t->shape[d];
-    if (start < 0)
-        start += size;
-    if (end < 0)
-        end += size;
-    if (start < 0)
-        start = 0;
-    else if (start > size)
-        start = size;
-    if (end < start)
-        end = start;
-    else if (end > size)
-        end = size;
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    memcpy(shape, t->shape, sizeof shape);
-    memcpy(stride, t->stride, sizeof stride);
-    shape[d] = (end - start + step - 1) / step;
-    stride[d] = t->stride[d] * step;
-    int64_t offset = t->offset + start * t->stride[d];
-    return weft_tensor_alias(t, t->ndim, shape, stride, offset);
-}
-
-weft_tensor *weft_fwd_select(weft_tensor *t, int dim, int64_t index)
-{
-    if (!t || weft_require_strided(t, "select") != 0)
-        return NULL;
-    if (t->ndim == 0) {
-        weft_error_set(WEFT_ERR_INDEX, "select() cannot be applied to a 0-dim tensor.");
-        return NULL;
-    }
-    int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0)
-        return NULL;
-    int64_t size = t->shape[d];
-    if (index < -size || index >= size) {
-        char buf[200];
-        weft_error_set(WEFT_ERR_INDEX,
-                       "select(): index %lld out of range for tensor of size %s at dimension %d",
-                       (long long)index, weft_shape_str(t->ndim, t->shape, buf, sizeof buf), d);
-        return NULL;
-    }
-    if (index < 0)
-        index += size;
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (i == d)
-            continue;
-        shape[nd] = t->shape[i];
-        stride[nd] = t->stride[i];
-        nd++;
-    }
-    return weft_tensor_alias(t, nd, shape, stride, t->offset + index * t->stride[d]);
 }
 
 /* ATen's inferExpandGeometry: new leading dims and size-1 dims get stride 0 when they
@@ -331,7 +37,7 @@ weft_tensor *weft_fwd_expand(weft_tensor *t, int ndim, const int64_t *shape)
 {
     if (!t || weft_require_strided(t, "expand") != 0)
         return NULL;
-    if (check_ndim(ndim) != 0)
+    if (weft_check_ndim(ndim) != 0)
         return NULL;
     char tbuf[64], a[200], b[200];
     if (ndim < t->ndim) {
@@ -393,138 +99,6 @@ weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other)
 }
 
 /* A view of t without the dims whose bit is set in `drop` (all of them of size 1). */
-static weft_tensor *alias_dropping(weft_tensor *t, uint32_t drop)
-{
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        if (drop & (1u << i))
-            continue;
-        shape[nd] = t->shape[i];
-        stride[nd] = t->stride[i];
-        nd++;
-    }
-    return weft_tensor_alias(t, nd, shape, stride, t->offset);
-}
-
-weft_tensor *weft_fwd_squeeze(weft_tensor *t)
-{
-    if (!t || weft_require_strided(t, "squeeze") != 0)
-        return NULL;
-    uint32_t drop = 0;
-    for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] == 1)
-            drop |= 1u << i;
-    return alias_dropping(t, drop);
-}
-
-weft_tensor *weft_fwd_squeeze_dim(weft_tensor *t, int dim)
-{
-    if (!t || weft_require_strided(t, "squeeze") != 0)
-        return NULL;
-    int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0)
-        return NULL;
-    bool squeezable = t->ndim > 0 && t->shape[d] == 1;
-    return alias_dropping(t, squeezable ? 1u << d : 0);
-}
-
-weft_tensor *weft_fwd_unsqueeze(weft_tensor *t, int dim)
-{
-    if (!t || weft_require_strided(t, "unsqueeze") != 0)
-        return NULL;
-    int d = weft_normalize_dim(dim, t->ndim + 1);
-    if (d < 0)
-        return NULL;
-    if (check_ndim(t->ndim + 1) != 0)
-        return NULL;
-    int64_t shape[WEFT_MAX_DIMS], stride[WEFT_MAX_DIMS];
-    for (int i = 0, j = 0; i <= t->ndim; i++) {
-        if (i == d) {
-            shape[i] = 1;
-            /* The stride a contiguous tensor would have there. */
-            stride[i] = d >= t->ndim ? 1 : t->shape[d] * t->stride[d];
-            continue;
-        }
-        shape[i] = t->shape[j];
-        stride[i] = t->stride[j];
-        j++;
-    }
-    return weft_tensor_alias(t, t->ndim + 1, shape, stride, t->offset);
-}
-
-weft_tensor *weft_fwd_flatten(weft_tensor *t, int start_dim, int end_dim)
-{
-    if (!t || weft_require_strided(t, "flatten") != 0)
-        return NULL;
-    int s = weft_normalize_dim(start_dim, t->ndim);
-    int e = s < 0 ? s : weft_normalize_dim(end_dim, t->ndim);
-    if (e < 0)
-        return NULL;
-    if (s > e) {
-        weft_error_set(WEFT_ERR_VALUE,
-                       "flatten() has invalid args: start_dim cannot come after end_dim");
-        return NULL;
-    }
-    if (t->ndim == 0) {
-        int64_t one = 1;
-        return weft_fwd_reshape(t, 1, &one);
-    }
-    if (s == e)
-        return weft_tensor_alias(t, t->ndim, t->shape, t->stride, t->offset);
-    int64_t shape[WEFT_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < s; i++)
-        shape[nd++] = t->shape[i];
-    int64_t flat = 1;
-    for (int i = s; i <= e; i++)
-        flat *= t->shape[i];
-    shape[nd++] = flat;
-    for (int i = e + 1; i < t->ndim; i++)
-        shape[nd++] = t->shape[i];
-    return weft_fwd_reshape(t, nd, shape);
-}
-
-weft_tensor *weft_fwd_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes)
-{
-    if (!t || weft_require_strided(t, "unflatten") != 0)
-        return NULL;
-    int d = weft_normalize_dim(dim, t->ndim);
-    if (d < 0)
-        return NULL;
-    if (ndim <= 0) {
-        weft_error_set(WEFT_ERR_RUNTIME, "unflatten: sizes must be non-empty");
-        return NULL;
-    }
-    if (check_ndim(t->ndim - 1 + ndim) != 0)
-        return NULL;
-    int64_t inferred[WEFT_MAX_DIMS];
-    int64_t dim_size = t->ndim ? t->shape[d] : 1;
-    bool pending = weft_error_code() != WEFT_OK;
-    if (infer_size(ndim, sizes, dim_size, inferred) != 0) {
-        /* Replace infer_size's text with unflatten's own, as PyTorch does (but never an
-         * earlier, unrelated error: errors are sticky). */
-        char buf[200];
-        if (pending)
-            return NULL;
-        weft_error_clear();
-        weft_error_set(WEFT_ERR_RUNTIME,
-                       "unflatten: Provided sizes %s don't multiply up to the size of dim %d "
-                       "(%lld) in the input tensor",
-                       weft_shape_str(ndim, sizes, buf, sizeof buf), d, (long long)dim_size);
-        return NULL;
-    }
-    int64_t shape[WEFT_MAX_DIMS];
-    int nd = 0;
-    for (int i = 0; i < d; i++)
-        shape[nd++] = t->shape[i];
-    for (int i = 0; i < ndim; i++)
-        shape[nd++] = inferred[i];
-    for (int i = d + 1; i < t->ndim; i++)
-        shape[nd++] = t->shape[i];
-    return weft_fwd_view(t, nd, shape);
-}
-
 /* ATen's computeStorageNbytes: bytes from element 0 to one past the farthest element. */
 static int64_t storage_extent(int ndim, const int64_t *shape, const int64_t *stride,
                               int64_t itemsize)
@@ -538,7 +112,7 @@ static int64_t storage_extent(int ndim, const int64_t *shape, const int64_t *str
     return extent * itemsize;
 }
 
-weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
+static weft_tensor *weft_fwd_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *stride, int64_t offset)
 {
     if (!t || weft_require_strided(t, "as_strided") != 0)
@@ -657,4 +231,182 @@ weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype)
     if (v)
         v->flags |= WEFT_TENSOR_VIEW;
     return weft_tensor_finish(v);
+}
+
+/* t's elements in row-major order viewed with shape (same numel): t itself when it is
+ * contiguous, else a contiguous copy. */
+weft_tensor *weft_reshape_contiguous(weft_tensor *t, int ndim, const int64_t *shape)
+{
+    weft_tensor *c = t ? weft_contiguous(t) : NULL;
+    int64_t stride[WEFT_MAX_DIMS];
+    if (!c || weft_contiguous_strides(ndim, shape, stride) != weft_tensor_numel(c)) {
+        if (c)
+            weft_error_set(WEFT_ERR_RUNTIME, "internal: reshape of %lld elements to another count",
+                           (long long)weft_tensor_numel(c));
+        return NULL;
+    }
+    return weft_tensor_alias(c, ndim, shape, stride, c->offset);
+}
+
+/* ---- gradients ---------------------------------------------------------------------- */
+
+/* No two elements of (shape, stride) share a position: sorted by stride, each dim steps
+ * past everything the faster dims reach. */
+static bool non_overlapping(int ndim, const int64_t *shape, const int64_t *stride)
+{
+    int perm[WEFT_MAX_DIMS], n = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return true;
+        if (shape[d] > 1)
+            perm[n++] = d;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && stride[perm[j]] < stride[perm[j - 1]]; j--) {
+            int tmp = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = tmp;
+        }
+    int64_t reach = 0; /* the farthest position the faster dims reach */
+    for (int i = 0; i < n; i++) {
+        int d = perm[i];
+        if (stride[d] <= reach)
+            return false;
+        reach += (shape[d] - 1) * stride[d];
+    }
+    return true;
+}
+
+/* One past the farthest position (shape, stride) reaches from its offset. */
+static int64_t extent(int ndim, const int64_t *shape, const int64_t *stride)
+{
+    int64_t e = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return 0;
+        e += (shape[d] - 1) * stride[d];
+    }
+    return e;
+}
+
+weft_tensor *weft_view_grad_to_base(weft_tensor *g, const int64_t *stride, int64_t rel_offset,
+                                    int base_ndim, const int64_t *base_shape,
+                                    const int64_t *base_stride)
+{
+    int nd = g->ndim;
+    int64_t n = weft_tensor_numel(g), base_extent = extent(base_ndim, base_shape, base_stride);
+    int64_t view_extent = n ? rel_offset + extent(nd, g->shape, stride) : 0;
+    weft_tensor tmp_base = {.ndim = base_ndim};
+    memcpy(tmp_base.shape, base_shape, (size_t)base_ndim * sizeof *base_shape);
+    memcpy(tmp_base.stride, base_stride, (size_t)base_ndim * sizeof *base_stride);
+    /* The common case, a view inside a dense base that reads each element once: zeros laid
+     * out as the base, the gradient copied into the view's part. */
+    if (weft_is_non_overlapping_and_dense(&tmp_base) && rel_offset >= 0 &&
+        view_extent <= base_extent && non_overlapping(nd, g->shape, stride)) {
+        int64_t numel = weft_shape_numel(base_ndim, base_shape);
+        struct weft_storage *s = numel < 0 ? NULL
+                                           : weft_storage_new(g->device, (size_t)numel * weft_dtype_size(g->dtype));
+        if (!s)
+            return NULL;
+        weft_tensor *buf = weft_tensor_finish(
+            weft_tensor_make(s, base_ndim, base_shape, base_stride, 0, g->dtype));
+        weft_storage_release(s);
+        if (!buf || weft_copy_(buf, weft_zeros(0, NULL, g->dtype, g->device)) != 0)
+            return NULL;
+        weft_tensor *part = n ? weft_tensor_alias(buf, nd, g->shape, stride, rel_offset) : NULL;
+        return !n || (part && weft_copy_(part, g) == 0) ? buf : NULL;
+    }
+    /* Anything else: every element of g adds into the position it read, in a buffer
+     * spanning both, and the base's elements are read back from it. */
+    int64_t span = base_extent > view_extent ? base_extent : view_extent;
+    int64_t *pos = malloc(sizeof *pos * (size_t)(n ? n : 1));
+    if (!pos) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory in a view's backward");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i, p = rel_offset;
+        for (int d = nd - 1; d >= 0; d--) {
+            p += rest % g->shape[d] * stride[d];
+            rest /= g->shape[d];
+        }
+        pos[i] = p;
+    }
+    weft_tensor *index = weft_from_host(pos, 1, &n, WEFT_I64, g->device);
+    free(pos);
+    weft_tensor *flat = weft_grad_scatter_add(weft_zeros(1, &span, g->dtype, g->device), 0, index,
+                                              weft_reshape_contiguous(g, 1, &n));
+    return flat ? weft_tensor_alias(flat, base_ndim, base_shape, base_stride, flat->offset) : NULL;
+}
+
+/* Gradient of as_strided: every output element adds into the storage position it read,
+ * measured from the input's own offset, the input being contiguous. ints[1] ndim,
+ * ints[2..] shape (ndim), then strides (ndim), then the offset relative to the input. */
+static weft_tensor *as_strided_grad(struct weft_node *node, weft_tensor *g)
+{
+    int64_t *ints = weft_node_ints(node);
+    int nd = (int)ints[1];
+    int64_t in_stride[WEFT_MAX_DIMS];
+    int in_nd = weft_node_input_ndim(node, 0);
+    const int64_t *in_shape = weft_node_input_shape(node, 0);
+    weft_contiguous_strides(in_nd, in_shape, in_stride);
+    return weft_view_grad_to_base(g, ints + 2 + nd, ints[2 + 2 * nd], in_nd, in_shape, in_stride);
+}
+
+/* expand: the gradient as it comes; the engine sums it over the broadcast dims. */
+static int expand_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                           weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (g && !(grad_inputs[0] = weft_autorelease(weft_tensor_retain(g))))
+        return weft_error_code();
+    return 0;
+}
+
+static int as_strided_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                               weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (g && !(grad_inputs[0] = as_strided_grad(node, g)))
+        return weft_error_code();
+    return 0;
+}
+
+weft_tensor *weft_expand(weft_tensor *t, int ndim, const int64_t *shape)
+{
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_expand(t, ndim, shape));
+    if (!rec)
+        return weft_autograd_view_untracked_inline(t, out);
+    struct weft_node *node = weft_node_create("ExpandBackward0", expand_backward, 1, &t, 0);
+    return weft_node_finish_view(node, t, out);
+}
+
+weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                             int64_t offset)
+{
+    bool rec = weft_autograd_needed(1, &t);
+    if (rec && !weft_tensor_is_contiguous(t)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                       "as_strided of a non-contiguous tensor that requires grad is not "
+                       "supported; call contiguous() first");
+        return NULL;
+    }
+    if (rec && ndim > 6) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED,
+                       "as_strided backward supports at most 6 dims, got %d", ndim);
+        return NULL;
+    }
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_fwd_as_strided(t, ndim, shape, stride, offset));
+    if (!rec)
+        return weft_autograd_view_untracked_inline(t, out);
+    struct weft_node *node = weft_node_create("AsStridedBackward0", as_strided_backward, 1, &t, 0);
+    if (node && out) {
+        int64_t *ints = weft_node_ints(node);
+        ints[1] = ndim;
+        memcpy(ints + 2, shape, (size_t)ndim * sizeof *shape);
+        memcpy(ints + 2 + ndim, stride, (size_t)ndim * sizeof *stride);
+        ints[2 + 2 * ndim] = offset - t->offset;
+    }
+    return weft_node_finish_view(node, t, out);
 }

@@ -25,11 +25,18 @@ static weft_tensor *causal_mask(int64_t L, int64_t S, weft_device dev)
     return weft_le(j, i);
 }
 
+/* The scale as given, or PyTorch's default when none was (a given 0 or negative is used:
+ * only "not given" means 1 / sqrt(E)). */
+static double sdpa_scale(const struct weft_sdpa_params *p, int64_t E)
+{
+    return p->scale ? *p->scale : 1.0 / sqrt((double)E);
+}
+
 static weft_tensor *sdpa_composite(weft_tensor *q, weft_tensor *k, weft_tensor *v,
                                    const struct weft_sdpa_params *p)
 {
     int64_t L = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2], E = q->shape[q->ndim - 1];
-    double scale = p->scale > 0 ? p->scale : 1.0 / sqrt((double)E);
+    double scale = sdpa_scale(p, E);
     weft_tensor *scores = weft_mul_scalar(weft_matmul(q, weft_transpose(k, -2, -1)), scale);
     weft_tensor *mask = p->is_causal ? causal_mask(L, S, q->device) : p->attn_mask;
     if (mask && mask->dtype == WEFT_BOOL)
@@ -161,7 +168,7 @@ static weft_tensor *sdpa_fused(weft_tensor *q, weft_tensor *k, weft_tensor *v,
     int64_t bh = 1;
     for (int d = 0; d < nb; d++)
         bh *= batch[d];
-    double scale = p->scale > 0 ? p->scale : 1.0 / sqrt((double)E);
+    double scale = sdpa_scale(p, E);
     bool prev = weft_no_grad_begin();
     weft_tensor *qx = kernel_view(q, nb, batch, L, E), *kx = kernel_view(k, nb, batch, S, E);
     weft_tensor *vx = kernel_view(v, nb, batch, S, Ev);

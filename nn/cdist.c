@@ -264,6 +264,8 @@ weft_tensor *weft_cdist_mode(weft_tensor *x1, weft_tensor *x2, double p,
 {
     if (!x1 || !x2)
         return NULL;
+    weft_tensor *in[2] = {x1, x2};
+    WEFT_AUTOCAST_RETURN("cdist", 2, in, weft_cdist_mode(in[0], in[1], p, compute_mode));
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(cdist_in_scope(x1, x2, p, (int)compute_mode));
     weft_scope_pop();

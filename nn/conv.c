@@ -81,8 +81,17 @@ static int check_shapes(const weft_tensor *x, const weft_tensor *w, const weft_t
                               ws, (long long)w->shape[0], weft_shape_str(b->ndim, b->shape, bs, sizeof bs));
     a->N = x->shape[0], a->C = x->shape[1], a->H = x->shape[2], a->W = x->shape[3];
     a->Cout = w->shape[0], a->kh = w->shape[2], a->kw = w->shape[3];
-    int64_t kh = a->dh * (a->kh - 1) + 1, kw = a->dw * (a->kw - 1) + 1;
-    int64_t hp = a->H + 2 * a->ph, wp = a->W + 2 * a->pw;
+    int64_t kh, kw, hp, wp;
+    if (!nn_window_extent(a->kh, a->dh, &kh) || !nn_window_extent(a->kw, a->dw, &kw) ||
+        !weft_size_mul(a->ph, 2, WEFT_SIZE_MAX, &hp) || !weft_size_add(hp, a->H, WEFT_SIZE_MAX, &hp) ||
+        !weft_size_mul(a->pw, 2, WEFT_SIZE_MAX, &wp) || !weft_size_add(wp, a->W, WEFT_SIZE_MAX, &wp))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "conv2d: input size (%lld x %lld) with padding (%lld, %lld), kernel "
+                              "size (%lld x %lld) and dilation (%lld, %lld) give sizes beyond "
+                              "int64's range",
+                              (long long)a->H, (long long)a->W, (long long)a->ph,
+                              (long long)a->pw, (long long)a->kh, (long long)a->kw,
+                              (long long)a->dh, (long long)a->dw);
     if (hp < kh || wp < kw)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "Calculated padded input size per channel: (%lld x %lld). Kernel size: "
@@ -327,7 +336,7 @@ static weft_tensor *conv2d_batched(weft_tensor *x, weft_tensor *w, weft_tensor *
     bool named = use_named_conv(x, a, rec);
     bool prev = weft_no_grad_begin();
     weft_tensor *cols = NULL;
-    weft_tensor *y = conv_forward(x, w, b, a, named, &cols);
+    weft_tensor *y = nn_like_memory_format(x, conv_forward(x, w, b, a, named, &cols));
     weft_grad_mode_restore(prev);
     if (!y || !rec)
         return y;

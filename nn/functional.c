@@ -42,6 +42,34 @@ static weft_tensor *channel_view(weft_tensor *v, int ndim)
     return weft_reshape(v, ndim, shape);
 }
 
+/* [N, C, H, W] laid out as [N, H, W, C] (channels last), size-1 dims aside. */
+static bool is_channels_last(const weft_tensor *x)
+{
+    static const int order[4] = {1, 3, 2, 0}; /* fastest first */
+    if (x->ndim != 4 || x->layout != WEFT_LAYOUT_STRIDED || weft_tensor_is_contiguous(x))
+        return false;
+    int64_t expected = 1;
+    for (int i = 0; i < 4; i++) {
+        int d = order[i];
+        if (x->shape[d] == 1)
+            continue;
+        if (x->stride[d] != expected)
+            return false;
+        expected *= x->shape[d];
+    }
+    return true;
+}
+
+NN_INTERNAL weft_tensor *nn_like_memory_format(const weft_tensor *x, weft_tensor *y)
+{
+    if (!x || !y || y->ndim != 4 || !is_channels_last(x))
+        return y;
+    const int64_t *s = y->shape;
+    const int64_t strides[4] = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+    weft_tensor *cl = weft_empty_dense_strided(4, s, strides, y->dtype, y->device);
+    return cl && weft_copy_(cl, y) == 0 ? cl : NULL;
+}
+
 NN_INTERNAL int nn_named_op(int *cached, const char *name)
 {
     int op = __atomic_load_n(cached, __ATOMIC_RELAXED);
@@ -162,6 +190,14 @@ static int linear_act_grads(struct weft_node *node, weft_tensor *gpre, weft_tens
     return 0;
 }
 
+/* Slots 0 and 1: x only for the weight's gradient, the weight only for x's, as PyTorch
+ * saves what a gradient to compute reads (x @ W^T with W frozen survives x.add_(1)). */
+static int linear_save(struct weft_node *node, weft_tensor *x2, weft_tensor *w)
+{
+    int rc = weft_node_save(node, 0, weft_node_needs_input_grad(node, 1) ? x2 : NULL);
+    return rc ? rc : weft_node_save(node, 1, weft_node_needs_input_grad(node, 0) ? w : NULL);
+}
+
 /* g [..., out] folded to [M, out] for the shared formulas. */
 static int linear_node_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                                 weft_tensor **grad_inputs)
@@ -202,7 +238,7 @@ static weft_tensor *linear_node(const char *name, weft_tensor *x, weft_tensor *w
     struct weft_node *node = weft_node_create(name, linear_node_backward, nin, in, 2);
     if (!node)
         return NULL;
-    if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0) {
+    if (linear_save(node, x2, w) != 0) {
         weft_node_abandon(node);
         return NULL;
     }
@@ -244,8 +280,7 @@ static weft_tensor *linear_act_in_scope(struct linear_act *a, weft_tensor *x, we
         if (!node)
             return NULL;
         weft_node_ints(node)[0] = arg;
-        if (weft_node_save(node, 0, x2) != 0 || weft_node_save(node, 1, w) != 0 ||
-            weft_node_save(node, 2, saved) != 0) {
+        if (linear_save(node, x2, w) != 0 || weft_node_save(node, 2, saved) != 0) {
             weft_node_abandon(node);
             return NULL;
         }
@@ -325,7 +360,7 @@ static weft_tensor *relu_epilogue(int op, weft_tensor *h, weft_tensor *b, int ar
 
 static struct linear_act linear_relu_act = {
     .op_name = WEFT_OP_ADD_BIAS_RELU_NAME, .op = -1, .floating_only = false,
-    .node_name = "LinearReluBackward0", .backward = linear_relu_backward,
+    .node_name = "ReluBackward0", .backward = linear_relu_backward,
     .composite = relu_composite, .epilogue = relu_epilogue};
 
 weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias)
@@ -377,7 +412,7 @@ static weft_tensor *gelu_epilogue(int op, weft_tensor *h, weft_tensor *b, int ap
 
 static struct linear_act linear_gelu_act = {
     .op_name = WEFT_OP_ADD_BIAS_GELU_NAME, .op = -1, .floating_only = true,
-    .node_name = "LinearGeluBackward0", .backward = linear_gelu_backward,
+    .node_name = "GeluBackward0", .backward = linear_gelu_backward,
     .composite = gelu_composite, .epilogue = gelu_epilogue};
 
 weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
@@ -416,6 +451,69 @@ static int update_running(weft_tensor *running, weft_tensor *batch, double momen
     return r ? 0 : weft_error_code();
 }
 
+/* PyTorch 1.13's cpu check_mixed_data_type: parameters and statistics of the input's dtype,
+ * or a bfloat16 input with float32 ones. */
+static int check_bn_dtypes(const weft_tensor *x, weft_tensor *const *params, int n)
+{
+    bool mixed = false, all_float = true;
+    for (int i = 0; i < n; i++)
+        if (params[i]) {
+            mixed = mixed || params[i]->dtype != x->dtype;
+            all_float = all_float && params[i]->dtype == WEFT_F32;
+        }
+    if (!mixed)
+        return 0;
+    if (!all_float)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    if (x->dtype != WEFT_BF16)
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "mixed dtype (CPU): expect input to have scalar type of BFloat16");
+    return 0;
+}
+
+/* One node, NativeBatchNormBackward0, as PyTorch's, over (x, weight, bias), with the
+ * gradients in closed form. Saved: 0 x, 1 weight, 2 the mean and 3 1/sqrt(var + eps) as
+ * [1, C, 1...] (the batch's when training, the running ones otherwise), all in the compute
+ * dtype; ints[0] training. With xh = (x - mean) / sqrt(var + eps), sums over every dim but
+ * the channels: dbias = sum(g), dweight = sum(g xh), and dx = w invstd (g - mean(g) -
+ * xh mean(g xh)) when training (the statistics depend on x), w invstd g otherwise. */
+static int batch_norm_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                               weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    weft_tensor *x = weft_node_saved(node, 0), *w = weft_node_saved(node, 1);
+    weft_tensor *mean = weft_node_saved(node, 2), *invstd = weft_node_saved(node, 3);
+    bool training = weft_node_ints(node)[0] != 0;
+    int dims[WEFT_MAX_DIMS], nd = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != 1)
+            dims[nd++] = d;
+    if (g->dtype != x->dtype)
+        g = weft_to_dtype(g, x->dtype);
+    weft_tensor *xh = weft_mul(weft_sub(x, mean), invstd);
+    weft_tensor *sum_g = weft_sum(g, nd, dims, true), *sum_gxh = weft_sum(weft_mul(g, xh), nd, dims, true);
+    if (weft_node_needs_input_grad(node, 0)) {
+        weft_tensor *scale = w ? weft_mul(invstd, channel_view(w, x->ndim)) : invstd;
+        weft_tensor *dx = g;
+        if (training) {
+            double n = (double)(weft_tensor_numel(x) / (x->shape[1] ? x->shape[1] : 1));
+            dx = weft_sub(weft_sub(g, weft_div_scalar(sum_g, n)),
+                          weft_mul(xh, weft_div_scalar(sum_gxh, n)));
+        }
+        if (!(grad_inputs[0] = weft_mul(dx, scale)))
+            return weft_error_code();
+    }
+    const int64_t flat = -1;
+    if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = weft_reshape(sum_gxh, 1, &flat)))
+        return weft_error_code();
+    if (weft_node_needs_input_grad(node, 2) && !(grad_inputs[2] = weft_reshape(sum_g, 1, &flat)))
+        return weft_error_code();
+    return 0;
+}
+
 static weft_tensor *batch_norm_in_scope(weft_tensor *x, weft_tensor *rm, weft_tensor *rv,
                                         weft_tensor *w, weft_tensor *b, bool training,
                                         double momentum, double eps)
@@ -427,44 +525,66 @@ static weft_tensor *batch_norm_in_scope(weft_tensor *x, weft_tensor *rm, weft_te
         return NULL;
     }
     int64_t C = x->shape[1];
+    weft_tensor *params[4] = {w, b, rm, rv};
     if (check_channels("running_mean", rm, C) || check_channels("running_var", rv, C) ||
-        check_channels("weight", w, C) || check_channels("bias", b, C))
+        check_channels("weight", w, C) || check_channels("bias", b, C) ||
+        check_bn_dtypes(x, params, 4))
         return NULL;
     int dims[WEFT_MAX_DIMS], nd = 0;
     for (int d = 0; d < x->ndim; d++)
         if (d != 1)
             dims[nd++] = d;
-    weft_tensor *y;
+    weft_tensor *in[3] = {x, w, b};
+    bool rec = weft_autograd_needed(3, in);
+    bool prev = weft_no_grad_begin();
+    /* a bfloat16 input with float32 parameters computes in float32, its result in bfloat16 */
+    enum weft_dtype ct = w && w->dtype != x->dtype ? w->dtype : b && b->dtype != x->dtype ? b->dtype
+                                                                                        : x->dtype;
+    weft_tensor *xc = weft_to_dtype(x, ct), *mean = NULL, *invstd = NULL;
+    int rc = 0;
     if (training) {
         int64_t n = weft_tensor_numel(x) / (C ? C : 1);
         if (n <= 1) {
             weft_error_set(WEFT_ERR_VALUE,
                            "Expected more than 1 value per channel when training, got input size %s",
                            weft_shape_str(x->ndim, x->shape, s, sizeof s));
-            return NULL;
+            rc = -1;
+        } else {
+            mean = weft_mean(xc, nd, dims, true);
+            weft_tensor *var = weft_var(xc, nd, dims, 0, true);
+            invstd = weft_rsqrt(weft_add_scalar(var, eps));
+            /* The running variance is the unbiased estimate, as PyTorch keeps it. */
+            if (!invstd || update_running(rm, mean, momentum) != 0 ||
+                update_running(rv, weft_mul_scalar(var, (double)n / (double)(n - 1)), momentum) != 0)
+                rc = -1;
         }
-        weft_tensor *mean = weft_mean(x, nd, dims, true);
-        weft_tensor *var = weft_var(x, nd, dims, 0, true);
-        y = weft_mul(weft_sub(x, mean), weft_rsqrt(weft_add_scalar(var, eps)));
-        /* The running variance is the unbiased estimate, as PyTorch keeps it. */
-        if (!y || update_running(rm, mean, momentum) != 0 ||
-            update_running(rv, weft_mul_scalar(var, (double)n / (double)(n - 1)), momentum) != 0)
-            return NULL;
+    } else if (!rm || !rv) {
+        weft_error_set(WEFT_ERR_VALUE, "running_mean and running_var must be defined in evaluation mode");
+        rc = -1;
     } else {
-        if (!rm || !rv) {
-            weft_error_set(WEFT_ERR_VALUE,
-                           "running_mean and running_var must be defined in evaluation mode");
-            return NULL;
-        }
-        weft_tensor *mean = weft_to_dtype(channel_view(rm, x->ndim), x->dtype);
-        weft_tensor *var = weft_to_dtype(channel_view(rv, x->ndim), x->dtype);
-        y = weft_mul(weft_sub(x, mean), weft_rsqrt(weft_add_scalar(var, eps)));
+        mean = weft_to_dtype(channel_view(rm, x->ndim), ct);
+        invstd = weft_rsqrt(weft_add_scalar(weft_to_dtype(channel_view(rv, x->ndim), ct), eps));
     }
-    if (w)
+    weft_tensor *y = rc == 0 && invstd ? weft_mul(weft_sub(xc, mean), invstd) : NULL;
+    if (y && w)
         y = weft_mul(y, channel_view(w, x->ndim));
-    if (b)
+    if (y && b)
         y = weft_add(y, channel_view(b, x->ndim));
-    return y;
+    if (y && y->dtype != x->dtype)
+        y = weft_to_dtype(y, x->dtype);
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    struct weft_node *node = weft_node_create("NativeBatchNormBackward0", batch_norm_backward, 3, in, 4);
+    if (!node)
+        return NULL;
+    weft_node_ints(node)[0] = training;
+    if (weft_node_save(node, 0, xc) != 0 || weft_node_save(node, 1, w) != 0 ||
+        weft_node_save(node, 2, mean) != 0 || weft_node_save(node, 3, invstd) != 0) {
+        weft_node_abandon(node);
+        return NULL;
+    }
+    return weft_nn_attach(node, y);
 }
 
 weft_tensor *weft_batch_norm(weft_tensor *x, weft_tensor *running_mean, weft_tensor *running_var,
@@ -495,16 +615,23 @@ static const char *star_shape(int ndim, const int64_t *shape, char *buf, size_t 
     return buf;
 }
 
-static int check_affine(const char *name, const weft_tensor *t, int ndims, const int64_t *shape)
+/* weight and bias: normalized_shape's shape and the input's dtype (PyTorch 1.13 refuses a
+ * float64 weight for a float32 input, "expected scalar type Float but found Double"). */
+static int check_affine(const char *name, const weft_tensor *t, const weft_tensor *x, int ndims,
+                        const int64_t *shape)
 {
-    if (!t || (t->ndim == ndims && memcmp(t->shape, shape, (size_t)ndims * sizeof *shape) == 0))
-        return 0;
-    char a[160], b[160];
-    return weft_error_set(WEFT_ERR_RUNTIME,
-                          "Expected %s to be of same shape as normalized_shape, but got %s of shape "
-                          "%s and normalized_shape = %s",
-                          name, name, weft_shape_str(t->ndim, t->shape, a, sizeof a),
-                          weft_shape_str(ndims, shape, b, sizeof b));
+    if (t && (t->ndim != ndims || memcmp(t->shape, shape, (size_t)ndims * sizeof *shape) != 0)) {
+        char a[160], b[160];
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "Expected %s to be of same shape as normalized_shape, but got %s of "
+                              "shape %s and normalized_shape = %s",
+                              name, name, weft_shape_str(t->ndim, t->shape, a, sizeof a),
+                              weft_shape_str(ndims, shape, b, sizeof b));
+    }
+    if (t && t->dtype != x->dtype)
+        return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                              weft_dtype_torch_name(x->dtype), weft_dtype_torch_name(t->dtype));
+    return 0;
 }
 
 static int native_layer_norm_op(void)
@@ -629,7 +756,7 @@ static weft_tensor *layer_norm_in_scope(weft_tensor *x, int ndims, const int64_t
                        weft_shape_str(x->ndim, x->shape, xs, sizeof xs));
         return NULL;
     }
-    if (check_affine("weight", w, ndims, shape) || check_affine("bias", b, ndims, shape))
+    if (check_affine("weight", w, x, ndims, shape) || check_affine("bias", b, x, ndims, shape))
         return NULL;
     if (layer_norm_fusable(x, w, b))
         return layer_norm_fused(x, ndims, w, b, eps);
@@ -699,7 +826,8 @@ static int embedding_dense_backward_op(void)
     return nn_named_op(&cached, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
 }
 
-/* Saved: 0 the indices as a contiguous int64 [N]. The weight's gradient is the output's
+/* Saved: 0 the indices as a contiguous int64 [N]; ints[0] padding_idx's row, or -1. The
+ * weight's gradient is the output's
  * gradient [N, D] index-added into zeros [num_weights, D]: one embedding_dense_backward
  * pass where the backend has it, else scatter_add along dim 0 (PyTorch's
  * embedding_dense_backward without padding_idx or scale_grad_by_freq). */
@@ -723,16 +851,21 @@ static int embedding_backward(struct weft_node *node, weft_tensor *const *grad_o
         if (weft_dispatch(&c) != 0)
             return weft_error_code();
         grad_inputs[0] = out;
-        return 0;
+    } else {
+        weft_tensor *ix = weft_expand(weft_reshape(idx, 2, (const int64_t[]){N, 1}), 2,
+                                      (const int64_t[]){N, D});
+        weft_tensor *zeros = weft_zeros(2, wshape, g2->dtype, g2->device);
+        grad_inputs[0] = weft_scatter_add(zeros, 0, ix, g2);
     }
-    weft_tensor *ix = weft_expand(weft_reshape(idx, 2, (const int64_t[]){N, 1}), 2,
-                                  (const int64_t[]){N, D});
-    weft_tensor *zeros = weft_zeros(2, wshape, g2->dtype, g2->device);
-    grad_inputs[0] = weft_scatter_add(zeros, 0, ix, g2);
+    int64_t pad = weft_node_ints(node)[0];
+    if (grad_inputs[0] && pad >= 0) /* padding_idx's row gets no gradient */
+        grad_inputs[0] = weft_index_fill_(grad_inputs[0], 0,
+                                          weft_scalar_tensor((double)pad, WEFT_I64, g2->device), 0);
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
-static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight)
+/* pad: the row padding_idx names (>= 0), or -1 for none */
+static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight, int64_t pad)
 {
     if (weight->ndim != 2) {
         weft_error_set(WEFT_ERR_RUNTIME, "'weight' must be 2-D");
@@ -771,6 +904,7 @@ static weft_tensor *embedding_in_scope(weft_tensor *indices, weft_tensor *weight
         weft_node_abandon(node);
         return NULL;
     }
+    weft_node_ints(node)[0] = pad;
     return weft_nn_attach(node, y);
 }
 
@@ -778,7 +912,20 @@ weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight)
 {
     if (!indices || !weight)
         return NULL;
-    IN_SCOPE(embedding_in_scope(indices, weight));
+    IN_SCOPE(embedding_in_scope(indices, weight, -1));
+}
+
+weft_tensor *weft_embedding_padding(weft_tensor *indices, weft_tensor *weight,
+                                    int64_t padding_idx)
+{
+    if (!indices || !weight)
+        return NULL;
+    int64_t num = weight->ndim > 0 ? weight->shape[0] : 0;
+    if (padding_idx >= num || padding_idx < -num) {
+        weft_error_set(WEFT_ERR_VALUE, "Padding_idx must be within num_embeddings");
+        return NULL;
+    }
+    IN_SCOPE(embedding_in_scope(indices, weight, padding_idx < 0 ? padding_idx + num : padding_idx));
 }
 
 /* ---- leaky_relu ----------------------------------------------------------------------------

@@ -200,7 +200,8 @@ static int interp_backward(struct weft_node *node, weft_tensor *const *grad_outp
     weft_tensor *gx = weft_empty(ndim, weft_node_input_shape(node, 0), g->dtype, g->device);
     /* 3-D: the kernel sees [N, C, 1, L] views */
     weft_tensor *gx4 = gx && ndim == 3 ? weft_unsqueeze(gx, 2) : gx;
-    weft_tensor *g4 = g->ndim == 3 ? weft_unsqueeze(g, 2) : g;
+    g = weft_contiguous(g); /* a channels-last result's gradient, in the kernel's layout */
+    weft_tensor *g4 = g && g->ndim == 3 ? weft_unsqueeze(g, 2) : g;
     if (!gx4 || !g4)
         return weft_error_code();
     struct weft_op_call call = {.op = upsample_backward_op(), .nin = 1, .nout = 1};
@@ -218,6 +219,13 @@ static int interp_backward(struct weft_node *node, weft_tensor *const *grad_outp
 
 static weft_tensor *upsample(weft_tensor *x, const struct interp_plan *pl)
 {
+    /* PyTorch's nearest kernels take uint8 images too: nearest copies values, which float32
+     * holds exactly, so they go through the float kernel and back. */
+    if (x->dtype == WEFT_U8 &&
+        (pl->mode == WEFT_UPSAMPLE_NEAREST || pl->mode == WEFT_UPSAMPLE_NEAREST_EXACT)) {
+        weft_tensor *y = upsample(weft_to_dtype(x, WEFT_F32), pl);
+        return y ? weft_to_dtype(y, WEFT_U8) : NULL;
+    }
     if (check_sizes(x, pl) != 0)
         return NULL;
     /* 3-D: the kernel sees [N, C, 1, L] views, made outside the graph; y is the result */
@@ -236,6 +244,9 @@ static weft_tensor *upsample(weft_tensor *x, const struct interp_plan *pl)
     call.out[0] = y4;
     plan_ints(pl, &call);
     if (weft_dispatch(&call) != 0)
+        return NULL;
+    /* channels-last in, channels-last out, as PyTorch's upsampling but bicubic */
+    if (pl->mode != WEFT_UPSAMPLE_CUBIC && !(y = nn_like_memory_format(x, y)))
         return NULL;
     if (!weft_autograd_needed(1, &x))
         return y;

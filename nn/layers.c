@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_internal.h"
 #include "internal.h"
+#include "layer_state.h"
 #include "weft/nn.h"
 #include "weft/ops.h"
 
@@ -40,7 +42,8 @@ static const char *py_size(const int64_t v[2], char *buf, size_t size)
 /* A built-in type: its INI name, PyTorch's class name, and create() from layer_options.c. */
 #define MODULE_TYPE(ini, class, forward_fn, repr_fn, create_fn)                               \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
-     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn}
+     .forward = forward_fn, .free_state = free, .extra_repr = repr_fn, .create = create_fn,  \
+     .onnx_export = nn_onnx_export_builtin}
 
 /* A module of type owning a malloc'd copy of state (size 0: no state). */
 static weft_module *module_with(const struct weft_module_type *type, const void *state,
@@ -109,10 +112,6 @@ static double fan_in_bound(int64_t fan_in)
 
 /* ---- Linear ----------------------------------------------------------------------- */
 
-struct linear_state {
-    int64_t in_features, out_features;
-};
-
 static weft_tensor *linear_forward(weft_module *m, weft_tensor *x)
 {
     return weft_linear(x, weft_module_parameter(m, "weight"), weft_module_parameter(m, "bias"));
@@ -126,7 +125,7 @@ static int linear_repr(const weft_module *m, char *buf, size_t size)
                     py_bool(weft_module_parameter(m, "bias") != NULL));
 }
 
-static const struct weft_module_type linear_type =
+const struct weft_module_type linear_type =
     MODULE_TYPE("linear", "Linear", linear_forward, linear_repr, nn_create_linear);
 
 bool nn_is_linear(const weft_module *m)
@@ -182,7 +181,7 @@ static int conv2d_repr(const weft_module *m, char *buf, size_t size)
     return (int)used;
 }
 
-static const struct weft_module_type conv2d_type =
+const struct weft_module_type conv2d_type =
     MODULE_TYPE("conv2d", "Conv2d", conv2d_forward, conv2d_repr, nn_create_conv2d);
 
 weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
@@ -224,6 +223,11 @@ weft_module *weft_nn_conv2d(const struct weft_conv2d_options *options)
     return built(m, rc);
 }
 
+const struct weft_conv2d_options *weft_nn_conv2d_options(const weft_module *m)
+{
+    return weft_module_type(m) == &conv2d_type ? weft_module_state(m) : NULL;
+}
+
 /* ---- pooling ---------------------------------------------------------------------- */
 
 static weft_tensor *max_pool2d_forward(weft_module *m, weft_tensor *x)
@@ -255,10 +259,10 @@ static int avg_pool2d_repr(const weft_module *m, char *buf, size_t size)
                     py_size(p->padding, pad, sizeof pad));
 }
 
-static const struct weft_module_type max_pool2d_type =
+const struct weft_module_type max_pool2d_type =
     MODULE_TYPE("maxpool2d", "MaxPool2d", max_pool2d_forward, max_pool2d_repr,
                 nn_create_max_pool2d);
-static const struct weft_module_type avg_pool2d_type =
+const struct weft_module_type avg_pool2d_type =
     MODULE_TYPE("avgpool2d", "AvgPool2d", avg_pool2d_forward, avg_pool2d_repr,
                 nn_create_avg_pool2d);
 
@@ -285,6 +289,11 @@ weft_module *weft_nn_max_pool2d(const struct weft_pool2d_params *params)
     return pool2d(&max_pool2d_type, params);
 }
 
+const struct weft_pool2d_params *weft_nn_max_pool2d_params(const weft_module *m)
+{
+    return weft_module_type(m) == &max_pool2d_type ? weft_module_state(m) : NULL;
+}
+
 weft_module *weft_nn_avg_pool2d(const struct weft_pool2d_params *params)
 {
     return pool2d(&avg_pool2d_type, params);
@@ -302,7 +311,7 @@ static int adaptive_avg_pool2d_repr(const weft_module *m, char *buf, size_t size
     return snprintf(buf, size, "output_size=%s", py_size(weft_module_state(m), out, sizeof out));
 }
 
-static const struct weft_module_type adaptive_avg_pool2d_type =
+const struct weft_module_type adaptive_avg_pool2d_type =
     MODULE_TYPE("adaptive_avgpool2d", "AdaptiveAvgPool2d", adaptive_avg_pool2d_forward,
                 adaptive_avg_pool2d_repr, nn_create_adaptive_avg_pool2d);
 
@@ -313,12 +322,6 @@ weft_module *weft_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w)
 }
 
 /* ---- BatchNorm -------------------------------------------------------------------- */
-
-struct batch_norm_state {
-    int64_t num_features;
-    double eps, momentum;
-    int spatial_dims; /* 1 for BatchNorm1d, 2 for BatchNorm2d */
-};
 
 /* PyTorch's _check_input_dim. */
 static int batch_norm_check_dim(const struct batch_norm_state *s, const weft_tensor *x)
@@ -357,10 +360,10 @@ static int batch_norm_repr(const weft_module *m, char *buf, size_t size)
                     weft_repr_float(s->momentum, momentum, sizeof momentum));
 }
 
-static const struct weft_module_type batch_norm1d_type =
+const struct weft_module_type batch_norm1d_type =
     MODULE_TYPE("batchnorm1d", "BatchNorm1d", batch_norm_forward, batch_norm_repr,
                 nn_create_batch_norm1d);
-static const struct weft_module_type batch_norm2d_type =
+const struct weft_module_type batch_norm2d_type =
     MODULE_TYPE("batchnorm2d", "BatchNorm2d", batch_norm_forward, batch_norm_repr,
                 nn_create_batch_norm2d);
 
@@ -397,14 +400,15 @@ weft_module *weft_nn_batch_norm2d(int64_t num_features, double eps, double momen
     return batch_norm(&batch_norm2d_type, 2, num_features, eps, momentum);
 }
 
-/* ---- LayerNorm -------------------------------------------------------------------- */
+double weft_nn_batch_norm_eps(const weft_module *m)
+{
+    const struct weft_module_type *t = weft_module_type(m);
+    if (t != &batch_norm1d_type && t != &batch_norm2d_type)
+        return -1.0;
+    return ((const struct batch_norm_state *)weft_module_state(m))->eps;
+}
 
-struct layer_norm_state {
-    int ndims;
-    int64_t shape[WEFT_MAX_DIMS];
-    double eps;
-    bool elementwise_affine;
-};
+/* ---- LayerNorm -------------------------------------------------------------------- */
 
 static weft_tensor *layer_norm_forward(weft_module *m, weft_tensor *x)
 {
@@ -428,7 +432,7 @@ static int layer_norm_repr(const weft_module *m, char *buf, size_t size)
                     weft_repr_float(s->eps, eps, sizeof eps), py_bool(s->elementwise_affine));
 }
 
-static const struct weft_module_type layer_norm_type =
+const struct weft_module_type layer_norm_type =
     MODULE_TYPE("layernorm", "LayerNorm", layer_norm_forward, layer_norm_repr,
                 nn_create_layer_norm);
 
@@ -469,7 +473,7 @@ static int embedding_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "%lld, %lld", (long long)s[0], (long long)s[1]);
 }
 
-static const struct weft_module_type embedding_type =
+const struct weft_module_type embedding_type =
     MODULE_TYPE("embedding", "Embedding", embedding_forward, embedding_repr,
                 nn_create_embedding);
 
@@ -500,7 +504,7 @@ static int dropout_repr(const weft_module *m, char *buf, size_t size)
                     weft_repr_float(*(const double *)weft_module_state(m), p, sizeof p));
 }
 
-static const struct weft_module_type dropout_type =
+const struct weft_module_type dropout_type =
     MODULE_TYPE("dropout", "Dropout", dropout_forward, dropout_repr, nn_create_dropout);
 
 weft_module *weft_nn_dropout(double p)
@@ -526,7 +530,7 @@ static int flatten_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "start_dim=%d, end_dim=%d", dims[0], dims[1]);
 }
 
-static const struct weft_module_type flatten_type =
+const struct weft_module_type flatten_type =
     MODULE_TYPE("flatten", "Flatten", flatten_forward, flatten_repr, nn_create_flatten);
 
 weft_module *weft_nn_flatten(int start_dim, int end_dim)
@@ -594,25 +598,25 @@ static int softmax_repr(const weft_module *m, char *buf, size_t size)
     return snprintf(buf, size, "dim=%d", *(const int *)weft_module_state(m));
 }
 
-static const struct weft_module_type relu_type = MODULE_TYPE("relu", "ReLU", relu_forward, NULL, nn_create_relu);
+const struct weft_module_type relu_type = MODULE_TYPE("relu", "ReLU", relu_forward, NULL, nn_create_relu);
 
 bool nn_is_relu(const weft_module *m)
 {
     return weft_module_type(m) == &relu_type;
 }
-static const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
+const struct weft_module_type gelu_type = MODULE_TYPE("gelu", "GELU", gelu_forward, gelu_repr, nn_create_gelu);
 int nn_gelu_form(const weft_module *m)
 {
     return weft_module_type(m) == &gelu_type ? *(const int *)weft_module_state(m) : -1;
 }
-static const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
-static const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);
-static const struct weft_module_type leaky_relu_type =
+const struct weft_module_type tanh_type = MODULE_TYPE("tanh", "Tanh", tanh_forward, NULL, nn_create_tanh);
+const struct weft_module_type sigmoid_type = MODULE_TYPE("sigmoid", "Sigmoid", sigmoid_forward, NULL, nn_create_sigmoid);
+const struct weft_module_type leaky_relu_type =
     MODULE_TYPE("leaky_relu", "LeakyReLU", leaky_relu_forward, leaky_relu_repr,
                 nn_create_leaky_relu);
-static const struct weft_module_type softmax_type =
+const struct weft_module_type softmax_type =
     MODULE_TYPE("softmax", "Softmax", softmax_forward, softmax_repr, nn_create_softmax);
-static const struct weft_module_type log_softmax_type =
+const struct weft_module_type log_softmax_type =
     MODULE_TYPE("log_softmax", "LogSoftmax", log_softmax_forward, softmax_repr,
                 nn_create_log_softmax);
 
@@ -659,21 +663,4 @@ weft_module *weft_nn_softmax(int dim)
 weft_module *weft_nn_log_softmax(int dim)
 {
     return module_with(&log_softmax_type, &dim, sizeof dim);
-}
-
-/* ---- registration ------------------------------------------------------------------ */
-
-/* When the library loads: the module kind, then every built-in type, so an INI file can
- * name them and a plugin linking this library can add its own. A failure here (out of
- * memory) leaves the error pending on the loading thread. */
-__attribute__((constructor)) static void register_builtin_layers(void)
-{
-    const void *const types[] = {
-        &weft_module_kind,   &linear_type,      &conv2d_type,       &max_pool2d_type,
-        &avg_pool2d_type,    &adaptive_avg_pool2d_type, &batch_norm1d_type,
-        &batch_norm2d_type,  &layer_norm_type,  &embedding_type,    &dropout_type,
-        &flatten_type,       &relu_type,        &gelu_type,         &tanh_type,
-        &sigmoid_type,       &leaky_relu_type,  &softmax_type,      &log_softmax_type,
-    };
-    weft_register_all((int)(sizeof types / sizeof *types), types);
 }

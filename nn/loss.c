@@ -13,6 +13,15 @@
 
 #include "functional.h"
 
+weft_tensor *nn_reduce_loss(weft_tensor *e, enum weft_reduction reduction)
+{
+    if (e && reduction == WEFT_REDUCTION_SUM)
+        return weft_sum(e, 0, NULL, false);
+    if (e && reduction == WEFT_REDUCTION_MEAN)
+        return weft_mean(e, 0, NULL, false);
+    return e;
+}
+
 struct weft_cross_entropy_params weft_cross_entropy_defaults(void)
 {
     return (struct weft_cross_entropy_params){WEFT_REDUCTION_MEAN, -100, 0.0, NULL};
@@ -29,9 +38,9 @@ static int check_reduction(enum weft_reduction r)
  * Both work on input [N, C, d...] (a 1-D input is seen as [1, C]) with the class dim 1
  * and target [N, d...] seen as [N, 1, d...], so every per-position tensor has that shape.
  *
- * Node "NllLossBackward0": one input (logits or log-probabilities). ints[0] reduction,
- * ints[1] 1 for cross_entropy (the input is logits), ints[2] class weights given;
- * scalars[0] label smoothing.
+ * One node, named as PyTorch's (class_loss_in_scope): one input (logits or
+ * log-probabilities). ints[0] reduction, ints[1] 1 for cross_entropy (the input is
+ * logits), ints[2] class weights given; scalars[0] label smoothing.
  * Saved: 0 log_softmax (cross_entropy), 1 target with ignored entries set to 0,
  * 2 per-position weight w_t (0 where ignored), 3 the normaliser sum(w_t) (mean),
  * 4 class weights as [1, C, 1...] (smoothing with weights), 5 valid mask (smoothing). */
@@ -173,6 +182,10 @@ static int class_prepare(weft_tensor *input, weft_tensor *target,
                               "weight tensor should be defined either for all %lld classes or no "
                               "classes but got weight tensor of shape: %s",
                               (long long)L->C, weft_shape_str(p->weight->ndim, p->weight->shape, s, sizeof s));
+    if (p->weight && p->weight->dtype != input->dtype) /* PyTorch 1.13's nll_loss kernel */
+        return weft_error_set(WEFT_ERR_RUNTIME, "expected scalar type %s but found %s",
+                              weft_dtype_torch_name(input->dtype),
+                              weft_dtype_torch_name(p->weight->dtype));
     weft_tensor *t = weft_unsqueeze(input->ndim == 1 ? weft_unsqueeze(target, 0) : target, 1);
     weft_tensor *valid = weft_ne_scalar(t, (double)p->ignore_index);
     if (!valid || class_check_bounds(t, valid, L->C) != 0)
@@ -269,20 +282,128 @@ static weft_tensor *class_loss_in_scope(weft_tensor *input, weft_tensor *target,
     if (class_prepare(input, target, &p, &L) != 0)
         return NULL;
     bool rec = weft_autograd_needed(1, &L.input);
+    /* The node PyTorch's user sees: nll_loss's for 1-D and 2-D inputs, nll_loss2d's for
+     * more (an unreduced loss of a 3-D or 5-D+ input is a view of it), and with label
+     * smoothing the sum of the two terms, AddBackward0. */
+    const char *name = eps > 0 ? "AddBackward0" : input->ndim <= 2 ? "NllLossBackward0"
+                                                                    : "NllLoss2DBackward0";
+    bool viewed = eps == 0 && p.reduction == WEFT_REDUCTION_NONE && input->ndim != 4 &&
+                  input->ndim > 2;
     bool prev = weft_no_grad_begin();
     weft_tensor *logp = logits ? weft_log_softmax(L.input, 1) : L.input, *norm = NULL;
     weft_tensor *loss = logp ? class_forward(&L, logp, eps, p.reduction, &norm) : NULL;
+    int64_t numel = loss ? weft_tensor_numel(loss) : 0;
+    if (loss && rec && viewed)
+        loss = weft_reshape(loss, 1, &numel);
     weft_grad_mode_restore(prev);
     if (!loss || !rec)
         return loss;
-    struct weft_node *node = weft_node_create("NllLossBackward0", class_backward, 1, &L.input, 6);
+    struct weft_node *node = weft_node_create(name, class_backward, 1, &L.input, 6);
     if (!node)
         return NULL;
     if (class_save(node, &L, logp, norm, logits, eps, p.reduction) != 0) {
         weft_node_abandon(node);
         return NULL;
     }
-    return weft_nn_attach(node, loss);
+    loss = weft_nn_attach(node, loss);
+    return viewed && loss ? weft_view(loss, L.out_ndim, L.out_shape) : loss;
+}
+
+/* ---- class-probability targets ---------------------------------------------------------------
+ * PyTorch 1.13's cross_entropy_loss_prob_target, for a target of the input's shape: the
+ * same recorded ops, so the gradient and the grad_fn a user sees are PyTorch's:
+ * -(log_softmax(x) * t * w).sum(class dim) per position (t smoothed to
+ * t (1 - eps) + eps / C), summed, or divided by the number of positions (numel / C, not
+ * the weights' sum as with class indices). */
+
+/* t / n for a count n, PyTorch's div.Scalar: its node is DivBackward1 (weft_div_scalar's
+ * is DivBackward0, PyTorch's for a Python number, which it wraps as a tensor). */
+static int div_count_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                              weft_tensor **grad_inputs)
+{
+    if (grad_outputs[0] && !(grad_inputs[0] = weft_div_scalar(grad_outputs[0], weft_node_scalars(node)[0])))
+        return weft_error_code();
+    return 0;
+}
+
+static weft_tensor *div_count(weft_tensor *t, double n)
+{
+    bool rec = weft_autograd_needed(1, &t);
+    weft_tensor *out = WEFT_NO_GRAD(rec, weft_div_scalar(t, n));
+    if (!rec || !out)
+        return out;
+    struct weft_node *node = weft_node_create("DivBackward1", div_count_backward, 1, &t, 0);
+    if (node)
+        weft_node_scalars(node)[0] = n;
+    return weft_nn_attach(node, out);
+}
+
+static weft_tensor *prob_loss_in_scope(weft_tensor *input, weft_tensor *target,
+                                       const struct weft_cross_entropy_params *params)
+{
+    struct weft_cross_entropy_params p = params ? *params : weft_cross_entropy_defaults();
+    const weft_tensor *all[3] = {input, target, p.weight};
+    char s[160];
+    if (check_reduction(p.reduction) || weft_check_same_device(p.weight ? 3 : 2, all))
+        return NULL;
+    if (!weft_dtype_is_floating(target->dtype)) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "Expected floating point type for target with class probabilities, got %s",
+                       weft_dtype_torch_name(target->dtype));
+        return NULL;
+    }
+    if (p.ignore_index >= 0) {
+        weft_error_set(WEFT_ERR_RUNTIME, "ignore_index is not supported for floating point target");
+        return NULL;
+    }
+    if (!weft_dtype_is_floating(input->dtype)) {
+        weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"log_softmax_lastdim_kernel_impl\" not implemented for '%s'",
+                       weft_dtype_torch_name(input->dtype));
+        return NULL;
+    }
+    int cls = input->ndim == 1 ? 0 : 1;
+    int64_t C = input->shape[cls];
+    if (p.weight && (p.weight->ndim != 1 || p.weight->shape[0] != C)) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "cross_entropy: weight tensor should be defined either for all %lld classes "
+                       "or no classes but got weight tensor of shape: %s",
+                       (long long)C, weft_shape_str(p.weight->ndim, p.weight->shape, s, sizeof s));
+        return NULL;
+    }
+    double eps = p.label_smoothing;
+    if (!(eps >= 0 && eps <= 1)) {
+        weft_error_set(WEFT_ERR_RUNTIME, "label_smoothing must be between 0.0 and 1.0. Got: %g", eps);
+        return NULL;
+    }
+    weft_tensor *logp = weft_log_softmax(input, cls);
+    weft_tensor *t = eps > 0 ? weft_add_scalar(weft_mul_scalar(target, 1 - eps), eps / (double)C) : target;
+    weft_tensor *prod = weft_mul(logp, t);
+    if (p.weight) {
+        int64_t shape[WEFT_MAX_DIMS];
+        for (int d = 0; d < input->ndim; d++)
+            shape[d] = d == cls ? C : 1;
+        prod = weft_mul(prod, weft_view(p.weight, input->ndim, shape));
+    }
+    if (p.reduction == WEFT_REDUCTION_NONE)
+        return weft_neg(weft_sum(prod, 1, &cls, false));
+    weft_tensor *total = weft_sum(prod, 0, NULL, false);
+    if (p.reduction == WEFT_REDUCTION_SUM)
+        return weft_neg(total);
+    int64_t n = weft_tensor_numel(input);
+    if (n == 0) /* PyTorch: -(...).sum().fill_(nan) */
+        return weft_neg(weft_mul_scalar(total, NAN));
+    return div_count(weft_neg(total), (double)(n / C));
+}
+
+/* Class indices, or class probabilities when the target has the input's shape (PyTorch's
+ * test in cross_entropy_loss). */
+static weft_tensor *cross_entropy_in_scope(weft_tensor *logits, weft_tensor *target,
+                                           const struct weft_cross_entropy_params *params)
+{
+    if (logits->ndim == target->ndim &&
+        !memcmp(logits->shape, target->shape, sizeof(int64_t) * (size_t)logits->ndim))
+        return prob_loss_in_scope(logits, target, params);
+    return class_loss_in_scope(logits, target, params, true);
 }
 
 weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
@@ -290,10 +411,14 @@ weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
 {
     if (!logits || !target)
         return NULL;
-    weft_tensor *in[2] = {logits, target};
-    WEFT_AUTOCAST_RETURN("cross_entropy", 2, in, weft_cross_entropy(in[0], in[1], params));
+    /* under autocast the class weights are cast with the logits, as PyTorch casts every
+     * tensor argument */
+    struct weft_cross_entropy_params cast = params ? *params : weft_cross_entropy_defaults();
+    weft_tensor *in[3] = {logits, target, cast.weight};
+    WEFT_AUTOCAST_RETURN("cross_entropy", 3, in,
+                         weft_cross_entropy(in[0], in[1], (cast.weight = in[2], &cast)));
     weft_scope_push();
-    weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(logits, target, params, true));
+    weft_tensor *loss = weft_tensor_retain(cross_entropy_in_scope(logits, target, params));
     weft_scope_pop();
     return weft_autorelease(loss);
 }
@@ -303,8 +428,10 @@ weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
 {
     if (!log_probs || !target)
         return NULL;
-    weft_tensor *in[2] = {log_probs, target};
-    WEFT_AUTOCAST_RETURN("nll_loss", 2, in, weft_nll_loss(in[0], in[1], params));
+    struct weft_cross_entropy_params cast = params ? *params : weft_cross_entropy_defaults();
+    weft_tensor *in[3] = {log_probs, target, cast.weight};
+    WEFT_AUTOCAST_RETURN("nll_loss", 3, in,
+                         weft_nll_loss(in[0], in[1], (cast.weight = in[2], &cast)));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(class_loss_in_scope(log_probs, target, params, false));
     weft_scope_pop();
@@ -410,11 +537,22 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
 {
     if (check_reduction(reduction) != 0)
         return NULL;
-    if (!weft_dtype_is_floating(x->dtype)) {
+    /* PyTorch's mse_loss runs in the operands' promoted dtype (an integer input with a float
+     * target is a float loss); its l1_loss is (x - y).abs() and a reduction, whose own
+     * errors stand (bool operands, the mean of integers); with logits the input must be
+     * floating. */
+    enum weft_dtype dt = kind == PW_MSE ? weft_result_type(x, y) : x->dtype;
+    if (kind != PW_L1 && !weft_dtype_is_floating(dt)) {
         static const char *const kernels[] = {"mse_cpu", "l1_cpu", "binary_cross_entropy_with_logits"};
         weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'", kernels[kind],
-                       weft_dtype_torch_name(x->dtype));
+                       weft_dtype_torch_name(dt));
         return NULL;
+    }
+    if (kind == PW_MSE && (x->dtype != dt || y->dtype != dt)) { /* a bool input too */
+        x = weft_to_dtype(x, dt);
+        y = weft_to_dtype(y, dt);
+        if (!x || !y)
+            return NULL;
     }
     if (kind == PW_BCE_LOGITS &&
         (x->ndim != y->ndim || memcmp(x->shape, y->shape, (size_t)x->ndim * sizeof *x->shape) != 0)) {
@@ -428,11 +566,7 @@ static weft_tensor *pointwise_in_scope(enum pointwise_kind kind, weft_tensor *x,
     weft_tensor *in[3] = {x, y, pw};
     bool rec = weft_autograd_needed(3, in);
     bool prev = weft_no_grad_begin();
-    weft_tensor *e = pointwise_elements(kind, x, y, pw), *loss = e;
-    if (e && reduction == WEFT_REDUCTION_SUM)
-        loss = weft_sum(e, 0, NULL, false);
-    else if (e && reduction == WEFT_REDUCTION_MEAN)
-        loss = weft_mean(e, 0, NULL, false);
+    weft_tensor *e = pointwise_elements(kind, x, y, pw), *loss = nn_reduce_loss(e, reduction);
     weft_grad_mode_restore(prev);
     if (!loss || !rec)
         return loss;

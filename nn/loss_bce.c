@@ -13,15 +13,6 @@
 /* PyTorch's EPSILON in binary_cross_entropy_backward. */
 #define BCE_EPSILON 1e-12
 
-static weft_tensor *reduce(weft_tensor *e, enum weft_reduction reduction)
-{
-    if (reduction == WEFT_REDUCTION_SUM)
-        return weft_sum(e, 0, NULL, false);
-    if (reduction == WEFT_REDUCTION_MEAN)
-        return weft_mean(e, 0, NULL, false);
-    return e;
-}
-
 /* Elementwise losses; grad mode off. */
 static weft_tensor *elements(weft_tensor *x, weft_tensor *t, weft_tensor *w)
 {
@@ -101,7 +92,7 @@ static weft_tensor *bce_in_scope(weft_tensor *x, weft_tensor *t, weft_tensor *w,
     bool prev = weft_no_grad_begin();
     int rc = check(x, t, reduction);
     weft_tensor *wx = rc == 0 && w ? weft_expand(w, x->ndim, x->shape) : NULL;
-    weft_tensor *loss = rc == 0 && (!w || wx) ? reduce(elements(x, t, wx), reduction) : NULL;
+    weft_tensor *loss = rc == 0 && (!w || wx) ? nn_reduce_loss(elements(x, t, wx), reduction) : NULL;
     weft_grad_mode_restore(prev);
     weft_tensor *in[2] = {x, t};
     if (!loss || !weft_autograd_needed(2, in))
@@ -122,6 +113,9 @@ weft_tensor *weft_binary_cross_entropy(weft_tensor *input, weft_tensor *target,
 {
     if (!input || !target)
         return NULL;
+    weft_tensor *in[3] = {input, target, weight};
+    WEFT_AUTOCAST_RETURN("binary_cross_entropy", 3, in,
+                         weft_binary_cross_entropy(in[0], in[1], in[2], reduction));
     weft_scope_push();
     weft_tensor *loss = weft_tensor_retain(bce_in_scope(input, target, weight, reduction));
     weft_scope_pop();

@@ -427,6 +427,39 @@ weft_module *weft_module_child(const weft_module *m, const char *name)
 
 /* ---- running ---------------------------------------------------------------------- */
 
+#define MAX_FORWARD_HOOKS 8
+static struct {
+    weft_module_forward_hook fn;
+    void *ctx;
+} forward_hooks[MAX_FORWARD_HOOKS];
+static int nforward_hooks; /* slots in use: a forward checks one int when there are none */
+
+int weft_register_module_forward_hook(weft_module_forward_hook fn, void *ctx)
+{
+    for (int i = 0; fn && i < MAX_FORWARD_HOOKS; i++)
+        if (!forward_hooks[i].fn) {
+            forward_hooks[i].fn = fn;
+            forward_hooks[i].ctx = ctx;
+            nforward_hooks++;
+            return i + 1;
+        }
+    return weft_error_set(WEFT_ERR_VALUE, "weft_register_module_forward_hook: %s",
+                          fn ? "8 hooks are registered already" : "the hook is NULL");
+}
+
+bool nn_forward_hooked(void)
+{
+    return nforward_hooks > 0;
+}
+
+void weft_remove_module_forward_hook(int handle)
+{
+    if (handle < 1 || handle > MAX_FORWARD_HOOKS || !forward_hooks[handle - 1].fn)
+        return;
+    forward_hooks[handle - 1].fn = NULL;
+    nforward_hooks--;
+}
+
 weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input)
 {
     if (!m || !input)
@@ -435,6 +468,9 @@ weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input)
     if (!out && weft_error_code() == WEFT_OK)
         weft_error_set(WEFT_ERR_RUNTIME, "%s.forward returned no tensor and set no error",
                        m->type->class_name);
+    for (int i = 0; nforward_hooks > 0 && i < MAX_FORWARD_HOOKS; i++)
+        if (forward_hooks[i].fn)
+            forward_hooks[i].fn(forward_hooks[i].ctx, m, input, out);
     return out;
 }
 
@@ -973,7 +1009,7 @@ int weft_module_load_state_dict(weft_module *m, const struct weft_tensor_dict *d
     return rc;
 }
 
-/* ---- for containers (internal.h) -------------------------------------------------- */
+/* ---- children and swapping ---------------------------------------------------------- */
 
 int weft_module_num_children(const weft_module *m)
 {
@@ -983,4 +1019,38 @@ int weft_module_num_children(const weft_module *m)
 weft_module *weft_module_child_at(const weft_module *m, int i)
 {
     return m && i >= 0 && i < m->children.count ? m->children.items[i].item : NULL;
+}
+
+const char *weft_module_child_name(const weft_module *m, int i)
+{
+    return m && i >= 0 && i < m->children.count ? m->children.items[i].name : NULL;
+}
+
+int weft_module_swap(weft_module *a, weft_module *b)
+{
+    if (!a || !b)
+        return weft_error_set(WEFT_ERR_VALUE, "weft_module_swap: a module is NULL");
+    if (b->parent)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "weft_module_swap: the replacement %s belongs to a %s; give a "
+                              "module of its own",
+                              b->type->class_name, b->parent->type->class_name);
+    for (const weft_module *p = a; p; p = p->parent)
+        if (p == b)
+            return weft_error_set(WEFT_ERR_VALUE, "weft_module_swap: a module cannot take the "
+                                                  "place of one of its descendants");
+    weft_module tmp = *a;
+    *a = *b;
+    *b = tmp;
+    /* Identity and place stay: a keeps its parent, b (parentless) stays so; the children
+     * moved with the contents and now answer to their new holder. */
+    a->parent = tmp.parent;
+    b->parent = NULL;
+    for (int i = 0; i < a->children.count; i++)
+        ((weft_module *)a->children.items[i].item)->parent = a;
+    for (int i = 0; i < b->children.count; i++)
+        ((weft_module *)b->children.items[i].item)->parent = b;
+    invalidate_param_cache(a);
+    invalidate_param_cache(b);
+    return 0;
 }

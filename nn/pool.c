@@ -14,14 +14,21 @@ struct pool_args {
     bool ceil_mode, count_include_pad;
 };
 
-/* PyTorch's pooling_output_shape. */
-static int64_t output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+/* PyTorch's pooling_output_shape, without its overflows: extent is the window's
+ * (nn_window_extent), pad at most half of it (checked before), so in + 2 * pad - extent
+ * lies within [-extent, in]; the divisions round toward -inf (floor) or +inf (ceil_mode,
+ * PyTorch's + stride - 1) without adding the stride. */
+static int64_t output_size(int64_t in, int64_t extent, int64_t pad, int64_t stride,
                            bool ceil_mode)
 {
-    int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-    int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+    int64_t num = in - extent + 2 * pad;
+    int64_t q = num / stride;
+    if (num % stride != 0 && (num < 0) != ceil_mode)
+        q += ceil_mode ? 1 : -1;
+    int64_t out = q + 1, last, edge;
     /* the last window must start inside the image or its left padding */
-    if (ceil_mode && (out - 1) * stride >= in + pad)
+    if (ceil_mode && out > 1 && weft_size_add(in, pad, WEFT_SIZE_MAX, &edge) &&
+        (!weft_size_mul(out - 1, stride, WEFT_SIZE_MAX, &last) || last >= edge))
         out--;
     return out;
 }
@@ -69,10 +76,17 @@ static int pool_args_of(const weft_tensor *x, const struct weft_pool2d_params *p
                               "dilation should be greater than zero, but got dilationH: %lld "
                               "dilationW: %lld",
                               (long long)a->dh, (long long)a->dw);
+    int64_t eh, ew; /* the windows' extents */
+    if (!nn_window_extent(a->kh, a->dh, &eh) || !nn_window_extent(a->kw, a->dw, &ew))
+        return weft_error_set(WEFT_ERR_RUNTIME,
+                              "pooling: kernel size (%lld x %lld) and dilation (%lld, %lld) give "
+                              "a window beyond int64's range",
+                              (long long)a->kh, (long long)a->kw, (long long)a->dh, (long long)a->dw);
     if (is_max) {
         const int64_t k[2] = {a->kh, a->kw}, pad[2] = {a->ph, a->pw}, d[2] = {a->dh, a->dw};
+        const int64_t extent[2] = {eh, ew};
         for (int i = 0; i < 2; i++)
-            if (pad[i] < 0 || pad[i] > ((k[i] - 1) * d[i] + 1) / 2)
+            if (pad[i] < 0 || pad[i] > extent[i] / 2)
                 return weft_error_set(WEFT_ERR_RUNTIME,
                                       "pad should be at most half of effective kernel size, but got "
                                       "pad=%lld, kernel_size=%lld and dilation=%lld",
@@ -83,8 +97,8 @@ static int pool_args_of(const weft_tensor *x, const struct weft_pool2d_params *p
                               "padW = %lld, padH = %lld, kW = %lld, kH = %lld",
                               (long long)a->pw, (long long)a->ph, (long long)a->kw, (long long)a->kh);
     }
-    a->OH = output_size(a->H, a->kh, a->ph, a->sh, a->dh, a->ceil_mode);
-    a->OW = output_size(a->W, a->kw, a->pw, a->sw, a->dw, a->ceil_mode);
+    a->OH = output_size(a->H, eh, a->ph, a->sh, a->ceil_mode);
+    a->OW = output_size(a->W, ew, a->pw, a->sw, a->ceil_mode);
     if (a->OH < 1 || a->OW < 1)
         return weft_error_set(WEFT_ERR_RUNTIME,
                               "Given input size: (%lldx%lldx%lld). Calculated output size: "
@@ -118,8 +132,11 @@ static int pool_backward(struct weft_node *node, weft_tensor *const *grad_output
         return weft_error_code();
     struct weft_op_call call = {.op = is_max ? WEFT_OP_MAX_POOL2D_BACKWARD : WEFT_OP_AVG_POOL2D_BACKWARD,
                                 .nin = is_max ? 2 : 1, .nout = 1};
-    call.in[0] = g;
-    call.in[1] = is_max ? weft_node_saved(node, 0) : NULL;
+    /* a channels-last result's gradient (and indices) come back to the kernel's layout */
+    call.in[0] = weft_contiguous(g);
+    call.in[1] = is_max ? weft_contiguous(weft_node_saved(node, 0)) : NULL;
+    if (!call.in[0] || (is_max && !call.in[1]))
+        return weft_error_code();
     call.out[0] = gx;
     memcpy(call.ints, weft_node_ints(node), 10 * sizeof *call.ints);
     if (weft_dispatch(&call) != 0)
@@ -149,6 +166,10 @@ static weft_tensor *pool_batched(weft_tensor *x, const struct weft_pool2d_params
     call.out[1] = idx;
     pool_ints(&a, call.ints);
     if (weft_dispatch(&call) != 0)
+        return NULL;
+    y = nn_like_memory_format(x, y);
+    idx = is_max ? nn_like_memory_format(x, idx) : NULL;
+    if (!y || (is_max && !idx))
         return NULL;
     if (indices)
         *indices = idx;
@@ -224,8 +245,7 @@ weft_tensor *weft_avg_pool2d(weft_tensor *x, const struct weft_pool2d_params *pa
 /* ---- adaptive average pooling ----------------------------------------------------------------
  * Window i of n over a size-`in` axis is [floor(i*in/n), ceil((i+1)*in/n)). Averaging is
  * separable, so in general out = P_h @ x @ P_w^T with P [n, in] holding 1/len over each
- * window: two recorded matmuls, differentiable for free. A 1x1 output is a mean; evenly
- * dividing windows are an avg_pool2d. */
+ * window. A 1x1 output is a mean; evenly dividing windows are an avg_pool2d. */
 
 static weft_tensor *window_matrix(int64_t n, int64_t in, enum weft_dtype dtype, weft_device dev)
 {
@@ -244,6 +264,22 @@ static weft_tensor *window_matrix(int64_t n, int64_t in, enum weft_dtype dtype, 
     weft_tensor *t = weft_to(weft_from_host(m, 2, shape, WEFT_F64, WEFT_CPU), dev, dtype, false);
     free(m);
     return t;
+}
+
+/* One node, as PyTorch's AdaptiveAvgPool2DBackward0: the gradient is P_h^T g P_w, each
+ * output's gradient spread evenly over its window. */
+static int adaptive_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
+                             weft_tensor **grad_inputs)
+{
+    weft_tensor *g = grad_outputs[0];
+    if (!g)
+        return 0;
+    int nd = weft_node_input_ndim(node, 0);
+    const int64_t *shape = weft_node_input_shape(node, 0);
+    weft_tensor *ph = window_matrix(g->shape[g->ndim - 2], shape[nd - 2], g->dtype, g->device);
+    weft_tensor *pw = window_matrix(g->shape[g->ndim - 1], shape[nd - 1], g->dtype, g->device);
+    grad_inputs[0] = ph && pw ? weft_matmul(weft_matmul(weft_t(ph), g), pw) : NULL;
+    return grad_inputs[0] ? 0 : weft_error_code();
 }
 
 static weft_tensor *adaptive_in_scope(weft_tensor *x, int64_t oh, int64_t ow)
@@ -276,17 +312,28 @@ static weft_tensor *adaptive_in_scope(weft_tensor *x, int64_t oh, int64_t ow)
         return NULL;
     }
     int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
-    if (oh == 1 && ow == 1) {
+    if (oh == 1 && ow == 1) { /* PyTorch takes a mean too: MeanBackward1 */
         const int dims[2] = {-2, -1};
         return weft_mean(x, 2, dims, true);
     }
+    bool rec = weft_autograd_needed(1, &x);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *y;
     if (oh > 0 && ow > 0 && H % oh == 0 && W % ow == 0) {
         struct weft_pool2d_params p = {.kernel = {H / oh, W / ow}, .count_include_pad = true};
-        return pool_in_scope(x, &p, false, NULL);
+        y = pool_in_scope(x, &p, false, NULL);
+    } else {
+        weft_tensor *ph = window_matrix(oh, H, x->dtype, x->device);
+        weft_tensor *pw = window_matrix(ow, W, x->dtype, x->device);
+        y = weft_matmul(weft_matmul(ph, x), weft_t(pw));
     }
-    weft_tensor *ph = window_matrix(oh, H, x->dtype, x->device);
-    weft_tensor *pw = window_matrix(ow, W, x->dtype, x->device);
-    return weft_matmul(weft_matmul(ph, x), weft_t(pw));
+    y = nn_like_memory_format(x, y);
+    weft_grad_mode_restore(prev);
+    if (!y || !rec)
+        return y;
+    struct weft_node *node =
+        weft_node_create("AdaptiveAvgPool2DBackward0", adaptive_backward, 1, &x, 0);
+    return node ? weft_nn_attach(node, y) : NULL;
 }
 
 weft_tensor *weft_adaptive_avg_pool2d(weft_tensor *x, int64_t out_h, int64_t out_w)

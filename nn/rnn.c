@@ -269,6 +269,15 @@ NN_INTERNAL int nn_rnn_check_options(const struct weft_rnn_options *o)
                               (long long)o->hidden_size, (long long)o->num_layers);
     if (o->proj_size >= o->hidden_size)
         return weft_error_set(WEFT_ERR_VALUE, "proj_size has to be smaller than hidden_size");
+    /* the gates' rows (4 x hidden_size for an LSTM) and the next layer's input (2 x
+     * hidden_size bidirectional) are sizes too: they must fit an int64 */
+    int64_t rows;
+    if (!weft_size_mul(o->hidden_size, 4, WEFT_SIZE_MAX, &rows) ||
+        !weft_size_mul(o->input_size, 2, WEFT_SIZE_MAX, &rows))
+        return weft_error_set(WEFT_ERR_VALUE, "%s: input_size = %lld and hidden_size = %lld: "
+                                              "expected sizes below 2^61",
+                              mode_class(o->mode), (long long)o->input_size,
+                              (long long)o->hidden_size);
     return 0;
 }
 

@@ -139,10 +139,10 @@ static weft_module *create_gru(const weft_options *o)
 #define RNN_TYPE(ini, class, create_fn)                                                       \
     {.base = WEFT_VTABLE(WEFT_KIND_MODULE, ini, struct weft_module_type), .class_name = class, \
      .forward = rnn_module_forward, .free_state = free, .extra_repr = rnn_repr,               \
-     .create = create_fn}
-static const struct weft_module_type rnn_type = RNN_TYPE("rnn", "RNN", create_rnn);
-static const struct weft_module_type lstm_type = RNN_TYPE("lstm", "LSTM", create_lstm);
-static const struct weft_module_type gru_type = RNN_TYPE("gru", "GRU", create_gru);
+     .create = create_fn, .onnx_export = nn_onnx_export_rnn}
+const struct weft_module_type rnn_type = RNN_TYPE("rnn", "RNN", create_rnn);
+const struct weft_module_type lstm_type = RNN_TYPE("lstm", "LSTM", create_lstm);
+const struct weft_module_type gru_type = RNN_TYPE("gru", "GRU", create_gru);
 
 const struct weft_rnn_options *weft_nn_rnn_options(const weft_module *m)
 {
@@ -252,11 +252,4 @@ static weft_module *create_from(const weft_options *opts, int mode)
                                                          "hidden_size"),
                NULL;
     return weft_nn_rnn(&o);
-}
-
-/* With the built-in types of layers.c, when the library loads. */
-__attribute__((constructor)) static void register_rnn_layers(void)
-{
-    const void *const types[] = {&weft_module_kind, &rnn_type, &lstm_type, &gru_type};
-    weft_register_all((int)(sizeof types / sizeof *types), types);
 }

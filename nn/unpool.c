@@ -132,6 +132,7 @@ weft_tensor *weft_max_unpool2d(weft_tensor *x, weft_tensor *indices,
 {
     if (!x || !indices)
         return NULL;
+    WEFT_AUTOCAST_RETURN("max_unpool2d", 1, &x, weft_max_unpool2d(x, indices, params, output_size));
     weft_scope_push();
     weft_tensor *y = weft_tensor_retain(unpool_in_scope(x, indices, params, output_size));
     weft_scope_pop();

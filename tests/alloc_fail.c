@@ -5,18 +5,14 @@
  * an error with a message, or succeed (a fallback that needs no memory), never crash;
  * under the sanitizer build LeakSanitizer checks at exit that no error path leaked.
  *
- * The failures are injected by this program's own malloc/calloc/realloc/free (and the
- * aligned allocators), which replace the C library's for the whole process and pass
- * through to the next definition (libc's, or the sanitizer's). Only allocations made by
- * weft's own code fail: the caller's address must lie in libweft*.so or a weft-*.so
- * plugin, so the C library's, OpenMP's and OpenBLAS's inner allocations (whose failure
- * weft can only pass on) are counted as outside. That way a failure always reaches a
- * weft function that must check it.
- *   usage: alloc_fail [SCENARIO...]   (default: all; exit 0 ok, 1 failed) */
+ * The failures are injected by tests/alloc_inject.c, whose malloc/calloc/realloc/free
+ * (and aligned allocators) replace the C library's for the whole process: only
+ * allocations made by weft's own code fail (alloc_inject.h), so that a failure always
+ * reaches a weft function that must check it. tests/alloc-train.sh does the same to a
+ * whole weft-train run.
+ * And oneDNN's first use, with allocations of any caller refused (check_onednn).
+ *   usage: alloc_fail [SCENARIO... | onednn]   (default: all; exit 0 ok, 1 failed) */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,181 +28,10 @@
 #include <weft/model.h>
 #include <weft/nn.h>
 #include <weft/optim.h>
+#include <weft/options.h>
+#include <weft/plugin.h>
 
-/* ---- the allocator -------------------------------------------------------------------- */
-
-static void *(*real_malloc)(size_t);
-static void *(*real_calloc)(size_t, size_t);
-static void *(*real_realloc)(void *, size_t);
-static void (*real_free)(void *);
-static int (*real_posix_memalign)(void **, size_t, size_t);
-static void *(*real_aligned_alloc)(size_t, size_t);
-
-/* dlsym itself may allocate before the real functions are known: from here. */
-static _Alignas(64) char boot[16384];
-static size_t boot_used;
-
-static bool in_boot(const void *p)
-{
-    return (const char *)p >= boot && (const char *)p < boot + sizeof boot;
-}
-
-static void *boot_alloc(size_t n)
-{
-    n = (n + 63) & ~(size_t)63;
-    if (boot_used + n > sizeof boot)
-        return NULL;
-    void *p = boot + boot_used;
-    boot_used += n;
-    return p;
-}
-
-static _Atomic int resolving;
-
-static void resolve(void)
-{
-    if (real_malloc || atomic_exchange(&resolving, 1))
-        return;
-    real_calloc = dlsym(RTLD_NEXT, "calloc");
-    real_malloc = dlsym(RTLD_NEXT, "malloc");
-    real_realloc = dlsym(RTLD_NEXT, "realloc");
-    real_free = dlsym(RTLD_NEXT, "free");
-    real_posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-    real_aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-}
-
-/* The text segments of weft's libraries and plugins, found when counting is armed. */
-#define MAX_RANGES 64
-static struct {
-    uintptr_t lo, hi;
-} ranges[MAX_RANGES];
-static int nranges;
-
-static int add_ranges(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    (void)data;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base = slash ? slash + 1 : info->dlpi_name;
-    if (strncmp(base, "libweft", 7) != 0 && strncmp(base, "weft-", 5) != 0)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum && nranges < MAX_RANGES; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        ranges[nranges].lo = info->dlpi_addr + ph->p_vaddr;
-        ranges[nranges].hi = ranges[nranges].lo + ph->p_memsz;
-        nranges++;
-    }
-    return 0;
-}
-
-static _Atomic bool armed;
-static _Atomic long counted;    /* weft's allocations since arm() */
-static long fail_at;            /* 0: count only */
-static _Atomic bool failed;     /* the chosen allocation was refused */
-static const void *failed_caller; /* by whom */
-
-static bool from_weft(const void *caller)
-{
-    uintptr_t a = (uintptr_t)caller;
-    for (int i = 0; i < nranges; i++)
-        if (a >= ranges[i].lo && a < ranges[i].hi)
-            return true;
-    return false;
-}
-
-/* Whether this allocation (of a caller at `caller`) is the one to refuse. */
-static bool refuse(const void *caller)
-{
-    if (!atomic_load_explicit(&armed, memory_order_relaxed) || !from_weft(caller))
-        return false;
-    long n = atomic_fetch_add(&counted, 1) + 1;
-    if (fail_at > 0 && n == fail_at) {
-        failed_caller = caller;
-        atomic_store(&failed, true);
-        return true;
-    }
-    return false;
-}
-
-void *malloc(size_t n)
-{
-    resolve();
-    if (!real_malloc)
-        return boot_alloc(n);
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_malloc(n);
-}
-
-void *calloc(size_t n, size_t size)
-{
-    resolve();
-    if (!real_calloc) {
-        void *p = n && size > SIZE_MAX / n ? NULL : boot_alloc(n * size);
-        return p; /* boot memory is zero: static storage, never reused */
-    }
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_calloc(n, size);
-}
-
-void *realloc(void *p, size_t n)
-{
-    resolve();
-    if (in_boot(p)) { /* move it out of the boot area */
-        void *q = malloc(n);
-        if (q)
-            memcpy(q, p, n < (size_t)(boot + sizeof boot - (char *)p) ? n : (size_t)(boot + sizeof boot - (char *)p));
-        return q;
-    }
-    if (!real_realloc)
-        return NULL;
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_realloc(p, n);
-}
-
-void free(void *p)
-{
-    if (!p || in_boot(p))
-        return;
-    resolve();
-    if (real_free)
-        real_free(p);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    resolve();
-    if (refuse(__builtin_return_address(0)))
-        return 12; /* ENOMEM */
-    return real_posix_memalign(out, align, n);
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    resolve();
-    if (refuse(__builtin_return_address(0)))
-        return NULL;
-    return real_aligned_alloc(align, n);
-}
-
-static void arm(long n)
-{
-    nranges = 0;
-    dl_iterate_phdr(add_ranges, NULL); /* plugins loaded since the last time count too */
-    fail_at = n;
-    atomic_store(&counted, 0);
-    atomic_store(&failed, false);
-    atomic_store(&armed, true);
-}
-
-static void disarm(void)
-{
-    atomic_store(&armed, false);
-}
+#include "alloc_inject.h"
 
 /* ---- scenarios ------------------------------------------------------------------------ */
 
@@ -380,17 +205,15 @@ enum outcome { OK_ERROR_OOM = 10, OK_ERROR_OTHER, OK_RECOVERED, BAD = 20 };
 static int one_run(const char *name, int (*run)(void), long n)
 {
     weft_error_clear();
-    arm(n);
+    alloc_inject_arm(n);
     int rc = run();
-    disarm();
-    bool hit = atomic_load(&failed);
+    alloc_inject_disarm();
+    bool hit = alloc_inject_refused(NULL);
     int code = weft_error_code();
     if (getenv("ALLOC_FAIL_VERBOSE") && hit) {
-        Dl_info info;
-        int ok = dladdr(failed_caller, &info);
-        printf("alloc_fail: %s: allocation %ld refused in %s (%s+0x%lx): %s%s\n", name, n,
-               ok && info.dli_sname ? info.dli_sname : "?", ok ? info.dli_fname : "?",
-               ok ? (unsigned long)((const char *)failed_caller - (const char *)info.dli_fbase) : 0ul,
+        char where[512];
+        alloc_inject_describe(where, sizeof where);
+        printf("alloc_fail: %s: allocation %ld refused: %s: %s%s\n", name, n, where,
                rc ? "error: " : code ? "success, error left pending: " : "recovered",
                code ? weft_error_message() : "");
     }
@@ -433,10 +256,10 @@ static int sweep(const char *name, int (*run)(void))
         fprintf(stderr, "alloc_fail: %s fails without any fault: %s\n", name, weft_error_message());
         return 1;
     }
-    arm(0);
+    alloc_inject_arm(0);
     int rc = run();
-    disarm();
-    long total = atomic_load(&counted);
+    alloc_inject_disarm();
+    long total = alloc_inject_counted();
     if (rc != 0 || total == 0) {
         fprintf(stderr, "alloc_fail: %s: %s\n", name,
                 rc ? weft_error_message() : "no allocation of weft's was seen");
@@ -485,6 +308,135 @@ static int sweep(const char *name, int (*run)(void))
     return bad;
 }
 
+/* ---- oneDNN's first use ------------------------------------------------------------------ */
+
+static const weft_options *cpu_options(void *ctx, const char *plugin)
+{
+    return strcmp(plugin, "cpu") == 0 ? ctx : NULL;
+}
+
+/* A float32 product through oneDNN's sgemm ([cpu] gemm = onednn): 0, or the error's code. */
+static int onednn_product(void)
+{
+    weft_scope_push();
+    int64_t shape[2] = {64, 64};
+    weft_tensor *a = weft_ones(2, shape, WEFT_F32, WEFT_CPU);
+    weft_tensor *c = a ? weft_matmul(a, a) : NULL;
+    int rc = c ? 0 : weft_error_code();
+    weft_scope_pop();
+    return rc;
+}
+
+/* Runs fn in a child; its exit status, or 128 + the signal that ended it. */
+static int in_child(int (*fn)(long), long arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(fn(arg)); /* _exit: oneDNN's half-made kernels are not ours to leak-check */
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return 255;
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+static long onednn_total;
+
+/* In a child: the first product with allocation n of the whole process refused (0: count
+ * them into onednn_total's pipe... here: print). 0 ok, 1 out of memory, 2 another error. */
+static int onednn_first_product(long n)
+{
+    alloc_inject_objects("libstdc++"); /* operator new's: what throws std::bad_alloc */
+    alloc_inject_arm(n);
+    int rc = onednn_product();
+    alloc_inject_disarm();
+    if (n == 0) {
+        printf("%ld\n", alloc_inject_counted());
+        fflush(stdout); /* the child ends with _exit */
+        if (rc != 0)
+            fprintf(stderr, "alloc_fail: onednn: %s\n", weft_error_message());
+        return rc == 0 ? 0 : 2;
+    }
+    if (rc != 0 && rc != WEFT_ERR_OUT_OF_MEMORY)
+        fprintf(stderr, "alloc_fail: onednn: allocation %ld refused: %s\n", n,
+                weft_error_message());
+    weft_error_clear();
+    return rc == 0 ? 0 : rc == WEFT_ERR_OUT_OF_MEMORY ? 1 : 2;
+}
+
+/* oneDNN's first sgemm runs its JIT's one-time initialisation, thousands of allocations
+ * of its own through C++'s operator new, where std::bad_alloc once ended the process
+ * (std::terminate: it left oneDNN's C API into the plugin's C frames). With operator new's
+ * allocations refused there, one at a time over a sample of 60, the product must fail
+ * with an out-of-memory error or succeed, never die. (oneDNN's few plain mallocs are not
+ * refused: it does not check some of them, a NULL it dereferences, out of weft's reach.)
+ * Returns the number of bad outcomes; skipped without oneDNN, and in a sanitizer build,
+ * whose operator new does not call malloc. */
+static int check_onednn(void)
+{
+    weft_options *o = weft_options_new("cpu", "alloc.ini");
+    if (!o || weft_options_set(o, "gemm", "onednn") != 0)
+        return 1;
+    weft_plugin_set_options_source(cpu_options, o);
+    if (!weft_backend_get(WEFT_DEVICE_CPU)) {
+        bool absent = strstr(weft_error_message(), "without oneDNN") != NULL;
+        printf("alloc_fail: onednn: %s\n", absent ? "skipped: this weft-cpu.so was built "
+                                                      "without oneDNN"
+                                                    : weft_error_message());
+        return absent ? 0 : 1;
+    }
+    /* the count, from a child whose stdout is a pipe */
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        _exit(onednn_first_product(0));
+    }
+    close(fds[1]);
+    char buf[64] = "";
+    ssize_t got = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    onednn_total = got > 0 ? strtol(buf, NULL, 10) : 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && onednn_total == 0) {
+        /* the sanitizer's own operator new never reaches this malloc */
+        printf("alloc_fail: onednn: skipped: no allocation of operator new reaches this "
+               "program's malloc here (a sanitizer build)\n");
+        return 0;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || onednn_total <= 0) {
+        fprintf(stderr, "alloc_fail: onednn: the first product fails without a fault (status "
+                        "%d, count '%s')\n", status, buf);
+        return 1;
+    }
+    int bad = 0, oom = 0, ok = 0, tried = 0;
+    for (int i = 0; i < 60; i++) {
+        long n = 1 + (long)((double)i * (double)(onednn_total - 1) / 59.0);
+        int out = in_child(onednn_first_product, n);
+        tried++;
+        if (out == 0)
+            ok++;
+        else if (out == 1)
+            oom++;
+        else {
+            bad++;
+            if (out > 128)
+                fprintf(stderr, "alloc_fail: onednn: allocation %ld of %ld refused: the "
+                                "process died of signal %d (%s)\n",
+                        n, onednn_total, out - 128, strsignal(out - 128));
+        }
+    }
+    printf("alloc_fail: onednn: %ld allocations of operator new in oneDNN's first sgemm, %d "
+           "refused in turn: %d out-of-memory errors, %d recovered, %d bad\n",
+           onednn_total, tried, oom, ok, bad);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     /* One OpenMP thread: the sweep forks, and a child of a process with an OpenMP pool
@@ -495,12 +447,28 @@ int main(int argc, char **argv)
         perror("alloc_fail: mkdtemp");
         return 1;
     }
+    int bad = 0;
+    /* before the cpu plugin is loaded here: in a child that loads it with gemm = onednn */
+    bool onednn = argc < 2;
+    for (int a = 1; a < argc; a++)
+        onednn = onednn || strcmp(argv[a], "onednn") == 0;
+    if (onednn) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int rc = check_onednn();
+            fflush(stdout);
+            _exit(rc ? 1 : 0);
+        }
+        int status;
+        bad += pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+               WEXITSTATUS(status) != 0;
+    }
     if (!weft_backend_get(WEFT_DEVICE_CPU)) {
         fprintf(stderr, "alloc_fail: no cpu backend: %s\n", weft_error_message());
         return 1;
     }
     weft_manual_seed(1);
-    int bad = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++) {
         bool chosen = argc < 2;
         for (int a = 1; a < argc; a++)

@@ -60,13 +60,15 @@ checkpoint = $mnt/m.safetensors
 log =
 INI
 
-# a small model first (its checkpoint fits), then a wide one (about 150 KiB) that cannot
+# a run saves at step 4; the disk then fills up (another program's file), and the run,
+# resumed to step 8, cannot save there. (A new run over the first one would be refused:
+# train-runs.sh.)
 "$train" "$tmp/run.ini" >"$tmp/small.txt" 2>&1 || { cat "$tmp/small.txt"; fail "the small checkpoint did not fit in 64 KiB"; }
 cp "$mnt/m.safetensors" "$tmp/model.before"
 cp "$mnt/m.train.safetensors" "$tmp/state.before"
+dd if=/dev/zero of="$mnt/filler" bs=1024 count=128 2>/dev/null || true
 set +e
-"$train" "$tmp/run.ini" --set layer.fc1.out_features=2000 --set layer.fc2.in_features=2000 \
-    >"$tmp/full.txt" 2>&1
+"$train" "$tmp/run.ini" --set train.max_iters=8 --resume "$mnt/m.safetensors" >"$tmp/full.txt" 2>&1
 code=$?
 set -e
 cat "$tmp/full.txt"
@@ -75,6 +77,7 @@ grep -q "m\..*safetensors: .* failed: No space left on device" "$tmp/full.txt" |
 cmp -s "$mnt/m.safetensors" "$tmp/model.before" || fail "a failed save on a full disk changed the model file"
 cmp -s "$mnt/m.train.safetensors" "$tmp/state.before" || fail "a failed save on a full disk changed the training state"
 ls "$mnt" | grep -q '\.tmp\.' && fail "a failed save left a temporary file: $(ls "$mnt")"
+rm "$mnt/filler"
 "$train" "$tmp/run.ini" --set train.max_iters=8 --resume "$mnt/m.safetensors" >"$tmp/after.txt" 2>&1 ||
     { cat "$tmp/after.txt"; fail "resuming the old checkpoint after a full disk failed"; }
 echo "checkpoint-disk-full: ok"

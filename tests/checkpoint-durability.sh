@@ -1,16 +1,18 @@
 #!/bin/sh
 # A checkpoint is one atomic unit (apps/train/train_checkpoint.c): weft-train is killed
-# (SIGKILL, through the WEFT_TEST_CRASH_AT hook of weft/checkpoint.h) at every step of
+# (SIGKILL, through the WEFT_TEST_CRASH_AT hook of weft/checkpoint.h, which only the
+# test build weft-train-crashpoints has: tests/crashpoint.c) at every step of
 # every save of a run, in turn; after each kill the files on disk must be the old
 # complete checkpoint or the new one, and the run resumed from them (or started again,
 # when the first save never completed) must end with a model file identical to an
 # uninterrupted run's. Also: stale temporary files are removed by the next save, a model
-# file beside the state of another save is refused naming both, and a changed scheduler
+# file beside the state of another save (or of another run at the same step) is refused
+# naming both, and a changed scheduler
 # and a finished run are refused on resume. (A full disk: checkpoint-disk-full.sh.)
 #   usage: checkpoint-durability.sh BUILD_DIR
 set -eu
 build=$(cd "$1" && pwd)
-train="$build/apps/weft-train"
+train="$build/tests/weft-train-crashpoints"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-durable.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "checkpoint-durability: $*"; exit 1; }
@@ -87,8 +89,9 @@ while :; do
             { cat "$d/resume.txt"; fail "point $n ($where): resuming failed"; }
     else
         [ "$where" = checkpoint.promoted ] && fail "point $n ($where): no model file after a complete save"
+        # the killed run's log has rows: starting again replaces it, which is asked for
         "$train" "$tmp/run.ini" --set "train.checkpoint=$d/m.safetensors" --set "train.log=$d/log.csv" \
-            >"$d/resume.txt" 2>&1 || { cat "$d/resume.txt"; fail "point $n ($where): the new run failed"; }
+            --overwrite >"$d/resume.txt" 2>&1 || { cat "$d/resume.txt"; fail "point $n ($where): the new run failed"; }
     fi
     cmp -s "$tmp/full.safetensors" "$d/m.safetensors" ||
         fail "point $n ($where): the resumed run ends with a model other than the uninterrupted run's"
@@ -123,7 +126,7 @@ for i in 1 2 3 4 5 6; do
             { cat "$d/resume.txt"; fail "killed after ${delay}s: resuming failed"; }
     else
         "$train" "$tmp/run.ini" $long --set "train.checkpoint=$d/m.safetensors" --set train.log= \
-            >"$d/resume.txt" 2>&1 || { cat "$d/resume.txt"; fail "killed after ${delay}s: the new run failed"; }
+            --overwrite >"$d/resume.txt" 2>&1 || { cat "$d/resume.txt"; fail "killed after ${delay}s: the new run failed"; }
     fi
     cmp -s "$tmp/long.safetensors" "$d/m.safetensors" ||
         fail "killed after ${delay}s: the resumed run ends with a model other than the uninterrupted run's"
@@ -165,5 +168,47 @@ if "$train" "$tmp/run.ini" --set train.log= --set train.max_iters=8 \
 fi
 grep -q 'checkpoint is at step 8; \[train\] max_iters = 8 trains nothing' "$d/over.txt" ||
     { cat "$d/over.txt"; fail "message for a finished run"; }
+
+# ---- two runs written to one path --------------------------------------------------------
+# A second run is refused at the first run's path (train-runs.sh); with --overwrite it
+# removes the first run's files first. Before issue 36 it wrote over them: run A saved at
+# step 4, run B (another lr) to the same path was killed right after its first save
+# renamed its model into place, leaving B's model beside A's .train file, both "step 4,
+# ..". Such a pair (made here by hand) has ids that agree and a model digest that does not.
+d="$tmp/tworuns"
+mkdir "$d" "$d/b"
+b_args="--set optimizer.lr=0.05 --set train.max_iters=8 --set train.log="
+# shellcheck disable=SC2086
+"$train" "$tmp/run.ini" $b_args --set "train.checkpoint=$tmp/b-full.safetensors" >/dev/null 2>&1 ||
+    fail "the uninterrupted run B failed"
+"$train" "$tmp/run.ini" --set train.max_iters=4 --set "train.checkpoint=$d/m.safetensors" \
+    --set train.log= >/dev/null 2>&1 || fail "run A failed"
+set +e
+# shellcheck disable=SC2086
+WEFT_TEST_CRASH_AT=safetensors.renamed:2 "$train" "$tmp/run.ini" $b_args \
+    --set "train.checkpoint=$d/b/m.safetensors" >"$d/b.txt" 2>&1
+code=$?
+set -e
+[ "$code" = 137 ] || { cat "$d/b.txt"; fail "run B: exit $code, expected SIGKILL after its model's rename"; }
+cp "$d/m.train.safetensors" "$d/b/m.train.safetensors" # A's state beside B's model
+# without B's .next state: A's state is refused, naming both files (it was taken, rc 0)
+mkdir "$d/alone"
+cp "$d/b/m.safetensors" "$d/m.train.safetensors" "$d/alone/"
+set +e
+# shellcheck disable=SC2086
+"$train" "$tmp/run.ini" $b_args --set "train.checkpoint=$d/alone/m.safetensors" \
+    --resume "$d/alone/m.safetensors" >"$d/alone.txt" 2>&1
+code=$?
+set -e
+[ "$code" = 2 ] || { cat "$d/alone.txt"; fail "a state of another run: exit $code, expected 2"; }
+grep -q "the model $d/alone/m.safetensors (step 4, .*digest [0-9a-f]*) and the training state $d/alone/m.train.safetensors (step 4, .*saved with a model of digest [0-9a-f]*) are from different runs" \
+    "$d/alone.txt" || { cat "$d/alone.txt"; fail "message for a state of another run"; }
+# with it: B's own state is taken, and B ends where it would have uninterrupted
+# shellcheck disable=SC2086
+"$train" "$tmp/run.ini" $b_args --set "train.checkpoint=$d/b/m.safetensors" \
+    --resume "$d/b/m.safetensors" >"$d/resume.txt" 2>&1 || { cat "$d/resume.txt"; fail "resuming run B failed"; }
+cmp -s "$tmp/b-full.safetensors" "$d/b/m.safetensors" ||
+    fail "run B resumed beside run A's state ends with a model other than its uninterrupted one"
+echo "two runs on one path: the other run's state refused, the run's own taken"
 
 echo "checkpoint-durability: ok"

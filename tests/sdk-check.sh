@@ -82,15 +82,16 @@ ${CC:-cc} -std=gnu11 -o "$tmp/use-ref" "$template/use-ref.c" $(pkg-config --cfla
     fail "compiling use-ref.c"
 "$tmp/use-ref" || fail "use-ref"
 
-# 6. The README's first example links libweft alone (a tensors-only program needs no nn or
-# train library) and prints what the README says.
+# 6. The README's first example links the core and its op layer alone (a tensors-only
+# program needs no nn or train library) and prints what the README says.
 awk '/^## A taste/ { taste = 1 } taste && /^```$/ && inside { exit }
      taste && inside { print } taste && /^```c$/ { inside = 1 }' "$src/README.md" >"$tmp/taste.c"
 # shellcheck disable=SC2046
 ${CC:-cc} -std=gnu11 -Werror=implicit-function-declaration -o "$tmp/taste" "$tmp/taste.c" \
     $(pkg-config --cflags --libs weft) || fail "compiling the README's example"
 needed=$(readelf -d "$tmp/taste" | sed -n 's/.*Shared library: \[\(libweft[^]]*\)\].*/\1/p' | tr '\n' ' ')
-[ "$needed" = "libweft.so " ] || fail "the README's example links '$needed', not libweft.so alone"
+[ "$needed" = "libweft-ops.so libweft.so " ] ||
+    fail "the README's example links '$needed', not libweft-ops.so and libweft.so alone"
 "$tmp/taste" | grep -qF 'tensor([[ 0.,  4.],' || fail "the README's example printed otherwise"
 
 # 7. The README's "Training from C" builds as the README's "Installing" says (weft.h and

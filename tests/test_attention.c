@@ -68,7 +68,7 @@ static weft_tensor *composite(weft_tensor *q, weft_tensor *k, weft_tensor *v,
                               const struct weft_sdpa_params *p)
 {
     int64_t L = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2], E = q->shape[q->ndim - 1];
-    double scale = p->scale > 0 ? p->scale : 1 / sqrt((double)E);
+    double scale = p->scale ? *p->scale : 1 / sqrt((double)E);
     weft_tensor *s = weft_mul_scalar(weft_matmul(q, weft_transpose(k, -2, -1)), scale);
     weft_tensor *mask = p->attn_mask;
     if (p->is_causal) /* j <= i */
@@ -129,7 +129,7 @@ struct sdpa_case {
     int64_t L, S, E, Ev;
     bool causal;
     int mask; /* 0 none, 1 bool [L, S], 2 float [1, L, S], 3 bool full batch */
-    double scale;
+    double scale; /* 0: not given (the cases' default; a given 0 has its own test) */
 };
 
 static weft_tensor *make_operand(int nb, const int64_t *batch, int64_t r, int64_t c,
@@ -177,7 +177,8 @@ static void check_case(const struct sdpa_case *c, enum weft_dtype dt, double tol
         ms[c->nb + 1] = c->S;
         mask = random_bool(c->nb + 2, ms, &seed);
     }
-    struct weft_sdpa_params p = {.attn_mask = mask, .is_causal = c->causal, .scale = c->scale};
+    struct weft_sdpa_params p = {.attn_mask = mask, .is_causal = c->causal,
+                                 .scale = c->scale ? &c->scale : NULL};
     if (grads) {
         weft_requires_grad_(q, true);
         weft_requires_grad_(k, true);
@@ -200,7 +201,7 @@ static void check_case(const struct sdpa_case *c, enum weft_dtype dt, double tol
     double *md = mask ? read_expanded(mask, c->nb, batch, c->L, c->S) : NULL;
     double *want = malloc((size_t)n * sizeof *want);
     cr_assert_not_null(want);
-    double scale = c->scale > 0 ? c->scale : 1 / sqrt((double)c->E);
+    double scale = c->scale ? c->scale : 1 / sqrt((double)c->E);
     reference(qd, kd, vd, md, mask && mask->dtype == WEFT_BOOL, c->causal, scale, BH, c->L, c->S,
               c->E, c->Ev, want);
     tu_assert_close(out, want, n, tol, tol);
@@ -261,6 +262,9 @@ static const struct sdpa_case cases[] = {
     {2, {2, 2}, {2, 2}, {2, 2}, 9, 67, 5, 3, false, 2, 0},
     {1, {3}, {3}, {3}, 40, 70, 5, 7, false, 3, 0.3},
     {1, {3}, {3}, {3}, 40, 40, 5, 7, true, 0, 2.5},
+    /* negative scales are used as given (issue 32: they were taken for "not given") */
+    {1, {3}, {3}, {3}, 40, 70, 5, 7, false, 3, -0.6},
+    {1, {2}, {2}, {2}, 9, 12, 4, 3, true, 0, -1.5},
     /* head dims past the kernel's vector blocks: 32 + 8 + 5 and 32 + 5 columns */
     {1, {2}, {2}, {2}, 33, 45, 45, 37, false, 0, 0},
     {1, {2}, {2}, {2}, 45, 33, 37, 64, true, 0, 0},
@@ -390,12 +394,45 @@ Test(attention, gradcheck_float64)
     gradcheck_sdpa(&c, 7, 5, 3, 4);
     gradcheck_sdpa(&c, 66, 70, 2, 2); /* two key tiles, causal skipping */
     c.p.is_causal = false;
-    c.p.scale = 0.7;
+    c.p.scale = &(double){0.7};
     uint64_t seed = 3;
     c.p.attn_mask = random_bool(2, (int64_t[]){6, 5}, &seed);
     gradcheck_sdpa(&c, 6, 5, 3, 2);
     c.p.attn_mask = random_tensor(3, (int64_t[]){2, 1, 5}, WEFT_F64, &seed);
     gradcheck_sdpa(&c, 6, 5, 3, 2);
+    c.p.scale = &(double){-1.3};
+    gradcheck_sdpa(&c, 6, 5, 3, 2);
+    c.p.scale = &(double){0};
+    c.p.attn_mask = NULL;
+    gradcheck_sdpa(&c, 6, 5, 3, 2);
+}
+
+/* scale = 0 is a scale like any other (PyTorch 2's scale=0.0): every score is 0, so each
+ * query averages the values of the keys it sees; only a NULL scale means 1 / sqrt(E). */
+Test(attention, a_given_scale_of_zero_averages_the_visible_values)
+{
+    uint64_t seed = 9;
+    weft_tensor *q = random_tensor(3, (int64_t[]){1, 3, 4}, WEFT_F64, &seed);
+    weft_tensor *v = random_tensor(3, (int64_t[]){1, 3, 2}, WEFT_F64, &seed);
+    struct weft_sdpa_params p = {.is_causal = true, .scale = &(double){0}};
+    weft_tensor *out = weft_scaled_dot_product_attention(q, q, v, &p);
+    cr_assert_not_null(out, "%s", weft_error_message());
+    double vv[6], want[6];
+    tu_read(v, vv);
+    for (int i = 0; i < 3; i++)
+        for (int e = 0; e < 2; e++) {
+            double sum = 0;
+            for (int j = 0; j <= i; j++)
+                sum += vv[j * 2 + e];
+            want[i * 2 + e] = sum / (i + 1);
+        }
+    tu_assert_close(out, want, 6, 1e-14, 1e-14);
+    p.scale = NULL;
+    double got[6], diff = 0;
+    tu_read(weft_scaled_dot_product_attention(q, q, v, &p), got);
+    for (int i = 0; i < 6; i++)
+        diff += fabs(got[i] - want[i]);
+    cr_expect_gt(diff, 1e-6, "the default scale is not 0");
 }
 
 /* ---- dropout -------------------------------------------------------------------------------- */

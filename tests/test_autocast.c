@@ -1,6 +1,9 @@
-/* tests/test_autocast.c: mixed precision. The autocast scope (weft/autocast.h) and its op
- * list, gradients through casts, the bfloat16 GEMM against a float64 reference, and the
- * GradScaler (weft/grad_scaler.h). */
+/* tests/test_autocast.c: mixed precision. The autocast scope (weft/autocast.h) and the op
+ * lists of each device (PyTorch 1.13's AutocastCPU on the cpu, its CUDA lists on a device
+ * whose backend names them: a host-memory device here, running the cpu's kernels),
+ * gradients through casts, the bfloat16 GEMM against a float64 reference, and the
+ * GradScaler (weft/grad_scaler.h). tests/torch's autocast_cpu.txt checks every listed op
+ * against PyTorch under torch.autocast("cpu"). */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -38,6 +41,66 @@ static weft_autocast_state cpu_bf16(void)
     return prev;
 }
 
+/* ---- a device with CUDA's policy: host memory, the cpu's kernels ------------------------- */
+
+static int gpu_like_count(void *context)
+{
+    (void)context;
+    return 1;
+}
+
+static void *gpu_like_alloc(void *context, int index, size_t nbytes)
+{
+    (void)context, (void)index;
+    return malloc(nbytes ? nbytes : 1);
+}
+
+static void gpu_like_free(void *context, int index, void *ptr, size_t nbytes)
+{
+    (void)context, (void)index, (void)nbytes;
+    free(ptr);
+}
+
+static int gpu_like_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool nb)
+{
+    (void)context, (void)nb;
+    memcpy(weft_tensor_data(dst), weft_tensor_data(src),
+           (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src));
+    return 0;
+}
+
+static const struct weft_backend gpu_like_backend = {
+    .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "gpulike", struct weft_backend),
+    .device_count = gpu_like_count,
+    .alloc = gpu_like_alloc,
+    .free = gpu_like_free,
+    .copy = gpu_like_copy,
+    .autocast_policy = "cuda",
+    .autocast_dtypes = WEFT_DTYPE_BIT(WEFT_F16) | WEFT_DTYPE_BIT(WEFT_BF16),
+};
+
+/* The device, registered with every cpu kernel (its memory is host memory). */
+static weft_device gpu_like(void)
+{
+    int type = weft_register(&gpu_like_backend);
+    cr_assert_geq(type, 0, "%s", weft_error_message());
+    for (int op = 0; op < weft_op_count(); op++)
+        for (int dt = 0; dt < WEFT_DTYPE_COUNT; dt++) {
+            weft_kernel_fn fn = weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, dt);
+            if (fn)
+                cr_assert_eq(weft_kernel_register(op, type, WEFT_LAYOUT_STRIDED, WEFT_DTYPE_BIT(dt), fn), 0);
+        }
+    weft_error_clear(); /* lookups of kernels the cpu lacks */
+    return (weft_device){(int16_t)type, 0};
+}
+
+static weft_tensor *on(weft_tensor *t, weft_device dev)
+{
+    weft_tensor *r = weft_to(t, dev, t->dtype, false);
+    cr_assert_not_null(r, "%s", weft_error_message());
+    return r;
+}
+
 /* ---- the scope ------------------------------------------------------------------------ */
 
 Test(autocast, scopes_nest_and_restore_the_previous_state)
@@ -46,7 +109,7 @@ Test(autocast, scopes_nest_and_restore_the_previous_state)
     weft_autocast_state outer = cpu_bf16();
     cr_assert(weft_autocast_enabled());
     cr_assert_eq(weft_autocast_dtype(), WEFT_BF16);
-    weft_autocast_state inner = weft_autocast_begin(WEFT_DEVICE_CPU, WEFT_F16);
+    weft_autocast_state inner = weft_autocast_begin(tu_cuda(0).type, WEFT_F16);
     cr_assert_eq(weft_autocast_dtype(), WEFT_F16);
     weft_autocast_state off = weft_autocast_suspend();
     cr_assert_not(weft_autocast_enabled());
@@ -57,6 +120,21 @@ Test(autocast, scopes_nest_and_restore_the_previous_state)
     cr_assert_eq(weft_autocast_dtype(), WEFT_BF16);
     weft_autocast_end(outer);
     cr_assert_not(weft_autocast_enabled());
+}
+
+/* PyTorch 1.13's AutocastCPU takes bfloat16 only; the cpu backend says so
+ * (weft/backend.h's autocast_dtypes), CUDA's takes both. */
+Test(autocast, a_float16_scope_on_the_cpu_is_refused_as_in_pytorch)
+{
+    weft_autocast_state prev = weft_autocast_begin(WEFT_DEVICE_CPU, WEFT_F16);
+    tu_assert_error(WEFT_ERR_VALUE,
+                    "Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype");
+    cr_assert_not(weft_autocast_enabled());
+    weft_autocast_end(prev);
+    prev = weft_autocast_begin(gpu_like().type, WEFT_F16);
+    tu_assert_no_error();
+    cr_assert_eq(weft_autocast_dtype(), WEFT_F16);
+    weft_autocast_end(prev);
 }
 
 Test(autocast, a_full_precision_target_dtype_is_refused)
@@ -93,22 +171,67 @@ Test(autocast, the_scope_belongs_to_the_thread_that_opened_it)
     weft_autocast_end(prev);
 }
 
-Test(autocast, the_policy_table_names_each_ops_precision)
+/* Each device type's table, as its backend names it: the cpu's AutocastCPU lists, CUDA's
+ * for a device type whose backend says "cuda" or that is not loaded (tu_cuda here). */
+Test(autocast, each_device_types_backend_names_its_policy_table)
 {
-    cr_assert_eq(weft_autocast_policy("matmul"), WEFT_AUTOCAST_LOWER);
-    cr_assert_eq(weft_autocast_policy("linear"), WEFT_AUTOCAST_LOWER);
-    cr_assert_eq(weft_autocast_policy("conv2d"), WEFT_AUTOCAST_LOWER);
-    cr_assert_eq(weft_autocast_policy("softmax"), WEFT_AUTOCAST_FP32);
-    cr_assert_eq(weft_autocast_policy("cross_entropy"), WEFT_AUTOCAST_FP32);
-    cr_assert_eq(weft_autocast_policy("layer_norm"), WEFT_AUTOCAST_FP32);
-    cr_assert_eq(weft_autocast_policy("add"), WEFT_AUTOCAST_PROMOTE);
-    cr_assert_eq(weft_autocast_policy("relu"), WEFT_AUTOCAST_PROMOTE);
+    int cpu = WEFT_DEVICE_CPU, cuda = tu_cuda(0).type;
+    static const char *const both_lower[] = {"matmul", "mm", "bmm", "addmm", "baddbmm", "linear",
+                                             "conv2d", "scaled_dot_product_attention"};
+    for (size_t i = 0; i < sizeof both_lower / sizeof *both_lower; i++) {
+        cr_expect_eq(weft_autocast_policy_on(cpu, both_lower[i]), WEFT_AUTOCAST_LOWER, "%s", both_lower[i]);
+        cr_expect_eq(weft_autocast_policy_on(cuda, both_lower[i]), WEFT_AUTOCAST_LOWER, "%s", both_lower[i]);
+    }
+    /* float32 on both */
+    static const char *const both_fp32[] = {"prod", "cdist", "cross_entropy", "nll_loss", "mse_loss",
+                                            "l1_loss", "binary_cross_entropy_with_logits"};
+    for (size_t i = 0; i < sizeof both_fp32 / sizeof *both_fp32; i++) {
+        cr_expect_eq(weft_autocast_policy_on(cpu, both_fp32[i]), WEFT_AUTOCAST_FP32, "%s", both_fp32[i]);
+        cr_expect_eq(weft_autocast_policy_on(cuda, both_fp32[i]), WEFT_AUTOCAST_FP32, "%s", both_fp32[i]);
+    }
+    /* float32 on CUDA, as given on the cpu */
+    static const char *const cuda_fp32[] = {"softmax", "log_softmax", "sum", "cumsum", "exp",
+                                            "log", "pow", "rsqrt", "layer_norm", "batch_norm",
+                                            "group_norm", "norm", "logsumexp"};
+    for (size_t i = 0; i < sizeof cuda_fp32 / sizeof *cuda_fp32; i++) {
+        cr_expect_eq(weft_autocast_policy_on(cpu, cuda_fp32[i]), WEFT_AUTOCAST_PROMOTE, "%s", cuda_fp32[i]);
+        cr_expect_eq(weft_autocast_policy_on(cuda, cuda_fp32[i]), WEFT_AUTOCAST_FP32, "%s", cuda_fp32[i]);
+    }
+    /* float32 on the cpu only */
+    static const char *const cpu_fp32[] = {"max_unpool2d", "conv_transpose2d", "trace", "avg_pool3d"};
+    for (size_t i = 0; i < sizeof cpu_fp32 / sizeof *cpu_fp32; i++) {
+        cr_expect_eq(weft_autocast_policy_on(cpu, cpu_fp32[i]), WEFT_AUTOCAST_FP32, "%s", cpu_fp32[i]);
+        cr_expect_eq(weft_autocast_policy_on(cuda, cpu_fp32[i]), WEFT_AUTOCAST_PROMOTE, "%s", cpu_fp32[i]);
+    }
+    cr_expect_eq(weft_autocast_policy_on(cpu, "add"), WEFT_AUTOCAST_PROMOTE);
+    cr_expect_eq(weft_autocast_policy_on(cuda, "relu"), WEFT_AUTOCAST_PROMOTE);
+    /* without a scope, the thread's device type is the cpu */
+    cr_expect_eq(weft_autocast_policy("softmax"), WEFT_AUTOCAST_PROMOTE);
 }
 
-/* Every name of the table (PyTorch 1.13's CUDA lists) with its policy, read by the lookup
- * from buffers of our own: the answer depends on the text, not on where it lives. */
+/* The op layer skips asking for rows whose AUTOCAST column (CUDA's) runs as given: sound
+ * only while no such row is cast on the cpu. */
+Test(autocast, no_op_table_row_that_cuda_runs_as_given_is_cast_on_the_cpu)
+{
+    static const struct {
+        const char *name;
+        enum weft_autocast_policy cuda;
+    } rows[] = {
+#define ROW(ID, name, DTYPES, AUTOCAST, ...) {#name, WEFT_AUTOCAST_##AUTOCAST},
+        WEFT_OP_TABLE(ROW) WEFT_OPS_COMPOSITE(ROW)
+#undef ROW
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if (rows[i].cuda == WEFT_AUTOCAST_PROMOTE)
+            cr_expect_eq(weft_autocast_policy_on(WEFT_DEVICE_CPU, rows[i].name), WEFT_AUTOCAST_PROMOTE,
+                         "%s runs as given on CUDA but is cast on the cpu", rows[i].name);
+}
+
+/* Every name of CUDA's table (PyTorch 1.13's CUDA lists) with its policy, read by the
+ * lookup from buffers of our own: the answer depends on the text, not on where it lives. */
 Test(autocast, every_listed_name_finds_its_policy_whatever_buffer_holds_it)
 {
+    int cuda = tu_cuda(0).type;
     static const char *const lower[] = {"matmul", "mm", "bmm", "linear", "conv2d",
                                         "scaled_dot_product_attention"};
     static const char *const fp32[] = {
@@ -119,17 +242,17 @@ Test(autocast, every_listed_name_finds_its_policy_whatever_buffer_holds_it)
     char buf[64];
     for (size_t i = 0; i < sizeof lower / sizeof *lower; i++) {
         strcpy(buf, lower[i]);
-        cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_LOWER, "%s", buf);
+        cr_assert_eq(weft_autocast_policy_on(cuda, buf), WEFT_AUTOCAST_LOWER, "%s", buf);
     }
     for (size_t i = 0; i < sizeof fp32 / sizeof *fp32; i++) {
         strcpy(buf, fp32[i]);
-        cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_FP32, "%s", buf);
+        cr_assert_eq(weft_autocast_policy_on(cuda, buf), WEFT_AUTOCAST_FP32, "%s", buf);
     }
     /* The same buffer, rewritten: no answer is kept for the pointer. */
     strcpy(buf, "softmax");
-    cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_FP32);
+    cr_assert_eq(weft_autocast_policy_on(cuda, buf), WEFT_AUTOCAST_FP32);
     strcpy(buf, "softmax_");
-    cr_assert_eq(weft_autocast_policy(buf), WEFT_AUTOCAST_PROMOTE);
+    cr_assert_eq(weft_autocast_policy_on(cuda, buf), WEFT_AUTOCAST_PROMOTE);
 }
 
 Test(autocast, names_outside_the_table_promote_even_when_close_to_one)
@@ -138,12 +261,13 @@ Test(autocast, names_outside_the_table_promote_even_when_close_to_one)
                                          "Softmax", "matmu", "matmul_", "bmm2", "log_",
                                          "binary_cross_entropy_with_logit", "conv1d", "mean"};
     for (size_t i = 0; i < sizeof others / sizeof *others; i++)
-        cr_assert_eq(weft_autocast_policy(others[i]), WEFT_AUTOCAST_PROMOTE, "'%s'", others[i]);
+        cr_assert_eq(weft_autocast_policy_on(tu_cuda(0).type, others[i]), WEFT_AUTOCAST_PROMOTE,
+                     "'%s'", others[i]);
     cr_assert_eq(weft_autocast_policy(NULL), WEFT_AUTOCAST_PROMOTE);
 }
 
 struct policy_worker {
-    int mismatches;
+    int mismatches, cuda;
 };
 
 static void *ask_policies(void *p)
@@ -153,6 +277,7 @@ static void *ask_policies(void *p)
         w->mismatches += weft_autocast_policy("linear") != WEFT_AUTOCAST_LOWER;
         w->mismatches += weft_autocast_policy("nll_loss") != WEFT_AUTOCAST_FP32;
         w->mismatches += weft_autocast_policy("add") != WEFT_AUTOCAST_PROMOTE;
+        w->mismatches += weft_autocast_policy_on(w->cuda, "softmax") != WEFT_AUTOCAST_FP32;
     }
     return NULL;
 }
@@ -163,8 +288,10 @@ Test(autocast, threads_asking_for_policies_at_once_get_the_same_answers)
 {
     pthread_t t[4];
     struct policy_worker w[4] = {{0}};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
+        w[i].cuda = tu_cuda(0).type;
         cr_assert_eq(pthread_create(&t[i], NULL, ask_policies, &w[i]), 0);
+    }
     for (int i = 0; i < 4; i++) {
         pthread_join(t[i], NULL);
         cr_assert_eq(w[i].mismatches, 0, "thread %d", i);
@@ -203,40 +330,71 @@ Test(autocast, matmul_linear_conv_and_attention_run_in_bfloat16)
     tu_assert_no_error();
 }
 
-Test(autocast, softmax_reductions_norms_and_losses_run_in_float32)
+/* The ops whose policies differ between the tables, on bfloat16 inputs, on each device:
+ * CUDA's lists run softmax, sums, exp, log, pow and the norms in float32, the cpu's keep
+ * them in bfloat16 (PyTorch 1.13 under torch.autocast("cpu")); both send prod, cdist and
+ * the losses to float32; max_unpool2d goes to float32 on the cpu only. */
+static void check_fp32_lists(weft_device dev, bool cuda_lists)
 {
     uint64_t seed = 3;
     const int64_t s[2] = {6, 5}, sc[1] = {5};
-    weft_tensor *h = random_tensor(2, s, WEFT_BF16, &seed), *h2 = random_tensor(2, s, WEFT_BF16, &seed);
-    weft_tensor *gamma = random_tensor(1, sc, WEFT_F32, &seed);
-    weft_tensor *target = tu_tensor(1, (int64_t[]){6}, (double[]){0, 1, 2, 3, 4, 0}, WEFT_I64);
+    weft_tensor *h = on(random_tensor(2, s, WEFT_BF16, &seed), dev);
+    weft_tensor *h2 = on(random_tensor(2, s, WEFT_BF16, &seed), dev);
+    weft_tensor *gamma = on(random_tensor(1, sc, WEFT_F32, &seed), dev);
+    weft_tensor *target = on(tu_tensor(1, (int64_t[]){6}, (double[]){0, 1, 2, 3, 4, 0}, WEFT_I64), dev);
     const int64_t sn[1] = {5};
     struct weft_cross_entropy_params ce = weft_cross_entropy_defaults();
-    weft_tensor *rm = weft_zeros(1, sc, WEFT_F32, WEFT_CPU), *rv = weft_ones(1, sc, WEFT_F32, WEFT_CPU);
+    weft_tensor *rm = on(weft_zeros(1, sc, WEFT_F32, WEFT_CPU), dev);
+    weft_tensor *rv = on(weft_ones(1, sc, WEFT_F32, WEFT_CPU), dev);
+    const int64_t si[4] = {1, 2, 4, 4};
+    struct weft_pool2d_params pool = {.kernel = {2, 2}, .stride = {2, 2}};
+    weft_tensor *idx = NULL;
+    weft_tensor *pooled = weft_max_pool2d_with_indices(on(random_tensor(4, si, WEFT_BF16, &seed), dev),
+                                                       &pool, &idx);
+    cr_assert_not_null(pooled, "%s", weft_error_message());
 
     /* outside: bfloat16 in, bfloat16 out */
     cr_assert_eq(weft_softmax(h, 1)->dtype, WEFT_BF16);
     cr_assert_eq(weft_sum(h, 0, NULL, false)->dtype, WEFT_BF16);
 
-    weft_autocast_state prev = cpu_bf16();
-    cr_assert_eq(weft_softmax(h, 1)->dtype, WEFT_F32);
-    cr_assert_eq(weft_log_softmax(h, 1)->dtype, WEFT_F32);
-    cr_assert_eq(weft_sum(h, 0, NULL, false)->dtype, WEFT_F32);
-    cr_assert_eq(weft_prod(h, 0, NULL, false)->dtype, WEFT_F32);
-    cr_assert_eq(weft_exp(h)->dtype, WEFT_F32);
-    cr_assert_eq(weft_log(h)->dtype, WEFT_F32);
-    cr_assert_eq(weft_pow_scalar(h, 2)->dtype, WEFT_F32);
-    cr_assert_eq(weft_layer_norm(h, 1, sn, gamma, NULL, 1e-5)->dtype, WEFT_F32);
-    cr_assert_eq(weft_batch_norm(h, rm, rv, gamma, NULL, true, 0.1, 1e-5)->dtype, WEFT_F32);
-    cr_assert_eq(rm->dtype, WEFT_F32, "running statistics are updated in place, not cast");
-    cr_assert_eq(weft_cross_entropy(h, target, &ce)->dtype, WEFT_F32);
-    cr_assert_eq(weft_nll_loss(weft_log_softmax(h, 1), target, &ce)->dtype, WEFT_F32);
-    cr_assert_eq(weft_mse_loss(h, h2, WEFT_REDUCTION_MEAN)->dtype, WEFT_F32);
-    cr_assert_eq(weft_l1_loss(h, h2, WEFT_REDUCTION_MEAN)->dtype, WEFT_F32);
-    cr_assert_eq(weft_binary_cross_entropy_with_logits(h, h2, NULL, WEFT_REDUCTION_MEAN)->dtype,
+    weft_autocast_state prev = weft_autocast_begin(dev.type, WEFT_BF16);
+    tu_assert_no_error();
+    enum weft_dtype listed = cuda_lists ? WEFT_F32 : WEFT_BF16;
+    cr_expect_eq(weft_softmax(h, 1)->dtype, listed);
+    cr_expect_eq(weft_log_softmax(h, 1)->dtype, listed);
+    cr_expect_eq(weft_sum(h, 0, NULL, false)->dtype, listed);
+    cr_expect_eq(weft_exp(h)->dtype, listed);
+    cr_expect_eq(weft_log(h)->dtype, listed);
+    cr_expect_eq(weft_pow_scalar(h, 2)->dtype, listed);
+    /* on the cpu layer_norm takes its weight in the input's dtype (PyTorch 1.13 refuses a
+     * float32 weight for a bfloat16 input), batch_norm float32 parameters with it */
+    weft_tensor *g = cuda_lists ? gamma : weft_to_dtype(gamma, WEFT_BF16);
+    cr_expect_eq(weft_layer_norm(h, 1, sn, g, NULL, 1e-5)->dtype, listed);
+    weft_tensor *bn = weft_batch_norm(h, rm, rv, gamma, NULL, true, 0.1, 1e-5);
+    cr_assert_not_null(bn, "%s", weft_error_message());
+    cr_expect_eq(bn->dtype, listed);
+    cr_expect_eq(rm->dtype, WEFT_F32, "running statistics are updated in place, not cast");
+    cr_expect_eq(weft_prod(h, 0, NULL, false)->dtype, WEFT_F32);
+    cr_expect_eq(weft_cdist(h, h2, 2)->dtype, WEFT_F32);
+    cr_expect_eq(weft_cross_entropy(h, target, &ce)->dtype, WEFT_F32);
+    cr_expect_eq(weft_nll_loss(weft_log_softmax(h, 1), target, &ce)->dtype, WEFT_F32);
+    cr_expect_eq(weft_mse_loss(h, h2, WEFT_REDUCTION_MEAN)->dtype, WEFT_F32);
+    cr_expect_eq(weft_l1_loss(h, h2, WEFT_REDUCTION_MEAN)->dtype, WEFT_F32);
+    cr_expect_eq(weft_binary_cross_entropy_with_logits(h, h2, NULL, WEFT_REDUCTION_MEAN)->dtype,
                  WEFT_F32);
+    cr_expect_eq(weft_max_unpool2d(pooled, idx, &pool, NULL)->dtype, cuda_lists ? WEFT_BF16 : WEFT_F32);
     weft_autocast_end(prev);
     tu_assert_no_error();
+}
+
+Test(autocast, on_the_cpu_softmax_sums_and_norms_keep_bfloat16_and_losses_take_float32)
+{
+    check_fp32_lists(WEFT_CPU, false);
+}
+
+Test(autocast, on_a_device_with_cudas_lists_softmax_reductions_norms_and_losses_take_float32)
+{
+    check_fp32_lists(gpu_like(), true);
 }
 
 Test(autocast, other_ops_run_in_the_widest_input_dtype)
@@ -336,7 +494,7 @@ Test(autocast, backward_inside_the_scope_keeps_each_gradients_dtype)
     weft_requires_grad_(w, true);
     weft_autocast_state prev = cpu_bf16();
     weft_tensor *y = weft_sum(weft_matmul(x, w), 0, NULL, false);
-    cr_assert_eq(y->dtype, WEFT_F32);
+    cr_assert_eq(y->dtype, WEFT_BF16, "a bfloat16 product, summed in bfloat16 on the cpu");
     cr_assert_eq(weft_backward(y, NULL, false), 0, "%s", weft_error_message());
     weft_autocast_end(prev);
     weft_tensor *g = weft_grad(w);

@@ -250,6 +250,170 @@ Test(autograd, in_place_on_a_view_while_recording_rebases_the_base_as_copyslices
     tu_assert_close(weft_grad(x), expected, 4, 0, 1e-12);
 }
 
+/* Views taken before an in-place op on their base (issue 32): PyTorch makes the view's
+ * grad_fn again from the base's new history (AsStridedBackward0) once the base's version
+ * has moved. h = x * 1; v = h[0:2]; h.mul_(3): v is 3 x[0:2], so x.grad is [3, 3, 0, 0]
+ * (weft gave [1, 1, 0, 0]). */
+Test(autograd, a_view_taken_before_an_in_place_op_on_its_base_sees_the_new_history)
+{
+    const int64_t shape[1] = {4};
+    const double v[4] = {1, 2, 3, 4};
+    weft_tensor *x = leaf(1, shape, v);
+    weft_tensor *h = weft_mul_scalar(x, 1);
+    weft_tensor *view = weft_narrow(h, 0, 0, 2);
+    cr_expect_str_eq(weft_grad_fn_name(view), "SliceBackward0");
+    cr_assert_not_null(weft_mul_scalar_(h, 3));
+    cr_expect_str_eq(weft_grad_fn_name(view), "AsStridedBackward0");
+    cr_assert_eq(weft_backward(weft_sum(view, 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    const double expected[4] = {3, 3, 0, 0};
+    tu_assert_close(weft_grad(x), expected, 4, 0, 0);
+    /* no history changed: a version moved under no_grad still makes the view again, as
+     * PyTorch does, with the same gradient */
+    weft_tensor *x2 = leaf(1, shape, v), *h2 = weft_mul_scalar(x2, 2);
+    weft_tensor *view2 = weft_narrow(h2, 0, 1, 2);
+    bool prev = weft_no_grad_begin();
+    cr_assert_not_null(weft_add_scalar_(h2, 1));
+    weft_grad_mode_restore(prev);
+    cr_assert_eq(weft_backward(weft_sum(view2, 0, NULL, false), NULL, false), 0);
+    cr_expect_str_eq(weft_grad_fn_name(view2), "AsStridedBackward0");
+    const double expected2[4] = {0, 2, 2, 0};
+    tu_assert_close(weft_grad(x2), expected2, 4, 0, 0);
+}
+
+/* The patterns of issue 32 as functions of float64 leaves, for gradcheck: the base changed
+ * after the view (0), a residual skip = h[:, :2] before h.relu_() (1), an overlapping
+ * sibling view changed (2), a view of a view (3), a view whose base is itself a view (4),
+ * an expanded view, whose elements overlap (5), a transposed view of a base changed by an
+ * op that saves its result (6), and two views sharing an element changed in turn (7). */
+static weft_tensor *apply_view_before_inplace(void *ctx, weft_tensor *const *in)
+{
+    int variant = *(const int *)ctx;
+    weft_tensor *x = in[0], *w = in[1]; /* x [3, 4], w [4] */
+    weft_tensor *h = weft_mul(x, w);
+    switch (variant) {
+    case 0: {
+        weft_tensor *v = weft_narrow(h, 0, 0, 2);
+        return weft_mul_(h, w) ? weft_mul(v, v) : NULL;
+    }
+    case 1: {
+        weft_tensor *skip = weft_narrow(h, 1, 0, 2);
+        return weft_relu_(h) ? weft_add(weft_exp(skip), weft_narrow(h, 1, 2, 2)) : NULL;
+    }
+    case 2: {
+        weft_tensor *v1 = weft_narrow(h, 1, 0, 3);
+        return weft_exp_(weft_narrow(h, 1, 1, 3)) ? weft_mul(v1, v1) : NULL;
+    }
+    case 3: {
+        weft_tensor *vv = weft_select(weft_narrow(h, 0, 1, 2), 1, 2);
+        return weft_mul_(h, x) ? weft_exp(vv) : NULL;
+    }
+    case 4: {
+        weft_tensor *hv = weft_narrow(h, 0, 1, 2), *vv = weft_t(hv);
+        return weft_mul_(hv, w) ? weft_sin(vv) : NULL;
+    }
+    case 5: {
+        const int64_t shape[2] = {3, 4};
+        weft_tensor *g = weft_mul(weft_narrow(x, 0, 0, 1), w);
+        weft_tensor *e = weft_expand(g, 2, shape);
+        return weft_mul_(g, w) ? weft_mul(e, x) : NULL;
+    }
+    case 6: {
+        weft_tensor *t = weft_t(h);
+        return weft_tanh_(h) ? weft_mul_scalar(t, 2) : NULL;
+    }
+    case 7: {
+        weft_tensor *v1 = weft_select(h, 0, 0), *v2 = weft_select(h, 1, 0);
+        return weft_mul_(v1, w) && weft_exp_(v2) ? weft_mul(h, v1) : NULL;
+    }
+    }
+    return NULL;
+}
+
+Test(autograd, gradcheck_views_taken_before_in_place_ops)
+{
+    uint64_t seed = 32;
+    const int64_t xs[2] = {3, 4}, ws[1] = {4};
+    for (int variant = 0; variant <= 7; variant++) {
+        weft_tensor *in[2] = {random_leaf(2, xs, -1, 1, &seed), random_leaf(1, ws, 0.5, 1.5, &seed)};
+        cr_expect_eq(weft_gradcheck(apply_view_before_inplace, &variant, 2, in, 1e-6, 1e-5, 1e-4),
+                     0, "variant %d: %s", variant, weft_error_message());
+        weft_error_clear();
+    }
+}
+
+/* A view taken under no_grad of a tensor that requires grad (PyTorch 1.13): it requires
+ * grad, is a leaf with no grad_fn, passes no gradient on; changing it in place with grad
+ * mode on is refused, and so is using it once its base has changed in place. */
+Test(autograd, a_view_taken_under_no_grad_requires_grad_as_in_pytorch)
+{
+    const int64_t shape[1] = {4};
+    const double v[4] = {1, 2, 3, 4};
+    weft_tensor *x = leaf(1, shape, v), *h = weft_mul_scalar(x, 1);
+    bool prev = weft_no_grad_begin();
+    weft_tensor *view = weft_narrow(h, 0, 0, 2), *leaf_view = weft_narrow(x, 0, 1, 2);
+    weft_tensor *copy = weft_reshape(weft_t(weft_unsqueeze(h, 1)), 1, shape);
+    weft_grad_mode_restore(prev);
+    cr_expect(weft_requires_grad(view) && weft_is_leaf(view));
+    cr_expect(weft_requires_grad(leaf_view) && weft_is_leaf(leaf_view));
+    cr_expect_null(weft_grad_fn_name(view));
+    cr_expect(weft_requires_grad(copy), "a view of a view");
+    weft_tensor *y = weft_mul_scalar(view, 2);
+    cr_expect_str_eq(weft_grad_fn_name(y), "MulBackward0");
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    cr_expect_null(weft_grad(x), "no gradient flows through a view made under no_grad");
+    cr_expect_null(weft_grad(view));
+    cr_expect_null(weft_mul_scalar_(view, 2));
+    tu_assert_error(WEFT_ERR_RUNTIME, "A view was created in no_grad mode and is being modified "
+                                      "inplace with grad mode enabled.");
+    prev = weft_no_grad_begin();
+    cr_expect_not_null(weft_mul_scalar_(view, 2), "allowed under no_grad");
+    weft_grad_mode_restore(prev);
+    cr_expect_null(weft_mul_scalar(view, 2));
+    tu_assert_error(WEFT_ERR_RUNTIME, "A view was created in no_grad mode and its base or another "
+                                      "view of its base has been modified inplace");
+    /* detach and a view of a tensor that needs no grad stay without */
+    prev = weft_no_grad_begin();
+    cr_expect(!weft_requires_grad(weft_narrow(weft_detach(h), 0, 0, 2)));
+    weft_grad_mode_restore(prev);
+}
+
+/* A node saves only what the gradients it will compute read (PyTorch's saved variables):
+ * after y = x @ C with C needing no gradient, x.add_(1) leaves the backward working (only C
+ * was kept) and the gradient is C's; when C needs one too, x is kept and the change is
+ * PyTorch's error (issue 32). */
+Test(autograd, a_node_keeps_only_what_its_gradients_read)
+{
+    const int64_t s[2] = {2, 2};
+    const double cv[4] = {1, 2, 3, 4};
+    for (int variant = 0; variant < 4; variant++) {
+        for (int c_needs = 0; c_needs < 2; c_needs++) {
+            weft_scope_push();
+            weft_tensor *a = leaf(2, s, cv), *C = tu_tensor(2, s, cv, WEFT_F64);
+            if (c_needs)
+                weft_requires_grad_(C, true);
+            weft_tensor *x = weft_mul_scalar(a, 1);
+            weft_tensor *y = variant == 0   ? weft_matmul(x, C)
+                             : variant == 1 ? weft_mul(x, C)
+                             : variant == 2 ? weft_addmm(weft_select(C, 0, 0), x, C, 1, 1)
+                                            : weft_linear(x, C, NULL);
+            cr_assert_not_null(weft_add_scalar_(x, 1));
+            int rc = weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+            if (c_needs) {
+                cr_expect_neq(rc, 0, "variant %d: C's gradient reads the changed x", variant);
+                tu_assert_error(WEFT_ERR_RUNTIME, "modified by an inplace operation");
+            } else {
+                cr_expect_eq(rc, 0, "variant %d: %s", variant, weft_error_message());
+                /* d sum(x @ C) / dx = 1 C^T (row sums of C); x * C: C; x C^T: column sums */
+                const double mm[4] = {3, 7, 3, 7}, lin[4] = {4, 6, 4, 6};
+                tu_assert_close(weft_grad(a), variant == 1 ? cv : variant == 3 ? lin : mm, 4, 0, 1e-12);
+            }
+            weft_scope_pop();
+        }
+    }
+}
+
 /* A view made from a tensor without history (so no base was recorded) is still refused
  * rather than given a wrong gradient. */
 Test(autograd, in_place_on_a_view_without_a_recorded_base_is_refused)
@@ -286,6 +450,35 @@ Test(autograd, long_chains_free_without_recursion)
     cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0);
     const double ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     tu_assert_close(weft_grad(x), ones, 16, 0, 0);
+}
+
+/* A chain of 32 ops on 1 MiB tensors: each node's incoming gradient is freed once the node
+ * has run, so backward holds a few gradients at a time, not one per node until it ends
+ * (what a deep model's peak memory during backward came from). */
+Test(autograd, backward_frees_each_nodes_gradient_once_the_node_has_run)
+{
+    const int64_t shape[1] = {262144}; /* 1 MiB of float32 */
+    const double mib = 1048576.0;
+    weft_tensor *x = weft_ones(1, shape, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_requires_grad_(x, true), 0);
+    weft_scope_push(); /* the forward's intermediates die with it; the graph does not */
+    weft_tensor *y = x;
+    for (int i = 0; i < 32; i++)
+        y = weft_mul_scalar(y, 1.0);
+    weft_tensor *loss = weft_tensor_retain(weft_sum(y, 0, NULL, false));
+    weft_scope_pop();
+    cr_assert_not_null(loss, "%s", weft_error_message());
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    const double before = (double)st.allocated_bytes;
+    weft_reset_peak_memory_stats(WEFT_CPU);
+    cr_assert_eq(weft_backward(loss, NULL, false), 0, "%s", weft_error_message());
+    weft_tensor_release(loss);
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    const double held = ((double)st.peak_allocated_bytes - before) / mib;
+    cr_expect_lt(held, 4.0, "backward held %.1f MiB at its peak: the 32 nodes' gradients "
+                            "were kept until it ended", held);
+    cr_expect_eq(weft_tensor_numel(weft_grad(x)), 262144);
 }
 
 /* ---- gradcheck sweep --------------------------------------------------------------------- */

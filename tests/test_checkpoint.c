@@ -692,7 +692,19 @@ Test(checkpoint, a_file_without_metadata_gives_an_empty_map)
 Test(checkpoint, rejects_a_missing_file)
 {
     expect_load_error(tu_tmp_path("nope.safetensors"), WEFT_ERR_IO,
-                      "nope.safetensors': No such file or directory");
+                      "nope.safetensors: cannot open: No such file or directory");
+}
+
+/* A FIFO or a directory is refused by its type before anything reads it: the FIFO
+ * would otherwise block the load until a writer came. */
+Test(checkpoint, rejects_a_fifo_and_a_directory_without_blocking)
+{
+    const char *fifo = tu_tmp_path("pipe.safetensors");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_load_error(fifo, WEFT_ERR_IO,
+                      "pipe.safetensors: cannot open: a FIFO (named pipe), not a regular file");
+    unlink(fifo);
+    expect_load_error("/tmp", WEFT_ERR_IO, "/tmp: cannot open: a directory, not a regular file");
 }
 
 Test(checkpoint, rejects_a_file_too_short_for_the_length_field)

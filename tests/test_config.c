@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void no_setup(void)
@@ -450,7 +451,20 @@ Test(config, missing_file_is_an_error_naming_it)
 Test(config, directory_is_not_a_readable_file)
 {
     cr_assert_null(weft_config_load("/tmp"));
-    tu_assert_error(WEFT_ERR_CONFIG, "/tmp: cannot read config file: Is a directory");
+    tu_assert_error(WEFT_ERR_CONFIG, "/tmp: cannot open config file: a directory, not a "
+                                     "regular file");
+}
+
+/* A FIFO as the config is refused at once: opened for reading it would wait for a writer
+ * forever (the test would time out). */
+Test(config, a_fifo_is_refused_without_waiting_for_a_writer)
+{
+    const char *path = tu_tmp_path("pipe.ini");
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_null(weft_config_load(path));
+    tu_assert_error(WEFT_ERR_CONFIG, "pipe.ini: cannot open config file: a FIFO (named pipe), "
+                                     "not a regular file");
+    unlink(path);
 }
 
 Test(config, files_load_with_their_path_as_the_name)
@@ -634,4 +648,22 @@ Test(config, sections_and_keys_not_asked_for_yet_do_not_take_the_blame)
     tu_assert_error(WEFT_ERR_IO, "d.csv:3: bad");
     weft_config_free(cfg);
     weft_config_free(cfg2);
+}
+
+/* [optim], the optimizer section's former name, is read as [optimizer] (weft-train warns);
+ * a file that has both keeps both, and nothing else is renamed. */
+Test(config, an_old_section_name_is_read_under_its_new_one)
+{
+    struct weft_config *cfg = weft_config_parse("[optim]\ntype = adam\nlr = 0.5\n", "old.ini");
+    cr_assert_not_null(cfg, "%s", weft_error_message());
+    cr_assert_eq(weft_config_rename_section(cfg, "optim", "optimizer"), 1);
+    cr_expect_str_eq(weft_config_string(cfg, "optimizer", "type", "sgd"), "adam");
+    cr_expect_eq(weft_config_has_section(cfg, "optim"), false);
+    cr_expect_eq(weft_config_rename_section(cfg, "optim", "optimizer"), 0);
+    weft_config_free(cfg);
+    cfg = weft_config_parse("[optim]\nlr = 1\n[optimizer]\ntype = sgd\n", "both.ini");
+    cr_assert_not_null(cfg);
+    cr_expect_eq(weft_config_rename_section(cfg, "optim", "optimizer"), 0);
+    cr_expect_str_eq(weft_config_string(cfg, "optimizer", "type", "x"), "sgd");
+    weft_config_free(cfg);
 }

@@ -96,8 +96,8 @@ Test(conformance, the_size_is_small_or_large)
 /* Extra bytes after every block, so the out-of-bounds kernel below corrupts nothing. */
 #define FAKE_SLACK 64
 
-static int fake_count(void) { return 1; }
-static void *fake_alloc(int index, size_t nbytes)
+static int fake_count(void *context) { return 1; }
+static void *fake_alloc(void *context, int index, size_t nbytes)
 {
     (void)index;
     void *p = calloc(1, nbytes + FAKE_SLACK);
@@ -105,12 +105,12 @@ static void *fake_alloc(int index, size_t nbytes)
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "fake: out of memory");
     return p;
 }
-static void fake_free(int index, void *ptr, size_t nbytes)
+static void fake_free(void *context, int index, void *ptr, size_t nbytes)
 {
     (void)index, (void)nbytes;
     free(ptr);
 }
-static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int fake_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     memcpy(weft_tensor_data(dst), weft_tensor_data(src),

@@ -406,11 +406,11 @@ Test(copy, null_inputs_return_without_a_new_error)
 
 static int fake_copies;
 
-static int fake_device_count(void) { return 2; }
-static void *fake_alloc(int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
-static void fake_free(int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
+static int fake_device_count(void *context) { return 2; }
+static void *fake_alloc(void *context, int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
+static void fake_free(void *context, int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
 
-static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int fake_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     cr_assert(weft_tensor_is_contiguous(dst) && weft_tensor_is_contiguous(src),

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/hooks.h>
 
@@ -244,9 +245,9 @@ Test(cuda, with_a_device_the_backend_describes_it)
     const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
     cr_assert_not_null(b);
     char name[256] = "";
-    cr_expect_eq(b->device_name(0, name, sizeof name), 0);
+    cr_expect_eq(b->device_name(b->context, 0, name, sizeof name), 0);
     cr_expect_neq(name[0], '\0');
-    const char *features = b->features();
+    const char *features = b->features(b->context);
     /* the emulated build says so first: "emulated; sm_90; ..." */
     const char *arch = weft_device_is_emulated(tu_cuda(0)) ? features + strlen("emulated; ")
                                                            : features;
@@ -314,8 +315,8 @@ static const struct {
     const char *name;
     unary_fn fn;
 } unary_ops[] = {
-#define UNARY_ENTRY(name) {#name, weft_##name},
-    WEFT_UNARY_OPS(UNARY_ENTRY)
+#define UNARY_ENTRY(ID, name, ...) {#name, weft_##name},
+    WEFT_OPS_UNARY(UNARY_ENTRY)
 #undef UNARY_ENTRY
 };
 
@@ -350,8 +351,8 @@ static const struct {
     binary_fn fn;
     binary_scalar_fn scalar;
 } binary_ops[] = {
-#define BINARY_ENTRY(name) {#name, weft_##name, weft_##name##_scalar},
-    WEFT_BINARY_OPS(BINARY_ENTRY)
+#define BINARY_ENTRY(ID, name, ...) {#name, weft_##name, weft_##name##_scalar},
+    WEFT_OPS_BINARY(BINARY_ENTRY)
 #undef BINARY_ENTRY
 };
 
@@ -474,6 +475,42 @@ Test(cuda, memory_is_cached_until_empty_cache)
     free(text);
 }
 
+/* weft_memory_snapshot lists the caching allocator's segments (the backend's memory_blocks):
+ * a 4000-byte tensor is a 4096-byte block at the start of a 2 MiB small-pool segment whose
+ * rest is free, and the history names the op that filled it. */
+Test(cuda, the_snapshot_lists_the_caching_allocators_segments)
+{
+    REQUIRE_GPU();
+    weft_empty_cache(tu_cuda(0));
+    cr_assert_eq(weft_memory_record_history(true), 0, "%s", weft_error_message());
+    weft_scope_push();
+    int64_t shape[1] = {1000};
+    cr_assert_not_null(weft_ones(1, shape, WEFT_F32, tu_cuda(0)), "%s", weft_error_message());
+    char path[] = "/tmp/weft-cuda-snapshot.XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(weft_memory_snapshot(tu_cuda(0), path), 0, "%s", weft_error_message());
+    static char text[1 << 16];
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    text[fread(text, 1, sizeof text - 1, f)] = '\0';
+    fclose(f);
+    remove(path);
+    static const char *const want[] = {
+        "{\"device\": \"cuda:0\", \"history\": true, \"segments\": [",
+        "\"total_size\": 2097152, \"allocated_size\": 4096, \"active_size\": 4096, "
+        "\"requested_size\": 4000,",
+        "\"segment_type\": \"small\"",
+        "\"size\": 4096, \"requested_size\": 4000, \"state\": \"active_allocated\", \"op\": "
+        "\"fill\", \"range\": \"\", \"shape\": [1000], \"dtype\": \"float32\"}",
+        "\"size\": 2093056, \"requested_size\": 0, \"state\": \"inactive\"}"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_expect_not_null(strstr(text, want[i]), "no '%s' in\n%s", want[i], text);
+    weft_scope_pop();
+    weft_memory_record_history(false);
+}
+
 Test(cuda, out_of_memory_is_reported_in_pytorchs_words)
 {
     REQUIRE_GPU();
@@ -525,7 +562,7 @@ Test(cuda, a_full_device_makes_the_allocator_free_its_cache_and_retry)
 static void free_pinned(void *ctx, void *data)
 {
     const struct weft_backend *b = ctx;
-    b->host_free_pinned(data, 0);
+    b->host_free_pinned(b->context, data, 0);
 }
 
 Test(cuda, non_blocking_copies_from_pinned_memory_arrive)
@@ -534,7 +571,7 @@ Test(cuda, non_blocking_copies_from_pinned_memory_arrive)
     weft_scope_push();
     const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
     int64_t n = 1 << 16;
-    float *host = b->host_alloc_pinned((size_t)n * sizeof *host);
+    float *host = b->host_alloc_pinned(b->context, (size_t)n * sizeof *host);
     cr_assert_not_null(host, "%s", weft_error_message());
     for (int64_t i = 0; i < n; i++)
         host[i] = (float)i;
@@ -692,7 +729,7 @@ Test(cuda, a_uint8_tensor_of_2_pow_31_plus_1_elements_is_filled_copied_converted
 /* A cpu tensor over a block of the backend's pinned memory, freed back to it. */
 static weft_tensor *pinned_tensor(const struct weft_backend *b, int64_t n)
 {
-    float *host = b->host_alloc_pinned((size_t)n * sizeof *host);
+    float *host = b->host_alloc_pinned(b->context, (size_t)n * sizeof *host);
     cr_assert_not_null(host, "%s", weft_error_message());
     return weft_from_blob(host, 1, &n, NULL, WEFT_F32, WEFT_CPU, free_pinned, (void *)b);
 }

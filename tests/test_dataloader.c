@@ -448,6 +448,10 @@ Test(dataloader, option_errors_use_pytorchs_words)
     cr_assert_null(weft_dataloader_new(ds, &o));
     tu_assert_error(WEFT_ERR_VALUE,
                     "batch_size should be a positive integer value, but got batch_size=0");
+    o.batch_size = INT64_C(1000000000000000000); /* its bytes would not fit an int64 */
+    cr_assert_null(weft_dataloader_new(ds, &o));
+    tu_assert_error(WEFT_ERR_VALUE, "batch_size should be at most 2147483647 (2^31 - 1), but got "
+                                    "batch_size=1000000000000000000");
     o = weft_dataloader_options_default();
     o.num_workers = -1;
     cr_assert_null(weft_dataloader_new(ds, &o));
@@ -623,10 +627,10 @@ Test(dataloader, synthetic_reader_batches_match_direct_reads)
 static struct { const void *dst; int seq; } side_log[SIDE_LOG];
 static int side_copies, side_wait_seq, side_freed_unwaited;
 
-static int side_count(void) { return 1; }
-static void *side_alloc(int index, size_t n) { (void)index; return malloc(n ? n : 1); }
-static void *side_pin(size_t n) { return malloc(n ? n : 1); }
-static void side_unpin(void *p, size_t n) { (void)n; free(p); }
+static int side_count(void *context) { return 1; }
+static void *side_alloc(void *context, int index, size_t n) { (void)index; return malloc(n ? n : 1); }
+static void *side_pin(void *context, size_t n) { return malloc(n ? n : 1); }
+static void side_unpin(void *context, void *p, size_t n) { (void)n; free(p); }
 
 /* The side copy that last wrote p and has not been waited for, or -1. */
 static int side_unwaited(const void *p)
@@ -637,7 +641,7 @@ static int side_unwaited(const void *p)
     return -1;
 }
 
-static void side_free(int index, void *p, size_t n)
+static void side_free(void *context, int index, void *p, size_t n)
 {
     (void)index;
     (void)n;
@@ -648,7 +652,7 @@ static void side_free(int index, void *p, size_t n)
     free(p);
 }
 
-static int side_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int side_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     memcpy(weft_tensor_data(dst), weft_tensor_data(src),
@@ -656,16 +660,16 @@ static int side_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking
     return 0;
 }
 
-static int side_copy_side(weft_tensor *dst, const weft_tensor *src)
+static int side_copy_side(void *context, weft_tensor *dst, const weft_tensor *src)
 {
     cr_assert_lt(side_copies, SIDE_LOG);
     side_log[side_copies].dst = dst->storage->data;
     side_log[side_copies].seq = side_copies + 1;
     side_copies++;
-    return side_copy(dst, src, true);
+    return side_copy(context, dst, src, true);
 }
 
-static int side_wait(int index)
+static int side_wait(void *context, int index)
 {
     (void)index;
     side_wait_seq = side_copies;

@@ -255,12 +255,13 @@ Test(dist_local, abort_prints_and_exits_with_the_code, .exit_code = 3)
 static int rank_, world_;
 
 /* Joins the world of two that mpirun started, or skips (the plain run filters these out). */
-static void join(bool deterministic, double timeout_s)
+/* Joins a world of `size` processes (the test is skipped under another mpirun -np). */
+static void join_n(bool deterministic, double timeout_s, int size)
 {
     struct weft_dist_env env;
     cr_assert_eq(weft_dist_env_read(&env), 0, "%s", weft_error_message());
-    if (env.world_size != 2)
-        cr_skip_test("run under mpirun -np 2 (world size here: %d)", env.world_size);
+    if (env.world_size != size)
+        cr_skip_test("run under mpirun -np %d (world size here: %d)", size, env.world_size);
     struct weft_dist_init_options o = weft_dist_init_options_default();
     o.backend = "mpi";
     o.timeout_s = timeout_s;
@@ -268,10 +269,15 @@ static void join(bool deterministic, double timeout_s)
     cr_assert_eq(weft_dist_init_with(&o), 0, "%s", weft_error_message());
     rank_ = weft_dist_rank();
     world_ = weft_dist_world_size();
-    cr_assert_eq(world_, 2);
+    cr_assert_eq(world_, size);
     cr_assert_eq(rank_, env.rank);
     cr_assert_str_eq(weft_dist_backend(), "mpi");
     cr_assert_eq(weft_dist_deterministic(), deterministic);
+}
+
+static void join(bool deterministic, double timeout_s)
+{
+    join_n(deterministic, timeout_s, 2);
 }
 
 static void leave(void)
@@ -540,8 +546,9 @@ Test(dist_mpi, timeout)
         cr_assert_geq(took, 1.9, "gave up after %g s", took);
         cr_assert_lt(took, 3.0, "gave up only after %g s (timeout_s = 2)", took);
         tu_assert_error(WEFT_ERR_RUNTIME, "all_reduce: rank 0 waited 2 s for the other ranks "
-                                          "(timeout_s = 2); a rank died or stopped calling "
-                                          "collectives");
+                                          "(timeout_s = 2); rank 1 did not arrive (no answer: "
+                                          "stopped, died, or still busy outside the "
+                                          "collectives)");
         /* the group is now out of step: what follows fails at once, saying why, rather
          * than each collective waiting out its own timeout */
         start = now_s();
@@ -552,6 +559,28 @@ Test(dist_mpi, timeout)
     } else {
         sleep(3);
         cr_assert_eq(weft_dist_all_reduce(t, WEFT_REDUCE_SUM), 0, "%s", weft_error_message());
+    }
+    weft_tensor_release(t);
+    leave();
+}
+
+/* Under mpirun -np 3: rank 1 is busy outside the collectives past the others' timeout;
+ * ranks 0 and 2 each name rank 1 as the one that did not arrive, and each other as
+ * waiting too (the waiting rank used to name only itself). */
+Test(dist_mpi, timeout_names_the_ranks_that_did_not_arrive)
+{
+    join_n(false, 1.0, 3);
+    weft_tensor *t = weft_ones(1, (int64_t[]){4}, WEFT_F32, WEFT_CPU);
+    if (rank_ == 1) {
+        sleep(2);
+        cr_assert_eq(weft_dist_all_reduce(t, WEFT_REDUCE_SUM), 0, "%s", weft_error_message());
+    } else {
+        cr_assert_lt(weft_dist_all_reduce(t, WEFT_REDUCE_SUM), 0);
+        char want[256];
+        snprintf(want, sizeof want, "all_reduce: rank %d waited 1 s for the other ranks "
+                 "(timeout_s = 1); rank 1 did not arrive (no answer: stopped, died, or still busy "
+                 "outside the collectives); rank %d waits too", rank_, 2 - rank_);
+        tu_assert_error(WEFT_ERR_RUNTIME, want);
     }
     weft_tensor_release(t);
     leave();

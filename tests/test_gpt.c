@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <weft/version.h>
+
 #include "testutil.h"
 
 #include <weft/gpt.h>
@@ -629,6 +631,11 @@ Test(gpt, bad_config_keys_are_errors_naming_the_key)
     c.n_head = 3;
     cr_assert_null(weft_gpt_new(&c));
     tu_assert_error(WEFT_ERR_VALUE, "n_embd (16) must be divisible by n_head (3)");
+    c = tiny_config(); /* 4 x n_embd, the MLP's width, would overflow int64 */
+    c.n_embd = INT64_C(1) << 62, c.n_head = 1;
+    cr_assert_null(weft_gpt_new(&c));
+    tu_assert_error(WEFT_ERR_VALUE, "GPT: n_embd = 4611686018427387904: expected a width below "
+                                    "2^61 (4 x n_embd is the MLP's)");
 }
 
 Test(gpt, a_sequence_longer_than_the_block_is_pytorchs_error)
@@ -640,6 +647,31 @@ Test(gpt, a_sequence_longer_than_the_block_is_pytorchs_error)
     weft_tensor *f = weft_zeros(2, (int64_t[]){1, 4}, WEFT_F32, WEFT_CPU);
     cr_assert_null(weft_module_forward(m, f));
     tu_assert_error(WEFT_ERR_RUNTIME, "expected idx of shape [B, T] and dtype int64");
+    weft_module_free(m);
+}
+
+/* What backward does not need (each block's projection outputs before the residual adds)
+ * dies with its block: the forward's memory peak is what it keeps plus one block's
+ * temporaries, not plus every block's (2 x [B, T, C] each; the step's peak is there). */
+Test(gpt, a_blocks_temporaries_die_with_the_block)
+{
+    struct weft_gpt_config c = weft_gpt_config_default();
+    c.n_layer = 8, c.n_head = 2, c.n_embd = 64, c.block_size = 32, c.vocab_size = 37;
+    c.bias = false;
+    weft_module *m = weft_gpt_new(&c);
+    cr_assert_not_null(m, "%s", weft_error_message());
+    const uint64_t btc = 4 * 32 * 64 * sizeof(float); /* one [B, T, C] */
+    weft_scope_push();
+    weft_tensor *idx = tokens(4, 32, 37, 3);
+    struct weft_memory_stats st = {.struct_size = sizeof st};
+    weft_reset_peak_memory_stats(WEFT_CPU);
+    weft_tensor *logits = weft_module_forward(m, idx);
+    cr_assert_not_null(logits, "%s", weft_error_message());
+    cr_assert_eq(weft_memory_stats(WEFT_CPU, &st), 0, "%s", weft_error_message());
+    uint64_t above = st.peak_allocated_bytes - st.allocated_bytes;
+    cr_expect_lt(above, 6 * btc, "the forward peaked %llu bytes (%.1f [B, T, C]) above what it "
+                                 "kept", (unsigned long long)above, (double)above / (double)btc);
+    weft_scope_pop();
     weft_module_free(m);
 }
 
@@ -679,6 +711,51 @@ Test(gpt, greedy_generation_follows_the_full_forward_past_the_block)
         cr_assert_eq(tokens[n], best, "token %lld: %lld, the full forward's argmax %lld",
                      (long long)n, (long long)tokens[n], (long long)best);
     }
+    weft_module_free(m);
+}
+
+Test(gpt, temperature_zero_is_greedy_and_draws_nothing)
+{
+    struct weft_gpt_config c = tiny_config();
+    weft_manual_seed(11);
+    weft_module *m = weft_gpt_new(&c);
+    weft_module_train(m, false);
+    int64_t greedy[5 + 12] = {3, 1, 4, 1, 5}, top1[5 + 12] = {3, 1, 4, 1, 5};
+    struct weft_gpt_sampling zero = {.temperature = 0}, one = {.temperature = 1.0, .top_k = 1};
+    weft_manual_seed(3);
+    uint64_t before = weft_random_offset();
+    cr_assert_eq(weft_gpt_generate(m, greedy, 5, 12, &zero, NULL, NULL), 0, "%s",
+                 weft_error_message());
+    cr_assert_eq(weft_random_offset(), before, "greedy decoding drew random numbers");
+    cr_assert_eq(weft_gpt_generate(m, top1, 5, 12, &one, NULL, NULL), 0);
+    cr_assert_arr_eq(greedy, top1, sizeof greedy, "temperature 0 is not top_k 1's argmax");
+    weft_module_free(m);
+}
+
+/* Rows of a batch are independent: greedy, each row is what one sequence gives, past the
+ * block (the window slides for every row at once). */
+Test(gpt, batched_generation_gives_each_row_its_own_sequence)
+{
+    struct weft_gpt_config c = tiny_config();
+    weft_manual_seed(13);
+    weft_module *m = weft_gpt_new(&c);
+    enum { N = 3, NEW = 12, ROW = N + NEW };
+    int64_t rows[3][ROW] = {{3, 1, 4}, {1, 5, 9}, {2, 6, 5}};
+    struct weft_gpt_sampling s = {.temperature = 1.0, .top_k = 1};
+    cr_assert_eq(weft_gpt_generate_batch(m, 3, &rows[0][0], N, NEW, &s, NULL, NULL), 0, "%s",
+                 weft_error_message());
+    for (int r = 0; r < 3; r++) {
+        int64_t one[ROW];
+        memcpy(one, rows[r], N * sizeof *one);
+        cr_assert_eq(weft_gpt_generate(m, one, N, NEW, &s, NULL, NULL), 0, "%s",
+                     weft_error_message());
+        cr_assert_arr_eq(one, rows[r], sizeof one, "row %d differs from its sequence alone", r);
+    }
+    cr_assert_neq(weft_gpt_generate_batch(m, 0, &rows[0][0], N, NEW, &s, NULL, NULL), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "expected batch >= 1");
+    rows[2][1] = 37;
+    cr_assert_neq(weft_gpt_generate_batch(m, 3, &rows[0][0], N, NEW, &s, NULL, NULL), 0);
+    tu_assert_error(WEFT_ERR_INDEX, "prompt token 1 is 37");
     weft_module_free(m);
 }
 
@@ -737,9 +814,12 @@ Test(gpt, generation_refuses_bad_prompts_and_settings)
     cr_assert_neq(weft_gpt_generate(m, t, 2, 2, &s, NULL, NULL), 0);
     tu_assert_error(WEFT_ERR_INDEX, "prompt token 1 is 40, out of range for a vocabulary of 37");
     t[1] = 2;
-    s.temperature = 0;
+    s.temperature = -1;
     cr_assert_neq(weft_gpt_generate(m, t, 2, 2, &s, NULL, NULL), 0);
-    tu_assert_error(WEFT_ERR_VALUE, "temperature > 0");
+    tu_assert_error(WEFT_ERR_VALUE, "temperature >= 0 (0: greedy)");
+    s.temperature = INFINITY;
+    cr_assert_neq(weft_gpt_generate(m, t, 2, 2, &s, NULL, NULL), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "a finite temperature");
     s.temperature = 1;
     cr_assert_neq(weft_gpt_generate(m, t, 0, 2, &s, NULL, NULL), 0);
     tu_assert_error(WEFT_ERR_VALUE, "a prompt of at least one token");
@@ -766,6 +846,16 @@ static int run_generate(const char *args, bool with_stderr, char *out, size_t si
     generated_bytes = n;
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Whether out[0..n) holds text: generated bytes may hold a NUL, where strstr stops. */
+static bool holds(const char *out, size_t n, const char *text)
+{
+    size_t len = strlen(text);
+    for (size_t i = 0; i + len <= n; i++)
+        if (memcmp(out + i, text, len) == 0)
+            return true;
+    return false;
 }
 
 /* A byte-level GPT checkpoint as the trainer writes it: state_dict + config metadata. */
@@ -803,6 +893,21 @@ Test(gpt, weft_generate_samples_a_checkpoint_reproducibly)
     cr_assert_eq(run_generate(args, true, b, sizeof b), 0, "%s", b);
     cr_assert(strstr(b, "weft-generate: 40 tokens in"), "%s", b);
 
+    /* three samples as one batch: each the prompt and 40 bytes, then a line of dashes */
+    snprintf(args, sizeof args, "%s --prompt 'Once upon a time' --max-new-tokens 40 --top-k 20 "
+                                "--seed 3 --num-samples 3",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, a, sizeof a), 0, "%s", a);
+    cr_assert_eq(generated_bytes, 3 * (16 + 40 + 1 + 16), "%s", a);
+    for (int i = 0; i < 3; i++) {
+        const char *sample = a + i * (16 + 40 + 1 + 16);
+        cr_assert_eq(strncmp(sample, "Once upon a time", 16), 0, "sample %d: %s", i, a);
+        cr_assert_eq(strncmp(sample + 16 + 40, "\n---------------\n", 17), 0, "sample %d: %s",
+                     i, a);
+    }
+    cr_assert_eq(run_generate(args, true, b, sizeof b), 0, "%s", b);
+    cr_assert(holds(b, generated_bytes, "weft-generate: 3 x 40 tokens in"), "%s", b);
+
     snprintf(args, sizeof args, "%s/missing.safetensors", tu_tmp_path(""));
     cr_assert_eq(run_generate(args, true, a, sizeof a), 1);
     cr_assert(strstr(a, "missing.safetensors") && strstr(a, "No such file"), "%s", a);
@@ -814,5 +919,53 @@ Test(gpt, weft_generate_samples_a_checkpoint_reproducibly)
     snprintf(args, sizeof args, "%s --top-k 0", tu_tmp_path("gpt.safetensors"));
     cr_assert_eq(run_generate(args, true, a, sizeof a), 2);
     cr_assert(strstr(a, "--top-k '0': expected an integer >= 1"), "%s", a);
+    tu_tmpdir_remove();
+}
+
+Test(gpt, weft_generate_temperature_zero_is_greedy_whatever_the_seed)
+{
+    tu_tmpdir_create("gpt");
+    write_checkpoint(tu_tmp_path("gpt.safetensors"), true);
+    char args[1024], a[4096], b[4096], c[4096];
+    size_t na, nb;
+    snprintf(args, sizeof args, "%s --prompt 'Once' --max-new-tokens 30 --temperature 0 --seed 1",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, a, sizeof a), 0, "%s", a);
+    na = generated_bytes;
+    snprintf(args, sizeof args, "%s --prompt 'Once' --max-new-tokens 30 --temperature 0 --seed 2",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, b, sizeof b), 0, "%s", b);
+    nb = generated_bytes;
+    cr_assert(na == nb && memcmp(a, b, na) == 0, "greedy: the seed changed the text");
+    /* the argmax each time: what top_k 1 draws */
+    snprintf(args, sizeof args, "%s --prompt 'Once' --max-new-tokens 30 --top-k 1 --seed 3",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, c, sizeof c), 0, "%s", c);
+    cr_assert(na == generated_bytes && memcmp(a, c, na) == 0, "temperature 0 is not the argmax");
+    snprintf(args, sizeof args, "%s --temperature -1", tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, true, a, sizeof a), 2);
+    cr_assert(strstr(a, "--temperature '-1': expected a number > 0, or 0 for greedy decoding"),
+              "%s", a);
+    cr_assert_eq(run_generate("--version", false, a, sizeof a), 0);
+    cr_assert(!strncmp(a, "weft-generate " WEFT_VERSION_STRING "\n", strlen(a)), "%s", a);
+    tu_tmpdir_remove();
+}
+
+/* A checkpoint of another model (weft-train's MLP: model.type = sequential) is named. */
+Test(gpt, weft_generate_names_a_checkpoint_that_is_no_language_model)
+{
+    tu_tmpdir_create("gpt");
+    weft_module *m = weft_nn_linear(4, 2, true);
+    struct weft_tensor_dict *d = weft_module_state_dict(m);
+    struct weft_metadata *meta = weft_metadata_new();
+    cr_assert_eq(weft_metadata_set(meta, "model.type", "sequential"), 0);
+    cr_assert_eq(weft_safetensors_save(tu_tmp_path("mlp.safetensors"), d, meta), 0, "%s",
+                 weft_error_message());
+    char a[4096];
+    cr_assert_eq(run_generate(tu_tmp_path("mlp.safetensors"), true, a, sizeof a), 1, "%s", a);
+    cr_assert(strstr(a, "not a language-model checkpoint (model type sequential)"), "%s", a);
+    weft_tensor_dict_free(d);
+    weft_metadata_free(meta);
+    weft_module_free(m);
     tu_tmpdir_remove();
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <weft/dataset.h>
@@ -199,7 +200,23 @@ Test(io, idx_paths_are_relative_to_the_config_directory_or_absolute)
     cr_assert_lt(weft_options_path(o, "long", out, 16), 0);
     tu_assert_error(WEFT_ERR_CONFIG, "configs/mnist.ini: [x] long = 'a-path-much-longer-than-the-"
                                      "buffer-we-give-it': the path is too long");
+    /* a value --set gave is the shell's: the current directory's, absolute paths as they are */
+    cr_assert_eq(weft_config_set(nested, "x.p=here/b.gz"), 0);
+    cr_assert_eq(weft_config_set(nested, "x.q=/abs/c.gz"), 0);
+    cr_assert_eq(weft_options_path(o, "p", out, sizeof out), 1);
+    cr_assert_str_eq(out, "here/b.gz");
+    cr_assert_eq(weft_options_path(o, "q", out, sizeof out), 1);
+    cr_assert_str_eq(out, "/abs/c.gz");
+    /* weft_config_put (a program's own setting) keeps the file's directory */
+    cr_assert_eq(weft_config_put(nested, "x", "r", "d.gz"), 0);
+    cr_assert_eq(weft_options_path(o, "r", out, sizeof out), 1);
+    cr_assert_str_eq(out, "configs/d.gz");
     weft_config_free(nested);
+    /* options that are not a view have no per-key base */
+    weft_options *own = weft_options_new("x", "a/b.ini");
+    cr_assert_eq(weft_options_view_set_path_base(own, NULL), WEFT_ERR_VALUE);
+    weft_error_clear();
+    weft_options_free(own);
 }
 
 Test(io, idx_rejects_a_bad_magic_naming_file_and_offset)
@@ -220,6 +237,33 @@ Test(io, idx_rejects_an_images_file_given_as_labels)
     write_idx("flabels.idx", 0x0D, 1, (uint32_t[]){3}, "\0\0\0\0\0\0\0\0\0\0\0\0", 12);
     tu_open_fails("[data]\nreader = idx\nimages = images.idx\nlabels = flabels.idx\n", WEFT_ERR_IO,
                   "says float32 elements; expected integer labels");
+}
+
+/* A labels file given as the images would be samples of rank 0 (scalars): refused when
+ * it is read as images, naming the file and what it is. */
+Test(io, idx_rejects_a_labels_file_given_as_images)
+{
+    write_tiny_mnist();
+    tu_open_fails("[data]\nreader = idx\nimages = labels.idx\nlabels = labels.idx\n", WEFT_ERR_IO,
+                  "labels.idx: byte 0: magic 0x00000801 says 1 dimension: a labels file, given "
+                  "as images; expected an images file with 2 or more dimensions");
+}
+
+/* A FIFO or a directory as a data file is refused by its type before anything reads it
+ * (the FIFO used to block the open until a writer came): through the streamed readers
+ * (idx, csv) and the mapped one (npy). */
+Test(io, a_fifo_or_a_directory_as_a_data_file_is_refused_without_blocking)
+{
+    cr_assert_eq(mkfifo(tu_tmp_path("pipe"), 0600), 0);
+    tu_open_fails("[data]\nreader = idx\nimages = pipe\n", WEFT_ERR_IO,
+                  "pipe: cannot open: a FIFO (named pipe), not a regular file");
+    tu_open_fails("[data]\nreader = csv\npath = pipe\n", WEFT_ERR_IO,
+                  "pipe: cannot open: a FIFO (named pipe), not a regular file");
+    tu_open_fails("[data]\nreader = npy\npath = pipe\n", WEFT_ERR_IO,
+                  "pipe: cannot open: a FIFO (named pipe), not a regular file");
+    tu_open_fails("[data]\nreader = idx\nimages = /tmp\n", WEFT_ERR_IO,
+                  "/tmp: cannot open: a directory, not a regular file");
+    unlink(tu_tmp_path("pipe"));
 }
 
 Test(io, idx_rejects_truncated_headers)
@@ -1115,12 +1159,12 @@ Test(io, register_refuses_wrong_versions_names_and_missing_methods)
     struct weft_dataset_reader r = test_reader;
     r.base.abi_version = 99;
     cr_assert_lt(weft_register(&r), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 99, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 99, but this weft has ABI 3");
     r = test_reader;
     r.base.struct_size = 24;
     cr_assert_lt(weft_register(&r), 0);
     tu_assert_error(WEFT_ERR_PLUGIN, "reader 'test.counting' has struct_size 24, smaller than "
-                                     "ABI 2's");
+                                     "ABI 3's");
     r = test_reader;
     r.read = NULL;
     cr_assert_lt(weft_register(&r), 0);

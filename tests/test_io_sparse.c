@@ -665,7 +665,7 @@ static int run_weft_train(const char *args, char *out, size_t size)
     if (!exe)
         TU_SKIP_TEST("weft-train is not built next to the plugins");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' %s 2>&1", exe, tu_tmp_path("train.ini"), args);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --overwrite %s 2>&1", exe, tu_tmp_path("train.ini"), args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p, "popen failed");
     size_t n = fread(out, 1, size - 1, p);

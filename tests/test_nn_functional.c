@@ -209,6 +209,32 @@ Test(nn_functional, conv2d_of_an_unbatched_image_is_unbatched)
         cr_expect_float_eq(a[i], b4[i], 1e-6);
 }
 
+/* Padding, dilation and kernel sizes from a config can be anything: sizes that would
+ * overflow int64 (signed overflow, undefined behaviour, which UBSan stops in the sanitizer
+ * build) are refused, and pooling's ceil_mode with a stride near 2^63 still gives the
+ * right shape. */
+Test(nn_functional, conv_and_pool_sizes_beyond_int64_are_refused)
+{
+    const int64_t xs[4] = {1, 1, 5, 5}, ws[4] = {1, 1, 3, 3}, big = INT64_C(1) << 62;
+    weft_tensor *x = weft_zeros(4, xs, WEFT_F32, WEFT_CPU), *w = weft_zeros(4, ws, WEFT_F32, WEFT_CPU);
+    struct weft_conv2d_params pad = {.padding = {big, 0}}, dil = {.dilation = {1, big}};
+    cr_expect_null(weft_conv2d(x, w, NULL, &pad));
+    tu_assert_error(WEFT_ERR_RUNTIME, "conv2d: input size (5 x 5) with padding (4611686018427387904, "
+                                      "0), kernel size (3 x 3) and dilation (1, 1) give sizes "
+                                      "beyond int64's range");
+    cr_expect_null(weft_conv2d(x, w, NULL, &dil));
+    tu_assert_error(WEFT_ERR_RUNTIME, "dilation (1, 4611686018427387904) give sizes beyond");
+    struct weft_pool2d_params window = {.kernel = {big, 2}, .dilation = {4, 1}};
+    cr_expect_null(weft_max_pool2d(x, &window));
+    tu_assert_error(WEFT_ERR_RUNTIME, "pooling: kernel size (4611686018427387904 x 2) and dilation "
+                                      "(4, 1) give a window beyond int64's range");
+    struct weft_pool2d_params wide = {.kernel = {2, 2}, .stride = {INT64_MAX, INT64_MAX},
+                                      .ceil_mode = true};
+    weft_tensor *y = weft_max_pool2d(x, &wide);
+    tu_assert_no_error();
+    tu_assert_shape(y, 4, (const int64_t[]){1, 1, 1, 1});
+}
+
 Test(nn_functional, conv2d_errors_use_pytorch_words)
 {
     const int64_t xs[4] = {1, 4, 5, 5}, ws[4] = {8, 3, 3, 3}, ws7[4] = {7, 2, 3, 3}, bs[1] = {7};
@@ -849,6 +875,107 @@ Test(nn_functional, cross_entropy_over_spatial_dims_and_a_single_sample)
     cr_expect_float_eq(item(weft_cross_entropy(z1, t0, NULL)), 0.40760596444438, 1e-12);
 }
 
+/* Class-probability targets (a target of the input's shape, PyTorch 1.13's
+ * cross_entropy_loss_prob_target): gradcheck of input and target in float64 for every
+ * reduction, with and without class weights and label smoothing, over [N, C], [C]
+ * (unbatched) and [N, C, d1, d2]; and the loss by hand for one row. */
+struct prob_ce {
+    enum weft_reduction reduction;
+    double smoothing;
+    weft_tensor *weight;
+};
+
+static weft_tensor *apply_prob_ce(void *ctx, weft_tensor *const *in)
+{
+    const struct prob_ce *c = ctx;
+    struct weft_cross_entropy_params p = {c->reduction, -100, c->smoothing, c->weight};
+    return weft_cross_entropy(in[0], in[1], &p);
+}
+
+Test(nn_functional, cross_entropy_with_class_probabilities_passes_gradcheck)
+{
+    uint64_t seed = 32;
+    const int64_t shapes[3][4] = {{3, 4}, {4}, {2, 4, 3, 2}};
+    const int ndims[3] = {2, 1, 4};
+    weft_tensor *w = tu_random_tensor(1, (const int64_t[]){4}, WEFT_F64, 0.5, 2, &seed, NULL);
+    for (int s = 0; s < 3; s++)
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 4; k++) {
+                weft_tensor *in[2] = {
+                    tu_random_tensor(ndims[s], shapes[s], WEFT_F64, -2, 2, &seed, NULL),
+                    tu_random_tensor(ndims[s], shapes[s], WEFT_F64, 0, 1, &seed, NULL)};
+                cr_assert_eq(weft_requires_grad_(in[0], true), 0);
+                cr_assert_eq(weft_requires_grad_(in[1], true), 0);
+                struct prob_ce c = {(enum weft_reduction)r, k & 1 ? 0.2 : 0, k & 2 ? w : NULL};
+                char what[96];
+                snprintf(what, sizeof what, "shape %d, reduction %d, smoothing %g, weight %d", s, r,
+                         c.smoothing, c.weight != NULL);
+                expect_gradcheck(apply_prob_ce, &c, 2, in, what);
+            }
+    /* one row by hand: -sum_c t_c log softmax(z)_c */
+    weft_tensor *z = tu_tensor(2, (const int64_t[]){1, 3}, (const double[]){1, 2, 3}, WEFT_F64);
+    weft_tensor *t = tu_tensor(2, (const int64_t[]){1, 3}, (const double[]){0.2, 0.3, 0.5}, WEFT_F64);
+    double lse = log(exp(1) + exp(2) + exp(3));
+    cr_expect_float_eq(item(weft_cross_entropy(z, t, NULL)),
+                       -(0.2 * (1 - lse) + 0.3 * (2 - lse) + 0.5 * (3 - lse)), 1e-12);
+    /* an integer target of the input's shape is PyTorch's error */
+    weft_tensor *ti = weft_zeros(2, (const int64_t[]){1, 3}, WEFT_I64, WEFT_CPU);
+    cr_expect_null(weft_cross_entropy(z, ti, NULL));
+    tu_assert_error(WEFT_ERR_RUNTIME, "Expected floating point type for target with class "
+                                      "probabilities, got Long");
+}
+
+/* Image ops keep a channels-last input's memory format (PyTorch's suggest_memory_format;
+ * bicubic upsampling excepted, as in PyTorch), with the values and gradients of the
+ * contiguous input (issue 32). */
+static weft_tensor *image_op(int k, weft_tensor *x, weft_tensor *w)
+{
+    static const char *const modes[] = {"nearest", "bilinear", "area", "bicubic"};
+    struct weft_pool2d_params pool = {.kernel = {2, 2}, .stride = {1, 1}, .count_include_pad = true};
+    if (k < 4) {
+        struct weft_interpolate_params p = {.mode = modes[k], .nscale = 2, .scale_factor = {2, 1.5},
+                                            .align_corners = -1, .recompute_scale_factor = -1};
+        return weft_interpolate(x, &p);
+    }
+    switch (k) {
+    case 4: return weft_max_pool2d(x, &pool);
+    case 5: return weft_avg_pool2d(x, &pool);
+    case 6: return weft_adaptive_avg_pool2d(x, 3, 2);
+    default: return weft_conv2d(x, w, NULL, NULL);
+    }
+}
+
+Test(nn_functional, image_ops_keep_channels_last_with_the_same_values_and_gradients)
+{
+    uint64_t seed = 8;
+    const int64_t nhwc[4] = {2, 4, 5, 3};
+    const int perm[4] = {0, 3, 1, 2};
+    weft_tensor *w = tu_random_tensor(4, (const int64_t[]){4, 3, 2, 2}, WEFT_F64, -1, 1, &seed, NULL);
+    for (int k = 0; k < 8; k++) {
+        weft_scope_push();
+        uint64_t s2 = 9;
+        weft_tensor *base = tu_random_tensor(4, nhwc, WEFT_F64, -2, 2, &s2, NULL);
+        weft_tensor *cl = weft_detach(weft_permute(base, 4, perm)); /* [2, 3, 4, 5], NHWC */
+        weft_tensor *plain = weft_contiguous(cl);
+        cr_assert_eq(weft_requires_grad_(cl, true), 0);
+        cr_assert_eq(weft_requires_grad_(plain, true), 0);
+        weft_tensor *y = image_op(k, cl, w), *yp = image_op(k, plain, w);
+        cr_assert(y && yp, "op %d: %s", k, weft_error_message());
+        bool keeps = k != 3; /* bicubic gives a contiguous result in PyTorch */
+        cr_expect_eq(y->stride[1] == 1, keeps, "op %d: channels-last result %d", k, keeps);
+        double *want = read_all(yp);
+        tu_assert_close(y, want, weft_tensor_numel(yp), 1e-12, 1e-12);
+        free(want);
+        weft_tensor *g = tu_random_tensor(4, yp->shape, WEFT_F64, -1, 1, &s2, NULL);
+        cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_backward(yp, g, false), 0, "%s", weft_error_message());
+        double *gw = read_all(weft_grad(plain));
+        tu_assert_close(weft_grad(cl), gw, weft_tensor_numel(cl), 1e-12, 1e-12);
+        free(gw);
+        weft_scope_pop();
+    }
+}
+
 Test(nn_functional, cross_entropy_is_stable_for_huge_logits)
 {
     weft_tensor *z = tu_tensor(2, (const int64_t[]){2, 3}, (const double[]){1e4, 0, -1e4, -5e3, 5e3, 0},
@@ -1437,7 +1564,11 @@ Test(nn_functional, linear_relu_passes_gradcheck_on_2d_and_3d_inputs)
     weft_tensor *in3[3] = {leaf64(3, x3, -1, 1, &seed), in2[1], in2[2]};
     expect_gradcheck(apply_linear_relu, NULL, 3, in3, "linear_relu 3-d");
     weft_tensor *y = weft_linear_relu(in2[0], in2[1], in2[2]);
-    cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
+    /* PyTorch's name for relu(linear(...))'s output; one node over x, w and b */
+    cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+    const char *next[3] = {0};
+    cr_expect_eq(weft_grad_fn_next_functions(y, 3, next), 3);
+    cr_expect_str_eq(next[1], "AccumulateGrad");
 }
 
 /* ---- threshold_backward_sum: ReLU's backward and the bias gradient in one pass --------- */
@@ -1542,7 +1673,7 @@ static int tbs_counting(const struct weft_op_call *call)
     return tbs_original(call);
 }
 
-/* LinearReluBackward0 takes the one-pass kernel when the bias needs its gradient (once
+/* The fused linear-ReLU node takes the one-pass kernel when the bias needs its gradient (once
  * per layer), and the two passes when it does not; the gradients are the same either way
  * (linear_relu_matches_relu_of_linear checks them against the composite). */
 Test(nn_functional, linear_relu_backward_makes_the_bias_gradient_in_the_relu_pass)
@@ -1595,7 +1726,8 @@ Test(nn_functional, linear_relu_matches_relu_of_linear)
             weft_tensor *y = fused ? weft_linear_relu(leaves[0], leaves[1], leaves[2])
                                    : weft_relu(weft_linear(leaves[0], leaves[1], leaves[2]));
             cr_assert_not_null(y, "%s", weft_error_message());
-            cr_expect_str_eq(weft_grad_fn_name(y), fused ? "LinearReluBackward0" : "ReluBackward0");
+            cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+            cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), fused ? 3 : 1);
             tu_read(y, yv[fused]);
             cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
             for (int i = 0; i < 3; i++)

@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include <weft/nn.h>
+#include <weft/kernel_checks.h>
 #include <weft/registry.h>
 
 static void setup(void)
@@ -85,12 +86,12 @@ static double dtype_tol(enum weft_dtype dt)
 
 /* ---- plainhost: a backend with the cpu's built-in kernels and none of the named ones ---- */
 
-static int plain_count(void)
+static int plain_count(void *context)
 {
     return 1;
 }
 
-static void *plain_alloc(int index, size_t nbytes)
+static void *plain_alloc(void *context, int index, size_t nbytes)
 {
     (void)index;
     void *p = malloc(nbytes ? nbytes : 1);
@@ -99,13 +100,13 @@ static void *plain_alloc(int index, size_t nbytes)
     return p;
 }
 
-static void plain_free(int index, void *ptr, size_t nbytes)
+static void plain_free(void *context, int index, void *ptr, size_t nbytes)
 {
     (void)index, (void)nbytes;
     free(ptr);
 }
 
-static int plain_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int plain_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     memcpy(weft_tensor_data(dst), weft_tensor_data(src),
@@ -867,7 +868,8 @@ Test(nn_fused, linear_gelu_passes_gradcheck_in_both_forms)
         cr_expect_str_eq(weft_grad_fn_name(y), "ReshapeAliasBackward0"); /* 3-d: the node, then a view */
         y = weft_linear_gelu(weft_reshape(in[0], 2, (const int64_t[]){6, 7}), in[1], in[2],
                              c.approximate);
-        cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");
+        cr_expect_str_eq(weft_grad_fn_name(y), "GeluBackward0");
+        cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3, "one fused node over x, w, b");
     }
 }
 
@@ -900,8 +902,10 @@ Test(nn_fused, linear_gelu_matches_gelu_of_linear)
                 weft_tensor *y = fused ? weft_linear_gelu(leaves[0], leaves[1], leaves[2], a)
                                        : weft_gelu_approximate(weft_linear(leaves[0], leaves[1], leaves[2]), a);
                 cr_assert_not_null(y, "%s", weft_error_message());
-                if (fused)
-                    cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");
+                if (fused) {
+                    cr_expect_str_eq(weft_grad_fn_name(y), "GeluBackward0");
+                    cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3, "fused");
+                }
                 tu_read(y, yv[fused]);
                 cr_assert_eq(weft_backward(y, gg, false), 0, "%s", weft_error_message());
                 for (int i = 0; i < 3; i++)
@@ -930,11 +934,51 @@ Test(nn_fused, sequential_fuses_linear_and_gelu)
     weft_tensor *x = leaf(tu_random_tensor(2, (const int64_t[]){3, 6}, WEFT_F32, -2, 2, &seed, NULL));
     weft_tensor *y = weft_module_forward(seq, x);
     cr_assert_not_null(y, "%s", weft_error_message());
-    cr_expect_str_eq(weft_grad_fn_name(y), "LinearGeluBackward0");
+    /* one node, named as PyTorch's gelu(linear(x)) output is, over x, w and b */
+    cr_expect_str_eq(weft_grad_fn_name(y), "GeluBackward0");
+    cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3);
     weft_tensor *apart = weft_module_forward(parts[1], weft_module_forward(parts[0], x));
     cr_expect_str_eq(weft_grad_fn_name(apart), "GeluBackward0");
+    cr_expect_eq(weft_grad_fn_next_functions(apart, 0, NULL), 1);
     double *e = read_all(apart);
     expect_close(y, e, 1e-6, "sequential");
     free(e);
     weft_module_free(seq);
+}
+
+/* ---- the contracts every backend shares (weft/kernel_checks.h) -------------------------- */
+
+/* A call built by hand with the wrong operands is refused with the contract's message,
+ * by the helper itself and by the cpu kernel that calls it. */
+Test(nn_fused, the_shared_kernel_checks_refuse_a_bad_call)
+{
+    weft_tensor *g = weft_zeros(2, (const int64_t[]){2, 3}, WEFT_F32, WEFT_CPU);
+    weft_tensor *x = weft_zeros(2, (const int64_t[]){2, 3}, WEFT_F32, WEFT_CPU);
+    weft_tensor *out = weft_empty(2, (const int64_t[]){2, 3}, WEFT_F32, WEFT_CPU);
+    struct weft_op_call gelu = {.op = weft_op_lookup(WEFT_OP_GELU_BACKWARD_NAME), .nin = 2,
+                                .nout = 1, .in = {g, x}, .out = {out}, .ints = {2}};
+    cr_expect_eq(weft_check_gelu_backward(&gelu), WEFT_ERR_VALUE);
+    tu_assert_error(WEFT_ERR_VALUE, "gelu_backward: approximate must be 0 (none) or 1 (tanh), got 2");
+    cr_expect_neq(weft_dispatch(&gelu), 0);
+    tu_assert_error(WEFT_ERR_VALUE, "approximate must be 0 (none) or 1 (tanh), got 2");
+    gelu.ints[0] = 1;
+    cr_expect_eq(weft_dispatch(&gelu), 0, "%s", weft_error_message());
+
+    weft_tensor *x1 = weft_zeros(3, (const int64_t[]){1, 2, 4}, WEFT_F32, WEFT_CPU);
+    weft_tensor *x2 = weft_zeros(3, (const int64_t[]){1, 3, 5}, WEFT_F32, WEFT_CPU);
+    weft_tensor *dist = weft_empty(3, (const int64_t[]){1, 2, 3}, WEFT_F32, WEFT_CPU);
+    struct weft_op_call cdist = {.op = weft_op_lookup(WEFT_OP_CDIST_NAME), .nin = 2, .nout = 1,
+                                 .in = {x1, x2}, .out = {dist}, .scalar = {2}};
+    cr_expect_neq(weft_dispatch(&cdist), 0, "x2's M (5) is not x1's (4)");
+    tu_assert_error(WEFT_ERR_RUNTIME, "cdist: expected x1 [B, P, M], x2 [B, R, M] of one dtype");
+    cdist.in[1] = weft_zeros(3, (const int64_t[]){1, 3, 4}, WEFT_F32, WEFT_CPU);
+    cr_expect_eq(weft_check_cdist(&cdist), 0, "%s", weft_error_message());
+    cr_expect_eq(weft_dispatch(&cdist), 0, "%s", weft_error_message());
+
+    weft_tensor *h = weft_zeros(2, (const int64_t[]){2, 3}, WEFT_F32, WEFT_CPU);
+    weft_tensor *bias = weft_zeros(1, (const int64_t[]){4}, WEFT_F32, WEFT_CPU);
+    struct weft_op_call abg = {.op = weft_op_lookup(WEFT_OP_ADD_BIAS_GELU_NAME), .nin = 1,
+                               .nout = 2, .in = {bias}, .out = {h, out}};
+    cr_expect_neq(weft_dispatch(&abg), 0, "a bias of 4 for 3 columns");
+    tu_assert_error(WEFT_ERR_RUNTIME, "add_bias_gelu: expected contiguous [M, N]");
 }

@@ -156,6 +156,49 @@ Test(nn_module, lookups_by_name_return_borrowed_members_or_null)
     weft_module_free(m);
 }
 
+Test(nn_module, children_are_walked_in_order_with_their_names)
+{
+    weft_module *m = small_model();
+    cr_assert_eq(weft_module_num_children(m), 4);
+    cr_expect_str_eq(weft_module_child_name(m, 2), "2");
+    cr_expect_eq(weft_module_child_at(m, 3), weft_module_child(m, "3"));
+    cr_expect_null(weft_module_child_at(m, 4));
+    cr_expect_null(weft_module_child_name(m, -1));
+    weft_module_free(m);
+}
+
+Test(nn_module, swap_puts_a_module_in_anothers_place_keeping_its_identity)
+{
+    weft_module *m = small_model();
+    weft_module *held = weft_module_child(m, "2"); /* as a model's state holds a layer */
+    weft_tensor *old_weight = weft_module_parameter(held, "weight");
+    int n = 0;
+    cr_assert_not_null(weft_module_parameters(m, &n));
+    cr_assert_eq(n, 6);
+    weft_module *inner[1] = {weft_nn_linear(3, 5, false)};
+    weft_module *replacement = check_module(weft_nn_sequential(1, inner));
+    cr_assert_eq(weft_module_swap(held, replacement), 0, "%s", weft_error_message());
+    cr_expect_eq(weft_module_child(m, "2"), held);
+    cr_expect_str_eq(weft_module_type_name(held), "Sequential");
+    cr_expect_eq(weft_module_parameter(weft_module_child(held, "0"), "bias"), NULL);
+    /* the old contents went to the replacement, which is the caller's */
+    cr_expect_str_eq(weft_module_type_name(replacement), "Linear");
+    cr_expect_eq(weft_module_parameter(replacement, "weight"), old_weight);
+    /* the parameter list follows: 6 - 2 + 1 */
+    cr_assert_not_null(weft_module_parameters(m, &n));
+    cr_expect_eq(n, 5);
+    /* the moved child answers to its new holder: freeing it alone is refused */
+    weft_module_free(weft_module_child(held, "0"));
+    assert_error_text(WEFT_ERR_RUNTIME, "weft_module_free: this Linear belongs to a Sequential "
+                                        "and is freed with it");
+    /* a module that belongs elsewhere cannot be swapped in */
+    cr_expect_lt(weft_module_swap(held, weft_module_child(m, "1")), 0);
+    assert_error_text(WEFT_ERR_VALUE, "weft_module_swap: the replacement ReLU belongs to a "
+                                      "Sequential; give a module of its own");
+    weft_module_free(replacement);
+    weft_module_free(m);
+}
+
 /* ---- registration --------------------------------------------------------------------- */
 
 Test(nn_module, registration_refuses_names_as_torch_does)
@@ -288,7 +331,7 @@ Test(nn_module, a_type_of_another_abi_is_refused)
     struct weft_module_type old = scale_type;
     old.base.abi_version = WEFT_ABI_VERSION + 1;
     cr_assert_null(weft_module_new(&old, NULL));
-    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 3, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 4, but this weft has ABI 3");
     struct weft_module_type no_forward = scale_type;
     no_forward.forward = NULL;
     cr_assert_null(weft_module_new(&no_forward, NULL));
@@ -1107,7 +1150,9 @@ Test(nn_module, sequential_fuses_a_linear_and_its_relu)
     weft_tensor *x = weft_randn(2, (const int64_t[]){3, 6}, WEFT_F32, WEFT_CPU);
     weft_tensor *y = weft_module_forward(seq, x);
     cr_assert_not_null(y, "%s", weft_error_message());
-    cr_expect_str_eq(weft_grad_fn_name(y), "LinearReluBackward0");
+    /* one node, named as PyTorch's relu(linear(x)) output is, over x, w and b */
+    cr_expect_str_eq(weft_grad_fn_name(y), "ReluBackward0");
+    cr_expect_eq(weft_grad_fn_next_functions(y, 0, NULL), 3);
     weft_module *lin = weft_module_child(seq, "0"), *relu = weft_module_child(seq, "1");
     weft_tensor *h = weft_module_forward(lin, x);
     weft_tensor *apart = weft_module_forward(relu, h);
@@ -1125,4 +1170,50 @@ Test(nn_module, sequential_fuses_a_linear_and_its_relu)
     weft_tensor_release(y);
     weft_module_free(seq);
     weft_tensor_release(x);
+}
+
+/* register_module_forward_hook: every module's forward, the container's after its
+ * children's, with their outputs; removed, it is called no more. */
+struct hook_log {
+    const weft_module *m[8];
+    int64_t last_dim[8];
+    int n;
+};
+
+static void log_forward(void *ctx, weft_module *m, weft_tensor *input, weft_tensor *output)
+{
+    struct hook_log *l = ctx;
+    cr_assert_not_null(input);
+    if (l->n < 8 && output) {
+        l->m[l->n] = m;
+        l->last_dim[l->n++] = output->shape[output->ndim - 1];
+    }
+}
+
+Test(nn_module, a_global_forward_hook_sees_every_module_with_its_output)
+{
+    weft_module *fc1 = weft_nn_linear(4, 3, true), *act = weft_nn_relu(),
+                *fc2 = weft_nn_linear(3, 2, true);
+    weft_module *seq = weft_nn_sequential(3, (weft_module *const[]){fc1, act, fc2});
+    struct hook_log log = {.n = 0};
+    int h = weft_register_module_forward_hook(log_forward, &log);
+    cr_assert_gt(h, 0, "%s", weft_error_message());
+    weft_scope_push();
+    weft_tensor *x = weft_zeros(2, (int64_t[]){5, 4}, WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(weft_module_forward(seq, x), "%s", weft_error_message());
+    cr_assert_eq(log.n, 4, "fc1, relu, fc2, then the Sequential: %d calls", log.n);
+    const weft_module *order[4] = {fc1, act, fc2, seq};
+    const int64_t dims[4] = {3, 3, 2, 2};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(log.m[i], order[i], "call %d", i);
+        cr_assert_eq(log.last_dim[i], dims[i], "call %d", i);
+    }
+    weft_remove_module_forward_hook(h);
+    weft_remove_module_forward_hook(h); /* twice: ignored */
+    cr_assert_not_null(weft_module_forward(seq, x));
+    cr_assert_eq(log.n, 4, "a removed hook was called");
+    weft_scope_pop();
+    cr_assert_lt(weft_register_module_forward_hook(NULL, NULL), 0);
+    weft_error_clear();
+    weft_module_free(seq);
 }

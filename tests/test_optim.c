@@ -10,6 +10,7 @@
 #include <weft/backend.h>
 #include <weft/nn.h>
 #include <weft/optim.h>
+#include <weft/optim_kernels.h>
 
 #include "testutil.h"
 
@@ -91,7 +92,7 @@ static void ref_rmsprop(struct ref *r, double *p, const double *g0, int n)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-/* Whether make() creates optimizers with the fused update ([optim] fused, PyTorch's
+/* Whether make() creates optimizers with the fused update ([optimizer] fused, PyTorch's
  * fused=): false takes the composite path, which the tests compare with it. */
 static bool fused_mode = true;
 
@@ -120,8 +121,8 @@ static weft_optimizer *make(const char *name, const char *ini, int n, weft_tenso
     struct weft_config *cfg = weft_config_parse(ini, "test.ini");
     cr_assert_not_null(cfg, "%s", weft_error_message());
     if (!fused_mode)
-        cr_assert_eq(weft_config_put(cfg, "optim", "fused", "false"), 0);
-    weft_optimizer *opt = weft_optimizer_create(name, n, params, weft_config_options(cfg, "optim"));
+        cr_assert_eq(weft_config_put(cfg, "optimizer", "fused", "false"), 0);
+    weft_optimizer *opt = weft_optimizer_create(name, n, params, weft_config_options(cfg, "optimizer"));
     cr_assert_not_null(opt, "%s", weft_error_message());
     cr_assert_eq(weft_config_check_unknown(cfg), 0, "%s", weft_error_message());
     weft_config_free(cfg);
@@ -170,24 +171,24 @@ static void check_all(const char *name, const char *ini, struct ref r, ref_fn fn
 
 Test(optim, sgd_plain_follows_p_minus_lr_g)
 {
-    check_all("sgd", "[optim]\nlr = 0.1\n", (struct ref){.lr = 0.1}, ref_sgd);
+    check_all("sgd", "[optimizer]\nlr = 0.1\n", (struct ref){.lr = 0.1}, ref_sgd);
 }
 
 Test(optim, sgd_momentum_first_step_takes_the_gradient_undamped)
 {
-    check_all("sgd", "[optim]\nlr = 0.05\nmomentum = 0.9\ndampening = 0.3\n",
+    check_all("sgd", "[optimizer]\nlr = 0.05\nmomentum = 0.9\ndampening = 0.3\n",
               (struct ref){.lr = 0.05, .momentum = 0.9, .dampening = 0.3}, ref_sgd);
 }
 
 Test(optim, sgd_nesterov_with_weight_decay)
 {
-    check_all("sgd", "[optim]\nlr = 0.05\nmomentum = 0.8\nnesterov = true\nweight_decay = 0.01\n",
+    check_all("sgd", "[optimizer]\nlr = 0.05\nmomentum = 0.8\nnesterov = true\nweight_decay = 0.01\n",
               (struct ref){.lr = 0.05, .momentum = 0.8, .nesterov = 1, .wd = 0.01}, ref_sgd);
 }
 
 Test(optim, sgd_default_lr_is_1e_3)
 {
-    check_all("sgd", "[optim]\n", (struct ref){.lr = 1e-3}, ref_sgd);
+    check_all("sgd", "[optimizer]\n", (struct ref){.lr = 1e-3}, ref_sgd);
 }
 
 /* ---- Adam / AdamW ----------------------------------------------------------------------- */
@@ -200,7 +201,7 @@ static struct ref adam_ref(double lr, double wd, int amsgrad, int adamw)
 
 Test(optim, adam_defaults_put_eps_after_bias_correction)
 {
-    check_all("adam", "[optim]\n", adam_ref(1e-3, 0, 0, 0), ref_adam);
+    check_all("adam", "[optimizer]\n", adam_ref(1e-3, 0, 0, 0), ref_adam);
 }
 
 Test(optim, adam_l2_weight_decay_and_betas_from_config)
@@ -209,19 +210,19 @@ Test(optim, adam_l2_weight_decay_and_betas_from_config)
     r.b1 = 0.8;
     r.b2 = 0.99;
     r.eps = 1e-6;
-    check_all("adam", "[optim]\nlr = 0.01\nbetas = 0.8, 0.99\neps = 1e-6\nweight_decay = 0.1\n",
+    check_all("adam", "[optimizer]\nlr = 0.01\nbetas = 0.8, 0.99\neps = 1e-6\nweight_decay = 0.1\n",
               r, ref_adam);
 }
 
 Test(optim, adam_amsgrad_keeps_the_uncorrected_maximum)
 {
-    check_all("adam", "[optim]\nlr = 0.01\namsgrad = true\n", adam_ref(0.01, 0, 1, 0), ref_adam);
+    check_all("adam", "[optimizer]\nlr = 0.01\namsgrad = true\n", adam_ref(0.01, 0, 1, 0), ref_adam);
 }
 
 Test(optim, adamw_decays_the_parameter_before_the_moments)
 {
-    check_all("adamw", "[optim]\nlr = 0.01\n", adam_ref(0.01, 1e-2, 0, 1), ref_adam);
-    check_all("adamw", "[optim]\nlr = 0.01\nweight_decay = 0.5\namsgrad = yes\n",
+    check_all("adamw", "[optimizer]\nlr = 0.01\n", adam_ref(0.01, 1e-2, 0, 1), ref_adam);
+    check_all("adamw", "[optimizer]\nlr = 0.01\nweight_decay = 0.5\namsgrad = yes\n",
               adam_ref(0.01, 0.5, 1, 1), ref_adam);
 }
 
@@ -229,14 +230,14 @@ Test(optim, adamw_decays_the_parameter_before_the_moments)
 
 Test(optim, rmsprop_defaults)
 {
-    check_all("rmsprop", "[optim]\n",
+    check_all("rmsprop", "[optimizer]\n",
               (struct ref){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}, ref_rmsprop);
 }
 
 Test(optim, rmsprop_centered_with_momentum_and_weight_decay)
 {
     check_all("rmsprop",
-              "[optim]\nlr = 0.005\nalpha = 0.9\ncentered = true\nmomentum = 0.7\n"
+              "[optimizer]\nlr = 0.005\nalpha = 0.9\ncentered = true\nmomentum = 0.7\n"
               "weight_decay = 0.02\neps = 1e-6\n",
               (struct ref){.lr = 0.005, .alpha = 0.9, .eps = 1e-6, .centered = 1,
                            .momentum = 0.7, .wd = 0.02},
@@ -280,10 +281,10 @@ static void fused_matches_composite(const char *name, const char *ini, enum weft
 Test(optim, fused_update_equals_composite_for_every_type_and_dtype)
 {
     static const char *const cases[][2] = {
-        {"sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\nnesterov = true\nweight_decay = 0.1\n"},
-        {"adam", "[optim]\nlr = 0.01\namsgrad = true\nweight_decay = 0.1\n"},
-        {"adamw", "[optim]\nlr = 0.01\n"},
-        {"rmsprop", "[optim]\ncentered = true\nmomentum = 0.5\nweight_decay = 0.1\n"},
+        {"sgd", "[optimizer]\nlr = 0.1\nmomentum = 0.9\nnesterov = true\nweight_decay = 0.1\n"},
+        {"adam", "[optimizer]\nlr = 0.01\namsgrad = true\nweight_decay = 0.1\n"},
+        {"adamw", "[optimizer]\nlr = 0.01\n"},
+        {"rmsprop", "[optimizer]\ncentered = true\nmomentum = 0.5\nweight_decay = 0.1\n"},
     };
     const enum weft_dtype dts[] = {WEFT_F64, WEFT_F32, WEFT_BF16, WEFT_F16};
     for (size_t c = 0; c < 4; c++)
@@ -318,7 +319,7 @@ Test(optim, non_contiguous_gradient_takes_the_composite_path)
     weft_tensor *g = weft_transpose(g0, 0, 1); /* [[1,2,3],[4,5,6]], strided */
     cr_assert_eq(weft_set_grad(p, g), 0, "%s", weft_error_message());
     weft_tensor *w = p;
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.5\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.5\n", 1, &w);
     cr_assert_eq(weft_optimizer_step(opt), 0, "%s", weft_error_message());
     const double expect[6] = {0.5, 1, 1.5, 2, 2.5, 3};
     tu_assert_close(p, expect, 6, 0, 0);
@@ -334,7 +335,7 @@ Test(optim, parameters_without_grad_are_skipped_and_zero_grad_clears)
 {
     double v[3] = {1, 2, 3}, g[3] = {1, 1, 1};
     weft_tensor *ps[2] = {param(v, 3, WEFT_F32), param(v, 3, WEFT_F32)};
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 1\n", 2, ps);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 1\n", 2, ps);
     give_grad(ps[0], g);
     cr_assert_eq(weft_optimizer_step(opt), 0);
     const double moved[3] = {0, 1, 2};
@@ -360,7 +361,7 @@ Test(optim, gradient_accumulation_steps_on_the_summed_gradient)
     double v[2] = {1, 1}, x1[2] = {1, 2}, x2[2] = {3, 4};
     int64_t n = 2;
     weft_tensor *w = param(v, 2, WEFT_F64);
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\n", 1, &w);
     const double *xs[2] = {x1, x2};
     for (int k = 0; k < 2; k++) {
         weft_scope_push();
@@ -380,7 +381,7 @@ Test(optim, lr_get_and_set)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make("adam", "[optim]\n", 1, &w);
+    weft_optimizer *opt = make("adam", "[optimizer]\n", 1, &w);
     cr_assert_eq(weft_optimizer_get_lr(opt), 1e-3);
     cr_assert_eq(weft_optimizer_set_lr(opt, 0.25), 0);
     cr_assert_eq(weft_optimizer_get_lr(opt), 0.25);
@@ -392,7 +393,7 @@ Test(optim, type_read_from_the_section_when_no_name_is_given)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make(NULL, "[optim]\ntype = rmsprop\n", 1, &w);
+    weft_optimizer *opt = make(NULL, "[optimizer]\ntype = rmsprop\n", 1, &w);
     cr_assert_str_eq(weft_optimizer_name(opt), "rmsprop");
     cr_assert_eq(weft_optimizer_get_lr(opt), 1e-2);
     weft_optimizer_free(opt);
@@ -410,7 +411,7 @@ static void expect_create_error(const char *name, const char *ini, int code, con
     weft_tensor *w = param(v, 1, WEFT_F32);
     struct weft_config *cfg = weft_config_parse(ini, "test.ini");
     cr_assert_not_null(cfg);
-    cr_assert_null(weft_optimizer_create(name, 1, &w, weft_config_options(cfg, "optim")),
+    cr_assert_null(weft_optimizer_create(name, 1, &w, weft_config_options(cfg, "optimizer")),
                    "%s accepted %s", name, ini);
     tu_assert_error(code, text);
     weft_config_free(cfg);
@@ -419,41 +420,41 @@ static void expect_create_error(const char *name, const char *ini, int code, con
 
 Test(optim, invalid_hyperparameters_fail_with_pytorch_messages)
 {
-    expect_create_error("sgd", "[optim]\nlr = -0.1\n", WEFT_ERR_VALUE,
-                        "test.ini: [optim] Invalid learning rate: -0.1");
-    expect_create_error("sgd", "[optim]\nmomentum = -1\n", WEFT_ERR_VALUE,
+    expect_create_error("sgd", "[optimizer]\nlr = -0.1\n", WEFT_ERR_VALUE,
+                        "test.ini: [optimizer] Invalid learning rate: -0.1");
+    expect_create_error("sgd", "[optimizer]\nmomentum = -1\n", WEFT_ERR_VALUE,
                         "Invalid momentum value: -1.0");
-    expect_create_error("sgd", "[optim]\nweight_decay = -1e-5\n", WEFT_ERR_VALUE,
+    expect_create_error("sgd", "[optimizer]\nweight_decay = -1e-5\n", WEFT_ERR_VALUE,
                         "Invalid weight_decay value: -1e-05");
-    expect_create_error("sgd", "[optim]\nnesterov = true\n", WEFT_ERR_VALUE,
+    expect_create_error("sgd", "[optimizer]\nnesterov = true\n", WEFT_ERR_VALUE,
                         "Nesterov momentum requires a momentum and zero dampening");
-    expect_create_error("sgd", "[optim]\nnesterov = true\nmomentum = 0.9\ndampening = 0.1\n",
+    expect_create_error("sgd", "[optimizer]\nnesterov = true\nmomentum = 0.9\ndampening = 0.1\n",
                         WEFT_ERR_VALUE, "Nesterov momentum requires a momentum and zero dampening");
-    expect_create_error("adam", "[optim]\nlr = -2\n", WEFT_ERR_VALUE,
+    expect_create_error("adam", "[optimizer]\nlr = -2\n", WEFT_ERR_VALUE,
                         "Invalid learning rate: -2.0");
-    expect_create_error("adam", "[optim]\neps = -1e-8\n", WEFT_ERR_VALUE,
+    expect_create_error("adam", "[optimizer]\neps = -1e-8\n", WEFT_ERR_VALUE,
                         "Invalid epsilon value: -1e-08");
-    expect_create_error("adam", "[optim]\nbetas = 1.0, 0.999\n", WEFT_ERR_VALUE,
+    expect_create_error("adam", "[optimizer]\nbetas = 1.0, 0.999\n", WEFT_ERR_VALUE,
                         "Invalid beta parameter at index 0: 1.0");
-    expect_create_error("adamw", "[optim]\nbetas = 0.9, -0.5\n", WEFT_ERR_VALUE,
+    expect_create_error("adamw", "[optimizer]\nbetas = 0.9, -0.5\n", WEFT_ERR_VALUE,
                         "Invalid beta parameter at index 1: -0.5");
-    expect_create_error("adamw", "[optim]\nweight_decay = -0.01\n", WEFT_ERR_VALUE,
+    expect_create_error("adamw", "[optimizer]\nweight_decay = -0.01\n", WEFT_ERR_VALUE,
                         "Invalid weight_decay value: -0.01");
-    expect_create_error("adam", "[optim]\nbetas = 0.9\n", WEFT_ERR_CONFIG,
+    expect_create_error("adam", "[optimizer]\nbetas = 0.9\n", WEFT_ERR_CONFIG,
                         "betas = '0.9': expected two numbers");
-    expect_create_error("rmsprop", "[optim]\nalpha = -0.5\n", WEFT_ERR_VALUE,
+    expect_create_error("rmsprop", "[optimizer]\nalpha = -0.5\n", WEFT_ERR_VALUE,
                         "Invalid alpha value: -0.5");
-    expect_create_error("rmsprop", "[optim]\nmomentum = -0.5\n", WEFT_ERR_VALUE,
+    expect_create_error("rmsprop", "[optimizer]\nmomentum = -0.5\n", WEFT_ERR_VALUE,
                         "Invalid momentum value: -0.5");
-    expect_create_error("rmsprop", "[optim]\neps = -1\n", WEFT_ERR_VALUE,
+    expect_create_error("rmsprop", "[optimizer]\neps = -1\n", WEFT_ERR_VALUE,
                         "Invalid epsilon value: -1.0");
-    expect_create_error("rmsprop", "[optim]\nweight_decay = -3\n", WEFT_ERR_VALUE,
+    expect_create_error("rmsprop", "[optimizer]\nweight_decay = -3\n", WEFT_ERR_VALUE,
                         "Invalid weight_decay value: -3.0");
-    expect_create_error("sgd", "[optim]\nlr = fast\n", WEFT_ERR_CONFIG, "lr");
-    expect_create_error("adagrad", "[optim]\n", WEFT_ERR_CONFIG,
-                        "test.ini: [optim] type = 'adagrad': no optimizer 'adagrad' (known: sgd, "
+    expect_create_error("sgd", "[optimizer]\nlr = fast\n", WEFT_ERR_CONFIG, "lr");
+    expect_create_error("adagrad", "[optimizer]\n", WEFT_ERR_CONFIG,
+                        "test.ini: [optimizer] type = 'adagrad': no optimizer 'adagrad' (known: sgd, "
                         "adam, adamw, rmsprop)");
-    expect_create_error(NULL, "[optim]\n", WEFT_ERR_CONFIG, "[optim] missing key 'type'");
+    expect_create_error(NULL, "[optimizer]\n", WEFT_ERR_CONFIG, "[optimizer] missing key 'type'");
 }
 
 Test(optim, bad_parameter_lists_are_refused)
@@ -538,7 +539,7 @@ static void check_schedule(const char *ini, double lr0, const double *expect, in
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
     char opt_ini[64];
-    snprintf(opt_ini, sizeof opt_ini, "[optim]\nlr = %.17g\n", lr0);
+    snprintf(opt_ini, sizeof opt_ini, "[optimizer]\nlr = %.17g\n", lr0);
     weft_optimizer *opt = make("sgd", opt_ini, 1, &w);
     struct weft_config *cfg = weft_config_parse(ini, "sched.ini");
     weft_scheduler *s = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
@@ -610,7 +611,7 @@ Test(optim, scheduler_config_errors)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make("sgd", "[optim]\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\n", 1, &w);
     static const char *const bad[][2] = {
         {"[scheduler]\ntype = step\n", "needs a positive step_size"},
         {"[scheduler]\ntype = cosine\n", "needs a positive T_max"},
@@ -636,7 +637,7 @@ Test(optim, scheduler_state_round_trip)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\n", 1, &w);
     struct weft_config *cfg = weft_config_parse("[scheduler]\ntype = cosine\nT_max = 10\n", "s");
     weft_scheduler *s = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
     for (int i = 0; i < 3; i++)
@@ -693,7 +694,7 @@ static void check_resume(const char *name, const char *ini, enum weft_dtype dt)
     unlink(path);
 
     weft_tensor *r = param(mid, N, dt);
-    weft_optimizer *resumed = make(name, "[optim]\n", 1, &r);
+    weft_optimizer *resumed = make(name, "[optimizer]\n", 1, &r);
     cr_assert_eq(weft_optimizer_state_import(resumed, d2, m2), 0, "%s", weft_error_message());
     cr_assert_eq(weft_optimizer_get_lr(resumed), 0.003);
     weft_optimizer_free(resumed);
@@ -720,17 +721,17 @@ static void check_resume(const char *name, const char *ini, enum weft_dtype dt)
 
 Test(optim, state_export_import_resumes_identically)
 {
-    check_resume("sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\n", WEFT_F32);
-    check_resume("adam", "[optim]\nlr = 0.01\namsgrad = true\n", WEFT_F32);
-    check_resume("adamw", "[optim]\nlr = 0.01\n", WEFT_F64);
-    check_resume("rmsprop", "[optim]\ncentered = true\nmomentum = 0.5\n", WEFT_F32);
+    check_resume("sgd", "[optimizer]\nlr = 0.1\nmomentum = 0.9\n", WEFT_F32);
+    check_resume("adam", "[optimizer]\nlr = 0.01\namsgrad = true\n", WEFT_F32);
+    check_resume("adamw", "[optimizer]\nlr = 0.01\n", WEFT_F64);
+    check_resume("rmsprop", "[optimizer]\ncentered = true\nmomentum = 0.5\n", WEFT_F32);
 }
 
 Test(optim, state_names_follow_pytorch_state_dict)
 {
     double v[2] = {1, 2}, g[2] = {0.5, -0.5};
     weft_tensor *ps[2] = {param(v, 2, WEFT_F32), param(v, 2, WEFT_F32)};
-    weft_optimizer *opt = make("adam", "[optim]\namsgrad = true\n", 2, ps);
+    weft_optimizer *opt = make("adam", "[optimizer]\namsgrad = true\n", 2, ps);
     give_grad(ps[1], g);
     weft_optimizer_step(opt);
     weft_optimizer_step(opt);
@@ -798,7 +799,7 @@ Test(optim, a_linear_layers_parameters_take_the_fused_step)
     weft_tensor *w = weft_module_parameter(m, "weight"), *b = weft_module_parameter(m, "bias");
     cr_assert(weft_tensor_is_contiguous(weft_grad(w)), "the weight's .grad is not contiguous");
     weft_tensor *ps[2] = {w, b};
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.1\nmomentum = 0.9\n", 2, ps);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\nmomentum = 0.9\n", 2, ps);
     int op = weft_op_lookup(WEFT_OP_SGD_STEP_NAME);
     real_sgd_step = weft_kernel_lookup(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_F32);
     cr_assert_not_null(real_sgd_step);
@@ -844,7 +845,7 @@ Test(optim, a_steady_state_training_step_allocates_nothing_from_the_system)
     for (int i = 0; i < n; i++)
         params[i] = named[i].tensor;
     free(named);
-    weft_optimizer *opt = make("sgd", "[optim]\nlr = 0.05\nmomentum = 0.9\n", n, params);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.05\nmomentum = 0.9\n", n, params);
     weft_tensor *x = weft_randn(2, (const int64_t[]){64, 784}, WEFT_F32, WEFT_CPU);
     weft_tensor *y = weft_randint(0, 10, 1, (const int64_t[]){64}, WEFT_I64, WEFT_CPU);
     cr_assert(x && y, "%s", weft_error_message());
@@ -973,7 +974,7 @@ Test(optim, decay_matrices_puts_dim_2_and_up_in_a_decayed_group_first)
     weft_tensor *ps[4] = {shaped_param(1, s1, &seed), shaped_param(2, s2, &seed),
                           shaped_param(1, s1, &seed), shaped_param(3, s3, &seed)};
     cr_assert(!weft_param_decays(ps[0]) && weft_param_decays(ps[1]) && weft_param_decays(ps[3]));
-    weft_optimizer *opt = make("adamw", "[optim]\nlr = 0.01\nweight_decay = 0.1\ndecay = matrices\n",
+    weft_optimizer *opt = make("adamw", "[optimizer]\nlr = 0.01\nweight_decay = 0.1\ndecay = matrices\n",
                                4, ps);
     cr_assert_eq(weft_optimizer_num_groups(opt), 2);
     cr_assert_eq(weft_optimizer_group_size(opt, 0), 2);
@@ -1006,11 +1007,11 @@ Test(optim, decay_matrices_puts_dim_2_and_up_in_a_decayed_group_first)
     weft_metadata_free(m);
     weft_optimizer_free(opt);
     /* Only vectors: one group, without decay; default decay = all: one group. */
-    opt = make("adamw", "[optim]\ndecay = matrices\n", 1, ps);
+    opt = make("adamw", "[optimizer]\ndecay = matrices\n", 1, ps);
     cr_assert_eq(weft_optimizer_num_groups(opt), 1);
     cr_assert_eq(weft_optimizer_group_size(opt, 0), 1);
     weft_optimizer_free(opt);
-    opt = make("adamw", "[optim]\n", 4, ps);
+    opt = make("adamw", "[optimizer]\n", 4, ps);
     cr_assert_eq(weft_optimizer_num_groups(opt), 1);
     cr_assert_eq(weft_optimizer_param(opt, 0), ps[0]);
     weft_optimizer_free(opt);
@@ -1027,7 +1028,7 @@ Test(optim, the_no_decay_group_does_not_decay)
     double b0[3], w0[4], zero[4] = {0};
     tu_read(ps[0], b0);
     tu_read(ps[1], w0);
-    weft_optimizer *opt = make("adamw", "[optim]\nlr = 0.5\nweight_decay = 0.1\ndecay = matrices\n",
+    weft_optimizer *opt = make("adamw", "[optimizer]\nlr = 0.5\nweight_decay = 0.1\ndecay = matrices\n",
                                2, ps);
     give_grad_shaped(ps[0], zero);
     give_grad_shaped(ps[1], zero);
@@ -1047,7 +1048,7 @@ Test(optim, grouped_state_round_trip_resumes_identically)
     const int64_t s1[1] = {5}, s2[2] = {3, 4};
     weft_tensor *ps[3] = {shaped_param(1, s1, &seed), shaped_param(2, s2, &seed),
                           shaped_param(1, s1, &seed)};
-    const char *ini = "[optim]\nlr = 0.01\nweight_decay = 0.1\ndecay = matrices\n";
+    const char *ini = "[optimizer]\nlr = 0.01\nweight_decay = 0.1\ndecay = matrices\n";
     weft_optimizer *opt = make("adamw", ini, 3, ps);
     for (int s = 0; s < 3; s++) {
         for (int i = 0; i < 3; i++)
@@ -1071,7 +1072,7 @@ Test(optim, grouped_state_round_trip_resumes_identically)
         qs[i] = weft_clone(ps[i]);
         weft_requires_grad_(qs[i], true);
     }
-    weft_optimizer *resumed = make("adamw", "[optim]\nweight_decay = 0.1\ndecay = matrices\n", 3, qs);
+    weft_optimizer *resumed = make("adamw", "[optimizer]\nweight_decay = 0.1\ndecay = matrices\n", 3, qs);
     cr_assert_eq(weft_optimizer_state_import(resumed, d2, m2), 0, "%s", weft_error_message());
     cr_assert_eq(weft_optimizer_group_lr(resumed, 0), 0.004);
     cr_assert_eq(weft_optimizer_group_lr(resumed, 1), 0.004);
@@ -1088,7 +1089,7 @@ Test(optim, grouped_state_round_trip_resumes_identically)
             assert_same(qs[i], ps[i]);
     }
     /* One group cannot take the state of two, as PyTorch's load_state_dict. */
-    weft_optimizer *single = make("adamw", "[optim]\n", 3, qs);
+    weft_optimizer *single = make("adamw", "[optimizer]\n", 3, qs);
     cr_assert_lt(weft_optimizer_state_import(single, d2, m2), 0);
     tu_assert_error(WEFT_ERR_VALUE, "loaded state dict has a different number of parameter groups");
     weft_optimizer_free(single);
@@ -1117,11 +1118,216 @@ Test(optim, group_errors_follow_pytorch)
     struct weft_param_group empty[1] = {{0, &p, NULL}};
     cr_assert_null(weft_optimizer_create_groups("sgd", 1, empty));
     tu_assert_error(WEFT_ERR_VALUE, "empty parameter list");
-    struct weft_config *cfg = weft_config_parse("[optim]\ndecay = odd\n", "test.ini");
-    cr_assert_null(weft_optimizer_create("adamw", 1, &p, weft_config_options(cfg, "optim")));
+    struct weft_config *cfg = weft_config_parse("[optimizer]\ndecay = odd\n", "test.ini");
+    cr_assert_null(weft_optimizer_create("adamw", 1, &p, weft_config_options(cfg, "optimizer")));
     tu_assert_error(WEFT_ERR_CONFIG, "decay");
     weft_config_free(cfg);
     weft_tensor_release(p);
+}
+
+/* ---- OneCycleLR and ReduceLROnPlateau against PyTorch (tests/sched/gen.py) ---------------- */
+
+static bool close_to(double got, double want)
+{
+    if (isnan(want))
+        return isnan(got);
+    return fabs(got - want) <= 1e-12 * fmax(1.0, fabs(want));
+}
+
+/* One case of tests/sched/fixtures/schedulers.txt being replayed. */
+struct sched_case {
+    char name[128];
+    double pv[3];
+    weft_tensor *p;
+    weft_optimizer *opt;
+    struct weft_config *cfg;
+    weft_scheduler *s;
+    bool expect_error;
+};
+
+static void sched_case_free(struct sched_case *c)
+{
+    weft_scheduler_free(c->s);
+    weft_config_free(c->cfg);
+    weft_optimizer_free(c->opt);
+    weft_tensor_release(c->p);
+    memset(c, 0, sizeof *c);
+}
+
+static void check_lr_momentum(const struct sched_case *c, int line, double lr, double m)
+{
+    cr_assert(close_to(weft_optimizer_get_lr(c->opt), lr), "%s (line %d): lr %.17g, PyTorch %.17g",
+              c->name, line, weft_optimizer_get_lr(c->opt), lr);
+    cr_assert(close_to(weft_optimizer_get_momentum(c->opt), m),
+              "%s (line %d): momentum %.17g, PyTorch %.17g", c->name, line,
+              weft_optimizer_get_momentum(c->opt), m);
+}
+
+/* "s G0 G1 G2 LR M P0 P1 P2": a step of the optimizer, then of the schedule. */
+static void replay_step(struct sched_case *c, int line, const char *args)
+{
+    double v[8];
+    cr_assert_eq(sscanf(args, "%lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3],
+                        &v[4], &v[5], &v[6], &v[7]), 8, "line %d", line);
+    give_grad(c->p, v);
+    cr_assert_eq(weft_optimizer_step(c->opt), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_scheduler_step(c->s), 0, "%s (line %d): %s", c->name, line,
+                 weft_error_message());
+    check_lr_momentum(c, line, v[3], v[4]);
+    double got[3];
+    tu_read(c->p, got);
+    for (int i = 0; i < 3; i++)
+        cr_assert(close_to(got[i], v[5 + i]), "%s (line %d): parameter %d = %.17g, PyTorch %.17g",
+                  c->name, line, i, got[i], v[5 + i]);
+}
+
+Test(optim, onecycle_and_plateau_match_pytorch_fixtures)
+{
+    const char *dir = getenv("WEFT_TEST_SOURCE_DIR");
+    char path[1024], line[1024];
+    snprintf(path, sizeof path, "%s/sched/fixtures/schedulers.txt", dir ? dir : "tests");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s (written by tests/sched/gen.py, checked in)", path);
+    struct sched_case c = {0};
+    int n = 0, cases = 0, events = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        line[strcspn(line, "\n")] = '\0';
+        char *args = strchr(line, ' ');
+        args = args ? args + 1 : line + strlen(line);
+        if (!strncmp(line, "case ", 5)) {
+            snprintf(c.name, sizeof c.name, "%s", args);
+        } else if (!strncmp(line, "opt ", 4)) {
+            char type[16], ini[128];
+            double lr, m;
+            cr_assert_eq(sscanf(args, "%15s %lf %lf", type, &lr, &m), 3, "line %d", n);
+            snprintf(ini, sizeof ini, "[optimizer]\nlr = %.17g\n%s%.17g\n", lr,
+                     strcmp(type, "sgd") ? "; " : "momentum = ", m);
+            c.p = tu_tensor(1, (int64_t[]){3}, c.pv, WEFT_F64);
+            cr_assert_eq(weft_requires_grad_(c.p, true), 0);
+            c.opt = make(type, ini, 1, &c.p);
+        } else if (!strncmp(line, "ini ", 4)) {
+            char ini[1024] = "[scheduler]\n";
+            for (char *save = NULL, *kv = strtok_r(args, ";", &save); kv;
+                 kv = strtok_r(NULL, ";", &save))
+                snprintf(ini + strlen(ini), sizeof ini - strlen(ini), "%s\n", kv);
+            cr_assert_not_null(c.cfg = weft_config_parse(ini, "sched.ini"));
+            c.s = weft_scheduler_create(c.opt, weft_config_options(c.cfg, "scheduler"));
+            cr_assert_not_null(c.s, "%s: %s", c.name, weft_error_message());
+            cr_assert_eq(weft_config_check_unknown(c.cfg), 0, "%s", weft_error_message());
+        } else if (!strncmp(line, "init ", 5)) {
+            double lr, m;
+            cr_assert_eq(sscanf(args, "%lf %lf", &lr, &m), 2, "line %d", n);
+            check_lr_momentum(&c, n, lr, m);
+        } else if (!strncmp(line, "s ", 2)) {
+            replay_step(&c, n, args);
+            events++;
+        } else if (!strncmp(line, "m ", 2)) {
+            double metric, lr, m;
+            cr_assert_eq(sscanf(args, "%lf %lf %lf", &metric, &lr, &m), 3, "line %d", n);
+            cr_assert_eq(weft_scheduler_step_metric(c.s, metric), 0, "%s", weft_error_message());
+            check_lr_momentum(&c, n, lr, m);
+            events++;
+        } else if (!strncmp(line, "err ", 4)) {
+            cr_assert_neq(weft_scheduler_step(c.s), 0, "%s: stepped past total_steps", c.name);
+            cr_assert(strstr(weft_error_message(), args), "%s: error '%s', PyTorch's '%s'", c.name,
+                      weft_error_message(), args);
+            weft_error_clear();
+        } else if (!strcmp(line, "end")) {
+            sched_case_free(&c);
+            cases++;
+        }
+    }
+    fclose(f);
+    sched_case_free(&c);
+    cr_assert_geq(cases, 12, "only %d cases in %s", cases, path);
+    cr_assert_geq(events, 190, "only %d events in %s", events, path);
+}
+
+Test(optim, onecycle_and_plateau_config_errors)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\n", 1, &w);
+    static const char *const bad[][2] = {
+        {"[scheduler]\ntype = onecycle\n", "You must define either total_steps OR (epochs AND steps_per_epoch)"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 0\n", "Expected positive integer total_steps, but got 0"},
+        {"[scheduler]\ntype = onecycle\nepochs = 2\n", "Expected positive integer steps_per_epoch"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 10\npct_start = 1.5\n", "Expected float between 0 and 1 pct_start"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 10\npct_start = 0.1\n", "leaves phase 1 of the cycle without a step"},
+        {"[scheduler]\ntype = onecycle\ntotal_steps = 10\nanneal_strategy = exp\n", "anneal_strategy"},
+        {"[scheduler]\ntype = plateau\nfactor = 1.0\n", "Factor should be < 1.0."},
+        {"[scheduler]\ntype = plateau\nmode = lowest\n", "mode"},
+        {"[scheduler]\ntype = plateau\nthreshold_mode = pct\n", "threshold_mode"},
+        {"[scheduler]\ntype = plateau\npatience = -1\n", "patience"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct weft_config *cfg = weft_config_parse(bad[i][0], "sched.ini");
+        cr_assert_null(weft_scheduler_create(opt, weft_config_options(cfg, "scheduler")),
+                       "accepted %s", bad[i][0]);
+        cr_assert(strstr(weft_error_message(), bad[i][1]), "%s: '%s', expected '%s'", bad[i][0],
+                  weft_error_message(), bad[i][1]);
+        cr_assert(strstr(weft_error_message(), "sched.ini: [scheduler]"), "%s", weft_error_message());
+        weft_error_clear();
+        weft_config_free(cfg);
+    }
+    /* a metric for a scheduler that takes none */
+    struct weft_config *cfg = weft_config_parse("[scheduler]\ntype = step\nstep_size = 2\n", "s.ini");
+    weft_scheduler *s = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
+    cr_assert_not_null(s);
+    cr_assert(!weft_scheduler_wants_metric(s));
+    cr_assert_eq(weft_scheduler_step_metric(s, 1.0), WEFT_ERR_VALUE);
+    weft_error_clear();
+    weft_scheduler_free(s);
+    weft_config_free(cfg);
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
+}
+
+Test(optim, plateau_and_onecycle_state_round_trip)
+{
+    double v[1] = {1};
+    weft_tensor *w = param(v, 1, WEFT_F32);
+    weft_optimizer *opt = make("sgd", "[optimizer]\nlr = 0.1\nmomentum = 0.9\n", 1, &w);
+    static const char *const inis[] = {
+        "[scheduler]\ntype = plateau\npatience = 0\nfactor = 0.5\ncooldown = 1\n",
+        "[scheduler]\ntype = onecycle\ntotal_steps = 10\nmax_lr = 1\n",
+    };
+    for (int k = 0; k < 2; k++) {
+        struct weft_config *cfg = weft_config_parse(inis[k], "s.ini");
+        weft_scheduler *a = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
+        cr_assert_not_null(a, "%s", weft_error_message());
+        const double metrics[] = {1.0, 2.0, 3.0, 0.5};
+        for (int i = 0; i < 4; i++) {
+            cr_assert_eq(weft_scheduler_step(a), 0);
+            if (weft_scheduler_wants_metric(a))
+                cr_assert_eq(weft_scheduler_step_metric(a, metrics[i]), 0);
+        }
+        double lr = weft_optimizer_get_lr(opt), m = weft_optimizer_get_momentum(opt);
+        struct weft_metadata *meta = weft_metadata_new();
+        cr_assert_eq(weft_scheduler_state_export(a, meta), 0);
+        weft_scheduler *b = weft_scheduler_create(opt, weft_config_options(cfg, "scheduler"));
+        cr_assert_not_null(b, "%s", weft_error_message());
+        cr_assert_eq(weft_scheduler_state_import(b, meta), 0, "%s", weft_error_message());
+        cr_assert_eq(weft_optimizer_get_lr(opt), lr, "%s: lr %g after import, %g before", inis[k],
+                     weft_optimizer_get_lr(opt), lr);
+        cr_assert_eq(weft_optimizer_get_momentum(opt), m);
+        /* both go on alike */
+        cr_assert_eq(weft_scheduler_step(a), 0);
+        if (weft_scheduler_wants_metric(a))
+            cr_assert_eq(weft_scheduler_step_metric(a, 4.0), 0);
+        double next = weft_optimizer_get_lr(opt);
+        cr_assert_eq(weft_scheduler_step(b), 0);
+        if (weft_scheduler_wants_metric(b))
+            cr_assert_eq(weft_scheduler_step_metric(b, 4.0), 0);
+        cr_assert_eq(weft_optimizer_get_lr(opt), next);
+        weft_metadata_free(meta);
+        weft_scheduler_free(a);
+        weft_scheduler_free(b);
+        weft_config_free(cfg);
+    }
+    weft_optimizer_free(opt);
+    weft_tensor_release(w);
 }
 
 /* ---- nanoGPT's schedule -------------------------------------------------------------------- */
@@ -1159,7 +1365,7 @@ Test(optim, warmup_cosine_config_errors)
 {
     double v[1] = {1};
     weft_tensor *w = param(v, 1, WEFT_F32);
-    weft_optimizer *opt = make("sgd", "[optim]\n", 1, &w);
+    weft_optimizer *opt = make("sgd", "[optimizer]\n", 1, &w);
     static const char *const bad[][2] = {
         {"[scheduler]\ntype = warmup_cosine\n", "missing key 'lr_decay_iters'"},
         {"[scheduler]\ntype = warmup_cosine\nwarmup_iters = 10\nlr_decay_iters = 10\n",

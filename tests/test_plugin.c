@@ -114,7 +114,7 @@ static void assert_error_has(int code, const char *a, const char *b)
 Test(plugin, wrong_abi_version_is_refused_naming_both_versions)
 {
     cr_assert_lt(weft_plugin_load(fixture("fixture-abi0")), 0);
-    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 0, but this weft has ABI 2",
+    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 0, but this weft has ABI 3",
                      fixture("fixture-abi0"));
     cr_assert_not(weft_plugin_is_loaded("fixture-abi0"));
 }
@@ -123,7 +123,7 @@ Test(plugin, an_abi1_plugin_is_refused_naming_both_versions)
 {
     /* Its init() aborts: reaching it would kill this test. */
     cr_assert_lt(weft_plugin_load(fixture("fixture-abi1")), 0);
-    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 1, but this weft has ABI 2",
+    assert_error_has(WEFT_ERR_PLUGIN, "was built for weft ABI 1, but this weft has ABI 3",
                      "weft-fixture-abi1.so");
     cr_assert_not(weft_plugin_is_loaded("fixture-abi1"));
 }
@@ -131,7 +131,7 @@ Test(plugin, an_abi1_plugin_is_refused_naming_both_versions)
 Test(plugin, descriptor_smaller_than_this_abis_is_refused)
 {
     cr_assert_lt(weft_plugin_load(fixture("fixture-small")), 0);
-    assert_error_has(WEFT_ERR_PLUGIN, "smaller than ABI 2's", "weft-fixture-small.so");
+    assert_error_has(WEFT_ERR_PLUGIN, "smaller than ABI 3's", "weft-fixture-small.so");
 }
 
 Test(plugin, larger_descriptor_from_a_newer_plugin_is_accepted)
@@ -273,6 +273,75 @@ Test(plugin, registry_get_of_a_name_nobody_provides_lists_what_there_is)
                      "backend:cpv");
 }
 
+/* A broken plugin earlier on the path shadows a good one of the same file name: the
+ * error names the broken file and why it was rejected, and says the good one was not
+ * tried (it said "no plugin on the search path provides api:fixture", naming nothing). */
+Test(plugin, a_broken_plugin_that_shadows_a_good_one_is_named_with_its_reason)
+{
+    char *dir = make_temp_dir();
+    char copy[4096], good[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture.so", dir);
+    snprintf(good, sizeof good, "%s", fixture("fixture"));
+    static char head[4000];
+    FILE *in = fopen(good, "rb");
+    cr_assert_not_null(in);
+    cr_assert_eq(fread(head, 1, sizeof head, in), sizeof head);
+    fclose(in);
+    write_file(copy, head, sizeof head); /* cut: its segments lie past its end */
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "fixture"));
+    char want[12288];
+    snprintf(want, sizeof want, "no api 'fixture'; %s, the first file of its name on the search "
+             "path, was rejected (cannot load plugin %s: truncated ELF file", copy, copy);
+    char tail[8192];
+    snprintf(tail, sizeof tail, "it shadows %s, which provides api:fixture and was not tried "
+             "(weft loads the first file of a name on the search path", good);
+    assert_error_has(WEFT_ERR_PLUGIN, want, tail);
+    cr_assert_not(weft_plugin_is_loaded("fixture"), "the shadowed copy was loaded");
+    remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
+}
+
+/* The same for a plugin of another ABI in front (an older build of the same plugin). */
+Test(plugin, a_wrong_abi_plugin_that_shadows_a_good_one_is_named_with_both_versions)
+{
+    char *dir = make_temp_dir();
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture.so", dir);
+    copy_file(fixture("fixture-abi0"), copy);
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "fixture"));
+    char want[8192];
+    snprintf(want, sizeof want, "was rejected (plugin %s was built for weft ABI 0, but this weft "
+             "has ABI %d; rebuild the plugin against this weft); it shadows", copy,
+             WEFT_ABI_VERSION);
+    assert_error_has(WEFT_ERR_PLUGIN, want, "which provides api:fixture and was not tried");
+    remove_dir(dir, (const char *const[]){"weft-fixture.so", NULL});
+}
+
+/* A provider in front that fails to load: its own reason, and the later copy named as not
+ * tried. */
+Test(plugin, a_provider_that_fails_to_load_names_the_later_copy_not_tried)
+{
+    char *dir = make_temp_dir();
+    char copy[4096], later[4096];
+    snprintf(copy, sizeof copy, "%s/weft-fixture-liar.so", dir);
+    snprintf(later, sizeof later, "%s", fixture("fixture-liar"));
+    copy_file(later, copy);
+    weft_plugin_path_add(dir);
+    weft_plugin_path_add(fixtures_dir());
+    cr_assert_null(weft_registry_get(WEFT_KIND_API, "liar"));
+    char want[8192];
+    snprintf(want, sizeof want, "cannot load the plugin that provides api:liar: plugin %s failed "
+             "to initialise: its manifest says it provides api:liar", copy);
+    char tail[8192];
+    snprintf(tail, sizeof tail, "; a later copy, %s, was not tried (weft loads the first file of "
+             "a name on the search path", later);
+    assert_error_has(WEFT_ERR_PLUGIN, want, tail);
+    remove_dir(dir, (const char *const[]){"weft-fixture-liar.so", NULL});
+}
+
 Test(plugin, a_manifest_that_promises_what_init_does_not_register_fails_the_load)
 {
     cr_assert_lt(weft_plugin_load(fixture("fixture-liar")), 0);
@@ -364,6 +433,116 @@ Test(plugin_host, a_bad_cpu_wait_policy_is_refused_with_the_choices)
                                      "default, passive, active");
     weft_plugin_set_options_source(NULL, NULL);
     weft_options_free(o);
+}
+
+/* The cpu plugin's default wait: a bounded spin (GOMP_SPINCOUNT), then sleep. The manifest
+ * sets the count before libgomp loads, unless a wait policy is set: by [cpu] wait_policy
+ * (an earlier line of the manifest) or by the user's environment. */
+static void load_cpu_with(const char *key, const char *value, const char *key2,
+                          const char *value2)
+{
+    weft_options *o = weft_options_new("cpu", "host.ini");
+    if (key)
+        cr_assert_eq(weft_options_set(o, key, value), 0);
+    if (key2)
+        cr_assert_eq(weft_options_set(o, key2, value2), 0);
+    weft_plugin_set_options_source(cpu_options, o);
+    cr_assert_not_null(weft_backend_get(WEFT_DEVICE_CPU), "%s", weft_error_message());
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}
+
+Test(plugin_host, the_cpu_plugins_default_wait_is_a_bounded_spin)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with(NULL, NULL, NULL, NULL);
+    cr_assert_null(getenv("OMP_WAIT_POLICY"));
+    cr_assert_not_null(getenv("GOMP_SPINCOUNT"), "no spin bound set");
+    cr_assert_str_eq(getenv("GOMP_SPINCOUNT"), "20000");
+}
+
+Test(plugin_host, cpu_spin_count_sets_the_bound)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with("spin_count", "5000", NULL, NULL);
+    cr_assert_str_eq(getenv("GOMP_SPINCOUNT"), "5000");
+}
+
+Test(plugin_host, cpu_spin_count_default_leaves_libgomps_own)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with("spin_count", "default", NULL, NULL);
+    cr_assert_null(getenv("GOMP_SPINCOUNT"), "GOMP_SPINCOUNT=%s", getenv("GOMP_SPINCOUNT"));
+}
+
+Test(plugin_host, a_wait_policy_from_the_config_leaves_the_spin_unbounded_by_weft)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with("wait_policy", "passive", NULL, NULL);
+    cr_assert_str_eq(getenv("OMP_WAIT_POLICY"), "passive");
+    cr_assert_null(getenv("GOMP_SPINCOUNT"), "GOMP_SPINCOUNT=%s would override passive",
+                   getenv("GOMP_SPINCOUNT"));
+}
+
+Test(plugin_host, a_wait_policy_from_the_environment_leaves_the_spin_alone)
+{
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    unsetenv("GOMP_SPINCOUNT");
+    load_cpu_with(NULL, NULL, NULL, NULL);
+    cr_assert_null(getenv("GOMP_SPINCOUNT"), "GOMP_SPINCOUNT=%s would override PASSIVE",
+                   getenv("GOMP_SPINCOUNT"));
+}
+
+Test(plugin_host, a_spin_count_in_the_environment_wins)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    setenv("GOMP_SPINCOUNT", "123", 1);
+    load_cpu_with("spin_count", "5000", NULL, NULL);
+    cr_assert_str_eq(getenv("GOMP_SPINCOUNT"), "123");
+}
+
+static void cpu_option_fails(const char *key, const char *value, const char *key2,
+                             const char *value2, const char *text)
+{
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    weft_options *o = weft_options_new("cpu", "host.ini");
+    cr_assert_eq(weft_options_set(o, key, value), 0);
+    if (key2)
+        cr_assert_eq(weft_options_set(o, key2, value2), 0);
+    weft_plugin_set_options_source(cpu_options, o);
+    cr_assert_null(weft_backend_get(WEFT_DEVICE_CPU));
+    tu_assert_error(WEFT_ERR_PLUGIN, text);
+    weft_plugin_set_options_source(NULL, NULL);
+    weft_options_free(o);
+}
+
+Test(plugin_host, a_bad_cpu_spin_count_is_refused_naming_the_key)
+{
+    cpu_option_fails("spin_count", "lots", NULL, NULL,
+                     "host.ini: [cpu] spin_count = 'lots': expected a number of spins from 0 "
+                     "to 10^12, 'infinite' or 'default' (libgomp's own)");
+}
+
+Test(plugin_host, a_spin_count_with_a_wait_policy_is_refused)
+{
+    cpu_option_fails("wait_policy", "passive", "spin_count", "100",
+                     "host.ini: [cpu] spin_count = '100': a spin count bounds the spin of "
+                     "wait_policy = default, not of wait_policy = passive: set one of the two");
+}
+
+Test(plugin, a_manifest_env_line_with_an_unknown_ending_is_refused_naming_the_line)
+{
+    unsetenv("WEFT_FIXTURE_BADENV");
+    cr_assert_lt(weft_plugin_load(fixture("fixture-badenv")), 0);
+    assert_error_has(WEFT_ERR_PLUGIN, "plugin fixture-badenv: manifest line 2: expected 'env "
+                                      "VARIABLE KEY DEFAULT [unless VARIABLE2]'",
+                     "weft-fixture-badenv.so");
+    cr_assert_null(getenv("WEFT_FIXTURE_BADENV"), "nothing was set");
 }
 
 Test(plugin, loading_twice_is_a_no_op)
@@ -547,21 +726,21 @@ Test(plugin, search_path_order_is_added_then_env_then_exe_then_installed)
 
 /* ---- the backend kind ----------------------------------------------------------------- */
 
-static int one_device(void)
+static int one_device(void *context)
 {
     return 1;
 }
 
-static void *no_alloc(int index, size_t nbytes)
+static void *no_alloc(void *context, int index, size_t nbytes)
 {
     return NULL;
 }
 
-static void no_free(int index, void *ptr, size_t nbytes)
+static void no_free(void *context, int index, void *ptr, size_t nbytes)
 {
 }
 
-static int no_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int no_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     return 0;
 }
@@ -583,7 +762,7 @@ Test(plugin, backend_with_a_wrong_abi_is_refused_naming_both_versions)
     b = test_backend("oldabi");
     b.base.abi_version = 0;
     cr_assert_lt(weft_register(&b), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 0, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "built for weft ABI 0, but this weft has ABI 3");
 }
 
 Test(plugin, backend_smaller_than_this_abis_is_refused_larger_is_accepted)
@@ -592,7 +771,7 @@ Test(plugin, backend_smaller_than_this_abis_is_refused_larger_is_accepted)
     small = test_backend("small");
     small.base.struct_size = 24;
     cr_assert_lt(weft_register(&small), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "backend 'small' has struct_size 24, smaller than ABI 2's");
+    tu_assert_error(WEFT_ERR_PLUGIN, "backend 'small' has struct_size 24, smaller than ABI 3's");
 
     static struct {
         struct weft_backend backend;
@@ -795,8 +974,9 @@ Test(plugin, memory_summary_tabulates_the_allocator_statistics)
     cr_assert_not_null(t);
     char *table = weft_memory_summary(WEFT_CPU, false);
     cr_assert_not_null(table, "%s", weft_error_message());
-    cr_assert_not_null(strstr(table, "weft memory summary, device cpu"), "%s", table);
-    cr_assert_not_null(strstr(table, "4.00 MiB"), "the 4 MiB tensor is counted:\n%s", table);
+    cr_assert_not_null(strstr(table, "weft CPU memory summary, device ID 0"), "%s", table);
+    cr_assert_not_null(strstr(table, "| Allocated memory      |   4096 KiB |"),
+                       "the 4 MiB tensor is counted (PyTorch's units):\n%s", table);
     free(table);
     weft_tensor_release(t);
     weft_device nowhere = {weft_device_type_id("fixture_nodev", true), 0};
@@ -1042,4 +1222,26 @@ Test(plugin, weft_info_reports_a_truncated_plugin_and_does_not_crash)
     cr_assert(strstr(out, "file check:  failed: cannot load plugin") != NULL, "%s", out);
     cr_assert(strstr(out, "the file has 20480: a cut or damaged file") != NULL, "%s", out);
     remove_dir(dir, (const char *const[]){"weft-cpu.so", NULL});
+}
+
+/* Every module type a config may name is listed, with where it comes from, and the
+ * optimizer types under the section that names them, [optimizer]. */
+Test(plugin, weft_info_lists_every_module_type)
+{
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s/../apps/weft-info", getenv("WEFT_TEST_FIXTURES"));
+    if (access(exe, X_OK) != 0)
+        cr_skip_test("no weft-info at %s", exe);
+    static char out[1 << 16];
+    int status = run_weft_info((const char *const[]){NULL}, NULL, out, sizeof out);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+    static const char *const listed[] = {
+        "    linear               built in (libweft-nn)\n",
+        "    lstm                 built in (libweft-nn)\n",
+        "    gpt                  built in (libweft-models)\n",
+        "    sparse_linear        from plugin sparse\n",
+        "  optimizer  optimizer types ([optimizer] type = names them)\n",
+    };
+    for (size_t i = 0; i < sizeof listed / sizeof *listed; i++)
+        cr_assert(strstr(out, listed[i]), "no line '%s' in:\n%s", listed[i], out);
 }

@@ -211,10 +211,10 @@ Test(print, print_writes_the_repr_and_a_newline)
 }
 
 /* A second device type living in host memory, to see the device suffix. */
-static int fake_count(void) { return 1; }
-static void *fake_alloc(int index, size_t n) { (void)index; return malloc(n ? n : 1); }
-static void fake_free(int index, void *p, size_t n) { (void)index; (void)n; free(p); }
-static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool nb)
+static int fake_count(void *context) { return 1; }
+static void *fake_alloc(void *context, int index, size_t n) { (void)index; return malloc(n ? n : 1); }
+static void fake_free(void *context, int index, void *p, size_t n) { (void)index; (void)n; free(p); }
+static int fake_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool nb)
 {
     (void)nb;
     memcpy(weft_tensor_data(dst), weft_tensor_data(src),

@@ -100,12 +100,12 @@ Test(registry, every_vtable_passes_the_same_checks)
     w = widget("old");
     w.base.abi_version = 1;
     cr_assert_lt(weft_register(&w), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 1, but this weft has ABI 2");
+    tu_assert_error(WEFT_ERR_PLUGIN, "a vtable was built for weft ABI 1, but this weft has ABI 3");
 
     w = widget("tiny");
     w.base.struct_size = offsetof(struct widget, spin);
     cr_assert_lt(weft_register(&w), 0);
-    tu_assert_error(WEFT_ERR_PLUGIN, "widget 'tiny' has struct_size 24, smaller than ABI 2's 32 "
+    tu_assert_error(WEFT_ERR_PLUGIN, "widget 'tiny' has struct_size 24, smaller than ABI 3's 32 "
                                      "bytes");
 
     static struct widget first;

@@ -647,4 +647,9 @@ Test(rnn, bad_options_give_pytorchs_errors)
     o = weft_rnn_defaults(WEFT_RNN_LSTM, 4, 3);
     o.dropout = 1.5;
     assert_pytorch_error("dropout_range", weft_nn_rnn(&o) ? 0 : -1);
+    /* sizes from a config: the gates' 4 x hidden_size must fit int64 (it overflowed) */
+    o = weft_rnn_defaults(WEFT_RNN_LSTM, 4, INT64_C(1) << 62);
+    cr_assert_null(weft_nn_rnn(&o));
+    tu_assert_error(WEFT_ERR_VALUE, "LSTM: input_size = 4 and hidden_size = 4611686018427387904: "
+                                    "expected sizes below 2^61");
 }

@@ -169,10 +169,10 @@ static const enum weft_dtype all_dtypes[] = {WEFT_BOOL, WEFT_U8,  WEFT_I8,   WEF
 
 /* ---- another device: host memory behind a backend of its own ---------------------------- */
 
-static int fake_device_count(void) { return 1; }
-static void *fake_alloc(int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
-static void fake_free(int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
-static int fake_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int fake_device_count(void *context) { return 1; }
+static void *fake_alloc(void *context, int index, size_t nbytes) { (void)index; return malloc(nbytes ? nbytes : 1); }
+static void fake_free(void *context, int index, void *p, size_t nbytes) { (void)index; (void)nbytes; free(p); }
+static int fake_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     size_t n = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
@@ -1437,5 +1437,41 @@ Test(sparse, a_million_entries_convert_between_coo_and_csr_in_milliseconds)
     /* Generous bounds (sanitizer builds are slower); the plain build takes a few ms. */
     cr_expect_lt(best_to, 0.25, "COO -> CSR took %.1f ms", best_to * 1e3);
     cr_expect_lt(best_back, 0.25, "CSR -> COO took %.1f ms", best_back * 1e3);
+    weft_scope_pop();
+}
+
+/* A C program makes a SparseLinear without a config: on a CSR batch it gives the dense
+ * Linear's value with the same parameters, and its gradients reach weight and bias. */
+Test(sparse, sparse_linear_from_c_matches_a_dense_linear_and_trains)
+{
+    weft_scope_push();
+    weft_module *m = weft_sparse_linear(4, 3, true);
+    cr_assert_not_null(m, "%s", weft_error_message());
+    struct weft_sparse_linear_info info;
+    cr_assert_eq(weft_sparse_linear_info(m, &info), 0);
+    cr_expect_eq(info.in_features, 4);
+    cr_expect_eq(info.out_features, 3);
+    cr_expect_str_eq(info.indices, "");
+    const double dense[2][4] = {{0, 1.5, 0, -2}, {3, 0, 0, 0.5}};
+    int64_t shape[2] = {2, 4};
+    weft_tensor *xd = weft_from_host(dense, 2, shape, WEFT_F64, WEFT_CPU);
+    weft_tensor *x = weft_to_sparse_csr(weft_to_dtype(xd, WEFT_F32));
+    cr_assert_not_null(x, "%s", weft_error_message());
+    weft_tensor *y = weft_module_forward(m, x);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    weft_tensor *w = weft_module_parameter(m, "weight"), *b = weft_module_parameter(m, "bias");
+    weft_tensor *want = weft_linear(weft_to_dtype(xd, WEFT_F32), w, b);
+    double got_v[6], want_v[6];
+    weft_tensor *yd = weft_to_dtype(y, WEFT_F64), *wd = weft_to_dtype(want, WEFT_F64);
+    cr_assert_eq(weft_tensor_read(yd, got_v, sizeof got_v), 0);
+    cr_assert_eq(weft_tensor_read(wd, want_v, sizeof want_v), 0);
+    for (int i = 0; i < 6; i++)
+        cr_expect_float_eq(got_v[i], want_v[i], 1e-5, "element %d", i);
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    cr_expect_not_null(weft_grad(w));
+    cr_expect_not_null(weft_grad(b));
+    cr_expect_eq(weft_sparse_linear_info(NULL, &info), 1);
+    weft_module_free(m);
     weft_scope_pop();
 }

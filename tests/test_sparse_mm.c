@@ -768,6 +768,39 @@ Test(sparse_mm, spmv_records_mv_backward)
     weft_scope_pop();
 }
 
+/* The product and the values' gradient run through the dispatch funnel, where a profiler
+ * sees them: sparse_mm forward and for the dense operand's gradient (A^T @ g), sparse_sddmm
+ * for the values'. */
+Test(sparse_mm, the_profiler_sees_the_products_and_sddmm)
+{
+    weft_scope_push();
+    int64_t n2 = 2, ishape[2] = {2, 2}, size[2] = {2, 3}, bshape[2] = {3, 4};
+    const double idx[4] = {0, 1, 1, 2}, val[2] = {1, 2};
+    weft_tensor *v = tu_tensor(1, &n2, val, WEFT_F32);
+    weft_requires_grad_(v, true);
+    weft_tensor *A = weft_sparse_coo_tensor(tu_tensor(2, ishape, idx, WEFT_I64), v, 2, size, true);
+    weft_tensor *B = weft_ones(2, bshape, WEFT_F32, WEFT_CPU);
+    weft_requires_grad_(B, true);
+    cr_assert_eq(weft_profiler_start(NULL), 0, "%s", weft_error_message());
+    weft_tensor *y = weft_sparse_mm(A, B);
+    cr_assert_eq(weft_backward(weft_sum(y, 0, NULL, false), NULL, false), 0, "%s",
+                 weft_error_message());
+    weft_profiler_stop();
+    struct weft_profiler_average *rows;
+    size_t n;
+    cr_assert_eq(weft_profiler_key_averages(false, &rows, &n), 0, "%s", weft_error_message());
+    int64_t mm = 0, sddmm = 0;
+    for (size_t i = 0; i < n; i++) {
+        mm += strcmp(rows[i].name, "sparse_mm") == 0 ? rows[i].calls : 0;
+        sddmm += strcmp(rows[i].name, "sparse_sddmm") == 0 ? rows[i].calls : 0;
+    }
+    free(rows);
+    weft_profiler_clear();
+    cr_expect_eq(mm, 2, "sparse_mm: %lld calls", (long long)mm);
+    cr_expect_eq(sddmm, 1, "sparse_sddmm: %lld calls", (long long)sddmm);
+    weft_scope_pop();
+}
+
 struct gc_ctx {
     const struct spm *m;
     enum fmt f;

@@ -202,6 +202,44 @@ Test(tensor, the_cpu_allocator_reuses_freed_blocks)
     cr_assert_geq(s4.peak_reserved_bytes, s1.reserved_bytes);
 }
 
+/* Requests above 1 MiB come from segments (plugins/cpu/allocator.c): a freed block serves
+ * smaller requests of other sizes, split, and its pieces merge back when freed, with no
+ * new memory from the system; a free list per size class would map new blocks for both. */
+Test(tensor, the_cpu_allocator_splits_and_merges_large_blocks)
+{
+    const int64_t mib = 262144; /* float32 elements */
+    weft_empty_cache(WEFT_CPU);
+    struct weft_memory_stats s0 = cpu_stats();
+    weft_tensor *a = weft_empty(1, SHAPE(48 * mib), WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(a, "%s", weft_error_message());
+    void *front = a->storage->data;
+    weft_tensor_release(a);
+    struct weft_memory_stats s1 = cpu_stats();
+    cr_assert_geq(s1.reserved_bytes, s0.reserved_bytes + 48 * 1048576);
+    weft_tensor *b = weft_empty(1, SHAPE(12 * mib), WEFT_F32, WEFT_CPU);
+    weft_tensor *c = weft_empty(1, SHAPE(36 * mib), WEFT_F32, WEFT_CPU);
+    cr_assert(b && c, "%s", weft_error_message());
+    struct weft_memory_stats s2 = cpu_stats();
+    cr_assert_eq(s2.reserved_bytes, s1.reserved_bytes, "12 + 36 MiB from the cached 48 MiB");
+    cr_assert_eq(s2.num_cache_hits, s1.num_cache_hits + 2);
+    cr_assert_eq(b->storage->data, front, "best fit takes the front of the block");
+    cr_assert_eq(((uintptr_t)c->storage->data) % 64, 0, "64-byte alignment");
+    weft_tensor_release(b);
+    weft_tensor_release(c);
+    weft_tensor *d = weft_empty(1, SHAPE(48 * mib), WEFT_F32, WEFT_CPU);
+    cr_assert_not_null(d, "%s", weft_error_message());
+    struct weft_memory_stats s3 = cpu_stats();
+    cr_assert_eq(s3.reserved_bytes, s1.reserved_bytes, "the pieces merged back into 48 MiB");
+    cr_assert_eq(d->storage->data, front);
+    cr_assert_eq(s3.allocated_bytes, s0.allocated_bytes + 48 * 1048576);
+    weft_tensor_release(d);
+    cr_assert_eq(cpu_stats().allocated_bytes, s0.allocated_bytes);
+    weft_empty_cache(WEFT_CPU);
+    struct weft_memory_stats s4 = cpu_stats();
+    cr_assert_eq(s4.reserved_bytes, s0.reserved_bytes, "empty_cache returns the segment");
+    cr_assert_geq(s4.peak_reserved_bytes, s1.reserved_bytes);
+}
+
 /* Small blocks wait on the freeing thread's own lists (plugins/cpu/allocator.c); the
  * statistics must not show it. */
 static void *alloc_and_free_small(void *arg)

@@ -620,6 +620,80 @@ Test(transforms, malformed_options_name_the_section_key_and_value)
                  "size = '20': crop size (20, 20) is larger than the image (10, 12)");
 }
 
+/* Every parameter has an upper bound, named with its key: padding = 1073741810 once
+ * wrapped the loader's buffer size (a heap overflow); a flat shear or a tiny scale once
+ * sent coordinates past int64 in the warp. */
+Test(transforms, every_parameter_has_an_upper_bound_named_with_its_key)
+{
+    config_fails("transforms = random_crop\n|random_crop: size = 8; padding = 1073741810\n",
+                 "aug.ini: [loader.transform.random_crop] padding = '1073741810': expected "
+                 "padding: one non-negative integer (all sides), two (left/right, top/bottom) "
+                 "or four (left, top, right, bottom), each at most 65536");
+    config_fails("transforms = random_crop\n|random_crop: size = 8; padding = 65536\n",
+                 "[loader.transform.random_crop] padding = '65536': the image would be 3 x "
+                 "131082 x 131084 (C x H x W) at its padding, more than 2^30 values");
+    config_fails("transforms = random_crop\n|random_crop: size = 65536; pad_if_needed = true\n",
+                 "[loader.transform.random_crop] size = '65536': the image would be 3 x 131062 "
+                 "x 131060 (C x H x W) at its padding, more than 2^30 values");
+    config_fails("transforms = random_crop\n|random_crop: size = 65537\n",
+                 "size = '65537': expected a size: one positive integer (a square, or resize's "
+                 "shorter edge) or two (height, width), each at most 65536");
+    config_fails("transforms = resize\n|resize: size = 1e15\n", "size = '1e15': expected a size");
+    config_fails("transforms = resize\n|resize: size = 60000\n",
+                 "[loader.transform.resize] size = '60000': expected a size that leaves both "
+                 "edges at most 65536 (the 10 x 12 image's longer edge would become 72000)");
+    config_fails("transforms = random_resized_crop\n|random_resized_crop: size = 20000, 20000\n",
+                 "[loader.transform.random_resized_crop] size = '20000, 20000': the image would "
+                 "be 3 x 20000 x 20000 (C x H x W) at its output");
+    config_fails("transforms = random_resized_crop\n|random_resized_crop: size = 4; "
+                 "ratio = 1e-300, 1\n",
+                 "[loader.transform.random_resized_crop] ratio = '1e-300, 1': expected two "
+                 "numbers lo, hi with 0.001 <= lo <= hi <= 1000 (aspect ratios)");
+    config_fails("transforms = random_resized_crop\n|random_resized_crop: size = 4; "
+                 "scale = 0.5, 1e300\n",
+                 "scale = '0.5, 1e300': expected two numbers lo, hi with 0 <= lo <= hi <= 1000");
+    config_fails("transforms = random_erasing\n|random_erasing: scale = 0.1, 2\n",
+                 "[loader.transform.random_erasing] scale = '0.1, 2': expected two numbers lo, "
+                 "hi with 0 <= lo <= hi <= 1");
+    config_fails("transforms = random_erasing\n|random_erasing: ratio = 0.5, 1e9\n",
+                 "[loader.transform.random_erasing] ratio = '0.5, 1e9'");
+    config_fails("transforms = random_rotation\n|random_rotation: degrees = 1e300\n",
+                 "[loader.transform.random_rotation] degrees = '1e300': expected degrees: one "
+                 "number d in [0, 360]");
+    config_fails("transforms = random_affine\n|random_affine: degrees = -400, 0\n",
+                 "[loader.transform.random_affine] degrees = '-400, 0'");
+    config_fails("transforms = random_affine\n|random_affine: degrees = 0; shear = 0, 0, 89, 1e20\n",
+                 "[loader.transform.random_affine] shear = '0, 0, 89, 1e20': expected shear");
+    config_fails("transforms = random_affine\n|random_affine: degrees = 0; scale = 1e-300, 1\n",
+                 "[loader.transform.random_affine] scale = '1e-300, 1': expected two numbers lo, "
+                 "hi with 0.001 <= lo <= hi <= 1000");
+    config_fails("transforms = color_jitter\n|color_jitter: contrast = 1e30\n",
+                 "[loader.transform.color_jitter] contrast = '1e30': expected one number x in "
+                 "[0, 1000]");
+    config_fails("transforms = random_rotation\n|random_rotation: degrees = 5; fill = 1e39\n",
+                 "[loader.transform.random_rotation] fill = '1e39': expected one number or 3 "
+                 "(one per channel), in float32's range");
+    config_fails("transforms = random_crop\n|random_crop: size = 8; padding = 2; fill = -1e39\n",
+                 "[loader.transform.random_crop] fill = '-1e39'");
+}
+
+/* Coordinates far outside the image (a shear of 89.9 degrees) read the fill, never an
+ * int64 conversion out of range (UBSan's check in the sanitizer build). */
+Test(transforms, a_nearly_flat_shear_reads_the_fill)
+{
+    float src[2 * 3] = {1, 2, 3, 4, 5, 6}, dst[6], fill = 7;
+    double m[6];
+    weft_transform_affine_matrix(0, 0, 0, 0.001, 89.9, 89.9, m);
+    for (int interp = 0; interp < 2; interp++) {
+        weft_transform_warp(src, 1, 2, 3, m, (enum weft_interp)interp, &fill, 1, dst);
+        for (int i = 0; i < 6; i++)
+            cr_assert(dst[i] == fill || (dst[i] >= 1 && dst[i] <= 7), "%g", dst[i]);
+    }
+    m[0] = NAN;
+    weft_transform_warp(src, 1, 2, 3, m, WEFT_INTERP_NEAREST, &fill, 1, dst);
+    cr_assert_eq(dst[0], fill);
+}
+
 Test(transforms, a_loader_refuses_transforms_built_for_another_shape)
 {
     struct run r = start("[data]\nreader = tf_img\n[loader]\ntransforms = random_horizontal_flip\n",

@@ -3,7 +3,8 @@
 # train as one with batch 50; a 2-process checkpoint resumes bit for bit under 2 and
 # runs on under 1; a killed rank ends the job, a stopped one makes the other fail with
 # the timeout's message within timeout_s; different models on the ranks are refused at
-# start, naming the odd rank.
+# start, naming the odd rank; [train] metrics is served by rank 0 alone unless
+# metrics_all_ranks, and then by rank r on PORT + r.
 #   usage: train-ddp.sh BUILD_DIR      (exit 77, skipped, where mpirun is missing)
 set -eu
 build=$(cd "$1" && pwd)
@@ -89,7 +90,7 @@ grep -q '^step 20/20 ' "$tmp/resumed1.txt" || fail "the 1-process resume did not
 # ---- deterministic = true: the same bits run to run ---------------------------------------
 for i in 1 2; do
     mpi2 "$train" "$tmp/blobs.ini" --set distributed.deterministic=true --set train.max_iters=5 \
-        --set "train.checkpoint=$tmp/det$i.safetensors" >"$tmp/det.txt" 2>&1 || { cat "$tmp/det.txt"; fail "deterministic run failed"; }
+        --set "train.checkpoint=$tmp/det$i.safetensors" --set "train.log=$tmp/det$i.csv" >"$tmp/det.txt" 2>&1 || { cat "$tmp/det.txt"; fail "deterministic run failed"; }
 done
 cmp "$tmp/det1.safetensors" "$tmp/det2.safetensors" || fail "deterministic runs differ"
 
@@ -116,7 +117,7 @@ for sig in KILL STOP; do
     took=$(( $(date +%s) - start ))
     [ "$took" -lt 45 ] || fail "the job took $took s to end after SIG$sig on a rank"
     if [ $sig = STOP ]; then
-        grep -q 'weft: rank [01]: .*waited 3 s for the other ranks' "$tmp/long.txt" ||
+        grep -q 'weft: rank [01]: .*waited 3 s for the other ranks (timeout_s = 3); rank [01] did not arrive (no answer: stopped' "$tmp/long.txt" ||
             { cat "$tmp/long.txt"; fail "no timeout message from the rank left waiting"; }
     fi
 done
@@ -128,4 +129,48 @@ if mpirun --oversubscribe --bind-to none -np 1 "$train" "$tmp/blobs.ini" : \
     fail "different models on the ranks were accepted"
 fi
 grep -q 'the model on rank 1 differs from rank 0' "$tmp/mismatch.txt" || { cat "$tmp/mismatch.txt"; fail "message"; }
+# ---- [train] metrics: rank 0 serves alone; with metrics_all_ranks rank r on PORT + r ------
+# Two free ports in a row.
+free_pair() { /usr/bin/python3 -c '
+import socket
+while True:
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    try:
+        socket.socket().bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    print(p); break'; }
+fetch() { # URL: the page on stdout, or fails (connection refused)
+    /usr/bin/python3 -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())' "$1" 2>/dev/null
+}
+# metrics_job ALL_RANKS: training until killed; polls rank 0's page (and rank 1's when
+# ALL_RANKS) until it shows steps; leaves them in page0 and page1 (empty when refused).
+metrics_job() {
+    port=$(free_pair)
+    # mpirun itself in the background (not mpi2's subshell): $! is the pid to end it by.
+    mpirun --oversubscribe --bind-to none -np 2 "$train" "$tmp/blobs.ini" --overwrite \
+        --set train.max_iters=100000000 --set train.eval_interval=0 \
+        --set train.log_interval=100000 --set "train.checkpoint=$tmp/metrics.safetensors" \
+        --set "train.metrics=127.0.0.1:$port" --set "train.metrics_all_ranks=$1" \
+        >"$tmp/metrics.txt" 2>&1 &
+    job=$!
+    i=0
+    until fetch "http://127.0.0.1:$port/metrics" >"$tmp/page0" && grep -q '^weft_train_step [1-9]' "$tmp/page0" &&
+          { [ "$1" = false ] || { fetch "http://127.0.0.1:$((port + 1))/metrics" >"$tmp/page1" &&
+                                  grep -q '^weft_train_step [1-9]' "$tmp/page1"; }; }; do
+        i=$((i + 1))
+        [ "$i" -lt 300 ] || { kill $job; wait $job || true; cat "$tmp/metrics.txt"; fail "no metrics pages after 30 s (all ranks: $1)"; }
+        sleep 0.1
+    done
+    [ "$1" = true ] || fetch "http://127.0.0.1:$((port + 1))/metrics" >"$tmp/page1" || : >"$tmp/page1"
+    kill $job
+    wait $job || true
+}
+metrics_job false
+grep -q '^weft_train_info{rank="0",' "$tmp/page0" || fail "rank 0's page: $(cat "$tmp/page0")"
+[ ! -s "$tmp/page1" ] || fail "rank 1 serves metrics without metrics_all_ranks: $(head -5 "$tmp/page1")"
+metrics_job true
+grep -q '^weft_train_info{rank="0",' "$tmp/page0" || fail "rank 0's page: $(cat "$tmp/page0")"
+grep -q '^weft_train_info{rank="1",' "$tmp/page1" || fail "rank 1's page on PORT + 1: $(cat "$tmp/page1")"
 echo "train-ddp: ok"

@@ -66,8 +66,8 @@ cat "$tmp/full.txt"
 [ "$(grep -c '^step [0-9]*/30 ' "$tmp/full.txt")" = 6 ] || fail "expected 6 progress lines (every 5 of 30 steps)"
 [ "$(grep -c '^step [0-9]*: train loss .*, val loss ' "$tmp/full.txt")" = 3 ] ||
     fail "expected 3 evaluations (steps 10, 20, 30)"
-grep -q '^step 30/30 .* img/s .* ms/step  elapsed [0-9hms]*  ETA 0s$' "$tmp/full.txt" || fail "no final progress line"
-head -1 "$tmp/full.csv" | grep -qx 'step,epoch,train_loss,val_loss,lr,images_per_s,seconds' ||
+grep -q '^step 30/30 .* samples/s .* ms/step  elapsed [0-9hms]*  ETA 0s$' "$tmp/full.txt" || fail "no final progress line"
+head -1 "$tmp/full.csv" | grep -qx 'step,epoch,train_loss,val_loss,lr,samples_per_s,seconds,peak_allocated_bytes' ||
     fail "CSV header: $(head -1 "$tmp/full.csv")"
 [ "$(cut -d, -f1 "$tmp/full.csv" | tr '\n' ' ')" = "step 10 20 30 " ] || fail "CSV steps"
 # 480 training samples / 25 = 20 batches (19.2, the last one short) = 10 steps an epoch.

@@ -268,18 +268,18 @@ case "$resume" in
 *) fail "Ctrl-C: the resume command is '$resume'" ;;
 esac
 echo "Ctrl-C: $resume"
-tail -1 "$tmp/int/log.csv" | grep -q '^1,.*,1$' || { cat "$tmp/int/log.csv"; fail "CSV: the interrupted epoch is not marked partial"; }
+tail -1 "$tmp/int/log.csv" | grep -q '^1,.*,1,[0-9]*$' || { cat "$tmp/int/log.csv"; fail "CSV: the interrupted epoch is not marked partial"; }
 # the printed command, run as printed (through the shell): it says where it resumed
 sh -c "$resume" >"$tmp/resumed.txt" 2>&1 || { cat "$tmp/resumed.txt"; fail "the printed resume command failed"; }
 grep -q "^resumed from $tmp/int/m.safetensors at epoch 1, after batch [0-9]* of 30000 (step [0-9]*)" "$tmp/resumed.txt" ||
     { cat "$tmp/resumed.txt"; fail "resume: where it resumed is not said"; }
-head -1 "$tmp/int/log.csv" | grep -qx 'epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds,partial' ||
+head -1 "$tmp/int/log.csv" | grep -qx 'epoch,train_loss,train_acc,val_loss,val_acc,lr,samples_per_s,seconds,partial,peak_allocated_bytes' ||
     fail "CSV: header"
-awk -F, 'NR > 1 { print $1 "," $NF }' "$tmp/int/log.csv" | tr '\n' ' ' | grep -qx '1,1 1,1 2,0 ' ||
+awk -F, 'NR > 1 { print $1 "," $9 }' "$tmp/int/log.csv" | tr '\n' ' ' | grep -qx '1,1 1,1 2,0 ' ||
     { cat "$tmp/int/log.csv"; fail "CSV: rows (epoch,partial) should be 1,1 1,1 2,0"; }
 # log_every: a line and a steps-log row every 20 steps
 grep -q '^epoch 2/2  step [0-9]*  batch [0-9]*/30000  loss ' "$tmp/resumed.txt" || fail "log_every: no lines"
-head -1 "$tmp/int/log.steps.csv" | grep -qx 'step,epoch,batch,loss,lr,images_per_s,seconds' || fail "log_every: steps log header"
+head -1 "$tmp/int/log.steps.csv" | grep -qx 'step,epoch,batch,loss,lr,samples_per_s,seconds' || fail "log_every: steps log header"
 awk -F, 'NR > 1 && $1 % 20 != 0 { bad = 1 } END { exit bad }' "$tmp/int/log.steps.csv" || fail "log_every: a row off the 20-step grid"
 echo "resume: $(grep '^resumed from' "$tmp/resumed.txt")"
 
@@ -338,7 +338,7 @@ echo "patience: early stopping after epoch 5, unbroken and resumed after epoch 4
 sed -e 's/^\[layer.act\]$/[layer.bn]\ntype = batchnorm1d\nnum_features = 8\n\n[layer.act]/' \
     -e 's/^batch_size = 20$/batch_size = 149/' "$tmp/ok.ini" >"$tmp/bn.ini"
 grep -q '^type = batchnorm1d$' "$tmp/bn.ini" || fail "blame: the batchnorm layer was not added to the config"
-expect_error blame_in_training 1 "[layer.bn] Expected more than 1 value per channel when training, got input size [1, 8]" \
+expect_error blame_in_training 2 "[layer.bn] Expected more than 1 value per channel when training, got input size [1, 8]" \
     "$tmp/bn.ini" --set train.checkpoint="$tmp/bn/m.safetensors" --set train.log="$tmp/bn/log.csv"
 echo "blame: an error met in training names [layer.bn]"
 echo "train-ux: ok"

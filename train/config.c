@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "weft/error.h"
+#include "weft/file.h"
 #include "weft/options.h"
 #include "weft/plugin.h"
 
@@ -99,6 +101,13 @@ static const char *view_lookup(void *ctx, const char *section, const char *key)
     return weft_config_string(ctx, section, key, NULL);
 }
 
+/* A value --set gave is a path from the shell's directory; the file's, from the file's. */
+static const char *view_path_base(void *ctx, const char *section, const char *key)
+{
+    const struct entry *e = find_entry(find_section(ctx, section), key);
+    return e && e->set_by ? "" : NULL;
+}
+
 static struct section *get_section(struct weft_config *cfg, const char *name)
 {
     struct section *s = find_section(cfg, name);
@@ -113,6 +122,8 @@ static struct section *get_section(struct weft_config *cfg, const char *name)
     *s = (struct section){.name = strdup(name)};
     if (s->name)
         s->options = weft_options_view(name, cfg->name, view_lookup, cfg);
+    if (s->options)
+        weft_options_view_set_path_base(s->options, view_path_base);
     if (!s->name || !s->options) {
         free(s->name);
         weft_options_free(s->options);
@@ -322,12 +333,14 @@ static int check_text(const char *path, const char *text, size_t len)
                           path, line, (size_t)(nul - text));
 }
 
-/* The whole file as a string; NULL with an error naming the file. */
+/* The whole file as a string; NULL with an error naming the file. Its type is checked
+ * before it is read (a FIFO given as the config would block); a config that cannot be
+ * read is the config's fault, so the error's code is CONFIG. */
 static char *read_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        weft_error_set(WEFT_ERR_CONFIG, "%s: cannot open config file: %s", path, strerror(errno));
+    int fd = weft_open_regular_file(path, "config file");
+    if (fd < 0) {
+        weft_error_recode(WEFT_ERR_CONFIG);
         return NULL;
     }
     char *text = NULL;
@@ -337,15 +350,17 @@ static char *read_file(const char *path)
         rc = weft_grow((void **)&text, &cap, len + 4096 + 1, 1);
         if (rc < 0)
             break;
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
+        ssize_t got = read(fd, text + len, cap - len - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            rc = weft_error_set(WEFT_ERR_CONFIG, "%s: cannot read config file: %s", path,
+                                strerror(errno));
+        if (got <= 0)
             break;
+        len += (size_t)got;
     }
-    if (rc == 0 && ferror(f))
-        rc = weft_error_set(WEFT_ERR_CONFIG, "%s: cannot read config file: %s", path,
-                            strerror(errno));
-    fclose(f);
+    close(fd);
     if (rc == 0)
         rc = check_text(path, text, len);
     if (rc < 0) {
@@ -492,6 +507,26 @@ bool weft_config_has_section(const struct weft_config *cfg, const char *section)
 {
     const struct section *s = cfg && section ? find_section(cfg, section) : NULL;
     return s && s->present;
+}
+
+int weft_config_rename_section(struct weft_config *cfg, const char *old_name, const char *name)
+{
+    struct section *s = cfg && old_name && name ? find_section(cfg, old_name) : NULL;
+    if (!s || !s->present || find_section(cfg, name))
+        return 0;
+    char *copy = strdup(name);
+    weft_options *view = copy ? weft_options_view(name, cfg->name, view_lookup, cfg) : NULL;
+    if (!view) {
+        free(copy);
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of memory renaming [%s]", old_name);
+    }
+    free(s->name);
+    weft_options_free(s->options);
+    s->name = copy;
+    s->options = view;
+    retire(cfg, cfg->secv); /* the cached list of section names */
+    cfg->secv = NULL;
+    return 1;
 }
 
 static void remember_asked(struct section *s, const char *key)
@@ -807,14 +842,32 @@ static const struct entry *misspelt_key(const struct weft_config *cfg,
     return NULL;
 }
 
-/* An error "<file>: [section] key ..." about a value that a --set gave, or about a
- * section whose values --set changed, names those --set arguments in place of the file:
- * the file is not where the mistake is. */
+/* Whether word occurs in text as a whole word (not inside a longer name). */
+static bool mentions(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p && n; p = strstr(p + 1, word)) {
+        bool before = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        bool after = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+        if (before && after)
+            return true;
+    }
+    return false;
+}
+
+/* An error "<file>: [section] key ..." (after a prefix such as "epoch 1, batch 6 of 12: ")
+ * about a value that a --set gave, or about a section whose values --set changed, names
+ * those --set arguments in place of the file: the file is not where the mistake is. A
+ * message naming a key of the file also blames the --set keys of the section it mentions
+ * ("n_embd (130) must be divisible by n_head (4)" after --set model.n_embd=130). */
 static int blame_set(const struct weft_config *cfg, int rc)
 {
-    const char *msg = weft_error_message();
+    const char *all = weft_error_message();
     size_t n = strlen(cfg->name);
-    if (strncmp(msg, cfg->name, n) != 0 || strncmp(msg + n, ": [", 3) != 0)
+    char head[256];
+    snprintf(head, sizeof head, "%s: [", cfg->name);
+    const char *msg = strstr(all, head);
+    if (!msg || (msg != all && strncmp(msg - 2, ": ", 2) != 0))
         return rc;
     const char *sec = msg + n + 3, *close = strchr(sec, ']');
     if (!close || (close[1] != ' ' && close[1] != '\0'))
@@ -825,37 +878,44 @@ static int blame_set(const struct weft_config *cfg, int rc)
     const struct section *s = find_section(cfg, name);
     if (!s)
         return rc;
-    /* The key named after the section decides: blamed when --set gave it, not when the
-     * file did. A message about the whole section blames every --set of it. */
+    /* The key named after the section decides: blamed when --set gave it; when the file
+     * did, the --set keys the message mentions are blamed, else none. A message about the
+     * whole section blames every --set of it. */
     char sets[1024] = "";
     size_t used = 0;
     size_t klen = strcspn(after, " =:");
+    const struct entry *named = NULL;
+    for (size_t i = 0; i < s->n && !named; i++)
+        if (klen && strlen(s->entries[i].key) == klen && !strncmp(after, s->entries[i].key, klen))
+            named = &s->entries[i];
     for (size_t i = 0; i < s->n; i++) {
         const struct entry *e = &s->entries[i];
-        if (klen && strlen(e->key) == klen && strncmp(after, e->key, klen) == 0) {
-            if (!e->set_by)
-                return rc;
-            snprintf(sets, sizeof sets, "--set %s", e->set_by);
-            used = 0;
-            break;
-        }
-        if (e->set_by && used < sizeof sets)
+        bool blamed = named ? e == named || (!named->set_by && mentions(after + klen, e->key))
+                            : true;
+        if (e->set_by && blamed && used < sizeof sets)
             used += (size_t)snprintf(sets + used, sizeof sets - used, "%s--set %s",
                                      used ? ", " : "", e->set_by);
     }
     if (!sets[0])
         return rc;
-    char rest[1536];
+    char prefix[1024], rest[1536];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(msg - all), all);
     snprintf(rest, sizeof rest, "%s", msg + n + 2);
     int code = weft_error_code();
     weft_error_clear();
-    return weft_error_set(code, "%s (set on the command line, over %s): %s", sets, cfg->name,
-                          rest);
+    return weft_error_set(code, "%s%s (set on the command line, over %s): %s", prefix, sets,
+                          cfg->name, rest);
 }
 
 int weft_config_explain_error(const struct weft_config *cfg, int rc)
 {
-    if (!cfg || rc >= 0 || weft_error_code() != WEFT_ERR_CONFIG)
+    int code = weft_error_code();
+    if (!cfg || rc >= 0)
+        return rc;
+    /* a value that cannot work, whoever refused it: the device, a plugin, a range */
+    if (code == WEFT_ERR_VALUE || code == WEFT_ERR_PLUGIN || code == WEFT_ERR_DEVICE)
+        return blame_set(cfg, rc);
+    if (code != WEFT_ERR_CONFIG)
         return rc;
     const char *meant = NULL;
     const struct section *s = misspelt_section(cfg, &meant);

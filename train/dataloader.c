@@ -181,6 +181,11 @@ static int check_options(const weft_dataset *ds, const struct weft_dataloader_op
                               "batch_size should be a positive integer value, but got "
                               "batch_size=%lld",
                               (long long)o->batch_size);
+    if (o->batch_size > WEFT_DATALOADER_MAX_BATCH)
+        return weft_error_set(WEFT_ERR_VALUE,
+                              "batch_size should be at most %lld (2^31 - 1), but got "
+                              "batch_size=%lld",
+                              (long long)WEFT_DATALOADER_MAX_BATCH, (long long)o->batch_size);
     if (o->num_workers < 0 || o->num_workers > MAX_WORKERS)
         return weft_error_set(WEFT_ERR_VALUE,
                               "num_workers option should be non-negative (and at most %d); "
@@ -352,7 +357,7 @@ struct pinned_block {
 static void free_pinned(void *ctx, void *data)
 {
     struct pinned_block *pb = ctx;
-    pb->backend->host_free_pinned(data, pb->nbytes);
+    pb->backend->host_free_pinned(pb->backend->context, data, pb->nbytes);
     free(pb);
 }
 
@@ -368,7 +373,7 @@ static weft_tensor *host_tensor(weft_dataloader *dl, int ndim, const int64_t *sh
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory");
         return NULL;
     }
-    void *data = dl->backend->host_alloc_pinned(nbytes);
+    void *data = dl->backend->host_alloc_pinned(dl->backend->context, nbytes);
     if (!data) {
         free(pb);
         if (weft_error_code() == WEFT_OK)
@@ -423,10 +428,16 @@ static int transform_field(weft_dataloader *dl, struct slot *s, int f, const voi
     const weft_transforms *tf = dl->opt.transforms;
     int64_t in_numel = p->sample_numel, out_numel = weft_shape_numel(p->ndim, p->shape);
     if (!s->scratch) {
-        size_t n = (size_t)(in_numel + 2 * weft_transforms_max_numel(tf));
-        if (!(s->scratch = malloc(n * sizeof *s->scratch)))
+        /* the sample and two images as large as the pipeline's largest (both bounded by
+         * weft_transforms_from_config, so this cannot overflow; checked all the same) */
+        int64_t n = 0, bytes;
+        if (!weft_size_mul(weft_transforms_max_numel(tf), 2, WEFT_SIZE_MAX, &n) ||
+            !weft_size_add(n, in_numel, WEFT_SIZE_MAX, &n) ||
+            !weft_size_mul(n, (int64_t)sizeof *s->scratch, WEFT_SIZE_MAX, &bytes) ||
+            !(s->scratch = malloc((size_t)bytes)))
             return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory for the "
-                                                          "transforms' buffers");
+                                                          "transforms' buffers (%lld floats)",
+                                  (long long)n);
     }
     float *sample = s->scratch, *work = s->scratch + in_numel;
     float *out = weft_tensor_data(s->host[f]);
@@ -474,10 +485,17 @@ static int fill_slot(weft_dataloader *dl, struct slot *s, int64_t k)
         s->host[f] = weft_tensor_retain(t);
         if (!s->host[f])
             goto fail;
-        size_t raw = (size_t)count * weft_dataset_sample_bytes(dl->ds, f);
-        buffers[f] = dl->plan[f].convert ? grow(s, f, raw) : weft_tensor_data(s->host[f]);
+        int64_t raw = INT64_MAX;
+        bool fits = weft_size_mul(count, (int64_t)weft_dataset_sample_bytes(dl->ds, f),
+                                  WEFT_SIZE_MAX, &raw);
+        buffers[f] = !fits                  ? NULL
+                     : dl->plan[f].convert ? grow(s, f, (size_t)raw)
+                                           : weft_tensor_data(s->host[f]);
         if (!buffers[f] && raw > 0) {
-            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory");
+            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "dataloader: out of memory for a batch of "
+                                                   "%lld samples of field '%s' (%lld bytes)",
+                           (long long)count, weft_dataset_field(dl->ds, f)->name,
+                           (long long)raw);
             goto fail;
         }
         if (!buffers[f])
@@ -1038,8 +1056,8 @@ weft_dataloader *weft_dataloader_from_config(const weft_dataset *ds, struct weft
     }
     struct weft_dataloader_options o = weft_dataloader_options_default();
     int64_t bs, workers, prefetch, seed;
-    if (config_range(cfg, section, "batch_size", 1, 1, INT64_MAX, "a positive integer", &bs) <
-            0 ||
+    if (config_range(cfg, section, "batch_size", 1, 1, WEFT_DATALOADER_MAX_BATCH,
+                     "a positive integer up to 2147483647 (2^31 - 1)", &bs) < 0 ||
         config_range(cfg, section, "workers", 0, 0, MAX_WORKERS,
                      "a number of worker threads from 0 to 256", &workers) < 0 ||
         config_range(cfg, section, "prefetch", 2, 1, MAX_PREFETCH,
@@ -1066,4 +1084,16 @@ weft_dataloader *weft_dataloader_from_config(const weft_dataset *ds, struct weft
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
     weft_transforms_release(o.transforms); /* the loader holds its own */
     return dl;
+}
+
+int weft_dataloader_queue_depth(weft_dataloader *dl)
+{
+    if (!dl || dl->nthreads == 0)
+        return 0;
+    int ready = 0;
+    pthread_mutex_lock(&dl->lock);
+    for (int i = 0; i < dl->nslots; i++)
+        ready += dl->slots[i].state == SLOT_READY;
+    pthread_mutex_unlock(&dl->lock);
+    return ready;
 }

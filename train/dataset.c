@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "weft/checked.h"
 #include "weft/error.h"
 
 struct weft_dataset {
@@ -57,11 +58,14 @@ static const struct weft_dataset_reader *find_reader(const weft_options *o)
     }
     bool had_error = weft_error_code() != WEFT_OK;
     const struct weft_dataset_reader *r = weft_registry_get(WEFT_KIND_READER, name);
-    if (!r && !had_error) {
+    if (!r && !had_error) { /* named by its key; out of memory stays the cause */
         char msg[1536];
+        int code = weft_error_code();
         snprintf(msg, sizeof msg, "%s", weft_error_message());
         weft_error_clear();
         weft_options_bad_value(o, "reader", "%s", msg);
+        if (code == WEFT_ERR_OUT_OF_MEMORY)
+            weft_error_recode(code);
     }
     return r;
 }
@@ -99,24 +103,19 @@ static int check_info(const struct weft_dataset_reader *r, const char *section,
                                   "%d, num_classes %lld; expected a weft dtype, rank 0 to %d",
                                   r->base.name, section, fd->name, (int)fd->dtype, fd->ndim,
                                   (long long)fd->num_classes, WEFT_MAX_DIMS - 1);
-        int64_t numel = 1;
-        for (int d = 0; d < fd->ndim; d++) {
-            int64_t s = fd->shape[d];
-            if (s < 0 || (s > 0 && numel > INT64_MAX / s))
-                return weft_error_set(WEFT_ERR_PLUGIN,
-                                      "dataset reader '%s' ([%s]): field '%s' has a negative "
-                                      "or overflowing sample shape",
-                                      r->base.name, section, fd->name);
-            numel *= s;
-        }
-        size_t item = weft_dtype_size(fd->dtype);
-        if ((uint64_t)numel > SIZE_MAX / item)
+        int64_t numel, bytes;
+        if (!weft_size_product(&numel, WEFT_SIZE_MAX, fd->ndim, fd->shape))
+            return weft_error_set(WEFT_ERR_PLUGIN,
+                                  "dataset reader '%s' ([%s]): field '%s' has a negative "
+                                  "or overflowing sample shape",
+                                  r->base.name, section, fd->name);
+        if (!weft_size_mul(numel, (int64_t)weft_dtype_size(fd->dtype), WEFT_SIZE_MAX, &bytes))
             return weft_error_set(WEFT_ERR_PLUGIN,
                                   "dataset reader '%s' ([%s]): field '%s' has a sample too "
                                   "large to address",
                                   r->base.name, section, fd->name);
         ds->sample_numel[f] = numel;
-        ds->sample_bytes[f] = (size_t)numel * item;
+        ds->sample_bytes[f] = (size_t)bytes;
     }
     return 0;
 }

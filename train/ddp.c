@@ -19,6 +19,7 @@
 #include "weft/ddp.h"
 #include "weft/dist.h"
 #include "weft/error.h"
+#include "weft/ops.h"
 
 #define FIRST_BUCKET_BYTES (1 << 20) /* PyTorch's _DEFAULT_FIRST_BUCKET_BYTES */
 
@@ -192,9 +193,10 @@ weft_ddp *weft_ddp_new(weft_module *model, const struct weft_ddp_options *option
         return NULL;
     }
     struct weft_ddp_options o = options ? *options : weft_ddp_options_default();
-    if (!(o.bucket_mb > 0)) {
-        weft_error_set(WEFT_ERR_VALUE, "DistributedDataParallel: bucket_mb must be > 0, got %g",
-                       o.bucket_mb);
+    if (!(o.bucket_mb > 0 && o.bucket_mb <= WEFT_DDP_MAX_BUCKET_MB)) {
+        weft_error_set(WEFT_ERR_VALUE, "DistributedDataParallel: bucket_mb must be > 0 and at "
+                                       "most %d (1 TiB), got %g",
+                       WEFT_DDP_MAX_BUCKET_MB, o.bucket_mb);
         return NULL;
     }
     weft_ddp *d = calloc(1, sizeof *d);

@@ -202,8 +202,19 @@ static int open_transport(const struct weft_dist_init_options *o, const char *na
     const struct weft_communicator *comm = weft_registry_get(WEFT_KIND_COMMUNICATOR, name);
     if (!comm)
         return weft_error_prefix("weft_dist_init: backend '%s'", name);
+    /* The transport reads its settings as every plugin does, through options. */
+    weft_options *opts = weft_options_new("dist", NULL);
+    char timeout[32];
+    snprintf(timeout, sizeof timeout, "%.17g", o->timeout_s);
+    if (!opts || weft_options_set(opts, "backend", name) != 0 ||
+        weft_options_set(opts, "timeout_s", timeout) != 0 ||
+        weft_options_set(opts, "deterministic", o->deterministic ? "true" : "false") != 0) {
+        weft_options_free(opts);
+        return weft_error_code() ? weft_error_code() : WEFT_ERR_OUT_OF_MEMORY;
+    }
     int rank = -1, size = 0;
-    void *group = comm->open(o, env, &rank, &size);
+    void *group = comm->open(opts, env, &rank, &size);
+    weft_options_free(opts);
     if (!group)
         return weft_error_prefix("weft_dist_init: backend '%s'", name);
     if (rank < 0 || size < 1 || rank >= size) {

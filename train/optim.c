@@ -43,8 +43,8 @@ static int check_type(const struct weft_vtable *v)
 
 const struct weft_kind weft_optimizer_kind = {
     .base = WEFT_VTABLE(WEFT_KIND_KIND, WEFT_KIND_OPTIMIZER, struct weft_kind),
-    .description = "optimizer types ([optim] type = names them)",
-    .min_size = sizeof(struct weft_optimizer_type),
+    .description = "optimizer types ([optimizer] type = names them)",
+    .min_size = offsetof(struct weft_optimizer_type, get_momentum), /* appended after */
     .check = check_type,
 };
 
@@ -53,11 +53,14 @@ static const struct weft_optimizer_type *find_type(const weft_options *o, const 
 {
     bool had_error = weft_error_code() != WEFT_OK;
     const struct weft_optimizer_type *t = weft_registry_get(WEFT_KIND_OPTIMIZER, name);
-    if (!t && !had_error) {
+    if (!t && !had_error) { /* named by its key; out of memory stays the cause */
         char msg[1536];
+        int code = weft_error_code();
         snprintf(msg, sizeof msg, "%s", weft_error_message());
         weft_error_clear();
         weft_options_error(o, "type = '%s': %s", name, msg);
+        if (code == WEFT_ERR_OUT_OF_MEMORY)
+            weft_error_recode(code);
     }
     return t;
 }
@@ -333,6 +336,28 @@ int weft_optimizer_set_lr(weft_optimizer *opt, double lr)
         return WEFT_ERR_VALUE;
     for (int g = 0; g < opt->ngroups; g++) {
         int rc = opt->type->set_lr(opt->groups[g].ctx, lr);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+double weft_optimizer_get_momentum(const weft_optimizer *opt)
+{
+    if (!opt || opt->ngroups < 1 || !WEFT_VTABLE_HAS(opt->type, get_momentum))
+        return NAN;
+    return opt->type->get_momentum(opt->groups[0].ctx);
+}
+
+int weft_optimizer_set_momentum(weft_optimizer *opt, double momentum)
+{
+    if (!opt)
+        return WEFT_ERR_VALUE;
+    if (!WEFT_VTABLE_HAS(opt->type, set_momentum))
+        return weft_error_set(WEFT_ERR_CONFIG, "optimizer '%s' has no momentum to cycle "
+                                               "(cycle_momentum)", opt->type->base.name);
+    for (int g = 0; g < opt->ngroups; g++) {
+        int rc = opt->type->set_momentum(opt->groups[g].ctx, momentum);
         if (rc < 0)
             return rc;
     }

@@ -35,7 +35,7 @@ weft_optimizer *weft_sgd(int n, weft_tensor *const *params, const struct weft_sg
 {
     struct weft_sgd_options d = WEFT_SGD_OPTIONS_INIT;
     const struct weft_sgd_options *s = opts ? opts : &d;
-    weft_options *o = weft_options_new("optim", "weft_sgd()");
+    weft_options *o = weft_options_new("optimizer", "weft_sgd()");
     int rc = !o ? -1
                 : set_double(o, "lr", s->lr) | set_double(o, "momentum", s->momentum) |
                       set_double(o, "dampening", s->dampening) |
@@ -47,7 +47,7 @@ weft_optimizer *weft_sgd(int n, weft_tensor *const *params, const struct weft_sg
 static weft_optimizer *adam_like(const char *type, const char *origin, int n,
                                  weft_tensor *const *params, const struct weft_adam_options *s)
 {
-    weft_options *o = weft_options_new("optim", origin);
+    weft_options *o = weft_options_new("optimizer", origin);
     char betas[80];
     snprintf(betas, sizeof betas, "%.17g, %.17g", s->betas[0], s->betas[1]);
     int rc = !o ? -1
@@ -76,7 +76,7 @@ weft_optimizer *weft_rmsprop(int n, weft_tensor *const *params,
 {
     struct weft_rmsprop_options d = WEFT_RMSPROP_OPTIONS_INIT;
     const struct weft_rmsprop_options *s = opts ? opts : &d;
-    weft_options *o = weft_options_new("optim", "weft_rmsprop()");
+    weft_options *o = weft_options_new("optimizer", "weft_rmsprop()");
     int rc = !o ? -1
                 : set_double(o, "lr", s->lr) | set_double(o, "alpha", s->alpha) |
                       set_double(o, "eps", s->eps) |

@@ -128,7 +128,7 @@ static int select_device(const char *name, int64_t index, weft_device *device)
         return weft_error_set(WEFT_ERR_PLUGIN,
                               "plugin '%s' loaded but registered no backend named '%s'", name,
                               name);
-    int count = b->device_count();
+    int count = b->device_count(b->context);
     if (count < 0)
         count = 0;
     if (index >= count)

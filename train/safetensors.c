@@ -21,6 +21,7 @@
 
 #include "json.h"
 #include "weft.h"
+#include "weft/file.h"
 
 /* Tensor data is stored little-endian; weft only targets little-endian hosts, where the
  * bytes of a tensor are written as they are in memory. */
@@ -796,14 +797,12 @@ static int read_at(const struct loader *L, void *buf, uint64_t n, uint64_t offse
 /* Opens the file and reads its header, bounded by the file size and the limit. */
 static int read_header(struct loader *L)
 {
-    L->fd = open(L->path, O_RDONLY | O_CLOEXEC);
+    L->fd = weft_open_regular_file(L->path, NULL); /* a FIFO is refused, never waited on */
     if (L->fd < 0)
-        return weft_error_set(WEFT_ERR_IO, "cannot open '%s': %s", L->path, strerror(errno));
+        return weft_error_code();
     struct stat st;
     if (fstat(L->fd, &st) != 0)
         return fail(L, WEFT_ERR_IO, "fstat failed: %s", strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return fail(L, WEFT_ERR_IO, "not a regular file");
     L->file_size = (uint64_t)st.st_size;
     if (L->file_size < 8)
         return fail(L, WEFT_ERR_VALUE,

@@ -1,16 +1,26 @@
 /* train/scheduler.c: learning-rate schedulers (weft/optim.h): PyTorch's closed forms,
- * with an optional linear warmup in front, and nanoGPT's get_lr(it). */
+ * nanoGPT's get_lr(it), OneCycleLR (scheduler_onecycle.c) and ReduceLROnPlateau
+ * (scheduler_plateau.c), each with an optional linear warmup in front. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler_internal.h"
 #include "weft/error.h"
 #include "weft/optim.h"
 
 #define PI 3.14159265358979323846
 
-enum sched_kind { SCHED_NONE, SCHED_STEP, SCHED_MULTISTEP, SCHED_COSINE, SCHED_WARMUP_COSINE };
+enum sched_kind {
+    SCHED_NONE,
+    SCHED_STEP,
+    SCHED_MULTISTEP,
+    SCHED_COSINE,
+    SCHED_WARMUP_COSINE,
+    SCHED_PLATEAU,
+    SCHED_ONECYCLE
+};
 
 #define MAX_MILESTONES 64
 
@@ -23,6 +33,9 @@ struct weft_scheduler {
     int nmilestones;
     int64_t milestones[MAX_MILESTONES];
     int64_t last_epoch;
+    struct sched_plateau plateau;
+    struct sched_onecycle onecycle;
+    char where[256]; /* "cfg.ini: [scheduler] ", for errors after creation */
 };
 
 /* "30, 80" into s->milestones: increasing non-negative integers. */
@@ -41,8 +54,8 @@ static int parse_milestones(struct weft_scheduler *s, const weft_options *o)
 
 static int read_schedule(struct weft_scheduler *s, const weft_options *o)
 {
-    static const char *const kinds[] = {"none", "step", "multistep", "cosine", "warmup_cosine",
-                                        NULL};
+    static const char *const kinds[] = {"none",          "step",    "multistep", "cosine",
+                                        "warmup_cosine", "plateau", "onecycle",  NULL};
     int kind = 0;
     int64_t warmup = 0;
     if (weft_options_choice(o, "type", kinds, SCHED_NONE, &kind) < 0 ||
@@ -57,6 +70,10 @@ static int read_schedule(struct weft_scheduler *s, const weft_options *o)
         weft_options_double(o, "min_lr", 0.0, &s->min_lr) < 0)
         return WEFT_ERR_CONFIG;
     s->kind = (enum sched_kind)kind;
+    if (s->kind == SCHED_PLATEAU && sched_plateau_read(&s->plateau, o, s->base_lr) < 0)
+        return WEFT_ERR_CONFIG;
+    if (s->kind == SCHED_ONECYCLE && sched_onecycle_read(&s->onecycle, o, s->base_lr) < 0)
+        return WEFT_ERR_CONFIG;
     s->warmup = warmup;
     if (s->kind == SCHED_STEP && s->step_size < 1)
         return weft_options_bad_value(o, "step_size", "the step scheduler needs a positive "
@@ -117,10 +134,23 @@ static double main_lr_at(const weft_scheduler *s, int64_t e)
         double coeff = 0.5 * (1.0 + cos(PI * ratio));
         return s->min_lr + coeff * (s->base_lr - s->min_lr);
     }
+    case SCHED_PLATEAU:
+        return s->plateau.lr;
+    case SCHED_ONECYCLE: {
+        double lr = NAN, momentum;
+        sched_onecycle_at(&s->onecycle, e, &lr, &momentum);
+        return lr;
+    }
     case SCHED_NONE:
     default:
         return s->base_lr;
     }
+}
+
+/* What the warmup climbs to: the main schedule's lr at its start. */
+static double warmup_target(const weft_scheduler *s)
+{
+    return s->kind == SCHED_ONECYCLE ? s->onecycle.initial_lr : s->base_lr;
 }
 
 double weft_scheduler_lr_at(const weft_scheduler *s, int64_t e)
@@ -129,9 +159,27 @@ double weft_scheduler_lr_at(const weft_scheduler *s, int64_t e)
         return NAN;
     if (e < s->warmup) {
         double f = s->warmup_start + (1.0 - s->warmup_start) * (double)e / (double)s->warmup;
-        return s->base_lr * f;
+        return warmup_target(s) * f;
     }
     return main_lr_at(s, e - s->warmup);
+}
+
+/* Sets the optimizer's lr (and OneCycleLR's momentum) to the schedule's at step e. */
+static int apply(weft_scheduler *s, int64_t e)
+{
+    if (s->kind == SCHED_ONECYCLE) {
+        int64_t k = e < s->warmup ? 0 : e - s->warmup; /* warmup: the cycle's first momentum */
+        double lr, momentum;
+        if (!sched_onecycle_at(&s->onecycle, k, &lr, &momentum))
+            return weft_error_set(WEFT_ERR_CONFIG,
+                                  "%stotal_steps = %lld: Tried to step %lld times. The specified "
+                                  "number of total steps is %lld",
+                                  s->where, (long long)s->onecycle.total_steps, (long long)k + 1,
+                                  (long long)s->onecycle.total_steps);
+        if (s->onecycle.cycle_momentum && weft_optimizer_set_momentum(s->opt, momentum) < 0)
+            return weft_error_code();
+    }
+    return weft_optimizer_set_lr(s->opt, weft_scheduler_lr_at(s, e));
 }
 
 weft_scheduler *weft_scheduler_create(weft_optimizer *opt, const weft_options *options)
@@ -145,11 +193,19 @@ weft_scheduler *weft_scheduler_create(weft_optimizer *opt, const weft_options *o
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "weft_scheduler_create: out of memory");
         return NULL;
     }
-    int rc = read_schedule(s, options);
     s->opt = opt;
     s->base_lr = weft_optimizer_get_lr(opt);
+    weft_options_where(options, s->where, sizeof s->where);
+    int rc = read_schedule(s, options);
+    if (rc == 0 && s->kind == SCHED_ONECYCLE && s->onecycle.cycle_momentum &&
+        isnan(weft_optimizer_get_momentum(opt)))
+        rc = weft_options_bad_value(options, "cycle_momentum", "optimizer must support momentum "
+                                                               "with `cycle_momentum` option "
+                                                               "enabled (%s has none: set "
+                                                               "cycle_momentum = false)",
+                                    weft_optimizer_name(opt));
     if (rc == 0)
-        rc = weft_optimizer_set_lr(opt, weft_scheduler_lr_at(s, 0));
+        rc = apply(s, 0);
     if (rc < 0) {
         free(s);
         return NULL;
@@ -167,7 +223,25 @@ int weft_scheduler_step(weft_scheduler *s)
     if (!s)
         return WEFT_ERR_VALUE;
     s->last_epoch++;
-    return weft_optimizer_set_lr(s->opt, weft_scheduler_lr_at(s, s->last_epoch));
+    return apply(s, s->last_epoch);
+}
+
+bool weft_scheduler_wants_metric(const weft_scheduler *s)
+{
+    return s && s->kind == SCHED_PLATEAU;
+}
+
+int weft_scheduler_step_metric(weft_scheduler *s, double metric)
+{
+    if (!s)
+        return WEFT_ERR_VALUE;
+    if (s->kind != SCHED_PLATEAU)
+        return weft_error_set(WEFT_ERR_VALUE, "%sonly the plateau scheduler steps on a metric",
+                              s->where);
+    if (s->last_epoch < s->warmup) /* the lr still climbs: no plateau to judge */
+        return 0;
+    sched_plateau_step(&s->plateau, metric);
+    return weft_optimizer_set_lr(s->opt, s->plateau.lr);
 }
 
 int64_t weft_scheduler_last_epoch(const weft_scheduler *s)
@@ -184,7 +258,7 @@ int weft_scheduler_state_export(const weft_scheduler *s, struct weft_metadata *m
     if (weft_metadata_set_int(m, "scheduler.last_epoch", s->last_epoch) < 0 ||
         weft_metadata_set(m, "scheduler.base_lr", buf) < 0)
         return -1;
-    return 0;
+    return s->kind == SCHED_PLATEAU ? sched_plateau_export(&s->plateau, m) : 0;
 }
 
 int weft_scheduler_state_import(weft_scheduler *s, const struct weft_metadata *m)
@@ -204,6 +278,8 @@ int weft_scheduler_state_import(weft_scheduler *s, const struct weft_metadata *m
                                   base);
         s->base_lr = v;
     }
+    if (s->kind == SCHED_PLATEAU && sched_plateau_import(&s->plateau, m) < 0)
+        return WEFT_ERR_VALUE;
     s->last_epoch = e;
-    return weft_optimizer_set_lr(s->opt, weft_scheduler_lr_at(s, e));
+    return apply(s, e);
 }

@@ -1,6 +1,7 @@
 /* TensorBoard event files: TFRecord framing around hand-encoded Event protobufs
  * (weft/tensorboard.h). Only the handful of fields TensorBoard needs for scalars are
- * written, so a few varint and fixed-width helpers replace a protobuf library. */
+ * written, with the small encoder the ONNX exporter uses too (protobuf/pb.h), in place
+ * of a protobuf library. */
 #include "weft/tensorboard.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pb.h"
 #include "weft/error.h"
 
 struct weft_summary_writer {
@@ -49,77 +51,6 @@ uint32_t weft_tfrecord_masked_crc32c(const void *data, size_t n)
     return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-/* ---- protobuf encoding: just what Event, Summary and Summary.Value need ------------ */
-
-/* A message being built; the sizes here are tiny, so a fixed buffer is enough. Tags are
- * limited to 255 bytes by the callers, and overflow is recorded, never written. */
-struct pb {
-    unsigned char buf[512];
-    size_t len;
-    bool overflow;
-};
-
-static void pb_bytes(struct pb *m, const void *p, size_t n)
-{
-    if (m->overflow || n > sizeof m->buf - m->len) {
-        m->overflow = true;
-        return;
-    }
-    memcpy(m->buf + m->len, p, n);
-    m->len += n;
-}
-
-static void pb_varint(struct pb *m, uint64_t v)
-{
-    unsigned char b[10];
-    size_t n = 0;
-    do {
-        b[n] = (unsigned char)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            b[n] |= 0x80;
-        n++;
-    } while (v);
-    pb_bytes(m, b, n);
-}
-
-/* wire types: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
-static void pb_key(struct pb *m, unsigned field, unsigned wire)
-{
-    pb_varint(m, (uint64_t)field << 3 | wire);
-}
-
-static void pb_le(struct pb *m, uint64_t v, int nbytes)
-{
-    unsigned char b[8];
-    for (int i = 0; i < nbytes; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-    pb_bytes(m, b, (size_t)nbytes);
-}
-
-static void pb_double(struct pb *m, unsigned field, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    pb_key(m, field, 1);
-    pb_le(m, u, 8);
-}
-
-static void pb_float(struct pb *m, unsigned field, float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    pb_key(m, field, 5);
-    pb_le(m, u, 4);
-}
-
-static void pb_len(struct pb *m, unsigned field, const void *p, size_t n)
-{
-    pb_key(m, field, 2);
-    pb_varint(m, n);
-    pb_bytes(m, p, n);
-}
-
 /* ---- records ------------------------------------------------------------------------ */
 
 static double wall_time(void)
@@ -133,6 +64,8 @@ static int write_record(weft_summary_writer *w, const struct pb *m)
 {
     if (w->failed)
         return weft_error_set(WEFT_ERR_IO, "%s: an earlier write failed", w->path);
+    if (pb_failed(m))
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: out of memory for an event", w->path);
     unsigned char head[12];
     uint64_t n = m->len;
     for (int i = 0; i < 8; i++)
@@ -220,12 +153,13 @@ weft_summary_writer *weft_summary_writer_open(const char *logdir)
                        strerror(errno));
         goto fail;
     }
-    struct pb m = {0};
+    struct pb m = PB_INIT;
     pb_double(&m, 1, wall_time());
-    pb_key(&m, 2, 0);
-    pb_varint(&m, 0);
-    pb_len(&m, 3, "brain.Event:2", strlen("brain.Event:2"));
-    if (write_record(w, &m) < 0 || weft_summary_writer_flush(w) < 0)
+    pb_int(&m, 2, 0);
+    pb_string(&m, 3, "brain.Event:2");
+    int rc = write_record(w, &m);
+    pb_free(&m);
+    if (rc < 0 || weft_summary_writer_flush(w) < 0)
         goto fail;
     return w;
 fail:
@@ -247,19 +181,20 @@ int weft_summary_writer_add_scalar(weft_summary_writer *w, const char *tag, doub
     if (taglen == 0 || taglen > 255)
         return weft_error_set(WEFT_ERR_VALUE,
                               "tensorboard: tag '%s' must have 1 to 255 characters", tag);
-    struct pb val = {0};
-    pb_len(&val, 1, tag, taglen);
+    struct pb val = PB_INIT, sum = PB_INIT, ev = PB_INIT;
+    pb_bytes(&val, 1, tag, taglen);
     pb_float(&val, 2, (float)value);
-    struct pb sum = {0};
-    pb_len(&sum, 1, val.buf, val.len);
-    struct pb ev = {0};
+    pb_message(&sum, 1, &val);
     pb_double(&ev, 1, wall_time());
-    pb_key(&ev, 2, 0);
-    pb_varint(&ev, (uint64_t)step); /* int64: negative steps take ten bytes, as protobuf */
-    pb_len(&ev, 5, sum.buf, sum.len);
-    if (val.overflow || sum.overflow || ev.overflow)
-        return weft_error_set(WEFT_ERR_VALUE, "tensorboard: event for tag '%s' too large", tag);
-    return write_record(w, &ev);
+    pb_int(&ev, 2, step); /* int64: negative steps take ten bytes, as protobuf */
+    pb_message(&ev, 5, &sum);
+    int rc = pb_failed(&ev) ? weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
+                                             "tensorboard: out of memory for tag '%s'", tag)
+                            : write_record(w, &ev);
+    pb_free(&val);
+    pb_free(&sum);
+    pb_free(&ev);
+    return rc;
 }
 
 int weft_summary_writer_flush(weft_summary_writer *w)

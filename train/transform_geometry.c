@@ -164,7 +164,8 @@ void weft_transform_resize_shape(int64_t h, int64_t w, int n, const int64_t size
     /* torchvision's _compute_resized_output_size: the short edge becomes size, the long
      * one int(size * long / short). */
     int64_t shorter = w <= h ? w : h, longer = w <= h ? h : w;
-    int64_t new_long = (int64_t)((double)size[0] * (double)longer / (double)shorter);
+    double d = (double)size[0] * (double)longer / (double)shorter;
+    int64_t new_long = d < 0x1p62 ? (int64_t)d : INT64_C(1) << 62; /* the caller bounds it */
     *ow = w <= h ? size[0] : new_long;
     *oh = w <= h ? new_long : size[0];
 }
@@ -227,8 +228,10 @@ void weft_transform_warp(const float *src, int64_t c, int64_t h, int64_t w, cons
             float xc = (float)x - hw + 0.5f;
             float gx = (float)((long double)xc * r[0] + row_x);
             float gy = (float)((long double)xc * r[3] + row_y);
-            float ix = (gx + 1.0f) * hw - 0.5f;
-            float iy = (gy + 1.0f) * hh - 0.5f;
+            /* Far outside is outside: clamped to a pixel beyond the border, so that a
+             * nearly flat shear or a NaN reads nothing and converts to int64 safely. */
+            float ix = fminf(fmaxf((gx + 1.0f) * hw - 0.5f, -2.0f), (float)w + 1.0f);
+            float iy = fminf(fmaxf((gy + 1.0f) * hh - 0.5f, -2.0f), (float)h + 1.0f);
             float mask;
             if (interp == WEFT_INTERP_NEAREST) {
                 int64_t nx = (int64_t)nearbyintf(ix), ny = (int64_t)nearbyintf(iy);

@@ -14,13 +14,16 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "weft/checked.h"
 #include "weft/config.h"
 #include "weft/error.h"
+#include "weft/tensor.h"
 
 #define MAX_STEPS 32
 #define MAXV WEFT_TRANSFORM_MAX_CHANNELS
@@ -121,7 +124,7 @@ static int numbers(struct reader *rd, const char *name, const char *key, int max
         char *end;
         errno = 0;
         double x = strtod(p, &end);
-        if (end == p || errno == ERANGE || !isfinite(x) || n == max)
+        if (end == p || errno == ERANGE || !(fabs(x) <= FLT_MAX) || n == max)
             return bad(rd, s, expected);
         v[n++] = x;
         for (p = end; isspace((unsigned char)*p); p++)
@@ -153,7 +156,7 @@ static int read_size(struct reader *rd, const char *name, struct step *st, bool 
 {
     double v[4];
     const char *what = "a size: one positive integer (a square, or resize's shorter edge) "
-                       "or two (height, width)";
+                       "or two (height, width), each at most 65536";
     int n = numbers_of(rd, name, "size", 1u << 1 | 1u << 2, v, what);
     if (n < 0)
         return n;
@@ -164,7 +167,7 @@ static int read_size(struct reader *rd, const char *name, struct step *st, bool 
                                          weft_config_name(rd->cfg), rd->sec, rd->section, name)
                         : 0;
     for (int k = 0; k < n; k++)
-        if (!integral(v[k]) || v[k] < 1)
+        if (!integral(v[k]) || v[k] < 1 || v[k] > WEFT_TRANSFORM_MAX_EDGE)
             return bad(rd, text(rd, name, "size"), what);
     st->size[0] = (int64_t)v[0];
     st->size[1] = (int64_t)v[n - 1];
@@ -172,9 +175,11 @@ static int read_size(struct reader *rd, const char *name, struct step *st, bool 
 }
 
 /* A range key: one value x gives [lo(x), hi(x)] as the caller says (sym: [-x, x], jitter:
- * [max(0, 1 - x), 1 + x]); two values are the range. */
+ * [max(0, 1 - x), 1 + x]); two values are the range. Every value given is at most max,
+ * the range's low end at least min. */
 static int read_range(struct reader *rd, const char *name, const char *key, int sym,
-                      double range[2], double min, const char *expected, bool *present)
+                      double range[2], double min, double max, const char *expected,
+                      bool *present)
 {
     double v[4];
     int n = numbers_of(rd, name, key, 1u << 1 | 1u << 2, v, expected);
@@ -183,6 +188,9 @@ static int read_range(struct reader *rd, const char *name, const char *key, int 
         return n;
     }
     *present = true;
+    for (int k = 0; k < n; k++)
+        if (v[k] > max)
+            return bad(rd, text(rd, name, key), expected);
     if (n == 1) {
         if (v[0] < 0)
             return bad(rd, text(rd, name, key), expected);
@@ -234,7 +242,8 @@ static int read_per_channel(struct reader *rd, const char *name, const char *key
 {
     double v[MAXV];
     char expected[96];
-    snprintf(expected, sizeof expected, "one number or %lld (one per channel)", (long long)c);
+    snprintf(expected, sizeof expected, "one number or %lld (one per channel), in float32's "
+             "range", (long long)c);
     int n = numbers(rd, name, key, MAXV, v, expected);
     if (n < 0)
         return n;
@@ -249,11 +258,15 @@ static int read_per_channel(struct reader *rd, const char *name, const char *key
 
 /* ---- one step each ----------------------------------------------------------------- */
 
+/* Aspect ratios as a range: from 1:1000 to 1000:1, so that a crop's edges drawn from
+ * them (and the image's area) stay far inside int64's range. */
+#define RATIO "two numbers lo, hi with 0.001 <= lo <= hi <= 1000 (aspect ratios)"
+
 static int config_crop(struct reader *rd, const char *name, struct step *st)
 {
     static const char *const modes[] = {"constant", "edge", "reflect", "symmetric", NULL};
     const char *what = "padding: one non-negative integer (all sides), two (left/right, "
-                       "top/bottom) or four (left, top, right, bottom)";
+                       "top/bottom) or four (left, top, right, bottom), each at most 65536";
     double v[4];
     int mode, n = 0, rc;
     bool if_needed;
@@ -262,7 +275,7 @@ static int config_crop(struct reader *rd, const char *name, struct step *st)
         (rc = read_choice(rd, name, "padding_mode", modes, 0, &mode)) < 0)
         return n < 0 ? n : rc;
     for (int k = 0; k < n; k++)
-        if (!integral(v[k]) || v[k] < 0)
+        if (!integral(v[k]) || v[k] < 0 || v[k] > WEFT_TRANSFORM_MAX_EDGE)
             return bad(rd, text(rd, name, "padding"), what);
     int64_t pad[4] = {0, 0, 0, 0};
     if (n == 1)
@@ -279,6 +292,8 @@ static int config_crop(struct reader *rd, const char *name, struct step *st)
         return weft_error_code();
     st->pad_mode = (enum weft_pad_mode)mode;
     st->pad_fill = nf ? (float)fill[0] : 0.0f;
+    /* Edges of at most 65536 (the input's were checked), pads of at most 65536: these
+     * sums cannot overflow; the padded image's size is checked by the caller. */
     int64_t h = st->in[1] + pad[1] + pad[3], w = st->in[2] + pad[0] + pad[2];
     /* pad_if_needed pads both sides by the shortfall, as torchvision's [size - w, 0]. */
     if (if_needed && w < st->size[1]) {
@@ -342,10 +357,10 @@ static int config_resized_crop(struct reader *rd, const char *name, struct step 
     st->scale[0] = 0.08, st->scale[1] = 1.0;
     st->ratio[0] = 3.0 / 4.0, st->ratio[1] = 4.0 / 3.0;
     if ((rc = read_size(rd, name, st, true)) < 0 ||
-        (rc = read_range(rd, name, "scale", 0, st->scale, 0,
-                         "two numbers lo, hi with 0 <= lo <= hi (area fractions)", &has)) < 0 ||
-        (rc = read_range(rd, name, "ratio", 0, st->ratio, 1e-300,
-                         "two numbers lo, hi with 0 < lo <= hi (aspect ratios)", &has)) < 0 ||
+        (rc = read_range(rd, name, "scale", 0, st->scale, 0, 1000,
+                         "two numbers lo, hi with 0 <= lo <= hi <= 1000 (area fractions)",
+                         &has)) < 0 ||
+        (rc = read_range(rd, name, "ratio", 0, st->ratio, 0.001, 1000, RATIO, &has)) < 0 ||
         (rc = read_interp(rd, name, WEFT_INTERP_BILINEAR, &st->interp)) < 0)
         return rc;
     st->out[1] = st->size[0];
@@ -364,6 +379,13 @@ static int config_resize(struct reader *rd, const char *name, struct step *st)
     st->size[1] = st->out[2];
     if (st->out[1] < 1 || st->out[2] < 1)
         return bad(rd, text(rd, name, "size"), "a size that leaves both edges >= 1");
+    if (st->out[1] > WEFT_TRANSFORM_MAX_EDGE || st->out[2] > WEFT_TRANSFORM_MAX_EDGE) {
+        char what[160];
+        snprintf(what, sizeof what, "a size that leaves both edges at most 65536 (the %lld x "
+                 "%lld image's longer edge would become %lld)", (long long)st->in[1],
+                 (long long)st->in[2], (long long)(st->out[1] > st->out[2] ? st->out[1] : st->out[2]));
+        return bad(rd, text(rd, name, "size"), what);
+    }
     return 0;
 }
 
@@ -371,8 +393,9 @@ static int config_warp(struct reader *rd, const char *name, struct step *st)
 {
     bool has;
     int rc;
-    const char *deg = "degrees: one non-negative number d (the range -d, d) or two (lo, hi)";
-    if ((rc = read_range(rd, name, "degrees", 1, st->degrees, -INFINITY, deg, &has)) < 0)
+    const char *deg = "degrees: one number d in [0, 360] (the range -d, d) or two (lo, hi) "
+                      "within [-360, 360]";
+    if ((rc = read_range(rd, name, "degrees", 1, st->degrees, -360, 360, deg, &has)) < 0)
         return rc;
     if (!has)
         return weft_error_set(WEFT_ERR_CONFIG,
@@ -397,19 +420,22 @@ static int config_warp(struct reader *rd, const char *name, struct step *st)
         st->has_translate = true;
         st->translate[0] = v[0], st->translate[1] = v[1];
     }
-    const char *sc = "two positive numbers lo, hi with lo <= hi";
+    const char *sc = "two numbers lo, hi with 0.001 <= lo <= hi <= 1000";
     if ((n = numbers_of(rd, name, "scale", 1u << 2, v, sc)) < 0)
         return n;
     if (n == 2) {
-        if (!(v[0] > 0 && v[0] <= v[1]))
+        if (!(v[0] >= 0.001 && v[0] <= v[1] && v[1] <= 1000))
             return bad(rd, text(rd, name, "scale"), sc);
         st->has_scale = true;
         st->scale_range[0] = v[0], st->scale_range[1] = v[1];
     }
-    const char *sh = "shear: one non-negative number s (x in -s, s), two (an x range) or "
-                     "four (x and y ranges), in degrees";
+    const char *sh = "shear: one number s in [0, 360] (x in -s, s), two (an x range) or "
+                     "four (x and y ranges), in degrees within [-360, 360]";
     if ((n = numbers_of(rd, name, "shear", 1u << 1 | 1u << 2 | 1u << 4, v, sh)) < 0)
         return n;
+    for (int k = 0; k < n; k++)
+        if (fabs(v[k]) > 360)
+            return bad(rd, text(rd, name, "shear"), sh);
     if (n == 1) {
         if (v[0] < 0)
             return bad(rd, text(rd, name, "shear"), sh);
@@ -425,10 +451,11 @@ static int config_warp(struct reader *rd, const char *name, struct step *st)
 static int config_jitter(struct reader *rd, const char *name, struct step *st)
 {
     static const char *const keys[3] = {"brightness", "contrast", "saturation"};
-    const char *what = "one non-negative number x (a factor in max(0, 1 - x), 1 + x) or two "
-                       "(lo, hi) with 0 <= lo <= hi";
+    const char *what = "one number x in [0, 1000] (a factor in max(0, 1 - x), 1 + x) or two "
+                       "(lo, hi) with 0 <= lo <= hi <= 1000";
     for (int k = 0; k < 3; k++) {
-        int rc = read_range(rd, name, keys[k], 2, st->jitter[k], 0, what, &st->has_jitter[k]);
+        int rc = read_range(rd, name, keys[k], 2, st->jitter[k], 0, 1000, what,
+                            &st->has_jitter[k]);
         if (rc < 0)
             return rc;
     }
@@ -442,10 +469,10 @@ static int config_erasing(struct reader *rd, const char *name, struct step *st)
     st->scale[0] = 0.02, st->scale[1] = 0.33;
     st->ratio[0] = 0.3, st->ratio[1] = 3.3;
     if ((rc = read_p(rd, name, 0.5, &st->p)) < 0 ||
-        (rc = read_range(rd, name, "scale", 0, st->scale, 0,
-                         "two numbers lo, hi with 0 <= lo <= hi (area fractions)", &has)) < 0 ||
-        (rc = read_range(rd, name, "ratio", 0, st->ratio, 1e-300,
-                         "two numbers lo, hi with 0 < lo <= hi (aspect ratios)", &has)) < 0)
+        (rc = read_range(rd, name, "scale", 0, st->scale, 0, 1,
+                         "two numbers lo, hi with 0 <= lo <= hi <= 1 (area fractions)",
+                         &has)) < 0 ||
+        (rc = read_range(rd, name, "ratio", 0, st->ratio, 0.001, 1000, RATIO, &has)) < 0)
         return rc;
     const char *v = text(rd, name, "value");
     st->value[0] = 0.0f;
@@ -582,6 +609,27 @@ static int check_sections(struct weft_config *cfg, const char *section,
     return 0;
 }
 
+/* The largest image of a configured step (a crop's padded one, or its output) into
+ * *numel: at most WEFT_TRANSFORM_MAX_NUMEL values, else an error naming the key that made
+ * it grow (padding, or size). */
+static int step_numel(struct reader *rd, const struct step *st, int64_t *numel)
+{
+    int64_t ph = st->in[1] + st->pad[1] + st->pad[3], pw = st->in[2] + st->pad[0] + st->pad[2];
+    int64_t padded[3] = {st->in[0], ph > st->out[1] ? ph : st->out[1],
+                         pw > st->out[2] ? pw : st->out[2]};
+    if (weft_size_product(numel, WEFT_TRANSFORM_MAX_NUMEL, 3, padded))
+        return 0;
+    const char *name = kinds[st->kind].name;
+    bool padded_most = ph > st->out[1] || pw > st->out[2];
+    const char *key = padded_most && text(rd, name, "padding") ? "padding" : "size";
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: [%s] %s = '%s': the image would be %lld x %lld x %lld (C x H x "
+                          "W) at %s, more than 2^30 values",
+                          weft_config_name(rd->cfg), rd->sec, key, text(rd, name, key),
+                          (long long)padded[0], (long long)padded[1], (long long)padded[2],
+                          padded_most ? "its padding" : "its output");
+}
+
 static int config_step(struct reader *rd, struct step *st)
 {
     const char *name = kinds[st->kind].name;
@@ -631,7 +679,17 @@ weft_transforms *weft_transforms_from_config(struct weft_config *cfg, const char
     t->in[1] = shape[ndim - 2];
     t->in[2] = shape[ndim - 1];
     int64_t cur[3] = {t->in[0], t->in[1], t->in[2]};
-    t->max_numel = cur[0] * cur[1] * cur[2];
+    if (!weft_size_product(&t->max_numel, WEFT_TRANSFORM_MAX_NUMEL, 3, cur) ||
+        cur[1] > WEFT_TRANSFORM_MAX_EDGE || cur[2] > WEFT_TRANSFORM_MAX_EDGE) {
+        char sh[96];
+        weft_error_set(WEFT_ERR_CONFIG,
+                       "%s: [%s] transforms = '%s': the field's samples, of shape %s, are "
+                       "larger than transforms take (edges of at most %d pixels, at most "
+                       "2^30 values)",
+                       file, section, list, weft_shape_str(ndim, shape, sh, sizeof sh),
+                       WEFT_TRANSFORM_MAX_EDGE);
+        goto fail;
+    }
     bool listed[T_COUNT] = {false};
     struct reader rd = {cfg, section, "", ""};
     const char *p = list;
@@ -658,12 +716,9 @@ weft_transforms *weft_transforms_from_config(struct weft_config *cfg, const char
         st->kind = (enum kind)k;
         memcpy(st->in, cur, sizeof cur);
         memcpy(st->out, cur, sizeof cur);
-        if (config_step(&rd, st) < 0)
+        int64_t biggest = 0;
+        if (config_step(&rd, st) < 0 || step_numel(&rd, st, &biggest) < 0)
             goto fail;
-        /* The padded image of a crop is the largest one it holds. */
-        int64_t ph = st->in[1] + st->pad[1] + st->pad[3], pw = st->in[2] + st->pad[0] + st->pad[2];
-        int64_t biggest = st->in[0] * (ph > st->out[1] ? ph : st->out[1]) *
-                          (pw > st->out[2] ? pw : st->out[2]);
         if (biggest > t->max_numel)
             t->max_numel = biggest;
         memcpy(cur, st->out, sizeof cur);

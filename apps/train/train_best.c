@@ -12,6 +12,14 @@
 
 #include "train.h"
 
+/* The best file: beside the checkpoint, named after it without its {epoch}/{step}. */
+void train_best_file(const struct trainer *t, char *out, size_t size)
+{
+    char base[4096];
+    train_checkpoint_base(t->s.checkpoint, base, sizeof base);
+    train_best_path(base, out, size);
+}
+
 int train_best_update(struct trainer *t, int64_t epoch, double val_loss, bool *improved)
 {
     *improved = false;
@@ -22,7 +30,7 @@ int train_best_update(struct trainer *t, int64_t epoch, double val_loss, bool *i
     if (t->rank != 0) /* the ranks hold the same model */
         return 0;
     char path[4096], value[64];
-    train_best_path(t->s.checkpoint, path, sizeof path);
+    train_best_file(t, path, sizeof path);
     snprintf(value, sizeof value, "%.9g", val_loss);
     struct weft_tensor_dict *model = weft_module_state_dict(t->model);
     struct weft_metadata *meta = weft_metadata_new();
@@ -51,7 +59,7 @@ int train_best_resume(struct trainer *t)
     char path[4096];
     if (!t->s.keep_best)
         return 0;
-    train_best_path(t->s.checkpoint, path, sizeof path);
+    train_best_file(t, path, sizeof path);
     if (access(path, F_OK) != 0)
         return 0;
     struct weft_metadata *meta = NULL;
@@ -74,8 +82,9 @@ int train_best_restore(struct trainer *t)
     char path[4096];
     if (!t->s.keep_best || !t->best.have)
         return 0;
-    train_best_path(t->s.checkpoint, path, sizeof path);
+    train_best_file(t, path, sizeof path);
     int rc = train_load_weights(t, path, NULL);
+    t->best_restored = rc == 0;
     if (rc == 0)
         printf("restored the best model (%s %lld, val_loss %.4f) from %s\n",
                t->s.max_iters > 0 ? "step" : "epoch",

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "train.h"
+#include "weft/graph.h"
 
 int train_make_parent_dirs(const char *path)
 {
@@ -108,6 +109,15 @@ int train_check_sections(struct weft_config *cfg)
     return rc;
 }
 
+int train_check_argument_file(const char *path)
+{
+    return weft_check_regular_file(path, NULL) == 0 ? 0 : weft_error_recode(WEFT_ERR_CONFIG);
+}
+
+/* A file the reader refused is the config's fault, named by its key (exit 2): missing,
+ * unreadable, not a regular file (a FIFO, a directory: refused by its type, never read), or
+ * not what the key expects (a corrupt header, a labels file given as images: the reader
+ * names the byte). */
 weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
 {
     const weft_options *o = weft_config_options(cfg, section);
@@ -126,11 +136,17 @@ weft_dataset *train_open_dataset(struct weft_config *cfg, const char *section)
             continue;
         }
         size_t n = strlen(path);
-        if (strncmp(why, path, n) != 0 || why[n] != ':' || access(path, R_OK) == 0)
+        if (strncmp(why, path, n) != 0 || why[n] != ':')
             continue;
+        /* where a relative value led: the config's directory, or the shell's for --set */
+        char opened[8300] = "", cwd[4096];
+        if (path[0] != '/' && getcwd(cwd, sizeof cwd))
+            snprintf(opened, sizeof opened, " (%s/%s)", cwd, path);
         weft_error_clear();
-        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s: %s", weft_config_name(cfg), section,
-                       *k, value, why + n + 2);
+        /* "path: why" or "path:52:5: why" (a line and column) */
+        bool at = why[n + 1] != ' ';
+        weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] %s = %s%s%s%s", weft_config_name(cfg), section,
+                       *k, value, opened, at ? ":" : ": ", why + n + (at ? 1 : 2));
         return NULL;
     }
     return NULL;
@@ -177,18 +193,124 @@ static const char *layer_section(struct weft_config *cfg, int i)
     return NULL;
 }
 
-/* Replaces the pending error with "<prefix>: <its message>", keeping WEFT_ERR_CONFIG so
- * that the run ends as a bad config (exit 2). */
-static int blame(const char *prefix)
+/* Replaces the pending error with "<prefix>: <its message>", as WEFT_ERR_CONFIG so that
+ * the run ends as a bad config (exit 2). Out of memory is no fault of the config: it keeps
+ * its code, with "<doing>: " in front (what was being done when it ran out). */
+static int blame(const char *prefix, const char *doing)
 {
+    if (weft_error_code() == WEFT_ERR_OUT_OF_MEMORY)
+        return weft_error_prefix("%s", doing);
     char why[1536];
     snprintf(why, sizeof why, "%s", weft_error_message());
     weft_error_clear();
     return weft_error_set(WEFT_ERR_CONFIG, "%s: %s", prefix, why);
 }
 
-/* The model's forward on x, layer by layer for a sequential model, so that an error
- * names its section; *last_section the section of the last layer (or "model"). */
+/* ---- the summary of a model that is not a chain: its modules to torchinfo's depth ---- */
+
+#define SUMMARY_DEPTH 3 /* torchinfo's default: GPT, transformer, transformer.h, its blocks */
+#define MAX_SEEN 256
+
+/* The output shapes of the modules a forward ran (a forward hook's record: the tensors
+ * themselves go with the forward's scopes). */
+struct seen {
+    const weft_module *m[MAX_SEEN];
+    int ndim[MAX_SEEN];
+    int64_t shape[MAX_SEEN][8];
+    int n;
+};
+
+static void record_output(void *ctx, weft_module *m, weft_tensor *input, weft_tensor *output)
+{
+    struct seen *s = ctx;
+    (void)input;
+    int i = 0;
+    while (i < s->n && s->m[i] != m) /* a module called twice: its last output */
+        i++;
+    if (!output || output->ndim > 8 || i == MAX_SEEN)
+        return;
+    s->n += i == s->n;
+    s->m[i] = m;
+    s->ndim[i] = output->ndim;
+    memcpy(s->shape[i], output->shape, (size_t)output->ndim * sizeof *output->shape);
+}
+
+/* Rows for m's children, depth first in registration order, indented by depth; their
+ * outputs count in no size (the model's output row does): a nested row repeats what the
+ * layers around it hold. */
+static int add_children(struct train_summary *sum, const struct seen *seen, const weft_module *m,
+                        const char *path, int depth)
+{
+    for (int i = 0; depth <= SUMMARY_DEPTH && i < weft_module_num_children(m); i++) {
+        const weft_module *c = weft_module_child_at(m, i);
+        char name[300], sub[256];
+        snprintf(sub, sizeof sub, "%s%s%s", path, path[0] ? "." : "", weft_module_child_name(m, i));
+        snprintf(name, sizeof name, "%*s%s", 2 * (depth - 1), "", sub);
+        int k = 0;
+        while (k < seen->n && seen->m[k] != c)
+            k++;
+        if (train_summary_add(sum, name, c, NULL) != 0)
+            return weft_error_code();
+        struct train_summary_row *r = &sum->rows[sum->count - 1];
+        r->ndim = k < seen->n ? seen->ndim[k] : -1; /* -1: "--", never called */
+        if (r->ndim > 0)
+            memcpy(r->shape, seen->shape[k], (size_t)r->ndim * sizeof *r->shape);
+        if (add_children(sum, seen, c, sub, depth + 1) != 0)
+            return weft_error_code();
+    }
+    return 0;
+}
+
+/* A graph model's layers as forward_named walks them: each recorded in the summary with
+ * what it reads; the one that fails named with its inputs' shapes. */
+struct graph_walk {
+    struct trainer *t;
+    const char *data;
+    bool record;
+    char section[128]; /* of the last layer run */
+};
+
+static int graph_visit(void *ctx, int i, int n, weft_tensor *const *in, weft_tensor *out)
+{
+    struct graph_walk *w = ctx;
+    weft_module *model = w->t->model;
+    int which[64];
+    int k = weft_nn_graph_layer_inputs(model, i, which, 64);
+    char inputs[512] = "", shapes[1024] = "", shape[128];
+    size_t a = 0, b = 0;
+    for (int j = 0; j < n && j < k; j++) {
+        const char *name = which[j] < 0 ? WEFT_GRAPH_INPUT : weft_module_child_name(model, which[j]);
+        a += (size_t)snprintf(inputs + (a < sizeof inputs ? a : sizeof inputs),
+                              a < sizeof inputs ? sizeof inputs - a : 0, "%s%s", j ? ", " : "",
+                              name);
+        b += (size_t)snprintf(shapes + (b < sizeof shapes ? b : sizeof shapes),
+                              b < sizeof shapes ? sizeof shapes - b : 0, "%s%s %s",
+                              j ? ", " : "", name, shape_str(in[j], shape, sizeof shape));
+    }
+    weft_module *layer = weft_module_child_at(model, i);
+    snprintf(w->section, sizeof w->section, "layer.%s", weft_module_child_name(model, i));
+    if (!out) {
+        char prefix[1600], doing[256];
+        snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input%s, %s for one "
+                                        "sample of [%s]",
+                 weft_config_name(w->t->cfg), w->section, weft_module_type_name(layer),
+                 n > 1 ? "s" : "", shapes, w->data);
+        snprintf(doing, sizeof doing, "[%s] (%s) on one sample of [%s]", w->section,
+                 weft_module_type_name(layer), w->data);
+        blame(prefix, doing);
+        return 1;
+    }
+    if (!w->record)
+        return 0;
+    if (train_summary_add(&w->t->summary, w->section, layer, out) != 0)
+        return 1;
+    struct train_summary_row *row = &w->t->summary.rows[w->t->summary.count - 1];
+    snprintf(row->inputs, sizeof row->inputs, "%s", inputs);
+    return 0;
+}
+
+/* The model's forward on x, layer by layer for a sequential or graph model, so that an
+ * error names its section; *last_section the section of the last layer (or "model"). */
 static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char *data,
                                   bool record, const char **last_section)
 {
@@ -196,14 +318,30 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
     const char *file = weft_config_name(cfg);
     char shape[128], prefix[512];
     *last_section = "model";
+    if (weft_nn_is_graph(t->model)) {
+        static struct graph_walk w; /* *last_section points into it */
+        w = (struct graph_walk){.t = t, .data = data, .record = record};
+        weft_tensor *y = weft_nn_graph_forward_each(t->model, x, graph_visit, &w, NULL);
+        *last_section = w.section;
+        return y;
+    }
     if (strcmp(weft_config_string(cfg, "model", "type", "sequential"), "sequential") != 0) {
+        struct seen seen = {.n = 0};
+        int hook = record ? weft_register_module_forward_hook(record_output, &seen) : 0;
+        if (hook < 0)
+            weft_error_clear(); /* no nested rows: the summary is a courtesy */
         weft_tensor *y = weft_module_forward(t->model, x);
+        if (hook > 0)
+            weft_remove_module_forward_hook(hook);
         if (!y) {
+            char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [model] does not take one sample of [%s] "
                                             "(shape %s)", file, data, shape_str(x, shape, sizeof shape));
-            blame(prefix);
+            snprintf(doing, sizeof doing, "[model] on one sample of [%s]", data);
+            blame(prefix, doing);
         }
-        if (y && record && train_summary_add(&t->summary, "model", t->model, y) != 0)
+        if (y && record && (train_summary_add(&t->summary, "model", t->model, y) != 0 ||
+                            add_children(&t->summary, &seen, t->model, "", 1) != 0))
             return NULL;
         return y;
     }
@@ -218,12 +356,15 @@ static weft_tensor *forward_named(struct trainer *t, weft_tensor *x, const char 
         *last_section = sec ? sec : "model";
         weft_tensor *y = weft_module_forward(layer, h);
         if (!y) {
+            char doing[256];
             snprintf(prefix, sizeof prefix, "%s: [%s] (%s) does not take its input, of shape %s "
                                             "for one sample of [%s]%s",
                      file, *last_section, weft_module_type_name(layer),
                      shape_str(h, shape, sizeof shape), data,
                      i ? " after the layers before it" : "");
-            blame(prefix);
+            snprintf(doing, sizeof doing, "[%s] (%s) on one sample of [%s]", *last_section,
+                     weft_module_type_name(layer), data);
+            blame(prefix, doing);
             return NULL;
         }
         if (record && train_summary_add(&t->summary, *last_section, layer, y) != 0)
@@ -237,8 +378,27 @@ int train_blame_layer(struct trainer *t, weft_tensor *x)
     int code = weft_error_code();
     char first[1536];
     snprintf(first, sizeof first, "%s", weft_error_message());
-    if (code == WEFT_OK || strncmp(first, "[layer.", 7) == 0 ||
-        strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
+    /* out of memory is its own cause: running the layers again would only allocate more */
+    if (code == WEFT_OK || code == WEFT_ERR_OUT_OF_MEMORY || strncmp(first, "[layer.", 7) == 0)
+        return code;
+    if (weft_nn_is_graph(t->model)) {
+        /* the graph's own message names the layer and its inputs: say it as a section */
+        int failed = -1;
+        weft_error_clear();
+        weft_scope_push();
+        weft_nn_graph_forward_each(t->model, x, NULL, NULL, &failed);
+        weft_scope_pop();
+        weft_error_clear();
+        if (failed < 0)
+            return weft_error_set(code, "%s", first);
+        const char *name = weft_module_child_name(t->model, failed);
+        char own[160];
+        snprintf(own, sizeof own, "layer '%s' ", name);
+        size_t n = strlen(own);
+        return weft_error_set(code, "[layer.%s] %s", name,
+                              strncmp(first, own, n) == 0 ? first + n : first);
+    }
+    if (strcmp(weft_config_string(t->cfg, "model", "type", "sequential"), "sequential") != 0)
         return code;
     weft_error_clear();
     const char *sec = NULL;
@@ -266,7 +426,7 @@ static int check_classes(struct trainer *t, const weft_dataset *ds, const struct
                          const weft_tensor *out, const weft_tensor *target,
                          const char *last_section)
 {
-    if (!t->loss.classification || in->sparse || !out || out->ndim < 2 || in->target < 0)
+    if (!t->loss.classification || !out || out->ndim < 2 || in->target < 0)
         return 0;
     const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
     if (!f || f->num_classes <= 0)
@@ -286,6 +446,63 @@ static int check_classes(struct trainer *t, const weft_dataset *ds, const struct
                                            "field '%s' of [%s] has %lld classes",
                           file, last_section, (long long)c, f->name, weft_dataset_section(ds),
                           (long long)f->num_classes);
+}
+
+/* A language model's vocabulary against the data's: the tokens of the input are those of
+ * the target, shifted, so a target of V classes means ids up to V - 1 at the embedding;
+ * fewer rows than that fails at the first sample with PyTorch's "index out of range in
+ * self", naming nothing. The model's vocabulary is [model] vocab_size (gpt) or the
+ * num_embeddings of a first [layer.*] of type embedding. */
+static int check_vocabulary(struct trainer *t, const weft_dataset *ds,
+                            const struct train_inputs *in)
+{
+    if (!t->sequence || in->target < 0)
+        return 0;
+    const struct weft_dataset_field *f = weft_dataset_field(ds, in->target);
+    const char *sec = "model", *key = "vocab_size";
+    if (!weft_config_has(t->cfg, sec, key)) {
+        sec = layer_section(t->cfg, 0);
+        key = "num_embeddings";
+        if (!sec || strcmp(weft_config_string(t->cfg, sec, "type", ""), "embedding") != 0)
+            return 0;
+    }
+    int64_t vocab = 0;
+    if (!f || f->num_classes <= 0 || weft_config_int(t->cfg, sec, key, 0, &vocab) != 0 ||
+        vocab >= f->num_classes) {
+        weft_error_clear(); /* a bad value was reported when the model was built */
+        return 0;
+    }
+    return weft_error_set(WEFT_ERR_CONFIG,
+                          "%s: [%s] %s = %lld, but the tokens of [%s] (reader %s) have a "
+                          "vocabulary of %lld (field '%s' has %lld classes): expected %s = %lld "
+                          "or more",
+                          weft_config_name(t->cfg), sec, key, (long long)vocab,
+                          weft_dataset_section(ds), weft_dataset_reader_name(ds),
+                          (long long)f->num_classes, f->name, (long long)f->num_classes, key,
+                          (long long)f->num_classes);
+}
+
+/* A sample's input as stored: a sparse one by its indices and values (a row of a
+ * million features with a few set is a few bytes, not the 4 MB of its dense form), as
+ * torchinfo would count the tensors it is made of. */
+static int64_t stored_bytes(weft_tensor *x)
+{
+    if (x->layout == WEFT_LAYOUT_STRIDED)
+        return weft_tensor_numel(x) * (int64_t)weft_dtype_size(x->dtype);
+    weft_tensor *parts[3] = {NULL};
+    if (x->layout == weft_layout_id("sparse_csr")) {
+        parts[0] = weft_sparse_crow_indices(x);
+        parts[1] = weft_sparse_col_indices(x);
+    } else {
+        parts[0] = weft_sparse_indices_raw(x);
+    }
+    parts[2] = weft_sparse_values_raw(x);
+    int64_t bytes = 0;
+    for (int i = 0; i < 3; i++)
+        if (parts[i]) /* inside the check's scope: released with it */
+            bytes += weft_tensor_numel(parts[i]) * (int64_t)weft_dtype_size(parts[i]->dtype);
+    weft_error_clear(); /* a part this layout lacks is no error of the model's */
+    return bytes;
 }
 
 /* The model on one sample of ds (the section `data` names in messages); record: fill the
@@ -308,14 +525,14 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
     o.transforms_eval = true;
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
     if (!dl)
-        return weft_error_code();
+        return weft_error_prefix("reading one sample of [%s] to check the model", data);
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
     int got = weft_dataloader_epoch(dl, 0);
     if (got == 0)
         got = weft_dataloader_next(dl, fields);
     if (got <= 0) {
         weft_dataloader_free(dl);
-        return got < 0 ? weft_error_code()
+        return got < 0 ? weft_error_prefix("reading one sample of [%s] to check the model", data)
                        : train_check_samples(t->cfg, ds); /* no sample at all */
     }
     /* Evaluation mode, no autograd: no running statistics change, no random draw. */
@@ -327,14 +544,16 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
     weft_tensor *target = rc == 0 ? train_batch_target(in, fields, t->device) : NULL;
     if (record)
         train_summary_free(&t->summary);
-    if (x && record) /* a sparse input counts as the dense matrix it stands for */
-        t->summary.input_bytes = weft_tensor_numel(x) * (int64_t)weft_dtype_size(x->dtype);
+    if (x && record)
+        t->summary.input_bytes = stored_bytes(x);
     if (rc == 0 && (!x || !target)) {
         char prefix[512];
         snprintf(prefix, sizeof prefix, "%s: one sample of [%s] could not be made the model's "
                                         "input and target", file, data);
-        rc = blame(prefix);
+        rc = blame(prefix, "making one sample the model's input and target");
     }
+    if (rc == 0)
+        rc = check_vocabulary(t, ds, in);
     weft_tensor *out = rc == 0 ? forward_named(t, x, data, record, &last) : NULL;
     if (rc == 0 && !out)
         rc = weft_error_code();
@@ -347,7 +566,7 @@ static int check_on(struct trainer *t, weft_dataset *ds, const struct train_inpu
                                         "%s)",
                  file, weft_config_string(t->cfg, "loss", "type", "cross_entropy"),
                  shape_str(out, so, sizeof so), last, data, shape_str(target, st, sizeof st));
-        rc = blame(prefix);
+        rc = blame(prefix, "[loss] on one sample's output and target");
     }
     weft_scope_pop();
     weft_grad_mode_restore(prev);

@@ -5,7 +5,7 @@
  * ("runs/model.train.safetensors": optimizer, scheduler, position, random state). Each
  * file is replaced atomically (weft_safetensors_save: temporary file, fsync, rename), but
  * a process killed between the two renames would leave one file of each save. So both
- * carry the same checkpoint id ("weft.checkpoint" = "step 20, epoch 2, batch 0": where the
+ * carry the same checkpoint id ("weft.checkpoint" = "step 20, after epoch 2": where the
  * run stands, deterministic, so two runs that reach the same point write the same bytes),
  * and a save goes
  *
@@ -16,7 +16,16 @@
  * Killed before 2, the old pair is complete (a stale .next is ignored: its id is not the
  * model's); killed between 2 and 3, the model's id names the .next file, which resume
  * takes (and renames into place). A model whose id matches neither state file is refused,
- * naming both files and which one is newer. Temporary files of a killed save
+ * naming both files and which one is newer.
+ *
+ * The id says where a run stands, not which run: a second run written to the same path
+ * and killed between 2 and 3 of its first save leaves its model beside the first run's
+ * .train file of the same step. So the state also records a digest of the model it was
+ * saved with ("weft.model_digest": names, dtypes, shapes and bytes of its tensors), and a
+ * state is taken only for the model it describes; none: refused, naming both files. A
+ * digest rather than a random run id: two runs that write the same model still write the
+ * same bytes, and a run restarted from scratch after a kill before its first save ends
+ * with the uninterrupted run's files. Temporary files of a killed save
  * ("*.tmp.<pid>" of a process that no longer runs) are removed by the next save.
  * tests/checkpoint-durability.sh kills a save at each of these steps
  * (weft_test_crash_point) and checks that a resumed run ends where an uninterrupted one
@@ -28,6 +37,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <weft/quant.h>
 
 #include "train.h"
 
@@ -57,12 +68,79 @@ void train_best_path(const char *model_path, char *out, size_t size)
     sibling_path(model_path, ".best", out, size);
 }
 
+void train_ema_path(const char *model_path, char *out, size_t size)
+{
+    sibling_path(model_path, ".ema", out, size);
+}
+
+/* ---- the model a training state belongs to ------------------------------------------- */
+
+static uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+/* Two 64-bit lanes over n bytes, 8 at a time (the tail zero-padded). */
+static void hash_bytes(uint64_t h[2], const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        h[0] = (h[0] ^ mix64(w + 0x9e3779b97f4a7c15ull)) * 0x100000001b3ull;
+        h[1] = ((h[1] ^ w) * 0xbf58476d1ce4e5b9ull) + (h[1] >> 29);
+    }
+    h[0] ^= n;
+    h[1] += n;
+}
+
+/* The digest of a state dict: each tensor's name, dtype, shape and bytes hashed alone, the
+ * results summed, so the order of the entries does not matter (a loaded file's order need
+ * not be the module's). 32 hex digits into out, or an error. */
+static int model_digest(const struct weft_tensor_dict *d, char out[33])
+{
+    uint64_t sum[2] = {0, 0};
+    int rc = 0;
+    weft_scope_push();
+    for (size_t i = 0; i < weft_tensor_dict_len(d) && rc == 0; i++) {
+        const char *name = weft_tensor_dict_name(d, i);
+        weft_tensor *t = weft_contiguous(weft_to_device(weft_tensor_dict_at(d, i), WEFT_CPU));
+        if (!t) {
+            rc = weft_error_code();
+            break;
+        }
+        uint64_t h[2] = {0x736166657465ull, 0x6e736f7273ull};
+        int64_t head[2 + WEFT_MAX_DIMS] = {t->dtype, t->ndim};
+        for (int k = 0; k < t->ndim; k++)
+            head[2 + k] = t->shape[k];
+        hash_bytes(h, name, strlen(name) + 1);
+        hash_bytes(h, head, sizeof head);
+        hash_bytes(h, weft_tensor_data(t), (size_t)weft_tensor_numel(t) * weft_dtype_size(t->dtype));
+        sum[0] += mix64(h[0]);
+        sum[1] += mix64(h[1] ^ 0x5bd1e995ull);
+    }
+    weft_scope_pop();
+    if (rc == 0)
+        snprintf(out, 33, "%016llx%016llx", (unsigned long long)sum[0], (unsigned long long)sum[1]);
+    return rc;
+}
+
 int train_load_weights(struct trainer *t, const char *path, struct weft_metadata **meta)
 {
     struct weft_tensor_dict *model = NULL;
     struct weft_metadata *m = NULL;
     int rc = weft_safetensors_load(path, t->device, &model, &m);
-    if (rc == 0)
+    /* An int8 checkpoint (weft-train quantize) converts the model to its scheme first. */
+    if (rc == 0 && weft_quant_metadata_present(m))
+        rc = t->device.type == WEFT_DEVICE_CPU
+                 ? weft_quant_load_state_dict(t->model, model, m, NULL) /* path: below */
+                 : weft_error_set(WEFT_ERR_CONFIG, "an int8 checkpoint runs on the cpu: set "
+                                                   "[runtime] backend = cpu");
+    else if (rc == 0)
         rc = weft_module_load_state_dict(t->model, model, true);
     weft_tensor_dict_free(model);
     if (rc == 0 && meta)
@@ -74,40 +152,56 @@ int train_load_weights(struct trainer *t, const char *path, struct weft_metadata
     return rc ? weft_error_code() : 0;
 }
 
-/* An argument as the shell reads it back: as is when it is plain, else in single quotes. */
-static void print_shell_word(FILE *f, const char *arg)
+size_t train_shell_word(const char *arg, char *out, size_t size)
 {
     bool plain = *arg != '\0';
     for (const char *p = arg; *p && plain; p++)
         plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%",
                        *p) != NULL;
-    if (plain) {
-        fputs(arg, f);
-        return;
+    size_t n = 0;
+#define PUT(c)                                                                                 \
+    do {                                                                                       \
+        if (n + 1 < size)                                                                      \
+            out[n] = (c);                                                                      \
+        n++;                                                                                   \
+    } while (0)
+    if (!plain)
+        PUT('\'');
+    for (const char *p = arg; *p; p++) {
+        if (*p == '\'' && !plain) { /* '\'' : close, an escaped quote, open */
+            PUT('\'');
+            PUT('\\');
+            PUT('\'');
+        }
+        PUT(*p);
     }
-    fputc('\'', f);
-    for (const char *p = arg; *p; p++)
-        if (*p == '\'')
-            fputs("'\\''", f);
-        else
-            fputc(*p, f);
-    fputc('\'', f);
+    if (!plain)
+        PUT('\'');
+#undef PUT
+    if (size > 0)
+        out[n < size ? n : size - 1] = '\0';
+    return n < size ? n : size - 1;
 }
 
 void train_print_resume_command(const struct trainer *t, FILE *f)
 {
+    char word[8192];
     fputs("resume with: ", f);
+    if (t->world > 1) /* the launcher's own options are not ours to know */
+        fprintf(f, "mpirun -np %d ", t->world);
     for (int i = 0; i < t->argc; i++) {
         if (!strcmp(t->argv[i], "--resume") && i + 1 < t->argc) { /* replaced below */
             i++;
             continue;
         }
-        print_shell_word(f, t->argv[i]);
+        if (!strcmp(t->argv[i], "--overwrite")) /* the run is this one now */
+            continue;
+        train_shell_word(t->argv[i], word, sizeof word);
+        fputs(word, f);
         fputc(' ', f);
     }
-    fputs("--resume ", f);
-    print_shell_word(f, t->s.checkpoint);
-    fputc('\n', f);
+    train_shell_word(t->ckpt_path[0] ? t->ckpt_path : t->s.checkpoint, word, sizeof word);
+    fprintf(f, "--resume %s\n", word);
 }
 
 /* The scheduler as the config gives it, "type=step, gamma=0.5, step_size=2" (keys
@@ -169,15 +263,35 @@ static void remove_stale_temporaries(const char *path)
     closedir(d);
 }
 
+/* Where a run stands, as the messages number epochs (from 1): "step 150, after epoch 3"
+ * or "step 1058, epoch 3 at batch 120" (deterministic, so that two runs reaching the same
+ * point write the same bytes). epochs_done and batches_done are weft.epoch and
+ * weft.batch: the epochs completed and the batches read of the next one. */
+static void checkpoint_id(int64_t step, int64_t epochs_done, int64_t batches_done, char *out,
+                          size_t size)
+{
+    if (batches_done > 0)
+        snprintf(out, size, "step %lld, epoch %lld at batch %lld", (long long)step,
+                 (long long)epochs_done + 1, (long long)batches_done);
+    else if (epochs_done > 0)
+        snprintf(out, size, "step %lld, after epoch %lld", (long long)step, (long long)epochs_done);
+    else
+        snprintf(out, size, "step %lld, before epoch 1", (long long)step);
+}
+
 int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches_done)
 {
     if (t->rank != 0) /* the ranks hold the same model and optimizer state */
         return 0;
-    char state_path[4096], next_path[4096], id[128], sched[1024];
-    train_state_path(t->s.checkpoint, state_path, sizeof state_path);
-    next_state_path(t->s.checkpoint, next_path, sizeof next_path);
-    snprintf(id, sizeof id, "step %lld, epoch %lld, batch %lld", (long long)t->step,
-             (long long)next_epoch, (long long)batches_done);
+    char path[4096], state_path[4096], next_path[4096], id[128], sched[1024];
+    /* {epoch}: the epoch as the epoch lines number it, the one that ended or the one this
+     * save interrupts */
+    if (train_checkpoint_expand(t, batches_done > 0 ? next_epoch + 1 : next_epoch, t->step, path,
+                                sizeof path) != 0)
+        return weft_error_code();
+    train_state_path(path, state_path, sizeof state_path);
+    next_state_path(path, next_path, sizeof next_path);
+    checkpoint_id(t->step, next_epoch, batches_done, id, sizeof id);
     describe_scheduler(t, sched, sizeof sched);
     struct weft_tensor_dict *model = weft_module_state_dict(t->model);
     struct weft_tensor_dict *state = weft_tensor_dict_new();
@@ -192,13 +306,18 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
         rc = weft_metadata_set_int(model_meta, "weft.step", t->step) ||
              weft_metadata_set(model_meta, "weft.checkpoint", id);
     if (rc == 0)
-        rc = train_make_parent_dirs(t->s.checkpoint);
+        rc = train_make_parent_dirs(path);
     if (rc == 0)
         rc = weft_optimizer_state_export(t->opt, state, meta);
     if (rc == 0 && t->sched)
         rc = weft_scheduler_state_export(t->sched, meta);
     if (rc == 0 && t->scaler)
         rc = weft_grad_scaler_state_export(t->scaler, meta);
+    if (rc == 0)
+        rc = train_ema_export(t, state, meta); /* [train] ema_decay */
+    char digest[33];
+    if (rc == 0 && (rc = model_digest(model, digest)) == 0)
+        rc = weft_metadata_set(meta, "weft.model_digest", digest);
     if (rc == 0)
         rc = weft_metadata_set_int(meta, "weft.epoch", next_epoch) ||
              weft_metadata_set_int(meta, "weft.batch", batches_done) ||
@@ -216,7 +335,7 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
              weft_metadata_set_int(meta, "weft.patience_since", t->patience.since);
     }
     if (rc == 0) {
-        remove_stale_temporaries(t->s.checkpoint);
+        remove_stale_temporaries(path);
         remove_stale_temporaries(state_path);
         remove_stale_temporaries(next_path);
         weft_test_crash_point("checkpoint.begin");
@@ -224,18 +343,24 @@ int train_save_checkpoint(struct trainer *t, int64_t next_epoch, int64_t batches
     /* The state first, beside the old pair; then the model, which commits the save. */
     if (rc == 0)
         rc = weft_safetensors_save(next_path, state, meta);
-    if (rc == 0 && (rc = weft_safetensors_save(t->s.checkpoint, model, model_meta)) != 0)
+    if (rc == 0 && (rc = weft_safetensors_save(path, model, model_meta)) != 0)
         unlink(next_path); /* the old pair stands; give back the space (a full disk) */
     bool committed = rc == 0;
     if (rc == 0 && rename(next_path, state_path) != 0)
         rc = weft_error_set(WEFT_ERR_IO, "%s: renaming '%s' to '%s' failed: %s (the checkpoint "
                                          "is complete: resume reads the state from '%s')",
-                            t->s.checkpoint, next_path, state_path, strerror(errno), next_path);
+                            path, next_path, state_path, strerror(errno), next_path);
+    if (committed)
+        snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", path);
     if (rc == 0)
         weft_test_crash_point("checkpoint.promoted");
+    /* the average as a model file of its own (resume reads it from the state) */
+    if (rc == 0)
+        rc = train_ema_save(t, t->s.checkpoint, model_meta);
+    if (rc == 0)
+        rc = train_runs_prune(t); /* [train] keep_last */
     if (rc != 0 && !committed)
-        weft_error_prefix("checkpoint %s not saved (the previous one, if any, is intact)",
-                          t->s.checkpoint);
+        weft_error_prefix("checkpoint %s not saved (the previous one, if any, is intact)", path);
     weft_tensor_dict_free(model);
     weft_tensor_dict_free(state);
     weft_metadata_free(meta);
@@ -267,27 +392,42 @@ static const char *id_or(const struct weft_metadata *m)
     return id ? id : "no checkpoint id: written by a weft before 0.x or by another tool";
 }
 
-/* Picks the training state that belongs to the model file at path: its .train file, or
- * the .next one a save killed after its commit point left (renamed into place here).
- * Sets *chosen to its path. */
-static int find_state(struct trainer *t, const char *path, const struct weft_metadata *model_meta,
-                      char *chosen, size_t size)
+/* Whether the state st was saved with this model: the same checkpoint id and, where the
+ * state records one (weft 0.1 files after issue 33 do), the model's digest. */
+static bool belongs(const struct weft_metadata *st, const char *want, const char *digest)
 {
-    char state_path[4096], next_path[4096];
+    const char *saved = weft_metadata_get(st, "weft.model_digest");
+    return same_id(want, weft_metadata_get(st, "weft.checkpoint")) &&
+           (!saved || strcmp(saved, digest) == 0);
+}
+
+/* Picks the training state that belongs to the model file at path (its tensors: model):
+ * its .train file, or the .next one a save killed after its commit point left (renamed
+ * into place here). Sets *chosen to its path. */
+static int find_state(struct trainer *t, const char *path, const struct weft_tensor_dict *model,
+                      const struct weft_metadata *model_meta, char *chosen, size_t size)
+{
+    char state_path[4096], next_path[4096], digest[33];
     train_state_path(path, state_path, sizeof state_path);
     next_state_path(path, next_path, sizeof next_path);
     const char *want = weft_metadata_get(model_meta, "weft.checkpoint");
-    bool have_state, have_next;
+    if (model_digest(model, digest) != 0)
+        return weft_error_code();
+    bool have_state, have_next = false;
     struct weft_metadata *st = peek(state_path, &have_state);
     if (have_state && !st)
         return weft_error_code();
-    if (have_state && same_id(want, weft_metadata_get(st, "weft.checkpoint"))) {
+    if (have_state && belongs(st, want, digest)) {
         weft_metadata_free(st);
         snprintf(chosen, size, "%s", state_path);
         return 0;
     }
     struct weft_metadata *nx = want ? peek(next_path, &have_next) : NULL;
-    if (nx && same_id(want, weft_metadata_get(nx, "weft.checkpoint"))) {
+    if (have_next && !nx) {
+        weft_metadata_free(st);
+        return weft_error_code();
+    }
+    if (nx && belongs(nx, want, digest)) {
         weft_metadata_free(st);
         weft_metadata_free(nx);
         /* The save was killed after its commit point: finish it. Not under several
@@ -304,6 +444,15 @@ static int find_state(struct trainer *t, const char *path, const struct weft_met
     if (!have_state) {
         rc = weft_error_set(WEFT_ERR_IO, "the training state %s (written beside the model by "
                                          "every save) does not exist", state_path);
+    } else if (same_id(want, weft_metadata_get(st, "weft.checkpoint"))) {
+        rc = weft_error_set(WEFT_ERR_VALUE,
+                            "the model %s (%s, digest %s) and the training state %s (%s, saved "
+                            "with a model of digest %s) are from different runs: a second run "
+                            "written to the same path was stopped before its first save "
+                            "completed, or the files were mixed by hand; resume from a "
+                            "complete pair, or start a new run",
+                            path, id_or(model_meta), digest, state_path, id_or(st),
+                            weft_metadata_get(st, "weft.model_digest"));
     } else {
         int64_t ms = -1, ss = -1;
         if (weft_metadata_get(model_meta, "weft.step"))
@@ -379,12 +528,19 @@ static int check_left_to_train(const struct trainer *t)
                               "trains nothing: set max_iters above %lld",
                               name, (long long)t->start_step, (long long)t->s.max_iters,
                               (long long)t->start_step);
+    /* epochs numbered as the epoch lines number them: the checkpoint is after epoch
+     * start_epoch, or inside the next one */
+    char where[96];
+    if (t->skip_batches > 0)
+        snprintf(where, sizeof where, "in epoch %lld (after batch %lld)",
+                 (long long)t->start_epoch + 1, (long long)t->skip_batches);
+    else
+        snprintf(where, sizeof where, "after epoch %lld", (long long)t->start_epoch);
     if (t->s.max_iters == 0 && t->start_epoch >= t->s.epochs)
         return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: the checkpoint is at epoch %lld; [train] epochs = %lld "
-                              "trains nothing: set epochs above %lld",
-                              name, (long long)t->start_epoch, (long long)t->s.epochs,
-                              (long long)t->start_epoch);
+                              "%s: the checkpoint is %s; [train] epochs = %lld trains nothing: "
+                              "set epochs above %lld",
+                              name, where, (long long)t->s.epochs, (long long)t->start_epoch);
     return 0;
 }
 
@@ -413,9 +569,11 @@ int train_resume(struct trainer *t, const char *path)
     struct weft_tensor_dict *model = NULL, *state = NULL;
     struct weft_metadata *meta = NULL, *model_meta = NULL;
     uint64_t seed = 0, offset = 0;
-    int rc = weft_safetensors_load(path, t->device, &model, &model_meta);
+    int rc = train_check_argument_file(path);
     if (rc == 0)
-        rc = find_state(t, path, model_meta, state_path, sizeof state_path);
+        rc = weft_safetensors_load(path, t->device, &model, &model_meta);
+    if (rc == 0)
+        rc = find_state(t, path, model, model_meta, state_path, sizeof state_path);
     if (rc == 0)
         rc = weft_module_load_state_dict(t->model, model, true);
     if (rc == 0)
@@ -429,6 +587,8 @@ int train_resume(struct trainer *t, const char *path)
     /* a checkpoint of an fp32 or bf16 run has no scaler: start from the defaults */
     if (rc == 0 && t->scaler && weft_metadata_get(meta, "scaler.scale"))
         rc = weft_grad_scaler_state_import(t->scaler, meta);
+    if (rc == 0)
+        rc = train_ema_import(t, state_path, state, meta);
     if (rc == 0)
         rc = weft_metadata_get_int(meta, "weft.epoch", &t->start_epoch) ||
              weft_metadata_get_int(meta, "weft.batch", &t->skip_batches) ||

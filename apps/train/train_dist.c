@@ -8,6 +8,8 @@
  * prefixed with their rank). The metrics printed are summed or averaged over the ranks.
  * Without a launcher this is a world of one and none of it costs anything.
  */
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +19,16 @@
 
 #include "train.h"
 
-/* How often (in optimizer steps) the ranks agree on whether one was interrupted: a
- * Ctrl-C reaches the ranks at different steps, and they must stop at the same one. */
-#define STOP_CHECK_STEPS 8
+/* How often the ranks agree on whether one was interrupted: a signal reaches the ranks at
+ * different steps, and they must stop at the same one. About every STOP_CHECK_SECONDS:
+ * mpirun kills its ranks 2 s after a Ctrl-C, so the agreement must come well within that
+ * whatever a step costs, and it must not cost a step of a few microseconds a collective
+ * each. The interval (in steps) is agreed with the flag: each rank proposes how many
+ * steps of its pace make STOP_CHECK_SECONDS, a whole number, and every rank takes the
+ * mean of the proposals, rounded down: integers summed in doubles are exact, so every
+ * rank computes the same interval and the checks stay at the same steps everywhere. */
+#define STOP_CHECK_SECONDS 0.1
+#define STOP_CHECK_MAX_STEPS 1024
 
 int train_dist_threads(struct weft_config *cfg)
 {
@@ -60,10 +69,17 @@ int train_dist_setup(struct trainer *t)
                          &d.find_unused_parameters) ||
         weft_config_bool(cfg, "distributed", "broadcast_buffers", true, &d.broadcast_buffers))
         return weft_error_code();
-    if (!(o.timeout_s > 0) || !(d.bucket_mb > 0))
+    if (!(o.timeout_s > 0) || isinf(o.timeout_s))
         return weft_error_set(WEFT_ERR_CONFIG,
-                              "%s: [distributed] timeout_s = %g, bucket_mb = %g: both must be > 0",
-                              weft_config_name(cfg), o.timeout_s, d.bucket_mb);
+                              "%s: [distributed] timeout_s = '%s': expected a number of seconds "
+                              "> 0", weft_config_name(cfg),
+                              weft_config_string(cfg, "distributed", "timeout_s", ""));
+    if (!(d.bucket_mb > 0 && d.bucket_mb <= WEFT_DDP_MAX_BUCKET_MB))
+        return weft_error_set(WEFT_ERR_CONFIG,
+                              "%s: [distributed] bucket_mb = '%s': expected a number of MiB "
+                              "above 0 and at most %d (1 TiB)", weft_config_name(cfg),
+                              weft_config_string(cfg, "distributed", "bucket_mb", ""),
+                              WEFT_DDP_MAX_BUCKET_MB);
     t->ddp_options = d;
     o.backend = backends[backend];
     /* auto: NCCL for device tensors, MPI for host ones, nothing for a world of one */
@@ -122,17 +138,32 @@ int train_dist_sum(const struct trainer *t, double *values, int n)
 
 int train_dist_should_stop(const struct trainer *t)
 {
+    static int64_t next_check = -1, interval = 1;
+    static double last_check;
     if (t->world == 1)
         return train_interrupted ? 1 : 0;
-    if (t->step % STOP_CHECK_STEPS != 0)
-        return 0;
-    double flag = train_interrupted ? 1 : 0;
-    int rc = train_dist_sum(t, &flag, 1);
+    double now = train_now();
+    double propose = 1; /* the first check: no pace seen yet */
+    if (next_check >= 0) {
+        if (t->step < next_check)
+            return 0;
+        /* at most twice the interval: the pace of a few steps may not last */
+        double per_step = (now - last_check) / (double)interval;
+        double most = fmin(STOP_CHECK_MAX_STEPS, 2.0 * (double)interval);
+        propose = per_step > 0 ? fmin(most, floor(STOP_CHECK_SECONDS / per_step)) : most;
+        propose = propose < 1 ? 1 : propose;
+    }
+    double v[2] = {train_interrupted ? 1 : 0, propose};
+    int rc = train_dist_sum(t, v, 2);
     if (rc != 0)
         return rc;
-    if (flag > 0)
-        train_interrupted = 1; /* every rank stops as the signalled one does */
-    return flag > 0;
+    interval = (int64_t)(v[1] / t->world);
+    interval = interval < 1 ? 1 : interval;
+    next_check = t->step + interval;
+    last_check = now;
+    if (v[0] > 0 && !train_interrupted)
+        train_interrupted = SIGINT; /* every rank stops as the signalled one does */
+    return v[0] > 0;
 }
 
 void train_dist_fail(const struct trainer *t, int code)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "train.h"
+#include "train_observe.h"
 
 /* Losses and throughput since the last progress line or evaluation. */
 struct window {
@@ -57,13 +58,15 @@ static int progress_line(const struct trainer *t, struct window w_local, double 
                              weft_optimizer_get_lr(t->opt), (double)w->tokens / dt,
                              run_seconds)) != 0)
         return rc;
-    printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  elapsed %s  ETA %s\n",
-           (long long)t->step, (long long)t->s.max_iters,
-           w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
-           (double)w->tokens / dt, train_rate_unit(t),
-           steps > 0 ? 1e3 * dt / (double)steps : NAN,
-           train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
-           train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta, sizeof eta));
+    if (!t->quiet_steps)
+        printf("step %lld/%lld  loss %.4f  lr %.3e  %.0f %s  %.1f ms/step  elapsed %s  ETA %s\n",
+               (long long)t->step, (long long)t->s.max_iters,
+               w->micro ? w->loss_sum / (double)w->micro : NAN, weft_optimizer_get_lr(t->opt),
+               (double)w->tokens / dt, train_unit(t, false),
+               steps > 0 ? 1e3 * dt / (double)steps : NAN,
+               train_format_duration(train_now() - t->run_t0, elapsed, sizeof elapsed),
+               train_format_duration(per_step * (double)(t->s.max_iters - t->step), eta,
+                                     sizeof eta));
     fflush(stdout);
     return 0;
 }
@@ -90,15 +93,28 @@ static int evaluation(struct trainer *t, int64_t epoch, struct window w_local, d
         .lr = weft_optimizer_get_lr(t->opt),
         .images_per_s = (double)w->tokens / (t0 - w->t0),
         .seconds = run_seconds,
+        .peak_allocated_bytes = train_observe_peak(t),
     };
+    train_observe_peak_reset(t);
+    struct eval_result ema = {NAN, NAN, 0};
+    if (t->ema && (rc = train_ema_evaluate(t, t->val_set, &t->val_inputs, t->s.eval_iters,
+                                           &ema)) != 0)
+        return rc;
+    m.ema_val_loss = ema.loss;
+    m.ema_val_acc = ema.acc;
     bool improved;
     if ((rc = train_best_update(t, epoch + 1, val.loss, &improved)) != 0)
+        return rc;
+    if (weft_scheduler_wants_metric(t->sched) && /* [scheduler] type = plateau */
+        (rc = weft_scheduler_step_metric(t->sched, val.loss)) != 0)
         return rc;
     printf("step %lld: train loss %.4f", (long long)t->step, m.train_loss);
     if (!isnan(val.loss))
         printf(", val loss %.4f", val.loss);
     if (!isnan(val.acc))
         printf(", val acc %.2f%%", 100 * val.acc);
+    if (!isnan(ema.loss))
+        printf(", ema val loss %.4f", ema.loss);
     if (val.samples > 0)
         printf(" (%lld samples, %.1f s)", (long long)val.samples, train_now() - t0);
     printf("%s\n", improved ? "  best" : "");
@@ -140,9 +156,10 @@ int train_run_iters(struct trainer *t)
             open = true;
             b = 0;
         }
-        int got = weft_dataloader_next(t->train_loader, fields);
+        int got = train_next_batch(t, fields);
         if (got < 0) {
-            rc = got;
+            rc = weft_error_prefix("step %lld (epoch %lld), reading batch %lld",
+                                   (long long)t->step + 1, (long long)epoch + 1, (long long)b + 1);
             break;
         }
         if (got == 0) { /* the epoch is over: the next one, shuffled anew */
@@ -172,11 +189,16 @@ int train_run_iters(struct trainer *t)
         if (rc == 0 && ++micro == s->accumulate) {
             micro = 0;
             rc = train_optimizer_step(t);
+            if (rc == 0)
+                rc = train_observe_step(t, &st, epoch);
             stepped = rc == 0;
         }
         weft_scope_pop();
-        if (rc != 0)
+        if (rc != 0) { /* where it failed, before what failed */
+            weft_error_prefix("step %lld (epoch %lld, batch %lld)", (long long)t->step + 1,
+                              (long long)epoch + 1, (long long)b);
             break;
+        }
         window_add(&logw, &st);
         window_add(&evalw, &st);
         if (!stepped)
@@ -201,10 +223,9 @@ int train_run_iters(struct trainer *t)
         if (rc == 0 && (save || interrupted))
             rc = train_save_checkpoint(t, epoch, b);
         if (rc == 0 && interrupted) {
-            printf("interrupted at step %lld: checkpoint saved to %s\n", (long long)t->step,
-                   s->checkpoint);
-            train_print_resume_command(t, stdout);
-            return 0;
+            char where[64];
+            snprintf(where, sizeof where, "step %lld", (long long)t->step);
+            return train_say_interrupted(t, where);
         }
         /* Evaluations and checkpoints do not count in the pace of training. */
         double spent = train_now() - t_out;

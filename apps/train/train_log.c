@@ -17,7 +17,9 @@ struct train_log {
     FILE *steps;        /* [train] log_every's rows, opened on first use */
     struct train_epoch_metrics *rows; /* what the plot draws: one row per epoch (step) */
     int count, capacity;
-    bool by_step, tokens;
+    bool by_step;
+    char per_s[32];     /* the throughput's column: images_per_s, tokens_per_s, samples_per_s */
+    char columns[1024]; /* the header: this weft's, or that of the log appended to */
 };
 
 /* "runs/log.csv" -> "runs/log<suffix>" */
@@ -36,23 +38,66 @@ static char *sibling(const char *csv_path, const char *suffix)
     return p;
 }
 
-static const char *header(const struct train_log *log)
+/* This weft's header: per epoch, or per evaluation against the step; the throughput
+ * column named after the unit (images_per_s, tokens_per_s, samples_per_s); the EMA
+ * model's validation figures when [train] ema_decay is set. */
+static void make_header(struct train_log *log, const char *per_s, bool ema)
 {
-    if (log->by_step)
-        return log->tokens ? "step,epoch,train_loss,val_loss,lr,tokens_per_s,seconds"
-                           : "step,epoch,train_loss,val_loss,lr,images_per_s,seconds";
-    return "epoch,train_loss,train_acc,val_loss,val_acc,lr,images_per_s,seconds,partial";
+    snprintf(log->columns, sizeof log->columns,
+             log->by_step ? "step,epoch,train_loss,val_loss,lr,%s,seconds,peak_allocated_bytes%s"
+                          : "epoch,train_loss,train_acc,val_loss,val_acc,lr,%s,seconds,partial,"
+                            "peak_allocated_bytes%s",
+             per_s, !ema ? "" : log->by_step ? ",ema_val_loss" : ",ema_val_loss,ema_val_acc");
 }
 
+/* The row's value of a column of either header, "" for a column it does not know. */
+static void column_value(const struct train_log *log, const struct train_epoch_metrics *m,
+                         const char *col, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (!strcmp(col, "step"))
+        snprintf(out, size, "%lld", (long long)m->step);
+    else if (!strcmp(col, "epoch"))
+        snprintf(out, size, "%d", m->epoch);
+    else if (!strcmp(col, "train_loss"))
+        snprintf(out, size, "%.6f", m->train_loss);
+    else if (!strcmp(col, "train_acc"))
+        snprintf(out, size, "%.6f", m->train_acc);
+    else if (!strcmp(col, "val_loss"))
+        snprintf(out, size, "%.6f", m->val_loss);
+    else if (!strcmp(col, "val_acc"))
+        snprintf(out, size, "%.6f", m->val_acc);
+    else if (!strcmp(col, "lr"))
+        snprintf(out, size, "%.6g", m->lr);
+    else if (strlen(col) > 6 && !strcmp(col + strlen(col) - 6, "_per_s"))
+        snprintf(out, size, "%.1f", m->images_per_s);
+    else if (!strcmp(col, "seconds"))
+        snprintf(out, size, "%.3f", m->seconds);
+    else if (!strcmp(col, "partial"))
+        snprintf(out, size, "%d", m->partial ? 1 : 0);
+    else if (!strcmp(col, "peak_allocated_bytes"))
+        snprintf(out, size, "%lld", (long long)m->peak_allocated_bytes);
+    else if (!strcmp(col, "ema_val_loss"))
+        snprintf(out, size, "%.6f", m->ema_val_loss);
+    else if (!strcmp(col, "ema_val_acc"))
+        snprintf(out, size, "%.6f", m->ema_val_acc);
+    (void)log;
+}
+
+/* One row in the columns of the file's header: this weft's, or those of the log a resumed
+ * run appends to, which is never rewritten (a column it lacks is left out, one this weft
+ * does not write is left empty). */
 static void write_row(const struct train_log *log, FILE *f, const struct train_epoch_metrics *m)
 {
-    if (log->by_step)
-        fprintf(f, "%lld,%d,%.6f,%.6f,%.6g,%.1f,%.3f\n", (long long)m->step, m->epoch,
-                m->train_loss, m->val_loss, m->lr, m->images_per_s, m->seconds);
-    else
-        fprintf(f, "%d,%.6f,%.6f,%.6f,%.6f,%.6g,%.1f,%.3f,%d\n", m->epoch, m->train_loss,
-                m->train_acc, m->val_loss, m->val_acc, m->lr, m->images_per_s, m->seconds,
-                m->partial ? 1 : 0);
+    char cols[1024], val[64];
+    snprintf(cols, sizeof cols, "%s", log->columns);
+    bool first = true;
+    for (char *save = NULL, *c = strtok_r(cols, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        column_value(log, m, c, val, sizeof val);
+        fprintf(f, "%s%s", first ? "" : ",", val);
+        first = false;
+    }
+    fputc('\n', f);
 }
 
 /* The plot's key of a row: its step (iteration mode) or epoch. */
@@ -83,18 +128,18 @@ static int plot_add(struct train_log *log, const struct train_epoch_metrics *m)
 
 /* The rows of an existing log, by its header's column names (a log of an older weft
  * has no `partial` column), for the plot of a resumed run. */
-static int read_rows(struct train_log *log, FILE *f, bool *same_header)
+static int read_rows(struct train_log *log, FILE *f)
 {
     char line[1024];
-    *same_header = false;
     if (!fgets(line, sizeof line, f))
         return 0;
     line[strcspn(line, "\r\n")] = '\0';
-    *same_header = strcmp(line, header(log)) == 0;
-    enum { C_STEP, C_EPOCH, C_TL, C_TA, C_VL, C_VA, C_LR, C_PS, C_SEC, C_PART, C_N };
+    if (line[0]) /* rows go on in the file's columns */
+        snprintf(log->columns, sizeof log->columns, "%s", line);
+    enum { C_STEP, C_EPOCH, C_TL, C_TA, C_VL, C_VA, C_LR, C_PS, C_SEC, C_PART, C_PEAK, C_N };
     static const char *const names[C_N] = {"step", "epoch", "train_loss", "train_acc",
                                            "val_loss", "val_acc", "lr", "_per_s", "seconds",
-                                           "partial"};
+                                           "partial", "peak_allocated_bytes"};
     int col[C_N];
     for (int c = 0; c < C_N; c++)
         col[c] = -1;
@@ -117,12 +162,13 @@ static int read_rows(struct train_log *log, FILE *f, bool *same_header)
         }
         double get[C_N];
         for (int c = 0; c < C_N; c++)
-            get[c] = col[c] >= 0 && col[c] < n ? v[col[c]] : (c == C_PART ? 0 : NAN);
+            get[c] = col[c] >= 0 && col[c] < n ? v[col[c]] : (c == C_PART || c == C_PEAK ? 0 : NAN);
         struct train_epoch_metrics m = {
             .epoch = (int)get[C_EPOCH], .step = (int64_t)get[C_STEP],
             .train_loss = get[C_TL], .train_acc = get[C_TA], .val_loss = get[C_VL],
             .val_acc = get[C_VA], .lr = get[C_LR], .images_per_s = get[C_PS],
             .seconds = get[C_SEC], .partial = get[C_PART] != 0,
+            .peak_allocated_bytes = (int64_t)get[C_PEAK],
         };
         if (isnan(get[log->by_step ? C_STEP : C_EPOCH]))
             continue;
@@ -132,37 +178,19 @@ static int read_rows(struct train_log *log, FILE *f, bool *same_header)
     return 0;
 }
 
-/* A resumed run's log: its rows, and the file rewritten (through a temporary) when its
- * header is an older one, so that every row has the same columns. */
+/* A resumed run's log: its rows for the plot, and its header for the rows to come. */
 static int reopen(struct train_log *log, const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return 0; /* no log yet */
-    bool same;
-    int rc = read_rows(log, f, &same);
+    int rc = read_rows(log, f);
     fclose(f);
-    if (rc != 0 || same || log->count == 0)
-        return rc;
-    char *tmp = sibling(path, ".csv.tmp");
-    FILE *out = tmp ? fopen(tmp, "w") : NULL;
-    if (!out) {
-        free(tmp);
-        return weft_error_set(WEFT_ERR_IO, "%s: cannot rewrite the training log: %s", path,
-                              strerror(errno));
-    }
-    fprintf(out, "%s\n", header(log));
-    for (int i = 0; i < log->count; i++)
-        write_row(log, out, &log->rows[i]);
-    rc = fclose(out) == 0 && rename(tmp, path) == 0
-             ? 0
-             : weft_error_set(WEFT_ERR_IO, "%s: cannot rewrite the training log: %s", path,
-                              strerror(errno));
-    free(tmp);
     return rc;
 }
 
-struct train_log *train_log_open(const char *path, bool append, bool by_step, bool tokens)
+struct train_log *train_log_open(const char *path, bool append, bool by_step, const char *per_s,
+                                 bool ema)
 {
     struct train_log *log = calloc(1, sizeof *log);
     if (!log) {
@@ -170,7 +198,8 @@ struct train_log *train_log_open(const char *path, bool append, bool by_step, bo
         return NULL;
     }
     log->by_step = by_step;
-    log->tokens = tokens;
+    snprintf(log->per_s, sizeof log->per_s, "%s", per_s);
+    make_header(log, per_s, ema);
     if (!path || !*path)
         return log;
     log->path = strdup(path);
@@ -190,8 +219,10 @@ struct train_log *train_log_open(const char *path, bool append, bool by_step, bo
         train_log_close(log);
         return NULL;
     }
-    if (!append || ftell(log->csv) == 0)
-        fprintf(log->csv, "%s\n", header(log));
+    if (!append || ftell(log->csv) == 0) {
+        make_header(log, per_s, ema);
+        fprintf(log->csv, "%s\n", log->columns);
+    }
     fflush(log->csv);
     return log;
 }
@@ -354,8 +385,7 @@ int train_log_step(struct train_log *log, int64_t step, int epoch, int64_t batch
         }
         free(p);
         if (ftell(log->steps) == 0)
-            fprintf(log->steps, "step,epoch,batch,loss,lr,%s,seconds\n",
-                    log->tokens ? "tokens_per_s" : "images_per_s");
+            fprintf(log->steps, "step,epoch,batch,loss,lr,%s,seconds\n", log->per_s);
     }
     fprintf(log->steps, "%lld,%d,%lld,%.6f,%.6g,%.1f,%.3f\n", (long long)step, epoch,
             (long long)batch, loss, lr, per_s, seconds);
@@ -397,17 +427,6 @@ static int columns(void)
         return ws.ws_col;
     const char *env = getenv("COLUMNS");
     return env && atoi(env) > 0 ? atoi(env) : 80;
-}
-
-const char *train_rate_unit(const struct trainer *t)
-{
-    if (!weft_device_is_emulated(t->device))
-        return t->sequence ? "tok/s" : "img/s";
-    static char unit[64];
-    char dev[32];
-    snprintf(unit, sizeof unit, "%s on %s (emulated)", t->sequence ? "tok/s" : "img/s",
-             weft_device_str(t->device, dev, sizeof dev));
-    return unit;
 }
 
 void train_progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss,

@@ -1,127 +1,17 @@
 /* apps/train/train_model.c: the model (through the train library's weft_model_from_config,
  * weft/model.h) and the loss from the INI file, and how a batch becomes the model's input.
  *
- * One layer type is weft-train's own, registered like any other: sparse_linear, a Linear whose input is a sparse CSR
- * matrix, for data such as libsvm files with a million features of which each sample
- * uses fifty. The data loader's batches have fixed shapes, so the readers hand such
- * samples out padded ("indices" with -1, "values" with 0); train_batch_input() drops the
- * padding and builds the CSR batch, and the layer computes x @ W^T + b with
- * weft_sparse_addmm, differentiable w.r.t. W and b through weft-sparse.so. Its
- * parameters are Linear's ("weight" [out, in], "bias" [out], initialised alike), so a
- * checkpoint loads into torch.nn.Linear. */
+ * A model whose first layer is the sparse plugin's sparse_linear (weft/sparse.h) takes a
+ * sparse CSR matrix: the data loader's batches have fixed shapes, so the readers hand
+ * such samples out padded ("indices" with -1, "values" with 0), and train_batch_input()
+ * drops the padding and builds the CSR batch from the two fields the layer names. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/models.h>
+
 #include "train.h"
-
-/* ---- sparse_linear ------------------------------------------------------------------ */
-
-struct sparse_linear_state {
-    int64_t in_features, out_features;
-    char section[64];                           /* its [layer.*] section, for messages */
-    char indices[WEFT_DATASET_NAME_MAX];        /* the batch fields it reads */
-    char values[WEFT_DATASET_NAME_MAX];
-};
-
-/* x @ weight^T + bias for a sparse CSR (or COO) x [batch, in]: the SpMM takes weight^T
- * as a strided view, so no transposed copy is made; a dense x falls back to weft_linear. */
-static weft_tensor *sparse_linear_forward(weft_module *m, weft_tensor *x)
-{
-    weft_tensor *w = weft_module_parameter(m, "weight"), *b = weft_module_parameter(m, "bias");
-    if (!x || !w)
-        return NULL;
-    if (!weft_tensor_is_sparse(x))
-        return weft_linear(x, w, b);
-    weft_scope_push();
-    weft_tensor *wt = weft_t(w);
-    weft_tensor *y = b ? weft_sparse_addmm(b, x, wt, 1.0, 1.0) : weft_sparse_mm(x, wt);
-    weft_tensor_retain(y);
-    weft_scope_pop();
-    return weft_autorelease(y);
-}
-
-static int sparse_linear_repr(const weft_module *m, char *buf, size_t size)
-{
-    const struct sparse_linear_state *st = weft_module_state(m);
-    return snprintf(buf, size, "in_features=%lld, out_features=%lld, bias=%s",
-                    (long long)st->in_features, (long long)st->out_features,
-                    weft_module_parameter(m, "bias") ? "True" : "False");
-}
-
-/* A float32 cpu parameter drawn from U(-bound, bound), as nn.Linear's reset_parameters. */
-static int add_uniform_param(weft_module *m, const char *name, int ndim, const int64_t *shape,
-                             double bound)
-{
-    weft_scope_push();
-    weft_tensor *t = weft_empty(ndim, shape, WEFT_F32, WEFT_CPU);
-    int rc = t ? 0 : weft_error_code();
-    if (rc == 0 && weft_tensor_numel(t) > 0)
-        rc = weft_uniform_(t, -bound, bound);
-    if (rc == 0)
-        rc = weft_module_register_parameter(m, name, t);
-    weft_scope_pop();
-    return rc;
-}
-
-/* A field name from a key of the sparse_linear section. */
-static int field_key(const weft_options *o, const char *key, char *out)
-{
-    const char *v = weft_options_string(o, key, key);
-    if (!*v || strlen(v) >= WEFT_DATASET_NAME_MAX)
-        return weft_options_bad_value(o, key, "expected the name of a field of the data (at "
-                                              "most %d characters)",
-                                      WEFT_DATASET_NAME_MAX - 1);
-    snprintf(out, WEFT_DATASET_NAME_MAX, "%s", v);
-    return 0;
-}
-
-static weft_module *sparse_linear_create(const weft_options *o);
-
-static const struct weft_module_type sparse_linear_type = {
-    .base = WEFT_VTABLE(WEFT_KIND_MODULE, "sparse_linear", struct weft_module_type),
-    .class_name = "SparseLinear",
-    .forward = sparse_linear_forward,
-    .free_state = free,
-    .extra_repr = sparse_linear_repr,
-    .create = sparse_linear_create,
-};
-
-static weft_module *sparse_linear_create(const weft_options *o)
-{
-    struct sparse_linear_state *st = calloc(1, sizeof *st);
-    bool bias;
-    if (!st) {
-        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for a SparseLinear");
-        return NULL;
-    }
-    snprintf(st->section, sizeof st->section, "%s", weft_options_section(o));
-    if (weft_options_require(o, "in_features") ||
-        weft_options_positive(o, "in_features", 0, &st->in_features) ||
-        weft_options_require(o, "out_features") ||
-        weft_options_positive(o, "out_features", 0, &st->out_features) ||
-        weft_options_bool(o, "bias", true, &bias) || field_key(o, "indices", st->indices) ||
-        field_key(o, "values", st->values)) {
-        free(st);
-        return NULL;
-    }
-    weft_module *m = weft_module_new(&sparse_linear_type, st);
-    if (!m) {
-        free(st);
-        return NULL;
-    }
-    /* kaiming_uniform_(a=sqrt(5)) and Linear's bias rule both come to 1/sqrt(fan_in). */
-    double bound = 1.0 / sqrt((double)st->in_features);
-    int rc = add_uniform_param(m, "weight", 2, (int64_t[]){st->out_features, st->in_features},
-                               bound);
-    if (rc == 0 && bias)
-        rc = add_uniform_param(m, "bias", 1, (int64_t[]){st->out_features}, bound);
-    if (rc != 0) {
-        weft_module_free(m);
-        return NULL;
-    }
-    return m;
-}
 
 /* A sparse_linear layer must come first (its input is the batch's sparse fields); the
  * first one sets how batches become the model's input. */
@@ -134,19 +24,22 @@ static int find_sparse_input(weft_module *model, const struct weft_config *cfg,
         weft_module *layer = weft_module_child(model, name);
         if (!layer)
             return 0;
-        if (weft_module_type(layer) != &sparse_linear_type)
+        /* The type's name first: asking the sparse plugin would load it for every model. */
+        struct weft_sparse_linear_info st;
+        const struct weft_module_type *type = weft_module_type(layer);
+        if (strcmp(type->base.name, "sparse_linear") != 0 ||
+            weft_sparse_linear_info(layer, &st) != 0)
             continue;
-        const struct sparse_linear_state *st = weft_module_state(layer);
         if (i != 0)
             return weft_error_set(WEFT_ERR_CONFIG, "%s: [%s] type = sparse_linear must be the "
                                                    "model's first layer: its input is the batch's "
                                                    "sparse fields",
-                                  weft_config_name(cfg), st->section);
+                                  weft_config_name(cfg), st.section);
         in->sparse = true;
-        in->in_features = st->in_features;
-        snprintf(in->layer, sizeof in->layer, "%s", st->section);
-        snprintf(in->indices_name, sizeof in->indices_name, "%s", st->indices);
-        snprintf(in->values_name, sizeof in->values_name, "%s", st->values);
+        in->in_features = st.in_features;
+        snprintf(in->layer, sizeof in->layer, "%s", st.section);
+        snprintf(in->indices_name, sizeof in->indices_name, "%s", st.indices);
+        snprintf(in->values_name, sizeof in->values_name, "%s", st.values);
     }
 }
 
@@ -320,8 +213,9 @@ weft_tensor *train_batch_target(const struct train_inputs *in, weft_tensor *cons
 weft_module *train_build_model(struct weft_config *cfg, struct train_inputs *inputs)
 {
     memset(inputs, 0, sizeof *inputs);
-    /* weft-train's own layer type, next to the built-in ones and the plugins'. */
-    if (weft_register(&sparse_linear_type) < 0)
+    /* libweft-models' types (gpt), next to the built-in ones and the plugins' (the sparse
+     * plugin's sparse_linear loads with it, by its manifest). */
+    if (weft_models_register() != 0)
         return NULL;
     weft_module *model = weft_model_from_config(cfg);
     inputs->model = model;

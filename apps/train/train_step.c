@@ -14,6 +14,20 @@ double train_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+const char *train_unit(const struct trainer *t, bool column)
+{
+    const char *unit = t->sequence ? (column ? "tokens_per_s" : "tok/s")
+                       : t->images ? (column ? "images_per_s" : "img/s")
+                                   : (column ? "samples_per_s" : "samples/s");
+    if (column || !weft_device_is_emulated(t->device))
+        return unit;
+    static char label[64];
+    char dev[32];
+    snprintf(label, sizeof label, "%s on %s (emulated)", unit,
+             weft_device_str(t->device, dev, sizeof dev));
+    return label;
+}
+
 /* Number of rows whose argmax equals the target ([N, C] outputs only). */
 static int64_t count_correct(weft_tensor *output, weft_tensor *target)
 {
@@ -30,6 +44,7 @@ static int64_t count_correct(weft_tensor *output, weft_tensor *target)
 static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_tensor *const *fields,
                       bool backward, struct train_batch_stats *b)
 {
+    weft_profiler_range_push("forward");
     weft_tensor *x = train_batch_input(in, fields, t->device);
     weft_tensor *target = train_batch_target(in, fields, t->device);
     /* [train] precision: forward and loss under autocast, backward outside it */
@@ -44,6 +59,7 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
         train_blame_layer(t, x);
     weft_tensor *loss = out && target ? train_loss_compute(&t->loss, out, target) : NULL;
     weft_autocast_end(prev);
+    weft_profiler_range_pop();
     if (!loss)
         return weft_error_code();
     bool seq = train_loss_is_sequence(&t->loss, out, target);
@@ -55,8 +71,13 @@ static int batch_loss(struct trainer *t, const struct train_inputs *in, weft_ten
                               : loss;
     if (backward && t->scaler)
         scaled = weft_grad_scaler_scale(t->scaler, scaled);
-    if (backward && (!scaled || weft_backward(scaled, NULL, false) != 0))
-        return weft_error_code();
+    if (backward) {
+        weft_profiler_range_push("backward");
+        int rc = !scaled || weft_backward(scaled, NULL, false) != 0 ? -1 : 0;
+        weft_profiler_range_pop();
+        if (rc != 0)
+            return weft_error_code();
+    }
     if (weft_tensor_item(loss, &b->loss) != 0)
         return weft_error_code();
     b->samples = fields[0]->shape[0];
@@ -81,7 +102,17 @@ int train_micro_batch(struct trainer *t, weft_tensor *const *fields, bool sync,
     return rc;
 }
 
+static int optimizer_step(struct trainer *t);
+
 int train_optimizer_step(struct trainer *t)
+{
+    weft_profiler_range_push("optimizer");
+    int rc = optimizer_step(t);
+    weft_profiler_range_pop();
+    return rc;
+}
+
+static int optimizer_step(struct trainer *t)
 {
     /* With loss scaling the gradients are unscaled before clipping, as PyTorch's recipe. */
     if (t->scaler && weft_grad_scaler_unscale_(t->scaler, t->opt) != 0)
@@ -99,7 +130,7 @@ int train_optimizer_step(struct trainer *t)
      * value at k. */
     if (t->sched && t->sched_per_step && weft_scheduler_step(t->sched) != 0)
         return weft_error_code();
-    return 0;
+    return train_ema_update(t); /* [train] ema_decay */
 }
 
 int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_inputs *in,
@@ -119,7 +150,7 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
     weft_dataloader *dl = weft_dataloader_new(ds, &o);
     if (!dl || (t->ddp && weft_ddp_sync_buffers(t->ddp) != 0)) {
         weft_dataloader_free(dl);
-        return weft_error_code();
+        return weft_error_prefix("evaluating on [%s]", weft_dataset_section(ds));
     }
     weft_module_train(t->model, false);
     bool prev = weft_no_grad_begin();
@@ -154,6 +185,9 @@ int train_evaluate(struct trainer *t, weft_dataset *ds, const struct train_input
     weft_grad_mode_restore(prev);
     weft_module_train(t->model, true);
     weft_dataloader_free(dl);
+    if (rc != 0) /* where it failed, before what failed */
+        weft_error_prefix("evaluating on [%s], batch %lld", weft_dataset_section(ds),
+                          (long long)batches + 1);
     if (rc == 0 && n > 0) {
         r->loss = loss_sum / (double)(t->loss.ce.reduction == WEFT_REDUCTION_MEAN ? tokens : n);
         r->acc = t->loss.classification && !t->sequence ? (double)correct / (double)n : NAN;

@@ -40,10 +40,16 @@ void train_summary_free(struct train_summary *s)
     memset(s, 0, sizeof *s);
 }
 
-/* "[64, 128]": the batch dimension as batch_size. */
+/* "[64, 128]": the batch dimension as batch_size; "--" for a container never called. A
+ * module's output that is not batched (the position embedding's [T, C]) shows as it is:
+ * only the model's input decides, by its first dimension of one. */
 static const char *shape_of(const struct train_summary_row *r, int64_t batch, char *buf,
                             size_t size)
 {
+    if (r->ndim < 0)
+        return snprintf(buf, size, "--") >= 0 ? buf : buf;
+    if (r->ndim > 0 && r->shape[0] != 1)
+        batch = r->shape[0];
     size_t n = (size_t)snprintf(buf, size, "[");
     for (int d = 0; d < r->ndim && n < size; d++)
         n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "",
@@ -84,26 +90,41 @@ int train_summary_print(const struct train_summary *s, const weft_module *model,
     int n = weft_module_named_parameters(model, &params);
     if (n < 0)
         return weft_error_code();
-    int64_t total = 0, trainable = 0, param_bytes = 0, act_bytes = 0;
+    /* Sizes in doubles: batch times a sample's bytes need not fit an int64, and these
+     * are estimates in MB. */
+    int64_t total = 0, trainable = 0;
+    double param_bytes = 0, act_bytes = 0;
     for (int i = 0; i < n; i++) {
         int64_t numel = weft_tensor_numel(params[i].tensor);
         total += numel;
         trainable += weft_requires_grad(params[i].tensor) ? numel : 0;
-        param_bytes += numel * (int64_t)weft_dtype_size(params[i].tensor->dtype);
+        param_bytes += (double)numel * (double)weft_dtype_size(params[i].tensor->dtype);
     }
     free(params);
     for (int i = 0; i < s->count; i++)
-        act_bytes += s->rows[i].bytes * batch;
+        act_bytes += (double)s->rows[i].bytes * (double)batch;
     char buf[160], num[32];
+    /* A graph model's layers say what they read, as Keras's "Connected to" column. */
+    bool graph = false;
+    for (int i = 0; i < s->count; i++)
+        graph = graph || s->rows[i].inputs[0];
     rule(f, '=');
-    fprintf(f, "%-40s %-30s %s\n", "Layer (type)", "Output Shape", "Param #");
+    if (graph)
+        fprintf(f, "%-40s %-30s %-10s %s\n", "Layer (type)", "Output Shape", "Param #",
+                "Connected to");
+    else
+        fprintf(f, "%-40s %-30s %s\n", "Layer (type)", "Output Shape", "Param #");
     rule(f, '=');
     for (int i = 0; i < s->count; i++) {
         const struct train_summary_row *r = &s->rows[i];
         char label[160];
         snprintf(label, sizeof label, "%s (%s)", r->name, r->type);
-        fprintf(f, "%-40s %-30s %s\n", label, shape_of(r, batch, buf, sizeof buf),
-                r->params ? grouped(r->params, num, sizeof num) : "--");
+        const char *params = r->params ? grouped(r->params, num, sizeof num) : "--";
+        if (graph)
+            fprintf(f, "%-40s %-30s %-10s %s\n", label, shape_of(r, batch, buf, sizeof buf),
+                    params, r->inputs);
+        else
+            fprintf(f, "%-40s %-30s %s\n", label, shape_of(r, batch, buf, sizeof buf), params);
     }
     rule(f, '=');
     fprintf(f, "Total params: %s\n", grouped(total, num, sizeof num));
@@ -111,8 +132,8 @@ int train_summary_print(const struct train_summary *s, const weft_module *model,
     fprintf(f, "Non-trainable params: %s\n", grouped(total - trainable, num, sizeof num));
     rule(f, '=');
     /* torchinfo counts each output once for the forward pass and once for its gradient */
-    double in_mb = (double)(input_bytes * batch) / 1e6, act_mb = 2.0 * (double)act_bytes / 1e6;
-    double par_mb = (double)param_bytes / 1e6;
+    double in_mb = (double)input_bytes * (double)batch / 1e6, act_mb = 2.0 * act_bytes / 1e6;
+    double par_mb = param_bytes / 1e6;
     fprintf(f, "Input size (MB): %.2f\n", in_mb);
     fprintf(f, "Forward/backward pass size (MB): %.2f\n", act_mb);
     fprintf(f, "Params size (MB): %.2f\n", par_mb);

@@ -169,18 +169,18 @@ static int ref_matmul(const struct weft_op_call *call)
 
 /* ---- the device ----------------------------------------------------------------------- */
 
-static int ref_device_count(void)
+static int ref_device_count(void *context)
 {
     return 1;
 }
 
-static int ref_device_name(int index, char *buf, size_t size)
+static int ref_device_name(void *context, int index, char *buf, size_t size)
 {
     snprintf(buf, size, "reference device %d (host memory)", index);
     return 0;
 }
 
-static void *ref_alloc(int index, size_t nbytes)
+static void *ref_alloc(void *context, int index, size_t nbytes)
 {
     void *p = malloc(nbytes ? nbytes : 1); /* a valid pointer even for 0 bytes */
     if (!p)
@@ -188,14 +188,14 @@ static void *ref_alloc(int index, size_t nbytes)
     return p;
 }
 
-static void ref_free(int index, void *ptr, size_t nbytes)
+static void ref_free(void *context, int index, void *ptr, size_t nbytes)
 {
     free(ptr);
 }
 
 /* Host <-> device and device <-> device are all memcpy here: the memory is the host's.
  * The core hands over dense blocks of one dtype and numel. */
-static int ref_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int ref_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_dtype_size(src->dtype);
     if (nbytes)
@@ -221,28 +221,20 @@ static const struct weft_backend ref_backend = {
 static int ref_init(const weft_options *options)
 {
     (void)options;
-    static const struct {
-        int op;
-        uint32_t dtypes;
-        weft_kernel_fn fn;
-    } table[] = {
-        {WEFT_OP_COPY, PLAIN, ref_elementwise}, {WEFT_OP_FILL, PLAIN, ref_elementwise},
-        {WEFT_OP_NEG, FLOATS, ref_elementwise}, {WEFT_OP_EXP, FLOATS, ref_elementwise},
-        {WEFT_OP_RELU, FLOATS, ref_elementwise}, {WEFT_OP_ADD, FLOATS, ref_elementwise},
-        {WEFT_OP_SUB, FLOATS, ref_elementwise}, {WEFT_OP_MUL, FLOATS, ref_elementwise},
-        {WEFT_OP_DIV, FLOATS, ref_elementwise}, {WEFT_OP_SUM, FLOATS, ref_sum},
-        {WEFT_OP_MATMUL, FLOATS, ref_matmul},
+    /* One row per op (or name, for named ops): dtypes the function takes, the function;
+     * a row of fn NULL ends it. */
+    static const struct weft_kernel_entry kernels[] = {
+        {WEFT_OP_COPY, NULL, PLAIN, ref_elementwise},  {WEFT_OP_FILL, NULL, PLAIN, ref_elementwise},
+        {WEFT_OP_NEG, NULL, FLOATS, ref_elementwise},  {WEFT_OP_EXP, NULL, FLOATS, ref_elementwise},
+        {WEFT_OP_RELU, NULL, FLOATS, ref_elementwise}, {WEFT_OP_ADD, NULL, FLOATS, ref_elementwise},
+        {WEFT_OP_SUB, NULL, FLOATS, ref_elementwise},  {WEFT_OP_MUL, NULL, FLOATS, ref_elementwise},
+        {WEFT_OP_DIV, NULL, FLOATS, ref_elementwise},  {WEFT_OP_SUM, NULL, FLOATS, ref_sum},
+        {WEFT_OP_MATMUL, NULL, FLOATS, ref_matmul},    {0},
     };
     int type = weft_register(&ref_backend); /* the device type id */
     if (type < 0)
         return type;
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        int rc = weft_kernel_register(table[i].op, type, WEFT_LAYOUT_STRIDED, table[i].dtypes,
-                                      table[i].fn);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    return weft_kernel_register_table(type, WEFT_LAYOUT_STRIDED, kernels);
 }
 
 /* What this plugin provides, read from the file without loading it: naming device "ref"

@@ -11,11 +11,21 @@
  * carries no header and keeps its 64-byte alignment; cpu_free gets the requested size
  * back from the core and recomputes the class.
  *
- * Blocks of 1 MiB and more are mmap'd rather than malloc'd: they go back to the system
- * the moment the cache is emptied (glibc keeps freed heap memory and fragments it), and
- * from 2 MiB on they are aligned to 2 MiB and marked MADV_HUGEPAGE, so transparent huge
- * pages back them even where THP is in "madvise" mode; strided kernels (transposes)
- * touch a new 4 KiB page every few elements and are bound by TLB misses otherwise.
+ * Blocks of 1 MiB are mmap'd rather than malloc'd: they go back to the system the moment
+ * the cache is emptied (glibc keeps freed heap memory and fragments it).
+ *
+ * Requests above 1 MiB (a deep model's activations and gradients) come from segments,
+ * with PyTorch's caching allocator (plugins/cuda/caching_allocator.c, plain C over
+ * function pointers: here mmap and munmap): best fit, a cached block split when the rest
+ * is worth keeping, freed neighbours merged. A free list per size class cannot hand a
+ * freed [B, T, 4C] block to a [B, T, C] request, so a GPT's backward, whose gradients come
+ * in other sizes than the activations it frees, grew the cache by a third over what
+ * tensors held (GPT-2 small's width, 4 layers: 1907 MiB reserved for a 1416 MiB peak);
+ * segments bring that near what tensors hold. Segments are aligned to 2 MiB and marked
+ * MADV_HUGEPAGE, so transparent huge pages back them even where THP is in "madvise"
+ * mode; strided kernels (transposes) touch a new 4 KiB page every few elements and are
+ * bound by TLB misses otherwise. Cached segments stay until empty_cache or a failed
+ * request (as on CUDA), outside the bound below.
  *
  * The cache is bounded (a quarter of physical memory, or WEFT_CPU_CACHE_LIMIT bytes):
  * a block freed past the bound goes straight back to the system. When the system
@@ -32,6 +42,13 @@
  * most 64 KiB per thread of a short-lived high. At a thread's exit its counts and its
  * blocks go to the pool. empty_cache empties the calling thread's lists and, through a
  * generation number, every other thread's at its next allocation or free.
+ *
+ * Statistics per pool (cpu_memory_detail, for memory_summary's table): the large pool is
+ * the blocks of 1 MiB and more, the small pool the rest, as PyTorch's CUDA pools divide
+ * at 1 MiB. The large pool's figures and the small pool's blocks served under the lock
+ * are counted under it; the thread lists' are their threads' own counts (requests,
+ * frees, bytes handed out), and the small pool's bytes and blocks in use are the totals
+ * less the large pool's, with peaks taken where the totals' are.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,6 +57,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "../cuda/caching_allocator.h"
 
 #define SMALL_LIMIT 4096u
 #define SMALL_STEP 64u
@@ -65,17 +83,30 @@ struct free_block {
  * lock by cpu_memory_stats: relaxed atomics). */
 struct thread_counts {
     uint64_t num_allocs, num_frees;
+    uint64_t bytes_in; /* bytes handed out */
     int64_t balance; /* bytes handed out less bytes taken back, not yet in the pool's total */
+    int64_t flushed_blocks; /* num_allocs - num_frees when the balance last joined the total */
     struct thread_counts *prev, *next; /* the pool's list of live threads */
+};
+
+/* A pool's figures (index WEFT_MEMORY_POOL_LARGE or _SMALL), under the lock; the small
+ * pool's bytes and blocks exclude the thread lists' (see above). */
+struct pool_figures {
+    struct weft_memory_stat bytes, blocks, reserved, segments;
 };
 
 static struct {
     pthread_mutex_t lock;
     struct free_block *free[NUM_CLASSES];
     size_t cached_bytes, cache_limit;
+    uint64_t segments_mapped; /* segment_map calls: a request that made one missed */
     struct weft_memory_stats stats; /* allocated and peak: atomics; the rest: the lock's */
     struct thread_counts *threads;
     uint32_t generation; /* bumped by empty_cache */
+    struct pool_figures pools[WEFT_MEMORY_POOLS]; /* [ALL]: segments and their peak only */
+    /* Atomics: the blocks handed out (as allocated_bytes counts bytes), its peak, and the
+     * small pool's peaks (the totals less the large pool's current figures). */
+    int64_t live_blocks, peak_live_blocks, small_peak_bytes, small_peak_blocks;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct thread_cache {
@@ -113,6 +144,38 @@ static size_t class_bytes(int c)
     int k = 12 + (c - (int)SMALL_CLASSES) / SUBCLASSES;
     size_t m = 9 + (size_t)((c - (int)SMALL_CLASSES) % SUBCLASSES);
     return m << (k - 3);
+}
+
+static int pool_of(size_t class_bytes)
+{
+    return class_bytes >= MMAP_THRESHOLD ? WEFT_MEMORY_POOL_LARGE : WEFT_MEMORY_POOL_SMALL;
+}
+
+/* stat.current += delta, and its totals and peak; caller holds the lock. */
+static void stat_add(struct weft_memory_stat *st, int64_t delta)
+{
+    /* current is read without the lock by note_peak */
+    int64_t now = __atomic_load_n(&st->current, __ATOMIC_RELAXED) + delta;
+    __atomic_store_n(&st->current, now, __ATOMIC_RELAXED);
+    if (delta > 0)
+        st->allocated += delta;
+    else
+        st->freed -= delta;
+    if (now > st->peak)
+        st->peak = now;
+}
+
+/* Memory from (delta > 0) or back to the system, in blocks of class_bytes; caller holds
+ * the lock. */
+static void note_reserved(size_t class_bytes, int64_t blocks)
+{
+    struct pool_figures *f = &pool.pools[pool_of(class_bytes)];
+    stat_add(&f->reserved, blocks * (int64_t)class_bytes);
+    stat_add(&f->segments, blocks);
+    stat_add(&pool.pools[WEFT_MEMORY_POOL_ALL].segments, blocks);
+    pool.stats.reserved_bytes += (uint64_t)(blocks * (int64_t)class_bytes);
+    if (pool.stats.reserved_bytes > pool.stats.peak_reserved_bytes)
+        pool.stats.peak_reserved_bytes = pool.stats.reserved_bytes;
 }
 
 /* Bytes actually mapped for a large block: whole huge pages from 2 MiB on. */
@@ -188,7 +251,7 @@ static void release_cache_locked(void)
         while (b) {
             struct free_block *next = b->next;
             system_free(b, bytes);
-            pool.stats.reserved_bytes -= bytes;
+            note_reserved(bytes, -1);
             b = next;
         }
         pool.free[c] = NULL;
@@ -196,9 +259,18 @@ static void release_cache_locked(void)
     pool.cached_bytes = 0;
 }
 
-/* peak_allocated_bytes = max(itself, now), without the lock. The pool's own total can
- * be below zero for a while (a thread returned bytes that another, which handed them out,
- * has not added yet): such a reading is no peak. */
+/* *peak = max(itself, now), without the lock. */
+static void note_max(int64_t *peak, int64_t now)
+{
+    int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (now > p && !__atomic_compare_exchange_n(peak, &p, now, true, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED))
+        ;
+}
+
+/* The peaks of the bytes in use (now) and of the small pool's, without the lock. The
+ * pool's own total can be below zero for a while (a thread returned bytes that another,
+ * which handed them out, has not added yet): such a reading is no peak. */
 static void note_peak(uint64_t now)
 {
     if ((int64_t)now < 0)
@@ -207,6 +279,21 @@ static void note_peak(uint64_t now)
     while (now > peak && !__atomic_compare_exchange_n(&pool.stats.peak_allocated_bytes, &peak, now,
                                                       true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
+    int64_t large = __atomic_load_n(&pool.pools[WEFT_MEMORY_POOL_LARGE].bytes.current,
+                                    __ATOMIC_RELAXED);
+    note_max(&pool.small_peak_bytes, (int64_t)now - large);
+}
+
+/* The same for the blocks in use. */
+static void note_blocks(int64_t delta)
+{
+    int64_t now = __atomic_add_fetch(&pool.live_blocks, delta, __ATOMIC_RELAXED);
+    if (now < 0)
+        return;
+    note_max(&pool.peak_live_blocks, now);
+    int64_t large = __atomic_load_n(&pool.pools[WEFT_MEMORY_POOL_LARGE].blocks.current,
+                                    __ATOMIC_RELAXED);
+    note_max(&pool.small_peak_blocks, now - large);
 }
 
 /* allocated_bytes += delta (a signed byte count) and its peak, without the lock. */
@@ -215,34 +302,60 @@ static void note_allocated(int64_t delta)
     note_peak(__atomic_add_fetch(&pool.stats.allocated_bytes, (uint64_t)delta, __ATOMIC_RELAXED));
 }
 
+/* A thread's blocks in use join the total with its bytes (balance_add, at its exit). */
+static void flush_blocks(struct thread_counts *t)
+{
+    int64_t live = (int64_t)(t->num_allocs - t->num_frees);
+    note_blocks(live - t->flushed_blocks);
+    __atomic_store_n(&t->flushed_blocks, live, __ATOMIC_RELAXED); /* read by the statistics */
+}
+
 /* Relaxed updates of counters only their own thread writes (and others read). */
 static void count_up(uint64_t *counter)
 {
     __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-static void balance_add(struct thread_counts *t, int64_t delta)
+/* A thread's balance b joins the pool's totals, with its blocks: out of line, so that
+ * balance_add stays inlined in the lock-free paths (with this inside, it was not: 21
+ * instructions more per alloc and free pair). */
+static __attribute__((noinline)) void balance_flush(struct thread_counts *t, int64_t b)
+{
+    note_allocated(b);
+    flush_blocks(t);
+}
+
+static inline void balance_add(struct thread_counts *t, int64_t delta)
 {
     int64_t b = __atomic_load_n(&t->balance, __ATOMIC_RELAXED) + delta;
-    if (b > THREAD_BALANCE_LIMIT || b < -THREAD_BALANCE_LIMIT) {
-        note_allocated(b);
+    if (__builtin_expect(b > THREAD_BALANCE_LIMIT || b < -THREAD_BALANCE_LIMIT, 0)) {
+        balance_flush(t, b);
         b = 0;
     }
     __atomic_store_n(&t->balance, b, __ATOMIC_RELAXED);
+}
+
+/* A block of `bytes` handed out (+1) or taken back (-1) under the lock: its pool's
+ * figures (in use now: atomics, which note_peak reads without the lock) and the totals. */
+static void note_block_locked(size_t bytes, int dir)
+{
+    struct pool_figures *f = &pool.pools[pool_of(bytes)];
+    stat_add(&f->bytes, dir * (int64_t)bytes);
+    stat_add(&f->blocks, dir);
+    note_allocated(dir * (int64_t)bytes);
+    note_blocks(dir);
 }
 
 /* Caller holds the lock. */
 static void note_allocation(size_t bytes, bool from_cache)
 {
     pool.stats.num_allocs++;
-    note_allocated((int64_t)bytes);
+    note_block_locked(bytes, 1);
     if (from_cache) {
         pool.stats.num_cache_hits++;
         return;
     }
-    pool.stats.reserved_bytes += bytes;
-    if (pool.stats.reserved_bytes > pool.stats.peak_reserved_bytes)
-        pool.stats.peak_reserved_bytes = pool.stats.reserved_bytes;
+    note_reserved(bytes, 1);
 }
 
 /* Moves the thread's cached blocks to the pool's lists (to_system: back to the system
@@ -257,7 +370,7 @@ static size_t thread_cache_empty_locked(struct thread_cache *tc, bool to_system)
             struct free_block *next = b->next;
             if (to_system) {
                 system_free(b, bytes);
-                pool.stats.reserved_bytes -= bytes;
+                note_reserved(bytes, -1);
             } else {
                 b->next = pool.free[c];
                 pool.free[c] = b;
@@ -282,7 +395,12 @@ static void thread_cache_exit(void *unused)
     pool.stats.num_allocs += tc->counts.num_allocs;
     pool.stats.num_cache_hits += tc->counts.num_allocs; /* every lock-free request is a hit */
     pool.stats.num_frees += tc->counts.num_frees;
+    struct pool_figures *small = &pool.pools[WEFT_MEMORY_POOL_SMALL];
+    small->blocks.allocated += (int64_t)tc->counts.num_allocs;
+    small->blocks.freed += (int64_t)tc->counts.num_frees;
+    small->bytes.allocated += (int64_t)tc->counts.bytes_in;
     note_allocated(tc->counts.balance);
+    flush_blocks(&tc->counts);
     tc->counts.balance = 0;
     if (tc->counts.prev)
         tc->counts.prev->next = tc->counts.next;
@@ -341,6 +459,120 @@ static inline bool thread_cache_current(const struct thread_cache *tc)
     return tc->state == 1 && tc->generation == __atomic_load_n(&pool.generation, __ATOMIC_RELAXED);
 }
 
+/* ---- requests above 1 MiB: segments ------------------------------------------------ */
+
+static struct caching_allocator *segments;
+static pthread_once_t segments_once = PTHREAD_ONCE_INIT;
+
+/* The caching allocator's ops. They run under its lock and take the pool's: the pool's
+ * lock is never held while calling the caching allocator. */
+static int segment_map(void *ctx, size_t size, void **ptr, char *why, size_t why_size)
+{
+    (void)ctx, (void)why, (void)why_size;
+    *ptr = map_large(size); /* size: a multiple of 2 MiB */
+    if (!*ptr)
+        return CA_ERR_OOM;
+    pthread_mutex_lock(&pool.lock);
+    pool.segments_mapped++;
+    note_reserved(size, 1); /* one segment of the large pool */
+    pthread_mutex_unlock(&pool.lock);
+    return CA_OK;
+}
+
+static void segment_unmap(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    munmap(ptr, size);
+    pthread_mutex_lock(&pool.lock);
+    note_reserved(size, -1);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* One stream and no events: record_stream is never called on the host. */
+static void *no_event(void *ctx, ca_stream stream)
+{
+    (void)ctx, (void)stream;
+    return NULL;
+}
+
+static int event_done(void *ctx, void *event)
+{
+    (void)ctx, (void)event;
+    return 1;
+}
+
+static void no_wait(void *ctx, void *arg)
+{
+    (void)ctx, (void)arg;
+}
+
+static void segments_init(void)
+{
+    const struct caching_allocator_config cfg = {
+        .max_split_size = CA_MAX_SPLIT_UNLIMITED,
+        .ops = {.alloc = segment_map, .free = segment_unmap, .event_record = no_event,
+                .event_query = event_done, .event_synchronize = no_wait,
+                .event_destroy = no_wait, .stream_synchronize = no_wait},
+    };
+    __atomic_store_n(&segments, caching_allocator_new(&cfg), __ATOMIC_RELEASE);
+}
+
+/* Read by threads that may not have passed segments_once (empty_cache, a failed small
+ * request): NULL until the first request above 1 MiB. */
+static void segments_empty_cache(void)
+{
+    struct caching_allocator *ca = __atomic_load_n(&segments, __ATOMIC_ACQUIRE);
+    if (ca)
+        caching_allocator_empty_cache(ca);
+}
+
+static void *segments_alloc(size_t nbytes)
+{
+    pthread_once(&segments_once, segments_init);
+    void *p = NULL;
+    int rc = CA_ERR_OOM;
+    char why[256];
+    if (segments) {
+        uint64_t mapped = __atomic_load_n(&pool.segments_mapped, __ATOMIC_RELAXED);
+        rc = caching_allocator_malloc(segments, nbytes, NULL, &p, why, sizeof why);
+        if (rc == CA_ERR_OOM) { /* it emptied its own cache and retried; now ours too */
+            pthread_mutex_lock(&pool.lock);
+            if (tcache.state == 1)
+                thread_cache_empty_locked(&tcache, true);
+            pool.stats.num_alloc_retries++;
+            release_cache_locked();
+            pthread_mutex_unlock(&pool.lock);
+            rc = caching_allocator_malloc(segments, nbytes, NULL, &p, why, sizeof why);
+        }
+        pthread_mutex_lock(&pool.lock);
+        if (rc == CA_OK) {
+            pool.stats.num_allocs++;
+            note_block_locked(caching_allocator_round_size(nbytes), 1); /* the large pool */
+            if (pool.segments_mapped == mapped)
+                pool.stats.num_cache_hits++;
+        } else {
+            pool.stats.num_ooms++;
+        }
+        pthread_mutex_unlock(&pool.lock);
+    }
+    if (rc != CA_OK)
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
+                       "DefaultCPUAllocator: not enough memory: you tried to allocate %zu bytes.",
+                       nbytes);
+    return p;
+}
+
+static void segments_free(void *ptr, size_t nbytes)
+{
+    caching_allocator_free(segments, ptr);
+    pthread_mutex_lock(&pool.lock);
+    pool.stats.num_frees++;
+    note_block_locked(caching_allocator_round_size(nbytes), -1);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* ---- the allocator's entry points ----------------------------------------------------- */
+
 void *cpu_alloc(int index, size_t nbytes)
 {
     (void)index;
@@ -352,11 +584,16 @@ void *cpu_alloc(int index, size_t nbytes)
         tc->head[tclass] = b->next;
         tc->bytes[tclass] -= (uint32_t)bytes;
         count_up(&tc->counts.num_allocs);
+        __atomic_store_n(&tc->counts.bytes_in,
+                         __atomic_load_n(&tc->counts.bytes_in, __ATOMIC_RELAXED) + bytes,
+                         __ATOMIC_RELAXED);
         balance_add(&tc->counts, (int64_t)bytes);
         return b;
     }
+    if (nbytes > CA_SMALL_SIZE)
+        return segments_alloc(nbytes);
     size_t bytes = 0;
-    int c = nbytes > (SIZE_MAX >> 2) ? NUM_CLASSES : size_class(nbytes, &bytes);
+    int c = size_class(nbytes, &bytes);
     if (c >= NUM_CLASSES) {
         weft_error_set(WEFT_ERR_OUT_OF_MEMORY,
                        "DefaultCPUAllocator: not enough memory: you tried to allocate %zu bytes.",
@@ -376,11 +613,13 @@ void *cpu_alloc(int index, size_t nbytes)
     /* The system call runs outside the lock: mapping 64 MiB should not stall others. */
     void *p = system_alloc(bytes);
     pthread_mutex_lock(&pool.lock);
-    size_t returned = !p && tcache.state == 1 ? thread_cache_empty_locked(&tcache, true) : 0;
-    if (!p && (pool.cached_bytes > 0 || returned > 0)) {
+    if (!p) { /* everything cached goes back, segments too, and the request is retried */
+        if (tcache.state == 1)
+            thread_cache_empty_locked(&tcache, true);
         pool.stats.num_alloc_retries++;
         release_cache_locked();
         pthread_mutex_unlock(&pool.lock);
+        segments_empty_cache();
         p = system_alloc(bytes);
         pthread_mutex_lock(&pool.lock);
     }
@@ -415,13 +654,17 @@ void cpu_free(int index, void *ptr, size_t nbytes)
             return;
         }
     }
+    if (nbytes > CA_SMALL_SIZE) {
+        segments_free(ptr, nbytes);
+        return;
+    }
     size_t bytes;
     int c = size_class(nbytes, &bytes);
     pthread_mutex_lock(&pool.lock);
     if (pool.cache_limit == 0)
         pool.cache_limit = default_cache_limit();
     pool.stats.num_frees++;
-    note_allocated(-(int64_t)bytes);
+    note_block_locked(bytes, -1);
     if (pool.cached_bytes + bytes <= pool.cache_limit) {
         struct free_block *b = ptr;
         b->next = pool.free[c];
@@ -430,9 +673,85 @@ void cpu_free(int index, void *ptr, size_t nbytes)
         pthread_mutex_unlock(&pool.lock);
         return;
     }
-    pool.stats.reserved_bytes -= bytes;
+    note_reserved(bytes, -1);
     pthread_mutex_unlock(&pool.lock);
     system_free(ptr, bytes);
+}
+
+/* A thread's blocks in use not yet in pool.live_blocks. */
+static int64_t thread_unflushed_blocks(const struct thread_counts *t)
+{
+    return (int64_t)(__atomic_load_n(&t->num_allocs, __ATOMIC_RELAXED) -
+                     __atomic_load_n(&t->num_frees, __ATOMIC_RELAXED)) -
+           __atomic_load_n(&t->flushed_blocks, __ATOMIC_RELAXED);
+}
+
+/* What memory_summary's rows mean here (weft_memory_detail's notes). */
+static const char detail_notes[] =
+    "  The cpu allocator's pools: large, its blocks of 1 MiB and more (mmap'd, returned to the\n"
+    "  system by empty_cache); small, the smaller blocks (from the C heap), those of 1 KiB\n"
+    "  or less first kept on the freeing thread's own lists. Each block is a segment of its\n"
+    "  own: nothing is split, so nothing is non-releasable or oversize. No streams: active\n"
+    "  is allocated. Reserved is allocated plus the cache. Figures counted by the threads\n"
+    "  (small blocks) are exact while no other thread allocates; peaks may miss up to\n"
+    "  64 KiB per thread.\n";
+
+int cpu_memory_detail(int index, struct weft_memory_detail *out)
+{
+    (void)index;
+    struct weft_memory_detail d = {.struct_size = sizeof d, .device_word = "CPU",
+                                   .notes = detail_notes};
+    pthread_mutex_lock(&pool.lock);
+    struct pool_figures large = pool.pools[WEFT_MEMORY_POOL_LARGE];
+    struct pool_figures small = pool.pools[WEFT_MEMORY_POOL_SMALL];
+    int64_t bytes = (int64_t)__atomic_load_n(&pool.stats.allocated_bytes, __ATOMIC_RELAXED);
+    int64_t blocks = __atomic_load_n(&pool.live_blocks, __ATOMIC_RELAXED);
+    for (const struct thread_counts *t = pool.threads; t; t = t->next) {
+        bytes += __atomic_load_n(&t->balance, __ATOMIC_RELAXED);
+        blocks += thread_unflushed_blocks(t);
+        small.bytes.allocated += (int64_t)__atomic_load_n(&t->bytes_in, __ATOMIC_RELAXED);
+        small.blocks.allocated += (int64_t)__atomic_load_n(&t->num_allocs, __ATOMIC_RELAXED);
+    }
+    note_peak((uint64_t)bytes);
+    note_max(&pool.peak_live_blocks, blocks);
+    note_max(&pool.small_peak_blocks, blocks - large.blocks.current);
+    /* The small pool in use: the totals less the large pool's (see the top). */
+    small.bytes.current = bytes - large.bytes.current;
+    small.bytes.freed = small.bytes.allocated - small.bytes.current;
+    small.bytes.peak = __atomic_load_n(&pool.small_peak_bytes, __ATOMIC_RELAXED);
+    small.blocks.current = blocks - large.blocks.current;
+    small.blocks.freed = small.blocks.allocated - small.blocks.current;
+    small.blocks.peak = __atomic_load_n(&pool.small_peak_blocks, __ATOMIC_RELAXED);
+    const struct pool_figures *by_pool[3] = {NULL, &large, &small};
+    for (int p = WEFT_MEMORY_POOL_LARGE; p <= WEFT_MEMORY_POOL_SMALL; p++) {
+        d.allocated_bytes[p] = d.active_bytes[p] = by_pool[p]->bytes;
+        d.allocation[p] = d.active[p] = by_pool[p]->blocks;
+        d.reserved_bytes[p] = by_pool[p]->reserved;
+        d.segment[p] = by_pool[p]->segments;
+    }
+    /* All pools: the sums, with the peaks of the totals. */
+    struct weft_memory_stat *rows[4] = {d.allocated_bytes, d.allocation, d.reserved_bytes, d.segment};
+    for (int r = 0; r < 4; r++) {
+        struct weft_memory_stat *all = &rows[r][WEFT_MEMORY_POOL_ALL];
+        const struct weft_memory_stat *l = &rows[r][WEFT_MEMORY_POOL_LARGE],
+                                      *s = &rows[r][WEFT_MEMORY_POOL_SMALL];
+        *all = (struct weft_memory_stat){l->current + s->current, 0, l->allocated + s->allocated,
+                                         l->freed + s->freed};
+    }
+    d.allocated_bytes[0].peak = (int64_t)__atomic_load_n(&pool.stats.peak_allocated_bytes,
+                                                         __ATOMIC_RELAXED);
+    d.allocation[0].peak = __atomic_load_n(&pool.peak_live_blocks, __ATOMIC_RELAXED);
+    d.reserved_bytes[0].peak = (int64_t)pool.stats.peak_reserved_bytes;
+    d.segment[0].peak = pool.pools[WEFT_MEMORY_POOL_ALL].segments.peak;
+    d.active_bytes[0] = d.allocated_bytes[0];
+    d.active[0] = d.allocation[0];
+    d.num_alloc_retries = (int64_t)pool.stats.num_alloc_retries;
+    d.num_ooms = (int64_t)pool.stats.num_ooms;
+    pthread_mutex_unlock(&pool.lock);
+    size_t size = out->struct_size < sizeof d ? out->struct_size : sizeof d;
+    d.struct_size = out->struct_size;
+    memcpy(out, &d, size);
+    return 0;
 }
 
 int cpu_memory_stats(int index, struct weft_memory_stats *out)
@@ -468,10 +787,24 @@ void cpu_reset_peak_memory_stats(int index)
     (void)index;
     pthread_mutex_lock(&pool.lock);
     uint64_t now = __atomic_load_n(&pool.stats.allocated_bytes, __ATOMIC_RELAXED);
-    for (const struct thread_counts *t = pool.threads; t; t = t->next)
+    int64_t blocks = __atomic_load_n(&pool.live_blocks, __ATOMIC_RELAXED);
+    for (const struct thread_counts *t = pool.threads; t; t = t->next) {
         now += (uint64_t)__atomic_load_n(&t->balance, __ATOMIC_RELAXED);
+        blocks += thread_unflushed_blocks(t);
+    }
     __atomic_store_n(&pool.stats.peak_allocated_bytes, now, __ATOMIC_RELAXED);
     pool.stats.peak_reserved_bytes = pool.stats.reserved_bytes;
+    struct pool_figures *large = &pool.pools[WEFT_MEMORY_POOL_LARGE];
+    __atomic_store_n(&pool.peak_live_blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool.small_peak_bytes, (int64_t)now - large->bytes.current, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool.small_peak_blocks, blocks - large->blocks.current, __ATOMIC_RELAXED);
+    for (int p = 0; p < WEFT_MEMORY_POOLS; p++) {
+        struct pool_figures *f = &pool.pools[p];
+        f->bytes.peak = f->bytes.current;
+        f->blocks.peak = f->blocks.current;
+        f->reserved.peak = f->reserved.current;
+        f->segments.peak = f->segments.current;
+    }
     pthread_mutex_unlock(&pool.lock);
 }
 
@@ -486,4 +819,5 @@ void cpu_empty_cache(int index)
     }
     release_cache_locked();
     pthread_mutex_unlock(&pool.lock);
+    segments_empty_cache();
 }

@@ -315,12 +315,11 @@ static int conv_pass(const struct weft_op_call *call, enum pass pass, const weft
     if (tmp.prim)
         destroy_prim(&tmp);
     if (st != dnnl_success)
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "conv2d: oneDNN's convolution failed (status %d) for input "
-                              "[%lld, %lld, %lld, %lld] and weight [%lld, %lld, %lld, %lld]",
-                              (int)st, (long long)k.N, (long long)k.C, (long long)k.H,
-                              (long long)k.W, (long long)k.Cout, (long long)k.C,
-                              (long long)k.kh, (long long)k.kw);
+        return cpu_onednn_error(st, "conv2d: oneDNN's convolution for input [%lld, %lld, %lld, "
+                                    "%lld] and weight [%lld, %lld, %lld, %lld]",
+                                (long long)k.N, (long long)k.C, (long long)k.H, (long long)k.W,
+                                (long long)k.Cout, (long long)k.C, (long long)k.kh,
+                                (long long)k.kw);
     return 0;
 }
 
@@ -341,29 +340,16 @@ static int conv2d_backward_weight_kernel(const struct weft_op_call *call)
                      call->nout > 1 ? call->out[1] : NULL);
 }
 
-int cpu_register_onednn_conv_kernels(void)
-{
-    const char *names[3] = {WEFT_OP_CONV2D_NAME, WEFT_OP_CONV2D_BACKWARD_INPUT_NAME,
-                            WEFT_OP_CONV2D_BACKWARD_WEIGHT_NAME};
-    const weft_kernel_fn fns[3] = {conv2d_kernel, conv2d_backward_input_kernel,
-                                   conv2d_backward_weight_kernel};
-    for (int i = 0; i < 3; i++) {
-        int op = weft_op_register(names[i]);
-        if (op < 0)
-            return op;
-        int rc = weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                      WEFT_DTYPE_BIT(WEFT_F32), fns[i]);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
+const struct weft_kernel_entry cpu_onednn_conv_kernels[] = {
+    {-1, WEFT_OP_CONV2D_NAME, WEFT_DTYPE_BIT(WEFT_F32), conv2d_kernel},
+    {-1, WEFT_OP_CONV2D_BACKWARD_INPUT_NAME, WEFT_DTYPE_BIT(WEFT_F32), conv2d_backward_input_kernel},
+    {-1, WEFT_OP_CONV2D_BACKWARD_WEIGHT_NAME, WEFT_DTYPE_BIT(WEFT_F32), conv2d_backward_weight_kernel},
+    {0},
+};
 
 #else
 
-int cpu_register_onednn_conv_kernels(void)
-{
-    return 0;
-}
+/* Without oneDNN, conv2d is nn's im2col + GEMM. */
+const struct weft_kernel_entry cpu_onednn_conv_kernels[] = {{0}};
 
 #endif

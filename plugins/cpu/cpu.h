@@ -32,34 +32,77 @@
 #define CPU_SIMD
 #endif
 
-/* ---- kernel families: each registers its kernels for device type cpu ---------------- */
-int cpu_register_copy_kernels(void);
-int cpu_register_fill_kernels(void);   /* fill, arange, linspace */
-int cpu_register_random_kernels(void); /* rand_uniform, rand_normal, randint */
-int cpu_register_unary_kernels(void);
-int cpu_register_binary_kernels(void); /* binary, where, clamp */
-int cpu_register_reduce_kernels(void);
-int cpu_register_softmax_kernels(void);
-int cpu_register_matmul_kernels(void);
-int cpu_register_index_kernels(void);
-int cpu_register_conv_kernels(void); /* im2col, col2im */
-/* conv2d and its two backward passes through oneDNN (conv_onednn.c; nothing without it) */
-int cpu_register_onednn_conv_kernels(void);
-int cpu_register_pool_kernels(void); /* max/avg pool2d and their backward */
-int cpu_register_norm_kernels(void); /* native_layer_norm and its backward */
-int cpu_register_activation_kernels(void); /* gelu_tanh, gelu_backward, add_bias_gelu */
-int cpu_register_embedding_kernels(void);  /* embedding_dense_backward */
-int cpu_register_attention_kernels(void);  /* sdpa_flash and its backward */
-int cpu_register_divmod_kernels(void);     /* floor_divide, remainder */
-int cpu_register_scatter_kernels(void);    /* scatter, scatter_reduce */
-int cpu_register_interpolate_kernels(void); /* upsample and its backward */
-int cpu_register_cdist_kernels(void);       /* cdist and its backward */
-int cpu_register_rnn_kernels(void);        /* rnn_layer and its backward */
+/* ---- the kernels (plugin.c registers them from one table) ---------------------------
+ * Each family's file: a kernel per op that takes every dtype the table gives it, or,
+ * for the families generated per op and dtype, a table of their own. */
+/* kernels_copy.c */
+int cpu_copy_kernel(const struct weft_op_call *call);
+/* kernels_fill.c */
+int cpu_fill_kernel(const struct weft_op_call *call);
+int cpu_arange_kernel(const struct weft_op_call *call);
+int cpu_linspace_kernel(const struct weft_op_call *call);
+/* kernels_reduce.c */
+int cpu_reduce_kernel(const struct weft_op_call *call);
+/* kernels_softmax.c */
+int cpu_softmax_kernel(const struct weft_op_call *call);
+/* kernels_matmul.c */
+int cpu_matmul_kernel(const struct weft_op_call *call);
+/* kernels_index.c */
+int cpu_index_select_kernel(const struct weft_op_call *call);
+int cpu_gather_kernel(const struct weft_op_call *call);
+int cpu_scatter_add_kernel(const struct weft_op_call *call);
+/* kernels_random.c */
+int cpu_random_kernel(const struct weft_op_call *call);
+/* kernels_conv.c */
+int cpu_im2col_kernel(const struct weft_op_call *call);
+int cpu_col2im_kernel(const struct weft_op_call *call);
+/* kernels_pool.c */
+int cpu_pool_kernel(const struct weft_op_call *call);
+int cpu_pool_backward_kernel(const struct weft_op_call *call);
+/* kernels_norm.c */
+int cpu_native_layer_norm_kernel(const struct weft_op_call *call);
+int cpu_native_layer_norm_backward_kernel(const struct weft_op_call *call);
+/* kernels_embedding.c */
+int cpu_embedding_dense_backward_kernel(const struct weft_op_call *call);
+/* kernels_attention.c */
+int cpu_sdpa_flash_kernel(const struct weft_op_call *call);
+int cpu_sdpa_flash_backward_kernel(const struct weft_op_call *call);
+/* kernels_scatter.c */
+int cpu_scatter_kernel(const struct weft_op_call *call);
+int cpu_scatter_reduce_kernel(const struct weft_op_call *call);
+int cpu_cumsum_kernel(const struct weft_op_call *call);
+int cpu_cumprod_kernel(const struct weft_op_call *call);
+int cpu_sort_kernel(const struct weft_op_call *call);
+/* kernels_interpolate.c */
+int cpu_upsample_kernel(const struct weft_op_call *call);
+int cpu_upsample_backward_kernel(const struct weft_op_call *call);
+/* kernels_cdist.c */
+int cpu_cdist_kernel(const struct weft_op_call *call);
+int cpu_cdist_backward_kernel(const struct weft_op_call *call);
+/* kernels_rnn.c */
+int cpu_rnn_layer_kernel(const struct weft_op_call *call);
+int cpu_rnn_layer_backward_kernel(const struct weft_op_call *call);
+/* Generated per op and dtype: kernels_unary.c, kernels_binary.c, kernels_where_clamp.c,
+ * kernels_relu.c (threshold_backward and its fused forms), kernels_activation.c,
+ * kernels_divmod.c; and conv2d through oneDNN (conv_onednn.c; empty without it, and
+ * registered only when [cpu] conv = onednn). Each ends with a row of fn NULL. */
+extern const struct weft_kernel_entry cpu_unary_kernels[];
+extern const struct weft_kernel_entry cpu_binary_kernels[];
+extern const struct weft_kernel_entry cpu_where_clamp_kernels[];
+extern const struct weft_kernel_entry cpu_relu_kernels[];
+extern const struct weft_kernel_entry cpu_activation_kernels[];
+extern const struct weft_kernel_entry cpu_divmod_kernels[];
+extern const struct weft_kernel_entry cpu_onednn_conv_kernels[];
+/* weft/kernel_quant.h's ops: quantize, dequantize, max pool (kernels_quant.c), then the int8
+ * linear and conv2d through oneDNN (quant_onednn.c; empty without it). */
+extern const struct weft_kernel_entry cpu_quant_kernels[];
+extern const struct weft_kernel_entry cpu_quant_onednn_kernels[];
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);
 void cpu_free(int index, void *ptr, size_t nbytes);
 int cpu_memory_stats(int index, struct weft_memory_stats *out);
+int cpu_memory_detail(int index, struct weft_memory_detail *out); /* per pool */
 void cpu_empty_cache(int index);
 void cpu_reset_peak_memory_stats(int index);
 
@@ -118,6 +161,17 @@ enum cpu_simd cpu_simd_level(void);
 void cpu_simd_limit(enum cpu_simd widest);
 
 /* ---- threads -------------------------------------------------------------------------- */
+/* How many times an idle OpenMP thread spins (libgomp's GOMP_SPINCOUNT, one PAUSE each)
+ * before it sleeps, by default ([cpu] spin_count): a string, for the manifest. Chosen from
+ * the gaps between parallel regions (bench/omp-gaps.sh, in the opening thread's CPU time,
+ * so a busy machine does not lengthen them): 20000 spins (0.29-0.36 ms on the Xeon it was
+ * measured on, a PAUSE taking 15-18 ns) outlast 99.6-99.97% of the gaps in the training
+ * loops of the MLP, CNN, CNN+BN, ResNet, LSTM and GPT configs and in weft-generate, so a
+ * quiet machine's workers almost never sleep (10000 left up to 3.8% of the gaps to a
+ * wake-up, 5000 up to 37%); yet a thread waiting for one that is off its core gives the
+ * core up after a fraction of a millisecond, not after libgomp's 300000 spins (4.4-5.7 ms
+ * there). plugin.c's manifest says more. */
+#define CPU_SPIN_COUNT "20000"
 int cpu_num_threads(void);
 /* Below this many elements a loop runs on the calling thread: waking the pool costs
  * more than the work. */
@@ -133,11 +187,62 @@ void cpu_iter_parallel(const struct weft_iter *it, weft_iter_loop_fn loop, void 
  * Kernels are written once against weft/dtype_kernels.h's X-macro lists
  * (WEFT_FOR_ALL_DTYPES, ...) and weft_load_<name>/weft_store_<name>, never pasted. */
 
+/* A kernel family written once in a .inc file, included per dtype by each_dtype.inc,
+ * each_floating_dtype.inc or each_integral_dtype.inc (which define DT, ID, T and C):
+ * PER_DTYPE(softmax_line) is the function's name for the dtype (softmax_line_f32), LOAD
+ * and STORE its weft/dtype_kernels.h accessors. */
+#define CPU_CAT_(a, b) a##b
+#define CPU_CAT(a, b) CPU_CAT_(a, b)
+#define PER_DTYPE(fn) CPU_CAT(CPU_CAT(fn, _), DT)
+#define LOAD(p) CPU_CAT(weft_load_, DT)(p)
+#define STORE(p, v) CPU_CAT(weft_store_, DT)(p, v)
+/* The same for the per-size kernels of each_itemsize.inc: move_4 for SZ 4. */
+#define PER_SIZE(fn) CPU_CAT(CPU_CAT(fn, _), SZ)
+
+/* Scalars arrive as doubles; integers go through int64 (saturated) so that an out-of-range
+ * value wraps like PyTorch's cast instead of being undefined. SCALAR_TO(v) is the dtype's
+ * conversion in a .inc file. */
+static inline int64_t saturate_i64(double v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+#define CPU_INTEGRAL_SCALAR_(name, id, T, C)                                                  \
+    static inline C scalar_to_##name(double v) { return (C)saturate_i64(v); }
+#define CPU_FLOATING_SCALAR_(name, id, T, C)                                                  \
+    static inline C scalar_to_##name(double v) { return (C)v; }
+WEFT_FOR_INTEGRAL_DTYPES(CPU_INTEGRAL_SCALAR_)
+WEFT_FOR_FLOATING_DTYPES(CPU_FLOATING_SCALAR_)
+#undef CPU_INTEGRAL_SCALAR_
+#undef CPU_FLOATING_SCALAR_
+static inline bool scalar_to_bool(double v) { return v != 0; }
+static inline bool scalar_to__Bool(double v) { return v != 0; }
+#define SCALAR_TO(v) CPU_CAT(scalar_to_, DT)(v)
+
 /* Runs loop over ops[0..nops) (out first, all of one shape; itemsize[k] is operand k's):
  * as flat arrays when every operand is contiguous, else through the core's iterator, in
- * parallel above CPU_PARALLEL_GRAIN (kernels_binary.c). */
+ * parallel above CPU_PARALLEL_GRAIN (elementwise_run.c). */
 int cpu_elementwise_run(int nops, const weft_tensor *const *ops, const int64_t *itemsize,
                         weft_iter_loop_fn loop, void *ctx);
+
+/* Where line l of the lines along dim starts in t (in elements from its data pointer): l
+ * counts the positions of the other dims in row-major order (the scan and sort kernels). */
+static inline int64_t cpu_line_start(const weft_tensor *t, int dim, int64_t l)
+{
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (d == dim)
+            continue;
+        off += (l % t->shape[d]) * t->stride[d];
+        l /= t->shape[d];
+    }
+    return off;
+}
 
 /* Any dtype as double, and double into any dtype (C conversion rules; bool is != 0). */
 double cpu_load_as_double(enum weft_dtype dt, const void *p);

@@ -1,5 +1,5 @@
 /* plugins/cpu/fast_math.h: float32 tanh, erf and exp that loops can vectorise (not ABI);
- * exp_nonpos_f32, the exp of softmax and attention (x - max <= 0).
+ * exp_nonpos_f32, the exp of softmax and attention (x - max <= 0); GELU's tanh form.
  *
  * libm's tanhf and erff are scalar calls of 10-40 ns here (glibc declares its vector
  * versions only under -ffast-math), which made GELU the slowest layer of a GPT step.
@@ -91,6 +91,86 @@ static inline __attribute__((always_inline)) float normal_cdf_f32(float a)
 static inline double normal_cdf(double a)
 {
     return 0.5 * (1.0 + erf(a * 0.70710678118654752));
+}
+
+/* 2^f for |f| <= 1/2: a degree-6 polynomial fitted to the relative error (2e-9; 1.3 ulp
+ * as float arithmetic evaluates it). */
+static inline __attribute__((always_inline)) float exp2_reduced_f32(float f)
+{
+    float p = 1.5353492926806211e-4f;
+    p = p * f + 1.3398872688412666e-3f;
+    p = p * f + 9.61843691766262e-3f;
+    p = p * f + 5.5503323674201965e-2f;
+    p = p * f + 2.4022647738456726e-1f;
+    p = p * f + 6.931471824645996e-1f;
+    return p * f + 1.0f;
+}
+
+/* GELU's tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), computed
+ * as x sigmoid(2u): x / (1 + E) for x >= 0 and x E / (1 + E) below, E = e^{-2|u|}, so
+ * nothing cancels (1 + tanh(u) lost all of its digits below x = -4 or so: 1.3% off at
+ * -4.25, the sign wrong at -5.15). In the left tail the result's relative error is the
+ * absolute error of 2|u|, which reaches 158 there: |u| / ln 2 and its reduction to
+ * n + f are computed in double (a float's cube fits in one), 2^f in float. Within 3.3 ulp
+ * of the exact value over the whole float range, subnormal results included.
+ * gelu_tanh_exp_f32 gives E 2^64 (a normal float for every |x| <= 10.9, where x's are
+ * clamped: beyond, E < 2^-158), n from the same double. */
+static inline __attribute__((always_inline)) float gelu_tanh_exp_f32(float x)
+{
+    uint32_t ab;
+    memcpy(&ab, &x, sizeof ab);
+    ab &= 0x7fffffffu;
+    ab = ab < 0x412e6666u ? ab : 0x412e6666u; /* min(|x|, 10.9) on the bits: NaN -> 10.9 */
+    float a;
+    memcpy(&a, &ab, sizeof a);
+    double ad = a;
+    /* 2 |u| / ln 2 = a (C1 + C3 a^2), C1 = 2 sqrt(2 / pi) / ln 2, C3 = 0.044715 C1 */
+    double y = ad * (ad * ad * 0.1029432395800235 + 2.302208198144325);
+    double n = (y + 0x1.8p52) - 0x1.8p52; /* round(y) */
+    float f = (float)(n - y);             /* E = 2^f 2^-n, |f| <= 1/2 */
+    int32_t bits = (127 + 64 - (int32_t)n) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return exp2_reduced_f32(f) * scale;
+}
+
+static inline __attribute__((always_inline)) float gelu_tanh_form_f32(float x)
+{
+    float e64 = gelu_tanh_exp_f32(x);
+    /* below -10.9, x E is -0 (NaN for -inf and NaN, as 0.5 x (1 + tanh(u)) gives) */
+    float tail = x >= -10.9f ? e64 : 0.f;
+    float num = x >= 0.f ? x : x * tail * 0x1p-64f;
+    return num / (1.0f + e64 * 0x1p-64f);
+}
+
+/* g times its derivative, 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2) with
+ * t = tanh(u): with S = sigmoid(2u) and k = x c, c = 2 beta (1 + 3 kappa x^2), that is
+ * S + k S (1 - S), which is (d + x E c) / d^2 for x >= 0 and E (d + x c) / d^2 below,
+ * d = 1 + E. x E is formed first, so that E = 0 leaves k's overflow out (NaN only where
+ * x^2 overflows, as PyTorch's 0 * inf). */
+static inline __attribute__((always_inline)) float gelu_tanh_form_grad_f32(float g, float x)
+{
+    float e64 = gelu_tanh_exp_f32(x), e = e64 * 0x1p-64f, d = 1.0f + e;
+    float c = 1.5957691216057308f * (1.0f + 0.134145f * x * x);
+    float tail = x >= -10.9f ? e64 : 0.f;
+    float num = x >= 0.f ? d + (x * e) * c : (tail * d + (tail * x) * c) * 0x1p-64f;
+    return g * (num / (d * d));
+}
+
+/* The same in double (what _Generic picks for non-float), through libm's exp. */
+static inline double gelu_tanh_form(double x)
+{
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    double e = exp(-2 * fabs(u));
+    return (x >= 0 ? x : x * e) / (1 + e);
+}
+
+static inline double gelu_tanh_form_grad(double g, double x)
+{
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    double e = exp(-2 * fabs(u)), d = 1 + e;
+    double c = 1.5957691216057308 * (1 + 0.134145 * x * x);
+    return g * ((x >= 0 ? d + (x * e) * c : e * d + (e * x) * c) / (d * d));
 }
 
 /* Cephes' expf polynomial: e^r for the reduced argument |r| <= ln(2) / 2, shared by both

@@ -19,7 +19,7 @@
 
 #include <cblas.h>
 #ifdef WEFT_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
+#include "onednn_guard.h"
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -94,9 +94,7 @@ static int onednn_sgemm(const struct cpu_gemm *g)
 #endif
     if (st == dnnl_success)
         return 0;
-    return weft_error_set(WEFT_ERR_RUNTIME, "matmul: oneDNN's sgemm failed (status %d) for "
-                                            "%d x %d x %d",
-                          (int)st, g->M, g->N, g->K);
+    return cpu_onednn_error(st, "matmul: oneDNN's sgemm for %d x %d x %d", g->M, g->N, g->K);
 }
 #endif
 

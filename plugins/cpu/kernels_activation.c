@@ -13,146 +13,25 @@
 #include <math.h>
 
 #include "cpu.h"
+#include "weft/kernel_checks.h"
 #include "fast_math.h"
 
-/* fast_math.h's float versions, libm's for double. */
+/* fast_math.h's float versions, libm's (or fast_math.h's double twins) for double. */
 #define FN1(fn, x) _Generic((x), float: fn##_f32, default: fn)(x)
+#define FN2(fn, x, y) _Generic((y), float: fn##_f32, default: fn)(x, y)
 
-/* sqrt(2 / pi), 0.044715, 1 / sqrt(2 pi) */
-#define GELU_BETA 0.7978845608028654
-#define GELU_KAPPA 0.044715
+/* 1 / sqrt(2 pi) */
 #define GELU_INV_SQRT_2PI 0.3989422804014327
-
-/* 0.5 x (1 + tanh(beta (x + kappa x^3))) */
-#define GELU_TANH_EXPR(C, a)                                                                  \
-    ((C)0.5 * (a) * ((C)1 + FN1(tanh, (C)GELU_BETA * ((a) + (C)GELU_KAPPA * (a) * (a) * (a)))))
 
 /* g (Phi(x) + x phi(x)) */
 #define GELU_GRAD_ERF_EXPR(C, g, a)                                                           \
     ((g) * (FN1(normal_cdf, (a)) +                                                            \
             (a) * FN1(exp, (C)-0.5 * (a) * (a)) * (C)GELU_INV_SQRT_2PI))
 
-/* g (0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2)), t = tanh(beta (x + kappa x^3)) */
-#define GELU_GRAD_TANH_EXPR(C, g, a, t)                                                       \
-    ((g) * ((C)0.5 * ((C)1 + (t)) +                                                           \
-            (C)0.5 * (a) * ((C)1 - (t) * (t)) * (C)GELU_BETA *                                \
-                ((C)1 + (C)(3 * GELU_KAPPA) * (a) * (a))))
-
-/* out, x: n elements, byte strides s[0], s[1]. */
-#define GELU_TANH_LOOP(name, id, T, C)                                                        \
-    CPU_CLONES                                                                                \
-    static void gelu_tanh_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n)    \
-    {                                                                                         \
-        (void)ctx;                                                                            \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                       \
-            T *o = (T *)data[0];                                                              \
-            const T *x = (const T *)data[1];                                                  \
-            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
-            {                                                                                 \
-                C a = weft_load_##name(x + i);                                                \
-                weft_store_##name(o + i, GELU_TANH_EXPR(C, a));                               \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            C a = weft_load_##name((const T *)(data[1] + i * s[1]));                          \
-            weft_store_##name((T *)(data[0] + i * s[0]), GELU_TANH_EXPR(C, a));               \
-        }                                                                                     \
-    }                                                                                         \
-    static int gelu_tanh_##name(const struct weft_op_call *call)                              \
-    {                                                                                         \
-        const weft_tensor *ops[2] = {call->out[0], call->in[0]};                              \
-        const int64_t itemsize[2] = {sizeof(T), sizeof(T)};                                   \
-        return cpu_elementwise_run(2, ops, itemsize, gelu_tanh_loop_##name, NULL);            \
-    }
-WEFT_FOR_FLOATING_DTYPES(GELU_TANH_LOOP)
-
-/* out, g, x: n elements, byte strides s[0..2]; ctx points at the int approximate. */
-#define GELU_BACKWARD_LOOP(name, id, T, C)                                                    \
-    CPU_CLONES                                                                                \
-    static void gelu_backward_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n) \
-    {                                                                                         \
-        const bool tanh_form = *(const int *)ctx != 0;                                        \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T) &&                      \
-            s[2] == (int64_t)sizeof(T)) {                                                     \
-            T *o = (T *)data[0];                                                              \
-            const T *g = (const T *)data[1], *x = (const T *)data[2];                         \
-            if (tanh_form) {                                                                  \
-                CPU_SIMD for (int64_t i = 0; i < n; i++)                                      \
-                {                                                                             \
-                    C a = weft_load_##name(x + i), gv = weft_load_##name(g + i);              \
-                    C t = FN1(tanh, (C)GELU_BETA * (a + (C)GELU_KAPPA * a * a * a));          \
-                    weft_store_##name(o + i, GELU_GRAD_TANH_EXPR(C, gv, a, t));               \
-                }                                                                             \
-                return;                                                                       \
-            }                                                                                 \
-            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
-            {                                                                                 \
-                C a = weft_load_##name(x + i), gv = weft_load_##name(g + i);                  \
-                weft_store_##name(o + i, GELU_GRAD_ERF_EXPR(C, gv, a));                       \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            C gv = weft_load_##name((const T *)(data[1] + i * s[1]));                         \
-            C a = weft_load_##name((const T *)(data[2] + i * s[2]));                          \
-            C t = FN1(tanh, (C)GELU_BETA * (a + (C)GELU_KAPPA * a * a * a));                  \
-            weft_store_##name((T *)(data[0] + i * s[0]),                                      \
-                              tanh_form ? GELU_GRAD_TANH_EXPR(C, gv, a, t)                    \
-                                        : GELU_GRAD_ERF_EXPR(C, gv, a));                      \
-        }                                                                                     \
-    }                                                                                         \
-    static int gelu_backward_##name(const struct weft_op_call *call)                          \
-    {                                                                                         \
-        int approximate = (int)call->ints[0];                                                 \
-        if (approximate != 0 && approximate != 1)                                             \
-            return weft_error_set(WEFT_ERR_VALUE, "gelu_backward: approximate must be 0 "     \
-                                                  "(none) or 1 (tanh), got %d", approximate); \
-        const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};                 \
-        const int64_t itemsize[3] = {sizeof(T), sizeof(T), sizeof(T)};                        \
-        return cpu_elementwise_run(3, ops, itemsize, gelu_backward_loop_##name, &approximate); \
-    }
-WEFT_FOR_FLOATING_DTYPES(GELU_BACKWARD_LOOP)
-
 /* ---- tanh_backward, sigmoid_backward (weft/kernel.h) ------------------------------------
  * out = g * f(y) from the forward's result y, PyTorch's expressions in its order. */
 #define TANH_GRAD_EXPR(C, g, y) ((g) * ((C)1 - (y) * (y)))
 #define SIGMOID_GRAD_EXPR(C, g, y) ((g) * ((C)1 - (y)) * (y))
-
-/* out, g, y: n elements, byte strides s[0..2]. */
-#define RESULT_BACKWARD(op, EXPR, name, id, T, C)                                             \
-    CPU_CLONES                                                                                \
-    static void op##_loop_##name(void *ctx, char **data, const int64_t *s, int64_t n)         \
-    {                                                                                         \
-        (void)ctx;                                                                            \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T) &&                      \
-            s[2] == (int64_t)sizeof(T)) {                                                     \
-            T *o = (T *)data[0];                                                              \
-            const T *g = (const T *)data[1], *y = (const T *)data[2];                         \
-            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
-            {                                                                                 \
-                C gv = weft_load_##name(g + i), yv = weft_load_##name(y + i);                 \
-                weft_store_##name(o + i, EXPR(C, gv, yv));                                    \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            C gv = weft_load_##name((const T *)(data[1] + i * s[1]));                         \
-            C yv = weft_load_##name((const T *)(data[2] + i * s[2]));                         \
-            weft_store_##name((T *)(data[0] + i * s[0]), EXPR(C, gv, yv));                    \
-        }                                                                                     \
-    }                                                                                         \
-    static int op##_##name(const struct weft_op_call *call)                                   \
-    {                                                                                         \
-        const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};                 \
-        const int64_t itemsize[3] = {sizeof(T), sizeof(T), sizeof(T)};                       \
-        return cpu_elementwise_run(3, ops, itemsize, op##_loop_##name, NULL);                 \
-    }
-#define TANH_BACKWARD(name, id, T, C) RESULT_BACKWARD(tanh_backward, TANH_GRAD_EXPR, name, id, T, C)
-#define SIGMOID_BACKWARD(name, id, T, C)                                                      \
-    RESULT_BACKWARD(sigmoid_backward, SIGMOID_GRAD_EXPR, name, id, T, C)
-WEFT_FOR_FLOATING_DTYPES(TANH_BACKWARD)
-WEFT_FOR_FLOATING_DTYPES(SIGMOID_BACKWARD)
 
 /* ---- add_bias_gelu (weft/kernel.h) -----------------------------------------------------
  * Linear's epilogue: h[M, N] += bias[N] in place, y = gelu(h), rows split across threads. */
@@ -164,50 +43,18 @@ struct bias_gelu_job {
     bool tanh_form;
 };
 
-#define ADD_BIAS_GELU(name, id, T, C)                                                         \
-    CPU_CLONES                                                                                \
-    static void add_bias_gelu_rows_##name(void *ctx, int64_t begin, int64_t end)              \
-    {                                                                                         \
-        const struct bias_gelu_job *j = ctx;                                                  \
-        const T *bias = (const T *)j->bias;                                                   \
-        const int64_t N = j->N;                                                               \
-        for (int64_t i = begin; i < end; i++) {                                               \
-            T *h = (T *)j->h + i * N, *y = (T *)j->y + i * N;                                 \
-            if (j->tanh_form) {                                                               \
-                CPU_SIMD for (int64_t k = 0; k < N; k++)                                      \
-                {                                                                             \
-                    /* the sum rounded to T first, as add then gelu would */                  \
-                    weft_store_##name(h + k, weft_load_##name(h + k) + weft_load_##name(bias + k)); \
-                    C a = weft_load_##name(h + k);                                            \
-                    weft_store_##name(y + k, GELU_TANH_EXPR(C, a));                           \
-                }                                                                             \
-                continue;                                                                     \
-            }                                                                                 \
-            CPU_SIMD for (int64_t k = 0; k < N; k++)                                          \
-            {                                                                                 \
-                weft_store_##name(h + k, weft_load_##name(h + k) + weft_load_##name(bias + k)); \
-                C a = weft_load_##name(h + k);                                                \
-                weft_store_##name(y + k, a * FN1(normal_cdf, a));                             \
-            }                                                                                 \
-        }                                                                                     \
-    }
-WEFT_FOR_FLOATING_DTYPES(ADD_BIAS_GELU)
+#define CPU_KERNEL_INC "activation_loops.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 static int add_bias_gelu_kernel(const struct weft_op_call *call)
 {
     weft_tensor *h = call->out[0], *y = call->out[1];
     const weft_tensor *b = call->in[0];
-    int approximate = (int)call->ints[0];
-    if (call->nout != 2 || h->ndim != 2 || b->ndim != 1 || b->shape[0] != h->shape[1] ||
-        b->dtype != h->dtype || !y || y->ndim != 2 || y->shape[0] != h->shape[0] ||
-        y->shape[1] != h->shape[1] || y->dtype != h->dtype || !weft_tensor_is_contiguous(h) ||
-        !weft_tensor_is_contiguous(y) || !weft_tensor_is_contiguous(b) ||
-        (approximate != 0 && approximate != 1))
-        return weft_error_set(WEFT_ERR_RUNTIME, "add_bias_gelu: expected contiguous [M, N] "
-                                                "pre-activation and output, a [N] bias of their "
-                                                "dtype and approximate 0 or 1");
+    if (weft_check_add_bias_gelu(call) != 0)
+        return weft_error_code();
     struct bias_gelu_job j = {weft_tensor_data(h), weft_tensor_data(y), weft_tensor_data(b),
-                              h->shape[1], approximate == 1};
+                              h->shape[1], call->ints[0] == 1};
     void (*rows)(void *, int64_t, int64_t) = NULL;
     switch (h->dtype) {
 #define ADD_BIAS_GELU_CASE(name, id, T, C)                                                    \
@@ -226,45 +73,14 @@ static int add_bias_gelu_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-int cpu_register_activation_kernels(void)
-{
-    int add_bias_gelu = weft_op_register(WEFT_OP_ADD_BIAS_GELU_NAME);
-    if (add_bias_gelu < 0)
-        return add_bias_gelu;
-    if (weft_kernel_register(add_bias_gelu, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                             WEFT_DTYPES_FLOATING, add_bias_gelu_kernel) != 0)
-        return weft_error_code();
-    int gelu_tanh = weft_op_register(WEFT_OP_GELU_TANH_NAME);
-    if (gelu_tanh < 0)
-        return gelu_tanh;
-    int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
-    if (gelu_backward < 0)
-        return gelu_backward;
-    int tanh_backward = weft_op_register(WEFT_OP_TANH_BACKWARD_NAME);
-    if (tanh_backward < 0)
-        return tanh_backward;
-    int sigmoid_backward = weft_op_register(WEFT_OP_SIGMOID_BACKWARD_NAME);
-    if (sigmoid_backward < 0)
-        return sigmoid_backward;
-    int rc;
-#define ACTIVATION_REGISTER(name, id, T, C)                                                   \
-    rc = weft_kernel_register(gelu_tanh, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,                 \
-                              WEFT_DTYPE_BIT(id), gelu_tanh_##name);                          \
-    if (rc != 0)                                                                              \
-        return rc;                                                                            \
-    rc = weft_kernel_register(gelu_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), gelu_backward_##name);                      \
-    if (rc != 0)                                                                              \
-        return rc;                                                                            \
-    rc = weft_kernel_register(tanh_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), tanh_backward_##name);                      \
-    if (rc != 0)                                                                              \
-        return rc;                                                                            \
-    rc = weft_kernel_register(sigmoid_backward, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,          \
-                              WEFT_DTYPE_BIT(id), sigmoid_backward_##name);                   \
-    if (rc != 0)                                                                              \
-        return rc;
-    WEFT_FOR_FLOATING_DTYPES(ACTIVATION_REGISTER)
-#undef ACTIVATION_REGISTER
-    return 0;
-}
+const struct weft_kernel_entry cpu_activation_kernels[] = {
+    {-1, WEFT_OP_ADD_BIAS_GELU_NAME, WEFT_DTYPES_FLOATING, add_bias_gelu_kernel},
+#define ACTIVATION_ENTRIES(name, id, T, C)                                                    \
+    {-1, WEFT_OP_GELU_TANH_NAME, WEFT_DTYPE_BIT(id), gelu_tanh_##name},                       \
+    {-1, WEFT_OP_GELU_BACKWARD_NAME, WEFT_DTYPE_BIT(id), gelu_backward_##name},               \
+    {-1, WEFT_OP_TANH_BACKWARD_NAME, WEFT_DTYPE_BIT(id), tanh_backward_##name},               \
+    {-1, WEFT_OP_SIGMOID_BACKWARD_NAME, WEFT_DTYPE_BIT(id), sigmoid_backward_##name},
+    WEFT_FOR_FLOATING_DTYPES(ACTIVATION_ENTRIES)
+#undef ACTIVATION_ENTRIES
+    {0},
+};

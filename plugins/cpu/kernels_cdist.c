@@ -7,9 +7,9 @@
  * kernels (aten/src/ATen/native/cpu/DistanceOpsKernel.cpp). */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cpu.h"
+#include "weft/kernel_checks.h"
 
 enum norm { NORM_0, NORM_1, NORM_2, NORM_INF, NORM_LT2, NORM_GT2 };
 
@@ -46,104 +46,9 @@ static double sign_of(double v)
     return (double)((v > 0) - (v < 0));
 }
 
-/* x1 [B, P, M], x2 [B, R, M] (column strides s1, s2), out [B, P, R] contiguous. */
-#define DEFINE_CDIST(name, id, T, C)                                                          \
-    static C distance_##name(const T *a, int64_t s1, const T *b, int64_t s2, int64_t M,       \
-                             enum norm norm, C p)                                             \
-    {                                                                                         \
-        C acc = 0;                                                                            \
-        switch (norm) {                                                                       \
-        case NORM_0:                                                                          \
-            for (int64_t k = 0; k < M; k++)                                                   \
-                acc += weft_load_##name(a + k * s1) != weft_load_##name(b + k * s2);          \
-            return acc;                                                                       \
-        case NORM_1:                                                                          \
-            for (int64_t k = 0; k < M; k++)                                                   \
-                acc += fabs(weft_load_##name(a + k * s1) - weft_load_##name(b + k * s2));     \
-            return acc;                                                                       \
-        case NORM_2:                                                                          \
-            for (int64_t k = 0; k < M; k++) {                                                 \
-                C d = weft_load_##name(a + k * s1) - weft_load_##name(b + k * s2);            \
-                acc += d * d;                                                                 \
-            }                                                                                 \
-            return sqrt(acc);                                                                 \
-        case NORM_INF:                                                                        \
-            for (int64_t k = 0; k < M; k++) {                                                 \
-                C d = fabs(weft_load_##name(a + k * s1) - weft_load_##name(b + k * s2));      \
-                acc = d > acc || isnan(d) ? d : acc;                                          \
-            }                                                                                 \
-            return acc;                                                                       \
-        default:                                                                              \
-            for (int64_t k = 0; k < M; k++)                                                   \
-                acc += pow(fabs(weft_load_##name(a + k * s1) - weft_load_##name(b + k * s2)), \
-                           p);                                                                \
-            return pow(acc, 1 / p);                                                           \
-        }                                                                                     \
-    }                                                                                         \
-    static void cdist_rows_##name(struct cdist_job *j, int64_t begin, int64_t end)            \
-    {                                                                                         \
-        const weft_tensor *x1 = j->call->in[0], *x2 = j->call->in[1];                         \
-        T *out = weft_tensor_data(j->call->out[0]);                                           \
-        for (int64_t r = begin; r < end; r++) {                                               \
-            int64_t b = r / j->P, i = r % j->P;                                               \
-            const T *a = (const T *)row_of(x1, b, i);                                         \
-            for (int64_t c = 0; c < j->R; c++)                                                \
-                weft_store_##name(out + r * j->R + c,                                         \
-                                  distance_##name(a, x1->stride[2],                           \
-                                                  (const T *)row_of(x2, b, c), x2->stride[2], \
-                                                  j->M, j->norm, (C)j->p));                   \
-        }                                                                                     \
-    }                                                                                         \
-    /* grad [B, P, R], dist [B, P, R] (any strides), out [B, P, M] contiguous; acc [M]. */   \
-    static void cdist_backward_rows_##name(struct cdist_job *j, int64_t begin, int64_t end,   \
-                                           C *acc)                                            \
-    {                                                                                         \
-        const weft_tensor *g = j->call->in[0], *x1 = j->call->in[1], *x2 = j->call->in[2],    \
-                          *dist = j->call->in[3];                                             \
-        T *out = weft_tensor_data(j->call->out[0]);                                           \
-        const C p = (C)j->p;                                                                  \
-        const int64_t M = j->M, s1 = x1->stride[2], s2 = x2->stride[2];                       \
-        for (int64_t r = begin; r < end; r++) {                                               \
-            int64_t b = r / j->P, i = r % j->P;                                               \
-            const T *a = (const T *)row_of(x1, b, i);                                         \
-            const T *gr = (const T *)row_of(g, b, i), *dr = (const T *)row_of(dist, b, i);    \
-            for (int64_t k = 0; k < M; k++)                                                   \
-                acc[k] = 0;                                                                   \
-            for (int64_t c = 0; c < j->R && j->norm != NORM_0; c++) {                         \
-                const T *x = (const T *)row_of(x2, b, c);                                     \
-                C gv = weft_load_##name(gr + c * g->stride[2]);                               \
-                C dv = weft_load_##name(dr + c * dist->stride[2]);                            \
-                for (int64_t k = 0; k < M; k++) {                                             \
-                    C diff = weft_load_##name(a + k * s1) - weft_load_##name(x + k * s2);     \
-                    C v;                                                                      \
-                    switch (j->norm) {                                                        \
-                    case NORM_1:                                                              \
-                        v = gv * (C)sign_of(diff);                                            \
-                        break;                                                                \
-                    case NORM_2:                                                              \
-                        v = dv == 0 ? 0 : gv * diff / dv;                                     \
-                        break;                                                                \
-                    case NORM_INF:                                                            \
-                        v = gv * (C)sign_of(diff) * (C)(fabs(diff) == dv);                    \
-                        break;                                                                \
-                    case NORM_LT2:                                                            \
-                        v = dv == 0 || (diff == 0 && p < 1)                                   \
-                                ? 0                                                           \
-                                : (C)sign_of(diff) * pow(fabs(diff), p - 1) * gv /            \
-                                      pow(dv, p - 1);                                         \
-                        break;                                                                \
-                    default:                                                                  \
-                        v = dv == 0 ? 0 : diff * pow(fabs(diff), p - 2) * gv / pow(dv, p - 1); \
-                        break;                                                                \
-                    }                                                                         \
-                    acc[k] += v;                                                              \
-                }                                                                             \
-            }                                                                                 \
-            for (int64_t k = 0; k < M; k++)                                                   \
-                weft_store_##name(out + r * M + k, acc[k]);                                   \
-        }                                                                                     \
-    }
-WEFT_FOR_FLOATING_DTYPES(DEFINE_CDIST)
+#define CPU_KERNEL_INC "cdist_rows.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 static void forward_range(void *ctx, int64_t begin, int64_t end)
 {
@@ -181,24 +86,11 @@ static void backward_range(void *ctx, int64_t begin, int64_t end)
     free(acc);
 }
 
-static bool same_dtype(const struct weft_op_call *call)
-{
-    for (int i = 1; i < call->nin; i++)
-        if (call->in[i]->dtype != call->in[0]->dtype)
-            return false;
-    return call->out[0]->dtype == call->in[0]->dtype;
-}
-
-static int cdist_kernel(const struct weft_op_call *call)
+int cpu_cdist_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x1 = call->in[0], *x2 = call->in[1];
-    weft_tensor *out = call->out[0];
-    if (x1->ndim != 3 || x2->ndim != 3 || out->ndim != 3 || x2->shape[0] != x1->shape[0] ||
-        x2->shape[2] != x1->shape[2] || out->shape[0] != x1->shape[0] ||
-        out->shape[1] != x1->shape[1] || out->shape[2] != x2->shape[1] || !same_dtype(call) ||
-        !weft_tensor_is_contiguous(out))
-        return weft_error_set(WEFT_ERR_RUNTIME, "cdist: expected x1 [B, P, M], x2 [B, R, M] of "
-                                                "one dtype and a contiguous output [B, P, R]");
+    if (weft_check_cdist(call) != 0)
+        return weft_error_code();
     struct cdist_job j = {call, norm_of(call->scalar[0]), call->scalar[0], x1->shape[1],
                           x2->shape[1], x1->shape[2], 0};
     int64_t rows = x1->shape[0] * j.P, work = j.R * (j.M > 0 ? j.M : 1);
@@ -207,19 +99,11 @@ static int cdist_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int cdist_backward_kernel(const struct weft_op_call *call)
+int cpu_cdist_backward_kernel(const struct weft_op_call *call)
 {
-    const weft_tensor *g = call->in[0], *x1 = call->in[1], *x2 = call->in[2], *d = call->in[3];
-    weft_tensor *out = call->out[0];
-    if (g->ndim != 3 || x1->ndim != 3 || x2->ndim != 3 || d->ndim != 3 || out->ndim != 3 ||
-        x2->shape[0] != x1->shape[0] || x2->shape[2] != x1->shape[2] ||
-        g->shape[0] != x1->shape[0] || g->shape[1] != x1->shape[1] ||
-        g->shape[2] != x2->shape[1] || memcmp(d->shape, g->shape, 3 * sizeof *g->shape) != 0 ||
-        memcmp(out->shape, x1->shape, 3 * sizeof *x1->shape) != 0 || !same_dtype(call) ||
-        !weft_tensor_is_contiguous(out))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "cdist_backward: expected grad and dist [B, P, R], x1 [B, P, M], "
-                              "x2 [B, R, M] of one dtype and a contiguous output [B, P, M]");
+    const weft_tensor *x1 = call->in[1], *x2 = call->in[2];
+    if (weft_check_cdist_backward(call) != 0)
+        return weft_error_code();
     struct cdist_job j = {call, norm_of(call->scalar[0]), call->scalar[0], x1->shape[1],
                           x2->shape[1], x1->shape[2], 0};
     int64_t rows = x1->shape[0] * j.P, work = (j.R > 0 ? j.R : 1) * (j.M > 0 ? j.M : 1);
@@ -228,18 +112,4 @@ static int cdist_backward_kernel(const struct weft_op_call *call)
     if (j.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "cdist_backward: out of host memory");
     return 0;
-}
-
-int cpu_register_cdist_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_CDIST_NAME);
-    int bwd = weft_op_register(WEFT_OP_CDIST_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  cdist_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                cdist_backward_kernel);
 }

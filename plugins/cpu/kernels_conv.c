@@ -49,83 +49,9 @@ static void valid_columns(const struct conv_geom *g, int64_t off, int64_t *lo, i
 #define NO_LIBCALL_LOOPS
 #endif
 
-/* ---- im2col ------------------------------------------------------------------------------
- * x: one plane, strides sy/sx in elements; col: its kH*kW rows of OH*OW, contiguous. */
-#define DEFINE_IM2COL(name, T, C)                                                             \
-    NO_LIBCALL_LOOPS static void im2col_plane_##name(const char *xp, int64_t sy, int64_t sx,   \
-                                                     char *colp,                              \
-                                    const struct conv_geom *g)                                \
-    {                                                                                         \
-        const T *x = (const T *)xp;                                                           \
-        T *col = (T *)colp;                                                                   \
-        int64_t L = g->oh * g->ow;                                                            \
-        for (int64_t i = 0; i < g->kh; i++)                                                   \
-            for (int64_t j = 0; j < g->kw; j++) {                                             \
-                T *row = col + (i * g->kw + j) * L;                                           \
-                int64_t off = j * g->dw - g->pw, lo, hi;                                      \
-                valid_columns(g, off, &lo, &hi);                                              \
-                for (int64_t oy = 0; oy < g->oh; oy++) {                                      \
-                    T *dst = row + oy * g->ow;                                                \
-                    int64_t y = oy * g->sh - g->ph + i * g->dh;                               \
-                    if (y < 0 || y >= g->H) {                                                 \
-                        memset(dst, 0, (size_t)g->ow * sizeof(T));                            \
-                        continue;                                                             \
-                    }                                                                         \
-                    const T *src = x + y * sy;                                                \
-                    /* Loops, not memset/memcpy: the MNIST CNN's rows are 14 and 28 wide, and  \
-                     * three library calls a row cost more than the copy. */                  \
-                    CPU_SIMD for (int64_t ox = 0; ox < lo; ox++) dst[ox] = 0;                 \
-                    if (g->sw == 1 && sx == 1) {                                              \
-                        const T *s = src + off;                                               \
-                        CPU_SIMD for (int64_t ox = lo; ox < hi; ox++) dst[ox] = s[ox];        \
-                    } else {                                                                  \
-                        for (int64_t ox = lo; ox < hi; ox++)                                  \
-                            dst[ox] = src[(ox * g->sw + off) * sx];                           \
-                    }                                                                         \
-                    CPU_SIMD for (int64_t ox = hi; ox < g->ow; ox++) dst[ox] = 0;             \
-                }                                                                             \
-            }                                                                                 \
-    }
-
-/* ---- col2im ------------------------------------------------------------------------------
- * col: one plane's kH*kW rows (row stride sr, column stride sc, in elements); out: the
- * H*W plane, contiguous. acc: H*W compute-type scratch for 16-bit types, else NULL. */
-#define DEFINE_COL2IM(name, id, T, C)                                                         \
-    static void col2im_plane_##name(const char *colp, int64_t sr, int64_t sc, char *outp,     \
-                                    C *acc, const struct conv_geom *g)                        \
-    {                                                                                         \
-        const T *col = (const T *)colp;                                                       \
-        int64_t HW = g->H * g->W;                                                             \
-        C *sum = sizeof(T) == sizeof(C) ? (C *)outp : acc;                                    \
-        for (int64_t p = 0; p < HW; p++)                                                      \
-            sum[p] = 0;                                                                       \
-        for (int64_t i = 0; i < g->kh; i++)                                                   \
-            for (int64_t j = 0; j < g->kw; j++) {                                             \
-                const T *row = col + (i * g->kw + j) * sr;                                    \
-                int64_t off = j * g->dw - g->pw, lo, hi;                                      \
-                valid_columns(g, off, &lo, &hi);                                              \
-                for (int64_t oy = 0; oy < g->oh; oy++) {                                      \
-                    int64_t y = oy * g->sh - g->ph + i * g->dh;                               \
-                    if (y < 0 || y >= g->H)                                                   \
-                        continue;                                                             \
-                    C *dst = sum + y * g->W;                                                  \
-                    const T *src = row + oy * g->ow * sc;                                     \
-                    if (g->sw == 1 && sc == 1) { /* the common case, as a vector */           \
-                        CPU_SIMD for (int64_t ox = lo; ox < hi; ox++)                         \
-                            dst[ox + off] += weft_load_##name(src + ox);                       \
-                        continue;                                                             \
-                    }                                                                         \
-                    for (int64_t ox = lo; ox < hi; ox++)                                      \
-                        dst[ox * g->sw + off] += weft_load_##name(src + ox * sc);              \
-                }                                                                             \
-            }                                                                                 \
-        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
-            cpu_round_f32_run(id, outp, (const float *)acc, HW);                              \
-    }
-
-#define INST(name, id, T, C) DEFINE_IM2COL(name, T, C) DEFINE_COL2IM(name, id, T, C)
-WEFT_FOR_FLOATING_DTYPES(INST)
-#undef INST
+#define CPU_KERNEL_INC "conv_planes.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 /* ---- kernels -------------------------------------------------------------------------- */
 
@@ -204,7 +130,7 @@ static int64_t plane_grain(int64_t work_per_plane)
     return g > 0 ? g : 1;
 }
 
-static int im2col_kernel(const struct weft_op_call *call)
+int cpu_im2col_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0];
     struct conv_job job = {call, geom_of(call, x), x->dtype};
@@ -216,7 +142,7 @@ static int im2col_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int col2im_kernel(const struct weft_op_call *call)
+int cpu_col2im_kernel(const struct weft_op_call *call)
 {
     weft_tensor *out = call->out[0];
     struct conv_job job = {call, geom_of(call, out), call->in[0]->dtype};
@@ -232,14 +158,4 @@ static int col2im_kernel(const struct weft_op_call *call)
     if (job.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "col2im: out of host memory");
     return 0;
-}
-
-int cpu_register_conv_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_IM2COL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, im2col_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_COL2IM, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, col2im_kernel);
 }

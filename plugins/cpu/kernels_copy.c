@@ -79,7 +79,6 @@ typedef void (*convert_fn)(char *dst, const char *src, int64_t dst_stride, int64
     X(sn, ST, SC, f32, WEFT_F32, float, float)                                                \
     X(sn, ST, SC, f64, WEFT_F64, double, double)
 
-
 #define DEFINE_CONVERTS_FROM(sn, sid, ST, SC) FOR_EACH_DESTINATION(DEFINE_CONVERT, sn, ST, SC)
 WEFT_FOR_ALL_DTYPES(DEFINE_CONVERTS_FROM)
 
@@ -121,45 +120,6 @@ static void convert_loop(void *ctx, char **data, const int64_t *stride, int64_t 
         return;
     }
     job->fn(data[0], data[1], stride[0], stride[1], n);
-}
-
-/* ---- same dtype: moves by element size ------------------------------------------------- */
-
-#define DEFINE_MOVE(T)                                                                        \
-    static void move_##T(void *ctx, char **data, const int64_t *stride, int64_t n)            \
-    {                                                                                         \
-        (void)ctx;                                                                            \
-        char *dst = data[0];                                                                  \
-        const char *src = data[1];                                                            \
-        int64_t ds = stride[0], ss = stride[1];                                               \
-        if (ds == (int64_t)sizeof(T) && ss == (int64_t)sizeof(T)) {                           \
-            memcpy(dst, src, (size_t)n * sizeof(T));                                          \
-            return;                                                                           \
-        }                                                                                     \
-        if (ds == (int64_t)sizeof(T) && ss == 0) { /* broadcast: fill */                      \
-            T v;                                                                              \
-            memcpy(&v, src, sizeof v);                                                        \
-            for (int64_t i = 0; i < n; i++)                                                   \
-                ((T *)dst)[i] = v;                                                            \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            memcpy(dst + i * ds, src + i * ss, sizeof(T));                                    \
-    }
-DEFINE_MOVE(uint8_t)
-DEFINE_MOVE(uint16_t)
-DEFINE_MOVE(uint32_t)
-DEFINE_MOVE(uint64_t)
-
-static weft_iter_loop_fn move_for_size(size_t size)
-{
-    switch (size) {
-    case 1: return move_uint8_t;
-    case 2: return move_uint16_t;
-    case 4: return move_uint32_t;
-    case 8: return move_uint64_t;
-    default: return NULL;
-    }
 }
 
 /* ---- contiguous runs: parallel memcpy --------------------------------------------------- */
@@ -211,37 +171,28 @@ struct transpose_job {
 /* Scalar tiles through a buffer (at most 16 KiB, so it stays in L1 next to the lines it
  * serves: 64 rows of 1..4-byte elements, 32 rows of 8-byte ones per pass). */
 #define TILE_BUFFER_BYTES 16384
-#define DEFINE_TILE(T)                                                                        \
-    static void tile_##T(char *dst, const char *src, int64_t drs, int64_t scs, int64_t nr,    \
-                         int64_t nc)                                                          \
-    {                                                                                         \
-        enum { PASS = TILE_BUFFER_BYTES / (TILE * sizeof(T)) < TILE                           \
-                          ? TILE_BUFFER_BYTES / (TILE * sizeof(T))                            \
-                          : TILE };                                                           \
-        T buf[PASS * TILE];                                                                   \
-        for (int64_t r0 = 0; r0 < nr; r0 += PASS) {                                           \
-            int64_t n = nr - r0 < PASS ? nr - r0 : PASS;                                      \
-            for (int64_t c = 0; c < nc; c++) {                                                \
-                const T *s = (const T *)(src + c * scs) + r0;                                 \
-                for (int64_t r = 0; r < n; r++)                                               \
-                    buf[r * TILE + c] = s[r];                                                 \
-            }                                                                                 \
-            for (int64_t r = 0; r < n; r++)                                                   \
-                memcpy(dst + (r0 + r) * drs, &buf[r * TILE], (size_t)nc * sizeof(T));         \
-        }                                                                                     \
+#define CPU_KERNEL_INC "copy_moves.inc"
+#include "each_itemsize.inc"
+#undef CPU_KERNEL_INC
+
+static weft_iter_loop_fn move_for_size(size_t size)
+{
+    switch (size) {
+    case 1: return move_1;
+    case 2: return move_2;
+    case 4: return move_4;
+    case 8: return move_8;
+    default: return NULL;
     }
-DEFINE_TILE(uint8_t)
-DEFINE_TILE(uint16_t)
-DEFINE_TILE(uint32_t)
-DEFINE_TILE(uint64_t)
+}
 
 static void (*tile_for_size(size_t size))(char *, const char *, int64_t, int64_t, int64_t, int64_t)
 {
     switch (size) {
-    case 1: return tile_uint8_t;
-    case 2: return tile_uint16_t;
-    case 4: return tile_uint32_t;
-    case 8: return tile_uint64_t;
+    case 1: return tile_1;
+    case 2: return tile_2;
+    case 4: return tile_4;
+    case 8: return tile_8;
     default: return NULL;
     }
 }
@@ -484,7 +435,7 @@ static int copy_same_dtype(const struct weft_iter *it, size_t size)
     return 0;
 }
 
-static int copy_kernel(const struct weft_op_call *call)
+int cpu_copy_kernel(const struct weft_op_call *call)
 {
     weft_tensor *dst = call->out[0];
     const weft_tensor *src = call->in[0];
@@ -505,10 +456,4 @@ static int copy_kernel(const struct weft_op_call *call)
                               (int64_t)weft_dtype_size(src->dtype)};
     cpu_iter_parallel(&it, convert_loop, &job);
     return 0;
-}
-
-int cpu_register_copy_kernels(void)
-{
-    return weft_kernel_register(WEFT_OP_COPY, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
-                                copy_kernel);
 }

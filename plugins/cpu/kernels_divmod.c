@@ -65,7 +65,7 @@ static inline float remainder_f32(float a, float b)
 #define FLT_FLOOR_DIVIDE(C, a, b) _Generic((a), float: floor_divide_f32, default: floor_divide_f64)(a, b)
 #define FLT_REMAINDER(C, a, b) _Generic((a), float: remainder_f32, default: remainder_f64)(a, b)
 
-/* ---- loops: ops out, a[, b]; ctx the scalar divisor when b is absent -------------------- */
+/* ---- loops: ops out, a[, b]; ctx the scalar divisor when b is absent ------------------ */
 
 struct divmod_ctx {
     double scalar;
@@ -73,64 +73,29 @@ struct divmod_ctx {
     int zero; /* set (atomically) when an integer divisor was 0 */
 };
 
-#define DIVMOD_LOOP(OPNAME, EXPR, CHECK_ZERO, name, T, C)                                     \
-    static void OPNAME##_loop_##name(void *vctx, char **data, const int64_t *s, int64_t n)    \
-    {                                                                                         \
-        struct divmod_ctx *ctx = vctx;                                                        \
-        /* out, a, b: [n] with byte strides s */                                              \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            C a = weft_load_##name(data[1] + i * s[1]);                                       \
-            C b = ctx->has_scalar ? (C)ctx->scalar : weft_load_##name(data[2] + i * s[2]);     \
-            if (CHECK_ZERO && b == 0) {                                                       \
-                __atomic_store_n(&ctx->zero, 1, __ATOMIC_RELAXED);                            \
-                return;                                                                       \
-            }                                                                                 \
-            weft_store_##name(data[0] + i * s[0], EXPR(C, a, b));                              \
-        }                                                                                     \
-    }
+#define CPU_KERNEL_INC "divmod_loops.inc"
+#define FLOOR_DIVIDE INT_FLOOR_DIVIDE
+#define REMAINDER INT_REMAINDER
+#define CHECK_ZERO 1
+#include "each_integral_dtype.inc"
+#undef FLOOR_DIVIDE
+#undef REMAINDER
+#undef CHECK_ZERO
+#define FLOOR_DIVIDE FLT_FLOOR_DIVIDE
+#define REMAINDER FLT_REMAINDER
+#define CHECK_ZERO 0
+#include "each_floating_dtype.inc"
+#undef FLOOR_DIVIDE
+#undef REMAINDER
+#undef CHECK_ZERO
+#undef CPU_KERNEL_INC
 
-#define DIVMOD_KERNEL(OPNAME, name, T)                                                        \
-    static int OPNAME##_kernel_##name(const struct weft_op_call *call)                        \
-    {                                                                                         \
-        struct divmod_ctx ctx = {call->scalar[0], call->in[1] == NULL, 0};                    \
-        const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};                 \
-        const int64_t itemsize[3] = {sizeof(T), sizeof(T), sizeof(T)};                       \
-        int rc = cpu_elementwise_run(ctx.has_scalar ? 2 : 3, ops, itemsize,                   \
-                                     OPNAME##_loop_##name, &ctx);                             \
-        if (rc == 0 && ctx.zero)                                                              \
-            return weft_error_set(WEFT_ERR_RUNTIME, "ZeroDivisionError");                     \
-        return rc;                                                                            \
-    }
-
-#define INTEGRAL_DIVMOD(name, id, T, C)                                                       \
-    DIVMOD_LOOP(floor_divide, INT_FLOOR_DIVIDE, 1, name, T, C)                                \
-    DIVMOD_LOOP(remainder, INT_REMAINDER, 1, name, T, C)                                      \
-    DIVMOD_KERNEL(floor_divide, name, T)                                                      \
-    DIVMOD_KERNEL(remainder, name, T)
-#define FLOATING_DIVMOD(name, id, T, C)                                                       \
-    DIVMOD_LOOP(floor_divide, FLT_FLOOR_DIVIDE, 0, name, T, C)                                \
-    DIVMOD_LOOP(remainder, FLT_REMAINDER, 0, name, T, C)                                      \
-    DIVMOD_KERNEL(floor_divide, name, T)                                                      \
-    DIVMOD_KERNEL(remainder, name, T)
-WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_DIVMOD)
-WEFT_FOR_FLOATING_DTYPES(FLOATING_DIVMOD)
-
-int cpu_register_divmod_kernels(void)
-{
-    int floor_divide = weft_op_register(WEFT_OP_FLOOR_DIVIDE_NAME);
-    int remainder = weft_op_register(WEFT_OP_REMAINDER_NAME);
-    if (floor_divide < 0 || remainder < 0)
-        return floor_divide < 0 ? floor_divide : remainder;
-    int rc;
-#define DIVMOD_REGISTER(name, id, T, C)                                                       \
-    rc = weft_kernel_register(floor_divide, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,             \
-                              WEFT_DTYPE_BIT(id), floor_divide_kernel_##name);                \
-    if (rc == 0)                                                                              \
-        rc = weft_kernel_register(remainder, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,            \
-                                  WEFT_DTYPE_BIT(id), remainder_kernel_##name);               \
-    if (rc != 0)                                                                              \
-        return rc;
-    WEFT_FOR_INTEGRAL_DTYPES(DIVMOD_REGISTER)
-    WEFT_FOR_FLOATING_DTYPES(DIVMOD_REGISTER)
-    return 0;
-}
+const struct weft_kernel_entry cpu_divmod_kernels[] = {
+#define DIVMOD_ENTRIES(name, id, T, C)                                                        \
+    {-1, WEFT_OP_FLOOR_DIVIDE_NAME, WEFT_DTYPE_BIT(id), CPU_CAT(floor_divide_kernel_, name)},          \
+    {-1, WEFT_OP_REMAINDER_NAME, WEFT_DTYPE_BIT(id), CPU_CAT(remainder_kernel_, name)},
+    WEFT_FOR_INTEGRAL_DTYPES(DIVMOD_ENTRIES)
+    WEFT_FOR_FLOATING_DTYPES(DIVMOD_ENTRIES)
+#undef DIVMOD_ENTRIES
+    {0},
+};

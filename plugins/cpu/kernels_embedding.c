@@ -15,22 +15,11 @@ struct embedding_job {
     int64_t N, D;
 };
 
-/* grad [N, D], idx [N], out [num, D] (zeroed): columns [c0, c1). */
-#define EMBEDDING_BACKWARD(name, id, T, C)                                                    \
-    static void embedding_backward_cols_##name(void *ctx, int64_t c0, int64_t c1)             \
-    {                                                                                         \
-        const struct embedding_job *j = ctx;                                                  \
-        const int64_t D = j->D, width = c1 - c0;                                              \
-        for (int64_t i = 0; i < j->N; i++) {                                                  \
-            const T *src = (const T *)j->grad + i * D + c0;                                   \
-            T *dst = (T *)j->out + j->idx[i] * D + c0;                                        \
-            CPU_SIMD for (int64_t k = 0; k < width; k++) weft_store_##name(                   \
-                dst + k, weft_load_##name(dst + k) + weft_load_##name(src + k));              \
-        }                                                                                     \
-    }
-WEFT_FOR_FLOATING_DTYPES(EMBEDDING_BACKWARD)
+#define CPU_KERNEL_INC "embedding_cols.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
-static int embedding_dense_backward_kernel(const struct weft_op_call *call)
+int cpu_embedding_dense_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *grad = call->in[0], *idx = call->in[1];
     weft_tensor *out = call->out[0];
@@ -69,13 +58,4 @@ static int embedding_dense_backward_kernel(const struct weft_op_call *call)
     int64_t grain = CPU_PARALLEL_GRAIN / j.N;
     cpu_parallel_for(j.D, grain > 16 ? grain : 16, cols, &j);
     return 0;
-}
-
-int cpu_register_embedding_kernels(void)
-{
-    int op = weft_op_register(WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
-    if (op < 0)
-        return op;
-    return weft_kernel_register(op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                embedding_dense_backward_kernel);
 }

@@ -24,25 +24,9 @@ struct fill_ctx {
     uint64_t bits; /* one element, in the tensor's dtype */
 };
 
-#define DEFINE_FILL_LOOP(T)                                                                   \
-    static void fill_loop_##T(void *ctx, char **data, const int64_t *stride, int64_t n)       \
-    {                                                                                         \
-        T v;                                                                                  \
-        memcpy(&v, &((const struct fill_ctx *)ctx)->bits, sizeof v);                          \
-        char *p = data[0];                                                                    \
-        if (stride[0] == (int64_t)sizeof(T)) {                                                \
-            T *q = (T *)p;                                                                    \
-            for (int64_t i = 0; i < n; i++)                                                   \
-                q[i] = v;                                                                     \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            memcpy(p + i * stride[0], &v, sizeof v);                                          \
-    }
-DEFINE_FILL_LOOP(uint8_t)
-DEFINE_FILL_LOOP(uint16_t)
-DEFINE_FILL_LOOP(uint32_t)
-DEFINE_FILL_LOOP(uint64_t)
+#define CPU_KERNEL_INC "fill_loop.inc"
+#include "each_itemsize.inc"
+#undef CPU_KERNEL_INC
 
 static void element_bits(enum weft_dtype dt, double v, uint64_t *bits)
 {
@@ -59,7 +43,7 @@ static void element_bits(enum weft_dtype dt, double v, uint64_t *bits)
     }
 }
 
-static int fill_kernel(const struct weft_op_call *call)
+int cpu_fill_kernel(const struct weft_op_call *call)
 {
     weft_tensor *out = call->out[0];
     const weft_tensor *ops[1] = {out};
@@ -69,8 +53,7 @@ static int fill_kernel(const struct weft_op_call *call)
     struct fill_ctx ctx;
     element_bits(out->dtype, call->scalar[0], &ctx.bits);
     static const weft_iter_loop_fn loops[9] = {
-        [1] = fill_loop_uint8_t, [2] = fill_loop_uint16_t, [4] = fill_loop_uint32_t,
-        [8] = fill_loop_uint64_t};
+        [1] = fill_loop_1, [2] = fill_loop_2, [4] = fill_loop_4, [8] = fill_loop_8};
     size_t size = weft_dtype_size(out->dtype);
     if (size > 8 || !loops[size])
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "fill: no loop for %zu-byte elements", size);
@@ -134,13 +117,13 @@ static int run_sequence(weft_tensor *out, struct seq_job *job)
     return 0;
 }
 
-static int arange_kernel(const struct weft_op_call *call)
+int cpu_arange_kernel(const struct weft_op_call *call)
 {
     struct seq_job job = {.start = call->scalar[0], .step = call->scalar[1], .op = "arange"};
     return run_sequence(call->out[0], &job);
 }
 
-static int linspace_kernel(const struct weft_op_call *call)
+int cpu_linspace_kernel(const struct weft_op_call *call)
 {
     int64_t n = call->ints[0];
     double start = call->scalar[0], end = call->scalar[1];
@@ -152,17 +135,4 @@ static int linspace_kernel(const struct weft_op_call *call)
         .op = "linspace",
     };
     return run_sequence(call->out[0], &job);
-}
-
-int cpu_register_fill_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_FILL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, fill_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_ARANGE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, arange_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_LINSPACE, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, linspace_kernel);
-    return rc;
 }

@@ -58,28 +58,14 @@ struct select_job {
     int64_t sin, sout;       /* byte strides along dim */
 };
 
-/* A contiguous run of the other dims moves with one memcpy per index; otherwise each
- * element position gathers along the index. */
-#define DEFINE_SELECT(SZ, U)                                                                  \
-    static void select_loop_##SZ(void *ctx, char **data, const int64_t *stride, int64_t n)    \
-    {                                                                                         \
-        const struct select_job *j = ctx;                                                     \
-        char *out = data[0];                                                                  \
-        const char *in = data[1];                                                             \
-        if (stride[0] == SZ && stride[1] == SZ) {                                             \
-            for (int64_t i = 0; i < j->nidx; i++)                                             \
-                memcpy(out + i * j->sout, in + j->idx[i * j->idx_stride] * j->sin,            \
-                       (size_t)n * SZ);                                                       \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t e = 0; e < n; e++) {                                                     \
-            char *o = out + e * stride[0];                                                    \
-            const char *s = in + e * stride[1];                                               \
-            for (int64_t i = 0; i < j->nidx; i++)                                             \
-                *(U *)(o + i * j->sout) = *(const U *)(s + j->idx[i * j->idx_stride] * j->sin); \
-        }                                                                                     \
-    }
-FOR_ITEMSIZES(DEFINE_SELECT)
+struct gather_job {
+    struct weft_iter it; /* operands: out, index, in (index's shape, stride 0 along dim) */
+    int64_t sdim;        /* in's byte stride along dim */
+};
+
+#define CPU_KERNEL_INC "select_gather_loops.inc"
+#include "each_itemsize.inc"
+#undef CPU_KERNEL_INC
 
 static weft_iter_loop_fn select_loop_for(size_t size)
 {
@@ -114,7 +100,7 @@ static void run_weighted(const struct weft_iter *it, int64_t per, weft_iter_loop
     cpu_parallel_for(it->numel, grain > 0 ? grain : 1, iter_range, &r);
 }
 
-static int index_select_kernel(const struct weft_op_call *call)
+int cpu_index_select_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0], *index = call->in[1];
     weft_tensor *out = call->out[0];
@@ -144,22 +130,6 @@ static int index_select_kernel(const struct weft_op_call *call)
 }
 
 /* ---- gather ------------------------------------------------------------------------------- */
-
-struct gather_job {
-    struct weft_iter it; /* operands: out, index, in (index's shape, stride 0 along dim) */
-    int64_t sdim;        /* in's byte stride along dim */
-};
-
-#define DEFINE_GATHER(SZ, U)                                                                  \
-    static void gather_loop_##SZ(void *ctx, char **data, const int64_t *stride, int64_t n)    \
-    {                                                                                         \
-        const struct gather_job *j = ctx;                                                     \
-        for (int64_t e = 0; e < n; e++) {                                                     \
-            int64_t v = *(const int64_t *)(data[1] + e * stride[1]);                          \
-            *(U *)(data[0] + e * stride[0]) = *(const U *)(data[2] + e * stride[2] + v * j->sdim); \
-        }                                                                                     \
-    }
-FOR_ITEMSIZES(DEFINE_GATHER)
 
 static weft_iter_loop_fn gather_loop_for(size_t size)
 {
@@ -196,7 +166,7 @@ static int report_bounds(const weft_tensor *index, int dim, int64_t size)
     return 0;
 }
 
-static int gather_kernel(const struct weft_op_call *call)
+int cpu_gather_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0], *index = call->in[1];
     weft_tensor *out = call->out[0];
@@ -225,28 +195,16 @@ struct scatter_job {
     int64_t sout, sidx, ssrc; /* byte strides along dim */
 };
 
-#define DEFINE_SCATTER_ADD(name, id, T, C)                                                    \
-    static void scatter_add_loop_##name(void *ctx, char **data, const int64_t *stride,        \
-                                        int64_t n)                                            \
-    {                                                                                         \
-        const struct scatter_job *j = ctx;                                                    \
-        for (int64_t e = 0; e < n; e++) {                                                     \
-            char *out = data[0] + e * stride[0];                                              \
-            const char *idx = data[1] + e * stride[1], *src = data[2] + e * stride[2];        \
-            for (int64_t l = 0; l < j->len; l++) {                                            \
-                char *p = out + *(const int64_t *)(idx + l * j->sidx) * j->sout;              \
-                weft_store_##name(p, (C)(weft_load_##name(p) + weft_load_##name(src + l * j->ssrc))); \
-            }                                                                                 \
-        }                                                                                     \
-    }
-WEFT_FOR_ALL_DTYPES(DEFINE_SCATTER_ADD)
+#define CPU_KERNEL_INC "scatter_add_loop.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
 
 static weft_iter_loop_fn scatter_add_loop_for(enum weft_dtype dt)
 {
     switch (dt) {
 #define CASE(name, id, T, C)                                                                  \
     case id:                                                                                  \
-        return scatter_add_loop_##name;
+        return CPU_CAT(scatter_add_loop_, name);
         WEFT_FOR_ALL_DTYPES(CASE)
 #undef CASE
     default:
@@ -254,7 +212,7 @@ static weft_iter_loop_fn scatter_add_loop_for(enum weft_dtype dt)
     }
 }
 
-static int scatter_add_kernel(const struct weft_op_call *call)
+int cpu_scatter_add_kernel(const struct weft_op_call *call)
 {
     weft_tensor *out = call->out[0];
     const weft_tensor *index = call->in[0], *src = call->in[1];
@@ -278,17 +236,4 @@ static int scatter_add_kernel(const struct weft_op_call *call)
         return weft_error_code();
     run_weighted(&j.it, j.len, scatter_add_loop_for(out->dtype), &j);
     return 0;
-}
-
-int cpu_register_index_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_INDEX_SELECT, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, index_select_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_GATHER, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, gather_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_SCATTER_ADD, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, scatter_add_kernel);
-    return rc;
 }

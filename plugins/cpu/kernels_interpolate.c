@@ -40,47 +40,12 @@ static int64_t clamp_index(int64_t i, int64_t in)
     return i < 0 ? 0 : i >= in ? in - 1 : i;
 }
 
-/* Linear and cubic taps in compute type C (float or double): area_pixel_compute_scale,
- * area_pixel_compute_source_index, compute_source_index_and_lambda and
- * get_cubic_upsample_coefficients of PyTorch's UpSample.h. */
-#define DEFINE_TAPS(C)                                                                        \
-    static void taps_##C(struct axis *a, int mode, bool align, int64_t in, int64_t out,       \
-                         double scale)                                                        \
-    {                                                                                         \
-        C *w = a->w;                                                                          \
-        C ratio = align ? (out > 1 ? (C)(in - 1) / (C)(out - 1) : (C)0)                       \
-                        : (scale > 0 ? (C)(1.0 / scale) : (C)in / (C)out);                    \
-        bool cubic = mode == WEFT_UPSAMPLE_CUBIC;                                             \
-        for (int64_t o = 0; o < out; o++) {                                                   \
-            int64_t *ix = a->idx + o * MAX_TAPS;                                              \
-            C *wt = w + o * MAX_TAPS;                                                         \
-            C real = align ? ratio * (C)o : ratio * ((C)o + (C)0.5) - (C)0.5;                 \
-            if (!cubic) {                                                                     \
-                if (!align && real < 0)                                                       \
-                    real = 0;                                                                 \
-                if (out == in) { /* PyTorch copies: scale 1 */                                \
-                    ix[0] = ix[1] = o;                                                        \
-                    wt[0] = 1, wt[1] = 0;                                                     \
-                    continue;                                                                 \
-                }                                                                             \
-                int64_t i0 = (int64_t)real;                                                   \
-                C l1 = real - (C)i0;                                                          \
-                ix[0] = i0, ix[1] = i0 + (i0 < in - 1 ? 1 : 0);                               \
-                wt[0] = (C)1 - l1, wt[1] = l1;                                                \
-                continue;                                                                     \
-            }                                                                                 \
-            int64_t i = (int64_t)floor((double)real);                                         \
-            C t = real - (C)i, A = (C)-0.75, x1 = t + (C)1, x2 = (C)1 - t, x3 = x2 + (C)1;    \
-            wt[0] = ((A * x1 - 5 * A) * x1 + 8 * A) * x1 - 4 * A;                             \
-            wt[1] = ((A + 2) * t - (A + 3)) * t * t + 1;                                      \
-            wt[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;                                   \
-            wt[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;                             \
-            for (int k = 0; k < 4; k++)                                                       \
-                ix[k] = clamp_index(i - 1 + k, in);                                           \
-        }                                                                                     \
-    }
-DEFINE_TAPS(float)
-DEFINE_TAPS(double)
+#define C float
+#include "upsample_taps.inc"
+#undef C
+#define C double
+#include "upsample_taps.inc"
+#undef C
 
 static void axis_free(struct axis *a)
 {
@@ -129,55 +94,9 @@ static int axis_build(struct axis *a, int mode, bool align, int64_t in, int64_t 
     }
 }
 
-/* ---- per-plane loops, written once per dtype ----------------------------------------------
- * x, gy: [H, W] / [OH, OW] planes with strides (sy, sx) in elements; y, gx: contiguous
- * planes. Output pixel (oy, ox) = sum_th wh[th] * (sum_tw ww[tw] * x[ih[th], iw[tw]]), the
- * order of PyTorch's separable loop. */
-#define DEFINE_UPSAMPLE(name, id, T, C)                                                       \
-    static void up_plane_##name(const T *x, int64_t sy, int64_t sx, T *y,                     \
-                                const struct axis *ah, const struct axis *aw, int64_t OH,     \
-                                int64_t OW)                                                   \
-    {                                                                                         \
-        const C *wh = ah->w, *ww = aw->w;                                                     \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                 \
-            const int64_t *ih = ah->idx + oy * MAX_TAPS;                                      \
-            for (int64_t ox = 0; ox < OW; ox++) {                                             \
-                const int64_t *iw = aw->idx + ox * MAX_TAPS;                                  \
-                const C *wx = ww + ox * MAX_TAPS;                                             \
-                C out = 0;                                                                    \
-                for (int th = 0; th < ah->ntaps; th++) {                                      \
-                    const T *row = x + ih[th] * sy;                                           \
-                    C t = weft_load_##name(row + iw[0] * sx) * wx[0];                         \
-                    for (int tw = 1; tw < aw->ntaps; tw++)                                    \
-                        t += weft_load_##name(row + iw[tw] * sx) * wx[tw];                    \
-                    out = th == 0 ? t * wh[oy * MAX_TAPS] : out + t * wh[oy * MAX_TAPS + th]; \
-                }                                                                             \
-                weft_store_##name(y + oy * OW + ox, out);                                     \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void up_backward_plane_##name(const T *gy, int64_t sy, int64_t sx, T *gx, C *acc,  \
-                                         const struct axis *ah, const struct axis *aw,        \
-                                         int64_t H, int64_t W, int64_t OH, int64_t OW)        \
-    {                                                                                         \
-        C *sum = sizeof(T) == sizeof(C) ? (C *)gx : acc;                                      \
-        const C *wh = ah->w, *ww = aw->w;                                                     \
-        for (int64_t p = 0; p < H * W; p++)                                                   \
-            sum[p] = 0;                                                                       \
-        for (int64_t oy = 0; oy < OH; oy++)                                                   \
-            for (int64_t ox = 0; ox < OW; ox++) {                                             \
-                C g = weft_load_##name(gy + oy * sy + ox * sx);                               \
-                for (int th = 0; th < ah->ntaps; th++) {                                      \
-                    C gh = g * wh[oy * MAX_TAPS + th];                                        \
-                    C *row = sum + ah->idx[oy * MAX_TAPS + th] * W;                           \
-                    for (int tw = 0; tw < aw->ntaps; tw++)                                    \
-                        row[aw->idx[ox * MAX_TAPS + tw]] += gh * ww[ox * MAX_TAPS + tw];      \
-                }                                                                             \
-            }                                                                                 \
-        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
-            cpu_round_f32_run(id, gx, (const float *)acc, H * W);                             \
-    }
-WEFT_FOR_FLOATING_DTYPES(DEFINE_UPSAMPLE)
+#define CPU_KERNEL_INC "upsample_planes.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 /* ---- kernels ---------------------------------------------------------------------------- */
 
@@ -285,26 +204,12 @@ static int upsample_run(const struct weft_op_call *call, const weft_tensor *imag
     return 0;
 }
 
-static int upsample_kernel(const struct weft_op_call *call)
+int cpu_upsample_kernel(const struct weft_op_call *call)
 {
     return upsample_run(call, call->in[0], call->out[0], false);
 }
 
-static int upsample_backward_kernel(const struct weft_op_call *call)
+int cpu_upsample_backward_kernel(const struct weft_op_call *call)
 {
     return upsample_run(call, call->out[0], call->in[0], true);
-}
-
-int cpu_register_interpolate_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_UPSAMPLE_NAME);
-    int bwd = weft_op_register(WEFT_OP_UPSAMPLE_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  upsample_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                upsample_backward_kernel);
 }

@@ -236,63 +236,16 @@ struct loop_job {
 
 #define MM_ACC(C) __typeof__(_Generic((C)0, float: (float)0, default: (uint64_t)0))
 
-#define DEFINE_MM_LOOP(name, T, C)                                                            \
-    static void *convert_b_##name(const struct mm_operand *o, int64_t B)                      \
-    {                                                                                         \
-        typedef MM_ACC(C) A;                                                                  \
-        int64_t nb = o->sbatch == 0 ? 1 : B;                                                  \
-        A *buf = malloc((size_t)(nb * o->rows * o->cols) * sizeof(A) + 1);                    \
-        if (!buf)                                                                             \
-            return NULL;                                                                      \
-        A *dst = buf;                                                                         \
-        for (int64_t b = 0; b < nb; b++)                                                      \
-            for (int64_t k = 0; k < o->rows; k++)                                             \
-                for (int64_t n = 0; n < o->cols; n++)                                         \
-                    *dst++ = (A)weft_load_##name((const T *)o->data + b * o->sbatch +          \
-                                                k * o->srow + n * o->scol);                   \
-        return buf;                                                                           \
-    }                                                                                         \
-    static void rows_##name(void *ctx, int64_t begin, int64_t end)                            \
-    {                                                                                         \
-        typedef MM_ACC(C) A;                                                                  \
-        struct loop_job *j = ctx;                                                             \
-        int64_t M = j->s.M, K = j->s.K, N = j->s.N;                                           \
-        A *arow = malloc((size_t)(K > 0 ? K : 1) * sizeof(A));                                \
-        if (!arow) {                                                                          \
-            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);                                \
-            return;                                                                           \
-        }                                                                                     \
-        A acc[MM_NB];                                                                         \
-        const weft_tensor *out = j->out;                                                      \
-        T *c = weft_tensor_data(out);                                                         \
-        for (int64_t t = begin; t < end; t++) {                                               \
-            int64_t b = t / M, i = t % M;                                                     \
-            const T *a = (const T *)j->a.data + b * j->a.sbatch + i * j->a.srow;              \
-            for (int64_t k = 0; k < K; k++)                                                   \
-                arow[k] = (A)weft_load_##name(a + k * j->a.scol);                              \
-            const A *bm = (const A *)j->bconv + b * j->b_sbatch;                              \
-            for (int64_t n0 = 0; n0 < N; n0 += MM_NB) {                                       \
-                int64_t nn = N - n0 < MM_NB ? N - n0 : MM_NB;                                 \
-                for (int64_t n = 0; n < nn; n++)                                              \
-                    acc[n] = 0;                                                               \
-                for (int64_t k = 0; k < K; k++) {                                             \
-                    A aik = arow[k];                                                          \
-                    const A *brow = bm + k * N + n0;                                          \
-                    for (int64_t n = 0; n < nn; n++)                                          \
-                        acc[n] += aik * brow[n];                                              \
-                }                                                                             \
-                for (int64_t n = 0; n < nn; n++)                                              \
-                    weft_store_##name(c + b * out->stride[0] + i * out->stride[1] +            \
-                                         (n0 + n) * out->stride[2],                           \
-                                     (C)acc[n]);                                              \
-            }                                                                                 \
-        }                                                                                     \
-        free(arow);                                                                           \
-    }
-#define INST(name, id, T, C) DEFINE_MM_LOOP(name, T, C)
-WEFT_FOR_INTEGRAL_DTYPES(INST)
-INST(bf16, WEFT_BF16, uint16_t, float)
-#undef INST
+#define CPU_KERNEL_INC "matmul_loop.inc"
+#include "each_integral_dtype.inc"
+#define DT bf16
+#define T uint16_t
+#define C float
+#include CPU_KERNEL_INC
+#undef DT
+#undef T
+#undef C
+#undef CPU_KERNEL_INC
 
 static int matmul_loop(const struct weft_op_call *call, struct mm_shape s)
 {
@@ -424,7 +377,7 @@ static int matmul_f16(const struct weft_op_call *call, struct mm_shape s)
     return rc;
 }
 
-static int matmul_kernel(const struct weft_op_call *call)
+int cpu_matmul_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *a = call->in[0], *b = call->in[1];
     weft_tensor *out = call->out[0];
@@ -446,10 +399,4 @@ static int matmul_kernel(const struct weft_op_call *call)
     if (out->dtype == WEFT_F16)
         return matmul_f16(call, s);
     return matmul_loop(call, s);
-}
-
-int cpu_register_matmul_kernels(void)
-{
-    return weft_kernel_register(WEFT_OP_MATMUL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), matmul_kernel);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "weft/kernel_checks.h"
 
 #ifdef _OPENMP
 #define CPU_PRAGMA_STR(x) #x
@@ -35,138 +36,20 @@ struct ln_job {
     double eps;
 };
 
-/* x, y: [R, D]; w, b: [D] or NULL; stats: [2, R] of compute type C (float or double).
- * Rows [begin, end). */
-#define LN_FORWARD(name, id, T, C)                                                            \
-    static void ln_forward_rows_##name(void *ctx, int64_t begin, int64_t end)                 \
-    {                                                                                         \
-        const struct ln_job *j = ctx;                                                         \
-        const int64_t D = j->D;                                                               \
-        const T *w = (const T *)j->w, *b = (const T *)j->b;                                   \
-        C *mean_out = (C *)j->stats, *rstd_out = (C *)j->stats + j->R;                        \
-        for (int64_t r = begin; r < end; r++) {                                               \
-            const T *x = (const T *)j->x + r * D;                                             \
-            T *y = (T *)j->y + r * D;                                                         \
-            const double shift = weft_load_##name(x);                                         \
-            double s = 0, ss = 0;                                                             \
-            CPU_SIMD_SUM2(s, ss) for (int64_t i = 0; i < D; i++)                              \
-            {                                                                                 \
-                double d = (double)weft_load_##name(x + i) - shift;                           \
-                s += d;                                                                       \
-                ss += d * d;                                                                  \
-            }                                                                                 \
-            double m = s / (double)D, var = ss / (double)D - m * m;                           \
-            const C mean = (C)(shift + m), rstd = (C)(1.0 / sqrt((var > 0 ? var : 0) + j->eps)); \
-            mean_out[r] = mean;                                                               \
-            rstd_out[r] = rstd;                                                               \
-            if (w && b) {                                                                     \
-                CPU_SIMD for (int64_t i = 0; i < D; i++) weft_store_##name(                   \
-                    y + i, (weft_load_##name(x + i) - mean) * rstd * weft_load_##name(w + i) + \
-                               weft_load_##name(b + i));                                      \
-                continue;                                                                     \
-            }                                                                                 \
-            CPU_SIMD for (int64_t i = 0; i < D; i++)                                          \
-            {                                                                                 \
-                C v = (weft_load_##name(x + i) - mean) * rstd;                                \
-                v = w ? v * weft_load_##name(w + i) : v;                                      \
-                weft_store_##name(y + i, b ? v + weft_load_##name(b + i) : v);                \
-            }                                                                                 \
-        }                                                                                     \
-    }
-WEFT_FOR_FLOATING_DTYPES(LN_FORWARD)
-
-/* g, x, dx: [R, D]; w: [D] or NULL; stats: [2, R]. Block k covers rows
- * [R k / nblocks, R (k + 1) / nblocks) and adds g * xhat and g into partial[k] (double);
- * within the block they gather in the compute type (acc, 2 * D of C per block) and are
- * added into the doubles every LN_FLUSH_ROWS rows, which keeps the per-element loop free
- * of conversions. One pass for the row's two sums, one writing dx and gathering dw/db.
- * Blocks [begin, end). */
 #define LN_FLUSH_ROWS 32
-#define LN_BACKWARD(name, id, T, C)                                                           \
-    static void ln_backward_blocks_##name(void *ctx, int64_t begin, int64_t end)              \
-    {                                                                                         \
-        const struct ln_job *j = ctx;                                                         \
-        const int64_t D = j->D, R = j->R;                                                     \
-        const T *w = (const T *)j->w;                                                         \
-        const C *mean_in = (const C *)j->stats, *rstd_in = (const C *)j->stats + R;           \
-        for (int64_t k = begin; k < end; k++) {                                               \
-            double *dw = j->partial ? j->partial + k * 2 * D : NULL;                          \
-            C *acc = dw ? (C *)j->acc + k * 2 * D : NULL;                                     \
-            if (dw) {                                                                         \
-                memset(dw, 0, (size_t)(2 * D) * sizeof *dw);                                  \
-                memset(acc, 0, (size_t)(2 * D) * sizeof *acc);                                \
-            }                                                                                 \
-            const int64_t r0 = R * k / j->nblocks, r1 = R * (k + 1) / j->nblocks;             \
-            for (int64_t r = r0; r < r1; r++) {                                               \
-                const T *x = (const T *)j->x + r * D, *g = (const T *)j->g + r * D;           \
-                T *dx = (T *)j->dx + r * D;                                                   \
-                const C mean = mean_in[r], rstd = rstd_in[r];                                 \
-                C sum_gw = 0, sum_gwx = 0;                                                    \
-                CPU_SIMD_SUM2(sum_gw, sum_gwx) for (int64_t i = 0; i < D; i++)                \
-                {                                                                             \
-                    C xhat = (weft_load_##name(x + i) - mean) * rstd;                         \
-                    C gw = weft_load_##name(g + i) * (w ? weft_load_##name(w + i) : (C)1);    \
-                    sum_gw += gw;                                                             \
-                    sum_gwx += gw * xhat;                                                     \
-                }                                                                             \
-                const C a = sum_gw / (C)D, c = sum_gwx / (C)D;                                \
-                if (!acc) {                                                                   \
-                    CPU_SIMD for (int64_t i = 0; i < D; i++)                                  \
-                    {                                                                         \
-                        C xhat = (weft_load_##name(x + i) - mean) * rstd;                     \
-                        C gw = weft_load_##name(g + i) * (w ? weft_load_##name(w + i) : (C)1); \
-                        weft_store_##name(dx + i, rstd * (gw - a - xhat * c));                \
-                    }                                                                         \
-                    continue;                                                                 \
-                }                                                                             \
-                C *acc_w = acc, *acc_b = acc + D;                                             \
-                CPU_SIMD for (int64_t i = 0; i < D; i++)                                      \
-                {                                                                             \
-                    C xhat = (weft_load_##name(x + i) - mean) * rstd;                         \
-                    C gv = weft_load_##name(g + i);                                           \
-                    C gw = gv * (w ? weft_load_##name(w + i) : (C)1);                         \
-                    weft_store_##name(dx + i, rstd * (gw - a - xhat * c));                    \
-                    acc_w[i] += gv * xhat;                                                    \
-                    acc_b[i] += gv;                                                           \
-                }                                                                             \
-                if ((r - r0) % LN_FLUSH_ROWS == LN_FLUSH_ROWS - 1 || r == r1 - 1) {           \
-                    for (int64_t i = 0; i < 2 * D; i++) {                                     \
-                        dw[i] += (double)acc[i];                                              \
-                        acc[i] = 0;                                                           \
-                    }                                                                         \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-    }
-WEFT_FOR_FLOATING_DTYPES(LN_BACKWARD)
+#define CPU_KERNEL_INC "layer_norm_rows.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 typedef void (*ln_rows_fn)(void *ctx, int64_t begin, int64_t end);
 
-static bool contiguous_shape(const weft_tensor *t, int ndim, int64_t d0, int64_t d1,
-                             enum weft_dtype dt)
-{
-    return t && t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1) &&
-           t->dtype == dt && weft_tensor_is_contiguous(t);
-}
-
-static enum weft_dtype stats_dtype(enum weft_dtype dt)
-{
-    return dt == WEFT_F64 ? WEFT_F64 : WEFT_F32;
-}
-
-static int native_layer_norm_kernel(const struct weft_op_call *call)
+int cpu_native_layer_norm_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
     weft_tensor *y = call->out[0], *stats = call->out[1];
-    int64_t R = x->ndim == 2 ? x->shape[0] : -1, D = x->ndim == 2 ? x->shape[1] : -1;
-    if (R < 0 || !contiguous_shape(x, 2, R, D, x->dtype) ||
-        !contiguous_shape(y, 2, R, D, x->dtype) ||
-        !contiguous_shape(stats, 2, 2, R, stats_dtype(x->dtype)) ||
-        (w && !contiguous_shape(w, 1, D, 0, x->dtype)) ||
-        (b && !contiguous_shape(b, 1, D, 0, x->dtype)))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "native_layer_norm: expected contiguous x and y [R, D], weight and "
-                              "bias [D] of x's dtype or absent, and stats [2, R]");
+    if (weft_check_native_layer_norm(call) != 0)
+        return weft_error_code();
+    int64_t R = x->shape[0], D = x->shape[1];
     if (R == 0 || D == 0)
         return 0;
     struct ln_job j = {.x = weft_tensor_data(x), .w = w ? weft_tensor_data(w) : NULL,
@@ -191,21 +74,14 @@ static int native_layer_norm_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int native_layer_norm_backward_kernel(const struct weft_op_call *call)
+int cpu_native_layer_norm_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *g = call->in[0], *x = call->in[1], *stats = call->in[2];
     const weft_tensor *w = call->in[3];
     weft_tensor *dx = call->out[0], *dwb = call->nout > 1 ? call->out[1] : NULL;
-    int64_t R = g->ndim == 2 ? g->shape[0] : -1, D = g->ndim == 2 ? g->shape[1] : -1;
-    if (R < 0 || !contiguous_shape(g, 2, R, D, g->dtype) ||
-        !contiguous_shape(x, 2, R, D, g->dtype) || !contiguous_shape(dx, 2, R, D, g->dtype) ||
-        !contiguous_shape(stats, 2, 2, R, stats_dtype(g->dtype)) ||
-        (w && !contiguous_shape(w, 1, D, 0, g->dtype)) ||
-        (dwb && !contiguous_shape(dwb, 2, 2, D, g->dtype)))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "native_layer_norm_backward: expected contiguous grad, x and "
-                              "grad_input [R, D], stats [2, R], weight [D] or absent and "
-                              "grad_weight_bias [2, D] or absent");
+    if (weft_check_native_layer_norm_backward(call) != 0)
+        return weft_error_code();
+    int64_t R = g->shape[0], D = g->shape[1];
     ln_rows_fn blocks = NULL;
     switch (g->dtype) {
 #define LN_BACKWARD_CASE(name, id, T, C)                                                      \
@@ -249,20 +125,4 @@ static int native_layer_norm_backward_kernel(const struct weft_op_call *call)
     free(j.partial);
     free(j.acc);
     return 0;
-}
-
-int cpu_register_norm_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_NAME);
-    if (fwd < 0)
-        return fwd;
-    int bwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
-    if (bwd < 0)
-        return bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  native_layer_norm_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                native_layer_norm_backward_kernel);
 }

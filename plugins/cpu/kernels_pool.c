@@ -68,138 +68,9 @@ static void max_span(int64_t o, int64_t s, int64_t p, int64_t k, int64_t d, int6
     *start = a;
 }
 
-/* ---- per-plane loops, written once per dtype ----------------------------------------------
- * x/gx: image planes, y/gy/idx: pooled planes. Strides in elements (sy row, sx column);
- * planes the kernel writes are contiguous. */
-#define DEFINE_POOL(name, id, T, C)                                                           \
-    /* The common 2x2 window, stride 2, no padding or dilation, rows contiguous: the four  \
-     * taps straight-line and the choice by select, not branch (a branch on random data   \
-     * mispredicts every other tap). Same order and NaN rule as the general loop.          \
-     * x: [H, W] rows sy apart; y, idx: [OH, OW]. */                                      \
-    static void max_plane_2x2_##name(const T *x, int64_t sy, T *y, int64_t *idx,            \
-                                     const struct pool_geom *g)                               \
-    {                                                                                         \
-        const int64_t OH = g->OH, OW = g->OW, W = g->W;                                       \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                 \
-            const T *r0 = x + 2 * oy * sy, *r1 = r0 + sy;                                     \
-            T *yrow = y + oy * OW;                                                            \
-            int64_t *irow = idx + oy * OW, base = 2 * oy * W;                                 \
-            for (int64_t ox = 0; ox < OW; ox++) {                                             \
-                C v0 = weft_load_##name(r0 + 2 * ox), v1 = weft_load_##name(r0 + 2 * ox + 1); \
-                C v2 = weft_load_##name(r1 + 2 * ox), v3 = weft_load_##name(r1 + 2 * ox + 1); \
-                /* The running maximum as the general loop keeps it (maxss), then the    \
-                 * first tap equal to it: the general loop's index. Integer selects     \
-                 * become cmov; a window with a NaN (rare) takes the general rule.      \
-                 * Offsets within the window: 0, 1, W, W + 1. */                          \
-                C best = v0;                                                                  \
-                best = v1 > best ? v1 : best;                                                 \
-                best = v2 > best ? v2 : best;                                                 \
-                best = v3 > best ? v3 : best;                                                 \
-                int64_t p2 = v2 == best ? W : W + 1;                                          \
-                int64_t p1 = v1 == best ? 1 : p2;                                             \
-                int64_t pick = v0 == best ? 0 : p1;                                           \
-                if (__builtin_expect((v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3), 0)) { \
-                    const C v[4] = {v0, v1, v2, v3};                                          \
-                    const int64_t off[4] = {0, 1, W, W + 1};                                  \
-                    best = v0, pick = 0;                                                      \
-                    for (int t = 1; t < 4; t++)                                               \
-                        if (v[t] > best || isnan(v[t]))                                       \
-                            best = v[t], pick = off[t];                                       \
-                }                                                                             \
-                weft_store_##name(yrow + ox, best);                                           \
-                irow[ox] = base + 2 * ox + pick;                                              \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    /* Outputs [ox0, ox1) of output row oy, whose window rows are [y0, y1). */               \
-    static void max_cols_##name(const T *x, int64_t sy, int64_t sx, T *y, int64_t *idx,       \
-                                const struct pool_geom *g, int64_t oy, int64_t y0, int64_t y1, \
-                                int64_t ox0, int64_t ox1)                                     \
-    {                                                                                         \
-        for (int64_t ox = ox0; ox < ox1; ox++) {                                              \
-            int64_t x0, x1;                                                                   \
-            max_span(ox, g->sw, g->pw, g->kw, g->dw, g->W, &x0, &x1);                         \
-            C best = (C)-INFINITY;                                                            \
-            int64_t at = y0 < y1 && x0 < x1 ? y0 * g->W + x0 : -1;                            \
-            for (int64_t r = y0; r < y1; r += g->dh)                                          \
-                for (int64_t c = x0; c < x1; c += g->dw) {                                    \
-                    C v = weft_load_##name(x + r * sy + c * sx);                               \
-                    if (v > best || isnan(v)) {                                               \
-                        best = v;                                                             \
-                        at = r * g->W + c;                                                    \
-                    }                                                                         \
-                }                                                                             \
-            weft_store_##name(y + oy * g->OW + ox, best);                                      \
-            idx[oy * g->OW + ox] = at;                                                        \
-        }                                                                                     \
-    }                                                                                         \
-    static void max_plane_##name(const T *x, int64_t sy, int64_t sx, T *y, int64_t *idx,      \
-                                 const struct pool_geom *g)                                   \
-    {                                                                                         \
-        if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&             \
-            g->pw == 0 && g->dh == 1 && g->dw == 1 && sx == 1 && 2 * g->OH <= g->H &&         \
-            2 * g->OW <= g->W) { /* ceil_mode may add a window past the edge */              \
-            max_plane_2x2_##name(x, sy, y, idx, g);                                           \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t oy = 0; oy < g->OH; oy++) {                                              \
-            int64_t y0, y1;                                                                   \
-            max_span(oy, g->sh, g->ph, g->kh, g->dh, g->H, &y0, &y1);                         \
-            max_cols_##name(x, sy, sx, y, idx, g, oy, y0, y1, 0, g->OW);                      \
-        }                                                                                     \
-    }                                                                                         \
-    static void max_backward_plane_##name(const T *gy, int64_t gsy, int64_t gsx,              \
-                                          const int64_t *idx, int64_t isy, int64_t isx,       \
-                                          T *gx, C *acc, const struct pool_geom *g)           \
-    {                                                                                         \
-        C *sum = sizeof(T) == sizeof(C) ? (C *)gx : acc;                                      \
-        for (int64_t p = 0; p < g->H * g->W; p++)                                             \
-            sum[p] = 0;                                                                       \
-        for (int64_t oy = 0; oy < g->OH; oy++)                                                \
-            for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
-                int64_t at = idx[oy * isy + ox * isx];                                        \
-                if (at >= 0)                                                                  \
-                    sum[at] += weft_load_##name(gy + oy * gsy + ox * gsx);                     \
-            }                                                                                 \
-        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
-            cpu_round_f32_run(id, gx, (const float *)acc, g->H * g->W);                       \
-    }                                                                                         \
-    static void avg_plane_##name(const T *x, int64_t sy, int64_t sx, T *y,                    \
-                                 const struct pool_geom *g)                                   \
-    {                                                                                         \
-        for (int64_t oy = 0; oy < g->OH; oy++)                                                \
-            for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
-                struct avg_window w = avg_window(g, oy, ox);                                  \
-                C s = 0;                                                                      \
-                for (int64_t r = w.y0; r < w.y1; r++)                                         \
-                    for (int64_t c = w.x0; c < w.x1; c++)                                     \
-                        s += weft_load_##name(x + r * sy + c * sx);                            \
-                bool empty = w.y0 >= w.y1 || w.x0 >= w.x1;                                    \
-                weft_store_##name(y + oy * g->OW + ox, empty ? (C)0 : (C)(s / (C)w.divisor));  \
-            }                                                                                 \
-    }                                                                                         \
-    static void avg_backward_plane_##name(const T *gy, int64_t gsy, int64_t gsx, T *gx,       \
-                                          C *acc, const struct pool_geom *g)                  \
-    {                                                                                         \
-        C *sum = sizeof(T) == sizeof(C) ? (C *)gx : acc;                                      \
-        for (int64_t p = 0; p < g->H * g->W; p++)                                             \
-            sum[p] = 0;                                                                       \
-        for (int64_t oy = 0; oy < g->OH; oy++)                                                \
-            for (int64_t ox = 0; ox < g->OW; ox++) {                                          \
-                struct avg_window w = avg_window(g, oy, ox);                                  \
-                if (w.y0 >= w.y1 || w.x0 >= w.x1)                                             \
-                    continue;                                                                 \
-                C share = weft_load_##name(gy + oy * gsy + ox * gsx) / (C)w.divisor;           \
-                for (int64_t r = w.y0; r < w.y1; r++)                                         \
-                    for (int64_t c = w.x0; c < w.x1; c++)                                     \
-                        sum[r * g->W + c] += share;                                           \
-            }                                                                                 \
-        if (sizeof(T) != sizeof(C)) /* 16-bit: acc is float, rounded in one vector pass */    \
-            cpu_round_f32_run(id, gx, (const float *)acc, g->H * g->W);                       \
-    }
-#define INST(name, id, T, C) DEFINE_POOL(name, id, T, C)
-WEFT_FOR_FLOATING_DTYPES(INST)
-#undef INST
+#define CPU_KERNEL_INC "pool_planes.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 /* ---- float32 max pooling, eight outputs at a time (AVX2) ------------------------------------
  * The general loop's rule lane by lane: a tap replaces the running maximum when it is
@@ -416,7 +287,7 @@ static bool max_plane_is_2x2s2(const struct pool_geom *g)
  * and a cpu ([cpu] simd) with AVX2. */
 static bool max_plane_f32_vector(int64_t sx, const struct pool_geom *g)
 {
-    return sx == 1 && g->H * g->W < INT32_MAX && g->sw * 8 < INT32_MAX &&
+    return sx == 1 && g->H * g->W < INT32_MAX && g->sw < INT32_MAX / 8 &&
            cpu_simd_level() >= CPU_SIMD_AVX2;
 }
 #else
@@ -541,7 +412,7 @@ static int64_t plane_grain(int64_t work_per_plane)
     return g > 0 ? g : 1;
 }
 
-static int pool_kernel(const struct weft_op_call *call)
+int cpu_pool_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0];
     weft_tensor *y = call->out[0];
@@ -556,7 +427,7 @@ static int pool_kernel(const struct weft_op_call *call)
     return 0;
 }
 
-static int pool_backward_kernel(const struct weft_op_call *call)
+int cpu_pool_backward_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *gy = call->in[0];
     weft_tensor *gx = call->out[0];
@@ -567,25 +438,5 @@ static int pool_backward_kernel(const struct weft_op_call *call)
     cpu_parallel_for(gx->shape[0] * job.channels, plane_grain(work), backward_range, &job);
     if (job.failed)
         return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "pooling backward: out of host memory");
-    return 0;
-}
-
-int cpu_register_pool_kernels(void)
-{
-    static const struct {
-        int op;
-        weft_kernel_fn fn;
-    } table[] = {
-        {WEFT_OP_MAX_POOL2D, pool_kernel},
-        {WEFT_OP_AVG_POOL2D, pool_kernel},
-        {WEFT_OP_MAX_POOL2D_BACKWARD, pool_backward_kernel},
-        {WEFT_OP_AVG_POOL2D_BACKWARD, pool_backward_kernel},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        int rc = weft_kernel_register(table[i].op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                      WEFT_DTYPES_FLOATING, table[i].fn);
-        if (rc != 0)
-            return rc;
-    }
     return 0;
 }

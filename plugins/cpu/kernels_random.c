@@ -166,7 +166,7 @@ static void random_range(void *vjob, int64_t begin, int64_t end)
     }
 }
 
-static int random_kernel(const struct weft_op_call *call)
+int cpu_random_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *out = call->out[0];
     struct random_job job = {
@@ -189,17 +189,4 @@ static int random_kernel(const struct weft_op_call *call)
                               (long long)call->ints[2], (long long)call->ints[3]);
     cpu_parallel_for(weft_tensor_numel(out), RANDOM_GRAIN, random_range, &job);
     return 0;
-}
-
-int cpu_register_random_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_RAND_UNIFORM, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, random_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_RAND_NORMAL, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, random_kernel);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_RANDINT, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, random_kernel);
-    return rc;
 }

@@ -135,279 +135,91 @@ static inline bool red_isnan_i(int64_t x) { (void)x; return false; }
 #define BETTER_GT(a, b) ((a) > (b))
 #define BETTER_LT(a, b) ((a) < (b))
 
-/* Adds the row sums in cur[] to the cascade (a binary counter of partial sums) and
- * clears cur[]. */
-#define CASCADE_PUSH(cur, level, used, w)                                                     \
-    do {                                                                                      \
-        int l_ = 0;                                                                           \
-        while ((used) >> l_ & 1u) {                                                           \
-            for (int j_ = 0; j_ < (w); j_++)                                                  \
-                (cur)[j_] += (level)[l_ * (w) + j_];                                          \
-            (used) &= ~(1ull << l_);                                                          \
-            l_++;                                                                             \
-        }                                                                                     \
-        for (int j_ = 0; j_ < (w); j_++) {                                                    \
-            (level)[l_ * (w) + j_] = (cur)[j_];                                               \
-            (cur)[j_] = 0;                                                                    \
-        }                                                                                     \
-        (used) |= 1ull << l_;                                                                 \
-    } while (0)
-
-/* Sums of MAP(x): pairwise along a line, cascaded across column-mode rows. */
-#define DEFINE_SUMLIKE(fn, LOAD, T, A, MAP)                                                   \
-    static A fn##_leaf(const char *p, int64_t s, int64_t n, double m)                         \
-    {                                                                                         \
-        A lane[PW_LANES] = {0};                                                               \
-        int64_t i = 0;                                                                        \
-        if (s == (int64_t)sizeof(T)) {                                                        \
-            const T *q = (const T *)p;                                                        \
-            for (; i + PW_LANES <= n; i += PW_LANES) {                                        \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < PW_LANES; j++)                                            \
-                    lane[j] += MAP(A, LOAD(q + i + j), m);                         \
-            }                                                                                 \
-        } else {                                                                              \
-            for (; i + PW_LANES <= n; i += PW_LANES)                                          \
-                for (int j = 0; j < PW_LANES; j++)                                            \
-                    lane[j] += MAP(A, LOAD(p + (i + j) * s), m);                   \
-        }                                                                                     \
-        for (int j = 0; i < n; i++, j++)                                                      \
-            lane[j] += MAP(A, LOAD(p + i * s), m);                                 \
-        for (int w = PW_LANES / 2; w > 0; w /= 2)                                             \
-            for (int j = 0; j < w; j++)                                                       \
-                lane[j] += lane[j + w];                                                       \
-        return lane[0];                                                                       \
-    }                                                                                         \
-    static A fn##_pairwise(const char *p, int64_t s, int64_t n, double m)                     \
-    {                                                                                         \
-        if (n <= PW_LEAF)                                                                     \
-            return fn##_leaf(p, s, n, m);                                                     \
-        int64_t h = n / 2 / PW_LANES * PW_LANES;                                              \
-        return fn##_pairwise(p, s, h, m) + fn##_pairwise(p + h * s, s, n - h, m);             \
-    }                                                                                         \
-    static void fn##_line(struct racc *a, const char *p, int64_t s, int64_t n)                \
-    {                                                                                         \
-        A v = fn##_pairwise(p, s, n, a->mean);                                                \
-        RACC_SET(a, A, v);                                                                    \
-        a->idx = 0;                                                                           \
-    }                                                                                         \
-    static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
-                           int nlevels)                                                       \
-    {                                                                                         \
-        double *m = scratch;                                                                  \
-        A *cur = (A *)(m + w), *level = cur + w;                                              \
-        uint64_t used = 0;                                                                    \
-        int rows = 0;                                                                         \
-        for (int j = 0; j < w; j++) {                                                         \
-            cur[j] = 0;                                                                       \
-            m[j] = acc[j].mean;                                                               \
-        }                                                                                     \
-        struct rpos pos;                                                                      \
-        rpos_seek(rs, &pos, r0);                                                              \
-        for (int64_t r = r0; r < r1; r++) {                                                   \
-            const char *row = p + pos.off;                                                    \
-            if (cs == (int64_t)sizeof(T)) {                                                   \
-                const T *q = (const T *)row;                                                  \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < w; j++)                                                   \
-                    cur[j] += MAP(A, LOAD(q + j), m[j]);                           \
-            } else {                                                                          \
-                for (int j = 0; j < w; j++)                                                   \
-                    cur[j] += MAP(A, LOAD(row + j * cs), m[j]);                    \
-            }                                                                                 \
-            rpos_next(rs, &pos);                                                              \
-            if (IS_FP(A) && ++rows == RB) {                                                   \
-                CASCADE_PUSH(cur, level, used, w);                                            \
-                rows = 0;                                                                     \
-            }                                                                                 \
-        }                                                                                     \
-        for (int l = 0; l < nlevels; l++)                                                     \
-            if (used >> l & 1u)                                                               \
-                for (int j = 0; j < w; j++)                                                   \
-                    cur[j] += level[l * w + j];                                               \
-        for (int j = 0; j < w; j++) {                                                         \
-            RACC_SET(&acc[j], A, cur[j]);                                                     \
-            acc[j].idx = 0;                                                                   \
-        }                                                                                     \
-    }
-
-#define DEFINE_PROD(fn, LOAD, T, A)                                                           \
-    static void fn##_line(struct racc *a, const char *p, int64_t s, int64_t n)                \
-    {                                                                                         \
-        A v = 1;                                                                              \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            v *= (A)LOAD(p + i * s);                                               \
-        RACC_SET(a, A, v);                                                                    \
-        a->idx = 0;                                                                           \
-    }                                                                                         \
-    static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
-                           int nlevels)                                                       \
-    {                                                                                         \
-        A *cur = scratch;                                                                     \
-        (void)nlevels;                                                                        \
-        for (int j = 0; j < w; j++)                                                           \
-            cur[j] = 1;                                                                       \
-        struct rpos pos;                                                                      \
-        rpos_seek(rs, &pos, r0);                                                              \
-        for (int64_t r = r0; r < r1; r++) {                                                   \
-            const char *row = p + pos.off;                                                    \
-            for (int j = 0; j < w; j++)                                                       \
-                cur[j] *= (A)LOAD(row + j * cs);                                   \
-            rpos_next(rs, &pos);                                                              \
-        }                                                                                     \
-        for (int j = 0; j < w; j++) {                                                         \
-            RACC_SET(&acc[j], A, cur[j]);                                                     \
-            acc[j].idx = 0;                                                                   \
-        }                                                                                     \
-    }
-
-/* Max/min with the index of the first extreme; the first NaN wins and sticks. */
-#define DEFINE_MINMAX(fn, LOAD, T, V, BETTER)                                                 \
-    static void fn##_line(struct racc *a, const char *p, int64_t s, int64_t n)                \
-    {                                                                                         \
-        V best = (V)LOAD(p);                                                                  \
-        int64_t bi = 0, i = 1;                                                                \
-        if (s == (int64_t)sizeof(T) && n >= 2 * MM_LANES && n / MM_LANES < INT32_MAX &&       \
-            !RED_ISNAN(best)) {                                                               \
-            /* Lanes keep the first extreme (or NaN) of their residue class. The block       \
-             * number is kept in 32 bits so the loop vectorises next to 32-bit floats. */     \
-            const T *q = (const T *)p;                                                        \
-            V lb[MM_LANES];                                                                   \
-            int32_t blk[MM_LANES] = {0};                                                      \
-            for (int j = 0; j < MM_LANES; j++)                                                \
-                lb[j] = (V)LOAD(q + j);                                                       \
-            for (i = MM_LANES; i + MM_LANES <= n; i += MM_LANES) {                            \
-                int32_t b = (int32_t)(i / MM_LANES);                                          \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < MM_LANES; j++) {                                          \
-                    V x = (V)LOAD(q + i + j);                                                 \
-                    bool take = (BETTER(x, lb[j]) | RED_ISNAN(x)) & !RED_ISNAN(lb[j]);        \
-                    lb[j] = take ? x : lb[j];                                                 \
-                    blk[j] = take ? b : blk[j];                                               \
-                }                                                                             \
-            }                                                                                 \
-            /* the first NaN, else the extreme with the smallest index */                     \
-            best = lb[0];                                                                     \
-            bi = (int64_t)blk[0] * MM_LANES;                                                  \
-            for (int j = 1; j < MM_LANES; j++) {                                              \
-                int64_t at = (int64_t)blk[j] * MM_LANES + j;                                  \
-                bool take = RED_ISNAN(best) ? RED_ISNAN(lb[j]) && at < bi                     \
-                          : RED_ISNAN(lb[j]) || BETTER(lb[j], best) ||                        \
-                                (lb[j] == best && at < bi);                                   \
-                if (take) {                                                                   \
-                    best = lb[j];                                                             \
-                    bi = at;                                                                  \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-        for (; i < n && !RED_ISNAN(best); i++) {                                              \
-            V x = (V)LOAD(p + i * s);                                                         \
-            if (RED_ISNAN(x) || BETTER(x, best)) {                                            \
-                best = x;                                                                     \
-                bi = i;                                                                       \
-            }                                                                                 \
-        }                                                                                     \
-        RACC_SET(a, V, best);                                                                 \
-        a->idx = bi;                                                                          \
-    }                                                                                         \
-    static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
-                           int nlevels)                                                       \
-    {                                                                                         \
-        V *cur = scratch;                                                                     \
-        int64_t *at = (int64_t *)((char *)scratch + (size_t)w * 8);                           \
-        (void)nlevels;                                                                        \
-        struct rpos pos;                                                                      \
-        rpos_seek(rs, &pos, r0);                                                              \
-        for (int j = 0; j < w; j++) {                                                         \
-            cur[j] = (V)LOAD(p + pos.off + j * cs);                                               \
-            at[j] = r0;                                                                       \
-        }                                                                                     \
-        for (int64_t r = r0 + 1; r < r1; r++) {                                               \
-            rpos_next(rs, &pos);                                                              \
-            const char *row = p + pos.off;                                                    \
-            OMP_SIMD                                                                          \
-            for (int j = 0; j < w; j++) {                                                     \
-                V x = (V)LOAD(row + j * cs);                                                  \
-                bool take = (RED_ISNAN(x) | BETTER(x, cur[j])) & !RED_ISNAN(cur[j]);          \
-                cur[j] = take ? x : cur[j];                                                   \
-                at[j] = take ? r : at[j];                                                     \
-            }                                                                                 \
-        }                                                                                     \
-        for (int j = 0; j < w; j++) {                                                         \
-            RACC_SET(&acc[j], V, cur[j]);                                                     \
-            acc[j].idx = at[j];                                                               \
-        }                                                                                     \
-    }
-
-/* all (IS_ALL 1) / any (0): truth is != 0, so NaN counts as true. */
-#define DEFINE_LOGIC(fn, LOAD, T, IS_ALL)                                                     \
-    static void fn##_line(struct racc *a, const char *p, int64_t s, int64_t n)                \
-    {                                                                                         \
-        a->idx = 0;                                                                           \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            if ((LOAD(p + i * s) != 0) != (IS_ALL)) {                              \
-                a->v.i = !(IS_ALL);                                                           \
-                return;                                                                       \
-            }                                                                                 \
-        a->v.i = (IS_ALL);                                                                    \
-    }                                                                                         \
-    static void fn##_block(struct racc *acc, const char *p, int64_t cs, int w,                \
-                           const struct rspace *rs, int64_t r0, int64_t r1, void *scratch,    \
-                           int nlevels)                                                       \
-    {                                                                                         \
-        uint8_t *cur = scratch;                                                               \
-        (void)nlevels;                                                                        \
-        for (int j = 0; j < w; j++)                                                           \
-            cur[j] = (IS_ALL);                                                                \
-        struct rpos pos;                                                                      \
-        rpos_seek(rs, &pos, r0);                                                              \
-        for (int64_t r = r0; r < r1; r++) {                                                   \
-            const char *row = p + pos.off;                                                    \
-            for (int j = 0; j < w; j++) {                                                     \
-                uint8_t t = LOAD(row + j * cs) != 0;                               \
-                cur[j] = (IS_ALL) ? (cur[j] & t) : (cur[j] | t);                              \
-            }                                                                                 \
-            rpos_next(rs, &pos);                                                              \
-        }                                                                                     \
-        for (int j = 0; j < w; j++) {                                                         \
-            acc[j].v.i = cur[j];                                                              \
-            acc[j].idx = 0;                                                                   \
-        }                                                                                     \
-    }
-
-/* Names are pasted here, before `bool` could be expanded to `_Bool` by an inner macro. */
-#define INST_ALL(name, id, T, C)                                                              \
-    DEFINE_SUMLIKE(sum_##name, weft_load_##name, T, SUM_ACC(C), MAP_PLAIN)                     \
-    DEFINE_PROD(prod_##name, weft_load_##name, T, SUM_ACC(C))                                  \
-    DEFINE_MINMAX(max_##name, weft_load_##name, T, MM_VAL(C), BETTER_GT)                       \
-    DEFINE_MINMAX(min_##name, weft_load_##name, T, MM_VAL(C), BETTER_LT)                       \
-    DEFINE_LOGIC(all_##name, weft_load_##name, T, 1)                                           \
-    DEFINE_LOGIC(any_##name, weft_load_##name, T, 0)
-WEFT_FOR_ALL_DTYPES(INST_ALL)
-#undef INST_ALL
-
-#define INST_VAR(name, id, T, C)                                                              \
-    DEFINE_SUMLIKE(vsum_##name, weft_load_##name, T, double, MAP_PLAIN)                        \
-    DEFINE_SUMLIKE(vsq_##name, weft_load_##name, T, double, MAP_SQDEV)
-WEFT_FOR_FLOATING_DTYPES(INST_VAR)
-#undef INST_VAR
+/* Each family once per dtype: FAMILY_<dtype>_line and FAMILY_<dtype>_block. */
+#define FAMILY sum
+#define A SUM_ACC(C)
+#define MAP MAP_PLAIN
+#define CPU_KERNEL_INC "reduce_sum.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef A
+#undef MAP
+#undef FAMILY
+#define FAMILY prod
+#define A SUM_ACC(C)
+#define CPU_KERNEL_INC "reduce_prod.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef A
+#undef FAMILY
+#define FAMILY max
+#define V MM_VAL(C)
+#define BETTER BETTER_GT
+#define CPU_KERNEL_INC "reduce_minmax.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef V
+#undef BETTER
+#undef FAMILY
+#define FAMILY min
+#define V MM_VAL(C)
+#define BETTER BETTER_LT
+#define CPU_KERNEL_INC "reduce_minmax.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef V
+#undef BETTER
+#undef FAMILY
+#define FAMILY all
+#define IS_ALL 1
+#define CPU_KERNEL_INC "reduce_logic.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef IS_ALL
+#undef FAMILY
+#define FAMILY any
+#define IS_ALL 0
+#define CPU_KERNEL_INC "reduce_logic.inc"
+#include "each_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef IS_ALL
+#undef FAMILY
+#define FAMILY vsum
+#define A double
+#define MAP MAP_PLAIN
+#define CPU_KERNEL_INC "reduce_sum.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef A
+#undef MAP
+#undef FAMILY
+#define FAMILY vsq
+#define A double
+#define MAP MAP_SQDEV
+#define CPU_KERNEL_INC "reduce_sum.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
+#undef A
+#undef MAP
+#undef FAMILY
 
 struct rfns {
     line_fn line;
     block_fn block;
 };
 
-#define TAB_SUM(name, id, T, C) [id] = {sum_##name##_line, sum_##name##_block},
-#define TAB_PROD(name, id, T, C) [id] = {prod_##name##_line, prod_##name##_block},
-#define TAB_MAX(name, id, T, C) [id] = {max_##name##_line, max_##name##_block},
-#define TAB_MIN(name, id, T, C) [id] = {min_##name##_line, min_##name##_block},
-#define TAB_ALL(name, id, T, C) [id] = {all_##name##_line, all_##name##_block},
-#define TAB_ANY(name, id, T, C) [id] = {any_##name##_line, any_##name##_block},
-#define TAB_VSUM(name, id, T, C) [id] = {vsum_##name##_line, vsum_##name##_block},
-#define TAB_VSQ(name, id, T, C) [id] = {vsq_##name##_line, vsq_##name##_block},
+/* name is an argument here, so it is expanded before pasting as PER_DTYPE's is: the bool
+ * dtype's functions are sum__Bool_line and so on. */
+#define RFN(family, name, part) CPU_CAT(CPU_CAT(CPU_CAT(family, _), name), part)
+#define RFNS(family, name, id) [id] = {RFN(family, name, _line), RFN(family, name, _block)},
+#define TAB_SUM(name, id, T, C) RFNS(sum, name, id)
+#define TAB_PROD(name, id, T, C) RFNS(prod, name, id)
+#define TAB_MAX(name, id, T, C) RFNS(max, name, id)
+#define TAB_MIN(name, id, T, C) RFNS(min, name, id)
+#define TAB_ALL(name, id, T, C) RFNS(all, name, id)
+#define TAB_ANY(name, id, T, C) RFNS(any, name, id)
+#define TAB_VSUM(name, id, T, C) RFNS(vsum, name, id)
+#define TAB_VSQ(name, id, T, C) RFNS(vsq, name, id)
 static const struct rfns rtable[R_COUNT][WEFT_DTYPE_COUNT] = {
     [R_SUM] = {WEFT_FOR_ALL_DTYPES(TAB_SUM)},
     [R_PROD] = {WEFT_FOR_ALL_DTYPES(TAB_PROD)},
@@ -1005,7 +817,7 @@ static int check_call(const struct weft_op_call *call, int k)
     return 0;
 }
 
-static int reduce_kernel(const struct weft_op_call *call)
+int cpu_reduce_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0];
     weft_tensor *out0 = call->out[0], *out1 = call->nout > 1 ? call->out[1] : NULL;
@@ -1047,31 +859,4 @@ static int reduce_kernel(const struct weft_op_call *call)
     int64_t grain = CPU_PARALLEL_GRAIN / (per_group > 0 ? per_group : 1);
     cpu_parallel_for(job.ngroups, grain > 0 ? grain : 1, run_groups, &job);
     return job.failed ? out_of_memory() : 0;
-}
-
-int cpu_register_reduce_kernels(void)
-{
-    const uint32_t all = WEFT_DTYPES_ALL;
-    const struct {
-        int op;
-        uint32_t mask;
-    } regs[] = {
-        {WEFT_OP_SUM, all},
-        {WEFT_OP_PROD, all},
-        {WEFT_OP_MEAN, WEFT_DTYPES_FLOATING},
-        {WEFT_OP_VAR, WEFT_DTYPES_FLOATING},
-        {WEFT_OP_MAX, all},
-        {WEFT_OP_MIN, all},
-        {WEFT_OP_ARGMAX, all & ~WEFT_DTYPE_BIT(WEFT_BOOL)},
-        {WEFT_OP_ARGMIN, all & ~WEFT_DTYPE_BIT(WEFT_BOOL)},
-        {WEFT_OP_ALL, all},
-        {WEFT_OP_ANY, all},
-    };
-    for (size_t i = 0; i < sizeof regs / sizeof *regs; i++) {
-        int rc = weft_kernel_register(regs[i].op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                      regs[i].mask, reduce_kernel);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
 }

@@ -59,217 +59,20 @@ static inline double tanh_act_f64(double x)
     return tanh(x);
 }
 
-/* Forward gate pass over rows [b0, b1): S [B, GH] holds h_prev W_hh^T; gi, gates, hs, out,
- * cs, aux point at step t's [B, ...] rows. Masked rows copy the previous state. */
-#define RNN_FORWARD_ROWS(name, T)                                                             \
-    static void forward_rows_##name(void *ctx, int64_t b0, int64_t b1)                        \
-    {                                                                                         \
-        const struct rnn_job *j = ctx;                                                        \
-        const int64_t H = j->H, P = j->P, GH = j->GH;                                         \
-        const T *bh = (const T *)j->bhh;                                                      \
-        for (int64_t b = b0; b < b1; b++) {                                                   \
-            const T *g = (const T *)j->gi + b * GH, *s = (const T *)j->S + b * GH;            \
-            const T *hp = (const T *)j->hprev + b * P;                                        \
-            T *hs = (T *)j->hs + b * P, *out = (T *)j->out + b * P;                           \
-            if (!active(j, b)) {                                                              \
-                memmove(hs, hp, sizeof(T) * (size_t)P);                                       \
-                if (out != hs)                                                                \
-                    memset(out, 0, sizeof(T) * (size_t)P);                                    \
-                if (j->cs)                                                                    \
-                    memmove((T *)j->cs + b * H, (const T *)j->cprev + b * H,                  \
-                            sizeof(T) * (size_t)H);                                           \
-                /* read by the weight gradients' GEMMs (times a zero gradient): no NaN */     \
-                if (j->aux)                                                                   \
-                    memset((T *)j->aux + b * H, 0, sizeof(T) * (size_t)H);                    \
-                continue;                                                                     \
-            }                                                                                 \
-            T *ga = j->gates ? (T *)j->gates + b * GH : NULL;                                 \
-            T *aux = j->aux ? (T *)j->aux + b * H : NULL;                                     \
-            switch (j->mode) {                                                                \
-            case WEFT_RNN_TANH:                                                               \
-                for (int64_t k = 0; k < H; k++)                                               \
-                    hs[k] = tanh_act_##name(g[k] + s[k] + bh[k]);                             \
-                break;                                                                        \
-            case WEFT_RNN_RELU:                                                               \
-                for (int64_t k = 0; k < H; k++) {                                             \
-                    T x = g[k] + s[k] + bh[k];                                                \
-                    hs[k] = x > 0 ? x : (x == x ? 0 : x);                                     \
-                }                                                                             \
-                break;                                                                        \
-            case WEFT_RNN_LSTM: {                                                             \
-                const T *cp = (const T *)j->cprev + b * H;                                    \
-                T *c = (T *)j->cs + b * H, *h = aux ? aux : hs;                               \
-                for (int64_t k = 0; k < H; k++) {                                             \
-                    T i = sigmoid_##name(g[k] + s[k] + bh[k]);                                \
-                    T f = sigmoid_##name(g[H + k] + s[H + k] + bh[H + k]);                    \
-                    T gg = tanh_act_##name(g[2 * H + k] + s[2 * H + k] + bh[2 * H + k]);      \
-                    T o = sigmoid_##name(g[3 * H + k] + s[3 * H + k] + bh[3 * H + k]);        \
-                    T cn = f * cp[k] + i * gg;                                                \
-                    ga[k] = i;                                                                \
-                    ga[H + k] = f;                                                            \
-                    ga[2 * H + k] = gg;                                                       \
-                    ga[3 * H + k] = o;                                                        \
-                    c[k] = cn;                                                                \
-                    h[k] = o * tanh_act_##name(cn);                                           \
-                }                                                                             \
-                break;                                                                        \
-            }                                                                                 \
-            case WEFT_RNN_GRU:                                                                \
-                for (int64_t k = 0; k < H; k++) {                                             \
-                    T r = sigmoid_##name(g[k] + s[k] + bh[k]);                                \
-                    T z = sigmoid_##name(g[H + k] + s[H + k] + bh[H + k]);                    \
-                    T ghn = s[2 * H + k] + bh[2 * H + k];                                     \
-                    T n = tanh_act_##name(g[2 * H + k] + r * ghn);                            \
-                    ga[k] = r;                                                                \
-                    ga[H + k] = z;                                                            \
-                    ga[2 * H + k] = n;                                                        \
-                    aux[k] = ghn;                                                             \
-                    hs[k] = (1 - z) * n + z * hp[k];                                          \
-                }                                                                             \
-                break;                                                                        \
-            }                                                                                 \
-            if (out != hs && !(j->mode == WEFT_RNN_LSTM && aux))                              \
-                memcpy(out, hs, sizeof(T) * (size_t)P);                                       \
-        }                                                                                     \
-    }
-
-/* After the projection GEMM wrote hs = aux W_hr^T: masked rows get the previous state
- * back, and out copies hs (0 past a length). */
-#define RNN_PROJ_ROWS(name, T)                                                                \
-    static void proj_rows_##name(void *ctx, int64_t b0, int64_t b1)                           \
-    {                                                                                         \
-        const struct rnn_job *j = ctx;                                                        \
-        const int64_t P = j->P;                                                               \
-        for (int64_t b = b0; b < b1; b++) {                                                   \
-            T *hs = (T *)j->hs + b * P, *out = (T *)j->out + b * P;                           \
-            bool on = active(j, b);                                                           \
-            if (!on)                                                                          \
-                memmove(hs, (const T *)j->hprev + b * P, sizeof(T) * (size_t)P);              \
-            if (out != hs) {                                                                  \
-                if (on)                                                                       \
-                    memcpy(out, hs, sizeof(T) * (size_t)P);                                   \
-                else                                                                          \
-                    memset(out, 0, sizeof(T) * (size_t)P);                                    \
-            }                                                                                 \
-        }                                                                                     \
-    }
-
-/* dht = dh + grad_out[t] for active rows (0 for masked ones), also into grad_h[t]. */
-#define RNN_DHT_ROWS(name, T)                                                                 \
-    static void dht_rows_##name(void *ctx, int64_t b0, int64_t b1)                            \
-    {                                                                                         \
-        const struct rnn_job *j = ctx;                                                        \
-        const int64_t P = j->P;                                                               \
-        for (int64_t b = b0; b < b1; b++) {                                                   \
-            T *d = (T *)j->dht + b * P;                                                       \
-            const T *dh = (const T *)j->dh + b * P;                                           \
-            const T *go = j->gout ? (const T *)j->gout + b * P : NULL;                        \
-            bool on = active(j, b);                                                           \
-            for (int64_t k = 0; k < P; k++)                                                   \
-                d[k] = on ? dh[k] + (go ? go[k] : 0) : 0;                                     \
-            if (j->gh)                                                                        \
-                memcpy((T *)j->gh + b * P, d, sizeof(T) * (size_t)P);                         \
-        }                                                                                     \
-    }
-
-/* Backward gate pass over rows [b0, b1): dhr the gradient of the step's o tanh(c) (or h),
- * the saved activations of step t -> grad_gi[t], grad_gh[t] (GRU), dc updated in place
- * (LSTM), GRU's direct z * dh into direct. Masked rows get zeros and keep dc. */
-#define RNN_BACKWARD_ROWS(name, T)                                                            \
-    static void backward_rows_##name(void *ctx, int64_t b0, int64_t b1)                       \
-    {                                                                                         \
-        const struct rnn_job *j = ctx;                                                        \
-        const int64_t H = j->H, P = j->P, GH = j->GH;                                         \
-        for (int64_t b = b0; b < b1; b++) {                                                   \
-            T *dg = (T *)j->ggi + b * GH;                                                     \
-            T *dgh = j->ggh ? (T *)j->ggh + b * GH : NULL;                                    \
-            if (!active(j, b)) {                                                              \
-                memset(dg, 0, sizeof(T) * (size_t)GH);                                        \
-                if (dgh)                                                                      \
-                    memset(dgh, 0, sizeof(T) * (size_t)GH);                                   \
-                continue;                                                                     \
-            }                                                                                 \
-            const T *d = (const T *)j->dhr + b * H;                                           \
-            const T *ga = j->gates ? (const T *)j->gates + b * GH : NULL;                     \
-            const T *h = (const T *)j->hs + b * P;                                            \
-            switch (j->mode) {                                                                \
-            case WEFT_RNN_TANH:                                                               \
-                for (int64_t k = 0; k < H; k++)                                               \
-                    dg[k] = d[k] * (1 - h[k] * h[k]);                                         \
-                break;                                                                        \
-            case WEFT_RNN_RELU:                                                               \
-                for (int64_t k = 0; k < H; k++)                                               \
-                    dg[k] = h[k] > 0 ? d[k] : 0;                                              \
-                break;                                                                        \
-            case WEFT_RNN_LSTM: {                                                             \
-                const T *c = (const T *)j->cs + b * H, *cp = (const T *)j->cprev + b * H;     \
-                T *dc = (T *)j->dc + b * H;                                                   \
-                for (int64_t k = 0; k < H; k++) {                                             \
-                    T i = ga[k], f = ga[H + k], gg = ga[2 * H + k], o = ga[3 * H + k];        \
-                    T tc = tanh_act_##name(c[k]);                                             \
-                    T dct = dc[k] + d[k] * o * (1 - tc * tc);                                 \
-                    dg[k] = dct * gg * i * (1 - i);                                           \
-                    dg[H + k] = dct * cp[k] * f * (1 - f);                                    \
-                    dg[2 * H + k] = dct * i * (1 - gg * gg);                                  \
-                    dg[3 * H + k] = d[k] * tc * o * (1 - o);                                  \
-                    dc[k] = dct * f;                                                          \
-                }                                                                             \
-                break;                                                                        \
-            }                                                                                 \
-            case WEFT_RNN_GRU: {                                                              \
-                const T *hp = (const T *)j->hprev + b * P, *ghn = (const T *)j->aux + b * H;  \
-                T *dir = (T *)j->direct + b * H;                                              \
-                for (int64_t k = 0; k < H; k++) {                                             \
-                    T r = ga[k], z = ga[H + k], n = ga[2 * H + k];                            \
-                    T dn = d[k] * (1 - z) * (1 - n * n);                                      \
-                    T dz = d[k] * (hp[k] - n) * z * (1 - z);                                  \
-                    T dr = dn * ghn[k] * r * (1 - r);                                         \
-                    dg[k] = dgh[k] = dr;                                                      \
-                    dg[H + k] = dgh[H + k] = dz;                                              \
-                    dg[2 * H + k] = dn;                                                       \
-                    dgh[2 * H + k] = dn * r;                                                  \
-                    dir[k] = d[k] * z;                                                        \
-                }                                                                             \
-                break;                                                                        \
-            }                                                                                 \
-            }                                                                                 \
-        }                                                                                     \
-    }
-
-/* dh = S (the GEMM's dG W_hh) + GRU's direct part for active rows; masked rows keep dh. */
-#define RNN_DH_ROWS(name, T)                                                                  \
-    static void dh_rows_##name(void *ctx, int64_t b0, int64_t b1)                             \
-    {                                                                                         \
-        const struct rnn_job *j = ctx;                                                        \
-        const int64_t P = j->P;                                                               \
-        for (int64_t b = b0; b < b1; b++) {                                                   \
-            if (!active(j, b))                                                                \
-                continue;                                                                     \
-            T *dh = (T *)j->dh + b * P;                                                       \
-            const T *s = (const T *)j->S + b * P;                                             \
-            const T *dir = j->direct ? (const T *)j->direct + b * P : NULL;                   \
-            for (int64_t k = 0; k < P; k++)                                                   \
-                dh[k] = s[k] + (dir ? dir[k] : 0);                                            \
-        }                                                                                     \
-    }
-
-#define RNN_DEFINE(name, T)                                                                   \
-    RNN_FORWARD_ROWS(name, T)                                                                 \
-    RNN_PROJ_ROWS(name, T)                                                                    \
-    RNN_DHT_ROWS(name, T)                                                                     \
-    RNN_BACKWARD_ROWS(name, T)                                                                \
-    RNN_DH_ROWS(name, T)
-RNN_DEFINE(f32, float)
-RNN_DEFINE(f64, double)
-
 typedef void (*rows_fn)(void *ctx, int64_t b0, int64_t b1);
 struct rnn_fns {
     rows_fn forward, proj, dht, backward, dh;
 };
-static const struct rnn_fns fns_f32 = {forward_rows_f32, proj_rows_f32, dht_rows_f32,
-                                       backward_rows_f32, dh_rows_f32};
-static const struct rnn_fns fns_f64 = {forward_rows_f64, proj_rows_f64, dht_rows_f64,
-                                       backward_rows_f64, dh_rows_f64};
+#define DT f32
+#define T float
+#include "rnn_rows.inc"
+#undef DT
+#undef T
+#define DT f64
+#define T double
+#include "rnn_rows.inc"
+#undef DT
+#undef T
 
 /* C [M, N] = A [M, K] op(B), row-major and contiguous; op(B) = B^T of a stored [N, K]
  * when trans_b, else B stored [K, N]. */
@@ -373,7 +176,7 @@ static const struct rnn_fns *fns_for(enum weft_dtype dt, const char *op)
     return NULL;
 }
 
-static int rnn_layer_kernel(const struct weft_op_call *call)
+int cpu_rnn_layer_kernel(const struct weft_op_call *call)
 {
     struct rnn_job j;
     int rc = check_params(call, "rnn_layer", &j);
@@ -430,7 +233,7 @@ static int rnn_layer_kernel(const struct weft_op_call *call)
     return rc;
 }
 
-static int rnn_layer_backward_kernel(const struct weft_op_call *call)
+int cpu_rnn_layer_backward_kernel(const struct weft_op_call *call)
 {
     struct rnn_job j;
     int rc = check_params(call, "rnn_layer_backward", &j);
@@ -507,19 +310,4 @@ static int rnn_layer_backward_kernel(const struct weft_op_call *call)
     }
     free(S);
     return rc;
-}
-
-int cpu_register_rnn_kernels(void)
-{
-    const uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int fwd = weft_op_register(WEFT_OP_RNN_LAYER_NAME);
-    int bwd = weft_op_register(WEFT_OP_RNN_LAYER_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, dtypes,
-                                  rnn_layer_kernel);
-    if (rc)
-        return rc;
-    return weft_kernel_register(bwd, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, dtypes,
-                                rnn_layer_backward_kernel);
 }

@@ -74,7 +74,7 @@ static int check_bounds(const weft_tensor *self, const weft_tensor *index, int d
 
 /* ---- SCATTER: assignment, by element size ------------------------------------------------- */
 
-static int scatter_kernel(const struct weft_op_call *call)
+int cpu_scatter_kernel(const struct weft_op_call *call)
 {
     weft_tensor *self = call->out[0];
     const weft_tensor *index = call->in[0], *src = call->in[1];
@@ -118,60 +118,6 @@ static int64_t self_linear(const weft_tensor *self, const struct walk *w, int64_
 #define INT_LOWEST(T) ((T)-1 < 0 ? (T)((uint64_t)1 << (sizeof(T) * 8 - 1)) : (T)0)
 #define INT_HIGHEST(T) ((T)-1 < 0 ? (T)(((uint64_t)1 << (sizeof(T) * 8 - 1)) - 1) : (T)-1)
 
-#define REDUCE_FNS(name, T, C, LOWEST, HIGHEST, ISNAN, DIVIDE, MUL, ADD)                              \
-    static C identity_##name(int reduce)                                                      \
-    {                                                                                         \
-        return reduce == R_PROD ? (C)1 : reduce == R_AMAX ? LOWEST : reduce == R_AMIN ? HIGHEST \
-                                                                                  : (C)0;     \
-    }                                                                                         \
-    static C combine_##name(int reduce, C a, C b)                                             \
-    {                                                                                         \
-        switch (reduce) {                                                                     \
-        case R_PROD: return MUL(C, a, b);                                                     \
-        case R_AMAX: return ISNAN(b) ? b : a < b ? b : a;                                     \
-        case R_AMIN: return ISNAN(b) ? b : b < a ? b : a;                                     \
-        default: return ADD(C, a, b);                                                         \
-        }                                                                                     \
-    }                                                                                         \
-    static void reduce_##name(const struct weft_op_call *call, int64_t *counts)              \
-    {                                                                                         \
-        weft_tensor *self = call->out[0];                                                     \
-        const weft_tensor *index = call->in[0], *src = call->in[1];                           \
-        int dim = (int)call->ints[0], reduce = (int)call->ints[1];                            \
-        bool include_self = call->ints[2] != 0;                                               \
-        const int64_t *idx = (const int64_t *)weft_tensor_data(index);                        \
-        T *out = weft_tensor_data(self);                                                      \
-        const T *in = weft_tensor_data(src);                                                  \
-        int64_t n = weft_tensor_numel(index);                                                 \
-        struct walk w;                                                                        \
-        /* index, src: the index's shape; self: any strides */                                \
-        if (!include_self) {                                                                  \
-            walk_init(&w, self, index, src, dim);                                             \
-            for (int64_t e = 0; e < n; e++, walk_next(&w))                                    \
-                weft_store_##name(out + w.self_off + idx[w.idx_off] * self->stride[dim],      \
-                                  identity_##name(reduce));                                   \
-        }                                                                                     \
-        walk_init(&w, self, index, src, dim);                                                 \
-        for (int64_t e = 0; e < n; e++, walk_next(&w)) {                                      \
-            int64_t i = idx[w.idx_off];                                                       \
-            T *p = out + w.self_off + i * self->stride[dim];                                  \
-            weft_store_##name(p, combine_##name(reduce, weft_load_##name(p),                  \
-                                                weft_load_##name(in + w.src_off)));           \
-            counts[self_linear(self, &w, i)]++;                                               \
-        }                                                                                     \
-        if (reduce != R_MEAN)                                                                 \
-            return;                                                                           \
-        walk_init(&w, self, index, src, dim);                                                 \
-        for (int64_t e = 0; e < n; e++, walk_next(&w)) {                                      \
-            int64_t i = idx[w.idx_off], *c = &counts[self_linear(self, &w, i)];               \
-            if (*c <= 0)                                                                      \
-                continue; /* divided already */                                               \
-            T *p = out + w.self_off + i * self->stride[dim];                                  \
-            weft_store_##name(p, DIVIDE(C, weft_load_##name(p), (C)(*c + include_self)));     \
-            *c = 0;                                                                           \
-        }                                                                                     \
-    }
-
 #define NEVER_NAN(x) ((void)(x), 0)
 /* mean of integers divides with rounding toward -inf, as PyTorch's div_(rounding_mode='floor') */
 #define INT_DIVIDE(C, a, b) ((C)((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0)))))
@@ -181,18 +127,39 @@ static int64_t self_linear(const weft_tensor *self, const struct walk *w, int64_
 #define INT_ADD(C, a, b) ((C)((uint64_t)(a) + (uint64_t)(b)))
 #define FLT_MUL(C, a, b) ((a) * (b))
 #define FLT_ADD(C, a, b) ((a) + (b))
-#define INTEGRAL_REDUCE(name, id, T, C)                                                       \
-    REDUCE_FNS(name, T, C, INT_LOWEST(T), INT_HIGHEST(T), NEVER_NAN, INT_DIVIDE, INT_MUL,     \
-               INT_ADD)
-#define FLOATING_REDUCE(name, id, T, C)                                                       \
-    REDUCE_FNS(name, T, C, (C)-INFINITY, (C)INFINITY, isnan, FLT_DIVIDE, FLT_MUL, FLT_ADD)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wtype-limits"
-WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REDUCE)
-WEFT_FOR_FLOATING_DTYPES(FLOATING_REDUCE)
+#define CPU_KERNEL_INC "scatter_reduce.inc"
+#define LOWEST INT_LOWEST(T)
+#define HIGHEST INT_HIGHEST(T)
+#define ISNAN NEVER_NAN
+#define DIVIDE INT_DIVIDE
+#define MUL INT_MUL
+#define ADD INT_ADD
+#include "each_integral_dtype.inc"
+#undef LOWEST
+#undef HIGHEST
+#undef ISNAN
+#undef DIVIDE
+#undef MUL
+#undef ADD
+#define LOWEST (C)-INFINITY
+#define HIGHEST (C)INFINITY
+#define ISNAN isnan
+#define DIVIDE FLT_DIVIDE
+#define MUL FLT_MUL
+#define ADD FLT_ADD
+#include "each_floating_dtype.inc"
+#undef LOWEST
+#undef HIGHEST
+#undef ISNAN
+#undef DIVIDE
+#undef MUL
+#undef ADD
+#undef CPU_KERNEL_INC
 #pragma GCC diagnostic pop
 
-static int scatter_reduce_kernel(const struct weft_op_call *call)
+int cpu_scatter_reduce_kernel(const struct weft_op_call *call)
 {
     weft_tensor *self = call->out[0];
     const weft_tensor *index = call->in[0];
@@ -224,19 +191,4 @@ static int scatter_reduce_kernel(const struct weft_op_call *call)
     }
     free(counts);
     return 0;
-}
-
-int cpu_register_scatter_kernels(void)
-{
-    int scatter = weft_op_register(WEFT_OP_SCATTER_NAME);
-    int scatter_reduce = weft_op_register(WEFT_OP_SCATTER_REDUCE_NAME);
-    if (scatter < 0 || scatter_reduce < 0)
-        return scatter < 0 ? scatter : scatter_reduce;
-    int rc = weft_kernel_register(scatter, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
-                                  scatter_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(scatter_reduce, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING,
-                                scatter_reduce_kernel);
 }

@@ -33,149 +33,9 @@
 
 #define SM_LANES 16 /* independent running maxima: the max pass vectorises */
 
-/* Written with the strides as parameters and inlined twice, so the contiguous call
- * (strides == itemsize, constants) compiles to plain indexed loops. */
-#define DEFINE_SOFTMAX(name, T, C)                                                            \
-    static inline __attribute__((always_inline)) void softmax_impl_##name(                    \
-        const char *x, int64_t sx, char *y, int64_t sy, int64_t n, bool take_log)             \
-    {                                                                                         \
-        /* the line's max, or NaN when it holds one (then every result is NaN) */            \
-        C lane[SM_LANES], mx;                                                                 \
-        int nan_seen[SM_LANES] = {0}, any_nan = 0;                                            \
-        int64_t i = 0;                                                                        \
-        for (int j = 0; j < SM_LANES; j++)                                                    \
-            lane[j] = weft_load_##name(x);                                                     \
-        for (; i + SM_LANES <= n; i += SM_LANES) {                                            \
-            OMP_SIMD                                                                          \
-            for (int j = 0; j < SM_LANES; j++) {                                              \
-                C v = weft_load_##name(x + (i + j) * sx);                                      \
-                lane[j] = v > lane[j] ? v : lane[j];                                          \
-                nan_seen[j] |= v != v;                                                        \
-            }                                                                                 \
-        }                                                                                     \
-        for (int j = 0; i < n; i++, j++) {                                                    \
-            C v = weft_load_##name(x + i * sx);                                                \
-            lane[j] = v > lane[j] ? v : lane[j];                                              \
-            nan_seen[j] |= v != v;                                                            \
-        }                                                                                     \
-        mx = lane[0];                                                                         \
-        for (int j = 0; j < SM_LANES; j++) {                                                  \
-            mx = lane[j] > mx ? lane[j] : mx;                                                 \
-            any_nan |= nan_seen[j];                                                           \
-        }                                                                                     \
-        if (any_nan)                                                                          \
-            mx = (C)NAN;                                                                      \
-        /* exp(x - max) summed; kept in y when y holds the compute type exactly */            \
-        bool keep = !take_log && sizeof(T) == sizeof(C);                                      \
-        double sum = 0;                                                                       \
-        for (int64_t b = 0; b < n; b += SM_BLOCK) {                                           \
-            int64_t e = n - b < SM_BLOCK ? n - b : SM_BLOCK;                                  \
-            C part = 0;                                                                       \
-            if (keep) {                                                                       \
-                OMP_SIMD_SUM(part)                                                            \
-                for (i = b; i < b + e; i++) {                                                 \
-                    C ex = SM_EXP((C)(weft_load_##name(x + i * sx) - mx));                     \
-                    weft_store_##name(y + i * sy, ex);                                         \
-                    part += ex;                                                               \
-                }                                                                             \
-            } else {                                                                          \
-                OMP_SIMD_SUM(part)                                                            \
-                for (i = b; i < b + e; i++)                                                   \
-                    part += SM_EXP((C)(weft_load_##name(x + i * sx) - mx));                    \
-            }                                                                                 \
-            sum += part;                                                                      \
-        }                                                                                     \
-        if (take_log) {                                                                       \
-            C lse = (C)log(sum);                                                              \
-            OMP_SIMD                                                                          \
-            for (i = 0; i < n; i++)                                                           \
-                weft_store_##name(y + i * sy, (C)(weft_load_##name(x + i * sx) - mx) - lse);    \
-            return;                                                                           \
-        }                                                                                     \
-        C inv = (C)(1.0 / sum);                                                               \
-        if (keep) {                                                                           \
-            OMP_SIMD                                                                          \
-            for (i = 0; i < n; i++)                                                           \
-                weft_store_##name(y + i * sy, weft_load_##name(y + i * sy) * inv);              \
-            return;                                                                           \
-        }                                                                                     \
-        /* 16-bit storage would round the exponentials: compute them again instead */        \
-        for (i = 0; i < n; i++)                                                               \
-            weft_store_##name(y + i * sy, SM_EXP((C)(weft_load_##name(x + i * sx) - mx)) * inv); \
-    }                                                                                         \
-    static void softmax_line_##name(const char *x, int64_t sx, char *y, int64_t sy, int64_t n, \
-                                    bool take_log)                                            \
-    {                                                                                         \
-        if (sx == (int64_t)sizeof(T) && sy == (int64_t)sizeof(T))                             \
-            softmax_impl_##name(x, sizeof(T), y, sizeof(T), n, take_log);                     \
-        else                                                                                  \
-            softmax_impl_##name(x, sx, y, sy, n, take_log);                                   \
-    }                                                                                         \
-    /* w lines whose starts are adjacent (element j of row l at x + l * sx + j); the         \
-     * passes walk rows, keeping one max and one sum per line. */                             \
-    static void softmax_cols_##name(const char *x, int64_t sx, char *y, int64_t sy, int w,    \
-                                    int64_t n, bool take_log)                                 \
-    {                                                                                         \
-        const T *xr = (const T *)x;                                                           \
-        C mx[SM_COLS];                                                                        \
-        double sum[SM_COLS];                                                                  \
-        int nan_seen[SM_COLS];                                                                \
-        for (int j = 0; j < w; j++) {                                                         \
-            mx[j] = weft_load_##name(xr + j);                                                  \
-            sum[j] = 0;                                                                       \
-            nan_seen[j] = 0;                                                                  \
-        }                                                                                     \
-        for (int64_t l = 0; l < n; l++) {                                                     \
-            const T *row = (const T *)(x + l * sx);                                           \
-            OMP_SIMD                                                                          \
-            for (int j = 0; j < w; j++) {                                                     \
-                C v = weft_load_##name(row + j);                                               \
-                mx[j] = v > mx[j] ? v : mx[j];                                                \
-                nan_seen[j] |= v != v;                                                        \
-            }                                                                                 \
-        }                                                                                     \
-        for (int j = 0; j < w; j++)                                                           \
-            mx[j] = nan_seen[j] ? (C)NAN : mx[j];                                             \
-        bool keep = !take_log && sizeof(T) == sizeof(C);                                      \
-        for (int64_t l = 0; l < n; l++) {                                                     \
-            const T *row = (const T *)(x + l * sx);                                           \
-            T *out = (T *)(y + l * sy);                                                       \
-            if (keep) {                                                                       \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < w; j++) {                                                 \
-                    C ex = SM_EXP((C)(weft_load_##name(row + j) - mx[j]));                     \
-                    weft_store_##name(out + j, ex);                                            \
-                    sum[j] += ex;                                                             \
-                }                                                                             \
-            } else {                                                                          \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < w; j++)                                                   \
-                    sum[j] += SM_EXP((C)(weft_load_##name(row + j) - mx[j]));                  \
-            }                                                                                 \
-        }                                                                                     \
-        for (int j = 0; j < w; j++) /* 1/sum, or log(sum) for log_softmax */                  \
-            sum[j] = take_log ? log(sum[j]) : 1.0 / sum[j];                                   \
-        for (int64_t l = 0; l < n; l++) {                                                     \
-            const T *row = (const T *)(x + l * sx);                                           \
-            T *out = (T *)(y + l * sy);                                                       \
-            if (take_log) {                                                                   \
-                for (int j = 0; j < w; j++)                                                   \
-                    weft_store_##name(out + j, (C)(weft_load_##name(row + j) - mx[j]) - (C)sum[j]); \
-            } else if (keep) {                                                                \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < w; j++)                                                   \
-                    weft_store_##name(out + j, weft_load_##name(out + j) * (C)sum[j]);          \
-            } else {                                                                          \
-                OMP_SIMD                                                                      \
-                for (int j = 0; j < w; j++)                                                   \
-                    weft_store_##name(out + j, SM_EXP((C)(weft_load_##name(row + j) - mx[j])) * \
-                                                  (C)sum[j]);                                 \
-            }                                                                                 \
-        }                                                                                     \
-    }
-#define INST(name, id, T, C) DEFINE_SOFTMAX(name, T, C)
-WEFT_FOR_FLOATING_DTYPES(INST)
-#undef INST
+#define CPU_KERNEL_INC "softmax_lines.inc"
+#include "each_floating_dtype.inc"
+#undef CPU_KERNEL_INC
 
 typedef void (*softmax_line_fn)(const char *x, int64_t sx, char *y, int64_t sy, int64_t n,
                                 bool take_log);
@@ -213,7 +73,7 @@ static void softmax_range(void *ctx, int64_t begin, int64_t end)
     weft_iter_run(&job->it, begin, end, softmax_loop, job);
 }
 
-static int softmax_kernel(const struct weft_op_call *call)
+int cpu_softmax_kernel(const struct weft_op_call *call)
 {
     const weft_tensor *in = call->in[0];
     weft_tensor *out = call->out[0];
@@ -250,14 +110,4 @@ static int softmax_kernel(const struct weft_op_call *call)
     int64_t grain = CPU_PARALLEL_GRAIN / job.len;
     cpu_parallel_for(job.it.numel, grain > 0 ? grain : 1, softmax_range, &job);
     return 0;
-}
-
-int cpu_register_softmax_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_SOFTMAX, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, softmax_kernel);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_LOG_SOFTMAX, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, softmax_kernel);
 }

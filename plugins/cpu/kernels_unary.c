@@ -1,10 +1,10 @@
 /* plugins/cpu/kernels_unary.c: elementwise unary kernels, out[0] = f(in[0]).
  *
  * Every op is one expression of `a`, a value of the compute type C (cpu.h: float for the
- * 16-bit floats). UNARY_KERNEL turns an expression into an inner loop for the shared
- * iterator (a contiguous path the compiler vectorises, and a strided one) plus the kernel
- * entry; the op lists below expand it for each dtype family PyTorch has the op for. The
- * front end has already promoted integer inputs of floating-only functions. */
+ * 16-bit floats), in the op lists below, for each dtype family PyTorch has the op for.
+ * UNARY_KERNEL makes the expression a function and inlines it into its dtype's loop
+ * (unary_loop.inc). The front end has already promoted integer inputs of floating-only
+ * functions. */
 /* fast_math.h's clamps and selects become vector selects only without trapping math;
  * weft never enables floating-point traps. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -25,92 +25,74 @@
  * erff and tanhf are scalar calls that made GELU the slowest layer of a GPT step. */
 #define FAST1(fn, x) _Generic((x), float: fn##_f32, default: fn)(x)
 
-
 /* Two's-complement wrap-around without signed overflow. */
 #define WRAP_NEG(C, x) ((C)(0 - (uint64_t)(x)))
 
+#define CPU_KERNEL_INC "unary_loop.inc"
+#include "each_dtype_and_result.inc"
+#undef CPU_KERNEL_INC
 
-static int run_unary(const struct weft_op_call *call, const int64_t *itemsize, weft_iter_loop_fn loop)
-{
-    const weft_tensor *ops[2] = {call->out[0], call->in[0]};
-    return cpu_elementwise_run(2, ops, itemsize, loop, NULL);
-}
-
-/* ID: op id suffix; name/T/C: input dtype (cpu.h); ON/OT: output dtype name and storage;
- * ATTR: CPU_CLONES for the floating loops, which compute (exp, erf...), nothing for the
- * integer and bool ones, which gain nothing from wider vectors but size. */
-#define UNARY_KERNEL_(ATTR, ID, name, id, T, C, ON, OT, EXPR)                                 \
-    ATTR static void unary_loop_##ID##_##name(void *ctx, char **data, const int64_t *s,        \
-                                              int64_t n)                                      \
+/* One op of one dtype: ID, the op id's suffix; name, T, C, the input's dtype; RESULT,
+ * arith or predicate (unary_loop.inc); OC, the expression's type; EXPR, of a. ATTR:
+ * CPU_CLONES for the floating loops, which compute (exp, erf...), nothing for the integer
+ * and bool ones, which gain nothing from wider vectors but size. */
+#define UNARY_KERNEL_(ATTR, ID, name, id, T, C, RESULT, OC, EXPR)                             \
+    static inline __attribute__((always_inline)) OC unary_##ID##_##name(C a) { return (EXPR); } \
+    ATTR __attribute__((flatten)) static void unary_loop_##ID##_##name(void *ctx, char **data, \
+                                         const int64_t *s, int64_t n)                         \
     {                                                                                         \
         (void)ctx;                                                                            \
-        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {                      \
-            OT *o = (OT *)data[0];                                                            \
-            const T *x = (const T *)data[1];                                                  \
-            CPU_SIMD for (int64_t i = 0; i < n; i++)                                          \
-            {                                                                                 \
-                C a = weft_load_##name(&x[i]);                                                 \
-                weft_store_##ON(&o[i], (EXPR));                                                \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                                     \
-            C a = weft_load_##name(data[1] + i * s[1]);                                        \
-            weft_store_##ON(data[0] + i * s[0], (EXPR));                                       \
-        }                                                                                     \
+        CPU_CAT(RESULT, CPU_CAT(_unary_loop_, name))(data, s, n, unary_##ID##_##name);        \
     }                                                                                         \
     static int unary_kernel_##ID##_##name(const struct weft_op_call *call)                    \
     {                                                                                         \
-        static const int64_t itemsize[2] = {sizeof(OT), sizeof(T)};                           \
-        return run_unary(call, itemsize, unary_loop_##ID##_##name);                           \
+        return CPU_CAT(RESULT, CPU_CAT(_unary_kernel_, name))(call, unary_loop_##ID##_##name); \
     }
 
 #define UNARY_KERNEL(...) UNARY_KERNEL_(, __VA_ARGS__)
 #define UNARY_KERNEL_CLONED(...) UNARY_KERNEL_(CPU_CLONES, __VA_ARGS__)
 
-#define UNARY_REGISTER(ID, name, id, T, C, ON, OT, EXPR)                                      \
-    rc = weft_kernel_register(WEFT_OP_##ID, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED,              \
-                              WEFT_DTYPE_BIT(id), unary_kernel_##ID##_##name);                \
-    if (rc != 0)                                                                              \
-        return rc;
+#define UNARY_ENTRY(ID, name, id, T, C, RESULT, OC, EXPR)                                     \
+    {WEFT_OP_##ID, NULL, WEFT_DTYPE_BIT(id), unary_kernel_##ID##_##name},
 
-/* ---- the ops, per dtype family: Y(ID, name, id, T, C, out name, out storage, expr) ---- */
+/* ---- the ops, per dtype family: Y(ID, name, id, T, C, RESULT, OC, EXPR) ---------------- */
 
 #define UNARY_FLOATING_OPS(Y, name, id, T, C)                                                 \
-    Y(EXP, name, id, T, C, name, T, FN1(exp, a))                                              \
-    Y(EXPM1, name, id, T, C, name, T, FN1(expm1, a))                                          \
-    Y(LOG, name, id, T, C, name, T, FN1(log, a))                                              \
-    Y(LOG1P, name, id, T, C, name, T, FN1(log1p, a))                                          \
-    Y(SQRT, name, id, T, C, name, T, FN1(sqrt, a))                                            \
-    Y(RSQRT, name, id, T, C, name, T, (C)1 / FN1(sqrt, a))                                    \
-    Y(RECIPROCAL, name, id, T, C, name, T, (C)1 / a)                                          \
-    Y(SIN, name, id, T, C, name, T, FN1(sin, a))                                              \
-    Y(COS, name, id, T, C, name, T, FN1(cos, a))                                              \
-    Y(TANH, name, id, T, C, name, T, FAST1(tanh, a))                                            \
-    Y(SIGMOID, name, id, T, C, name, T, (C)1 / ((C)1 + FN1(exp, -a)))                         \
-    Y(GELU, name, id, T, C, name, T, a * FAST1(normal_cdf, a))                                \
-    Y(SILU, name, id, T, C, name, T, a / ((C)1 + FN1(exp, -a)))                               \
-    Y(ERF, name, id, T, C, name, T, FAST1(erf, a))                                              \
-    Y(FLOOR, name, id, T, C, name, T, FN1(floor, a))                                          \
-    Y(CEIL, name, id, T, C, name, T, FN1(ceil, a))                                            \
-    Y(ROUND, name, id, T, C, name, T, FN1(nearbyint, a)) /* half to even, as torch */       \
-    Y(TRUNC, name, id, T, C, name, T, FN1(trunc, a))                                          \
-    Y(NEG, name, id, T, C, name, T, -a)                                                       \
-    Y(ABS, name, id, T, C, name, T, FN1(fabs, a))                                             \
-    Y(SIGN, name, id, T, C, name, T, (C)((a > 0) - (a < 0))) /* sign(nan) = 0, as torch */  \
-    Y(RELU, name, id, T, C, name, T, a < 0 ? (C)0 : a)       /* keeps nan */                \
-    Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
+    Y(EXP, name, id, T, C, arith, C, FN1(exp, a))                                             \
+    Y(EXPM1, name, id, T, C, arith, C, FN1(expm1, a))                                         \
+    Y(LOG, name, id, T, C, arith, C, FN1(log, a))                                             \
+    Y(LOG1P, name, id, T, C, arith, C, FN1(log1p, a))                                         \
+    Y(SQRT, name, id, T, C, arith, C, FN1(sqrt, a))                                           \
+    Y(RSQRT, name, id, T, C, arith, C, (C)1 / FN1(sqrt, a))                                   \
+    Y(RECIPROCAL, name, id, T, C, arith, C, (C)1 / a)                                         \
+    Y(SIN, name, id, T, C, arith, C, FN1(sin, a))                                             \
+    Y(COS, name, id, T, C, arith, C, FN1(cos, a))                                             \
+    Y(TANH, name, id, T, C, arith, C, FAST1(tanh, a))                                         \
+    Y(SIGMOID, name, id, T, C, arith, C, (C)1 / ((C)1 + FN1(exp, -a)))                        \
+    Y(GELU, name, id, T, C, arith, C, a * FAST1(normal_cdf, a))                               \
+    Y(SILU, name, id, T, C, arith, C, a / ((C)1 + FN1(exp, -a)))                              \
+    Y(ERF, name, id, T, C, arith, C, FAST1(erf, a))                                           \
+    Y(FLOOR, name, id, T, C, arith, C, FN1(floor, a))                                         \
+    Y(CEIL, name, id, T, C, arith, C, FN1(ceil, a))                                           \
+    Y(ROUND, name, id, T, C, arith, C, FN1(nearbyint, a)) /* half to even, as torch */        \
+    Y(TRUNC, name, id, T, C, arith, C, FN1(trunc, a))                                         \
+    Y(SINC, name, id, T, C, arith, C, a == (C)0 ? (C)1 : FN1(sin, (C)M_PI * a) / ((C)M_PI * a)) \
+    Y(NEG, name, id, T, C, arith, C, -a)                                                      \
+    Y(ABS, name, id, T, C, arith, C, FN1(fabs, a))                                            \
+    Y(SIGN, name, id, T, C, arith, C, (C)((a > 0) - (a < 0))) /* sign(nan) = 0, as torch */   \
+    Y(RELU, name, id, T, C, arith, C, a < 0 ? (C)0 : a)       /* keeps nan */                 \
+    Y(LOGICAL_NOT, name, id, T, C, predicate, bool, !a)
 
 #define UNARY_INTEGRAL_OPS(Y, name, id, T, C)                                                 \
-    Y(NEG, name, id, T, C, name, T, WRAP_NEG(C, a))                                           \
-    Y(ABS, name, id, T, C, name, T, a < 0 ? WRAP_NEG(C, a) : a)                               \
-    Y(SIGN, name, id, T, C, name, T, (C)((a > 0) - (a < 0)))                                  \
-    Y(RELU, name, id, T, C, name, T, a < 0 ? (C)0 : a)                                        \
-    Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
+    Y(NEG, name, id, T, C, arith, C, WRAP_NEG(C, a))                                          \
+    Y(ABS, name, id, T, C, arith, C, a < 0 ? WRAP_NEG(C, a) : a)                              \
+    Y(SIGN, name, id, T, C, arith, C, (C)((a > 0) - (a < 0)))                                 \
+    Y(RELU, name, id, T, C, arith, C, a < 0 ? (C)0 : a)                                       \
+    Y(LOGICAL_NOT, name, id, T, C, predicate, bool, !a)
 
 #define UNARY_BOOL_OPS(Y, name, id, T, C)                                                     \
-    Y(SIGN, name, id, T, C, name, T, a)                                                       \
-    Y(LOGICAL_NOT, name, id, T, C, bool, bool, !a)
+    Y(SIGN, name, id, T, C, arith, C, a)                                                      \
+    Y(LOGICAL_NOT, name, id, T, C, predicate, bool, !a)
 
 #define FLOATING_KERNELS(name, id, T, C) UNARY_FLOATING_OPS(UNARY_KERNEL_CLONED, name, id, T, C)
 #define INTEGRAL_KERNELS(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_KERNEL, name, id, T, C)
@@ -118,13 +100,11 @@ WEFT_FOR_FLOATING_DTYPES(FLOATING_KERNELS)
 WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_KERNELS)
 UNARY_BOOL_OPS(UNARY_KERNEL, bool, WEFT_BOOL, bool, bool)
 
-int cpu_register_unary_kernels(void)
-{
-    int rc;
-#define FLOATING_REGISTER(name, id, T, C) UNARY_FLOATING_OPS(UNARY_REGISTER, name, id, T, C)
-#define INTEGRAL_REGISTER(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_REGISTER, name, id, T, C)
-    WEFT_FOR_FLOATING_DTYPES(FLOATING_REGISTER)
-    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_REGISTER)
-    UNARY_BOOL_OPS(UNARY_REGISTER, bool, WEFT_BOOL, bool, bool)
-    return 0;
-}
+const struct weft_kernel_entry cpu_unary_kernels[] = {
+#define FLOATING_ENTRIES(name, id, T, C) UNARY_FLOATING_OPS(UNARY_ENTRY, name, id, T, C)
+#define INTEGRAL_ENTRIES(name, id, T, C) UNARY_INTEGRAL_OPS(UNARY_ENTRY, name, id, T, C)
+    WEFT_FOR_FLOATING_DTYPES(FLOATING_ENTRIES)
+    WEFT_FOR_INTEGRAL_DTYPES(INTEGRAL_ENTRIES)
+    UNARY_BOOL_OPS(UNARY_ENTRY, bool, WEFT_BOOL, bool, bool)
+    {0},
+};

@@ -2,6 +2,10 @@
  * matmuls (onednn_matmul.c) and the convolutions (conv_onednn.c) share. */
 #ifdef WEFT_HAVE_ONEDNN
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <weft/error.h>
 
 #include "onednn_engine.h"
 
@@ -19,6 +23,18 @@ dnnl_engine_t cpu_onednn_engine(dnnl_status_t *status)
     pthread_once(&engine_once, engine_create);
     *status = engine_status;
     return engine_status == dnnl_success ? engine : NULL;
+}
+
+int cpu_onednn_error(dnnl_status_t st, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (st == dnnl_out_of_memory)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: oneDNN ran out of memory", what);
+    return weft_error_set(WEFT_ERR_RUNTIME, "%s failed (status %d)", what, (int)st);
 }
 #else
 typedef int cpu_onednn_engine_absent; /* ISO C: a translation unit declares something */

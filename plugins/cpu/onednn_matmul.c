@@ -193,10 +193,8 @@ static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const
         dnnl_status_t st = run_matmul(&k, (g)->A, (g)->B, (g)->C);                            \
         if (st == dnnl_success)                                                               \
             return 0;                                                                         \
-        return weft_error_set(WEFT_ERR_RUNTIME,                                               \
-                              "matmul: oneDNN's " what " matmul failed (status %d) for %d x " \
-                              "%d x %d",                                                      \
-                              (int)st, (g)->M, (g)->N, (g)->K);                               \
+        return cpu_onednn_error(st, "matmul: oneDNN's " what " matmul for %d x %d x %d",      \
+                                (g)->M, (g)->N, (g)->K);                                      \
     } while (0)
 
 int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)

@@ -1,5 +1,7 @@
 /* plugins/cpu/plugin.c: the CPU plugin's descriptor, device backend and set-up. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -15,19 +17,19 @@ extern void openblas_set_num_threads(int n);
 extern int openblas_get_num_threads(void);
 extern char *openblas_get_corename(void);
 
-static int cpu_device_count(void)
+static int cpu_device_count(void *context)
 {
     return 1;
 }
 
-static int cpu_device_name(int index, char *buf, size_t size)
+static int cpu_device_name(void *context, int index, char *buf, size_t size)
 {
     snprintf(buf, size, "cpu (%s)", openblas_get_corename());
     return 0;
 }
 
 /* Both sides are host memory here (the cpu backend is only asked for cpu<->cpu). */
-static int cpu_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int cpu_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     (void)non_blocking;
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
@@ -65,7 +67,7 @@ static int cpu_set_num_threads(int n)
 static bool conv_onednn;
 
 /* Rebuilt on each call: [cpu] gemm may change when the plugin is configured again. */
-static const char *cpu_features(void)
+static const char *cpu_features(void *context)
 {
     static char text[448];
     char gemm[256];
@@ -87,19 +89,64 @@ static const char *cpu_features(void)
     return text;
 }
 
+/* The backend methods over functions the plugin also calls itself. */
+static void *backend_alloc(void *context, int index, size_t nbytes)
+{
+    return cpu_alloc(index, nbytes);
+}
+
+static void backend_free(void *context, int index, void *ptr, size_t nbytes)
+{
+    cpu_free(index, ptr, nbytes);
+}
+
+static int backend_memory_stats(void *context, int index, struct weft_memory_stats *out)
+{
+    return cpu_memory_stats(index, out);
+}
+
+static void backend_empty_cache(void *context, int index)
+{
+    cpu_empty_cache(index);
+}
+
+static void backend_reset_peak_memory_stats(void *context, int index)
+{
+    cpu_reset_peak_memory_stats(index);
+}
+
+static int backend_memory_detail(void *context, int index, struct weft_memory_detail *out)
+{
+    return cpu_memory_detail(index, out);
+}
+
+static int backend_set_num_threads(void *context, int n)
+{
+    return cpu_set_num_threads(n);
+}
+
+static int backend_get_num_threads(void *context)
+{
+    return cpu_num_threads();
+}
+
 static const struct weft_backend cpu_backend = {
     .base = WEFT_VTABLE(WEFT_KIND_BACKEND, "cpu", struct weft_backend),
     .device_count = cpu_device_count,
     .device_name = cpu_device_name,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
+    .alloc = backend_alloc,
+    .free = backend_free,
     .copy = cpu_copy,
-    .memory_stats = cpu_memory_stats,
-    .empty_cache = cpu_empty_cache,
-    .reset_peak_memory_stats = cpu_reset_peak_memory_stats,
-    .set_num_threads = cpu_set_num_threads,
-    .get_num_threads = cpu_num_threads,
+    .memory_stats = backend_memory_stats,
+    .empty_cache = backend_empty_cache,
+    .reset_peak_memory_stats = backend_reset_peak_memory_stats,
+    .set_num_threads = backend_set_num_threads,
+    .get_num_threads = backend_get_num_threads,
+    /* PyTorch 1.13's AutocastCPU: its own op lists, bfloat16 only */
+    .autocast_policy = "cpu",
+    .autocast_dtypes = WEFT_DTYPE_BIT(WEFT_BF16),
     .features = cpu_features,
+    .memory_detail = backend_memory_detail,
 };
 
 static int cpu_probe(char *why, size_t why_size)
@@ -109,9 +156,33 @@ static int cpu_probe(char *why, size_t why_size)
     return 0;
 }
 
-/* [cpu] options. wait_policy reached libgomp before this plugin loaded (the manifest's
- * env line: libgomp reads OMP_WAIT_POLICY once, when it loads); reading it here checks
- * its value. */
+/* spin_count: a number of spins, "infinite"/"infinity", or "default" (libgomp's own), for
+ * wait_policy = default alone: passive sleeps at once and active spins without end, and
+ * libgomp would let the count override either (the manifest does not set it then). */
+static int check_spin_count(const weft_options *o, int policy)
+{
+    static const char *const policies[] = {"default", "passive", "active"};
+    const char *v = weft_options_string(o, "spin_count", CPU_SPIN_COUNT);
+    if (policy != 0 && weft_options_has(o, "spin_count"))
+        return weft_options_bad_value(o, "spin_count", "a spin count bounds the spin of "
+                                                       "wait_policy = default, not of "
+                                                       "wait_policy = %s: set one of the two",
+                                      policies[policy]);
+    if (!strcmp(v, "default") || !strcmp(v, "infinite") || !strcmp(v, "infinity"))
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-' || n > 1000000000000ull)
+        return weft_options_bad_value(o, "spin_count", "expected a number of spins from 0 to "
+                                                       "10^12, 'infinite' or 'default' "
+                                                       "(libgomp's own)");
+    return 0;
+}
+
+/* [cpu] options. wait_policy and spin_count reached libgomp before this plugin loaded
+ * (the manifest's env lines: libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when
+ * it loads); reading them here checks their values. */
 static int read_options(const weft_options *o)
 {
     static const char *const wait_policies[] = {"default", "passive", "active", NULL};
@@ -129,6 +200,7 @@ static int read_options(const weft_options *o)
     bool gemm_report;
     int64_t n;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
+        check_spin_count(o, policy) < 0 ||
         weft_options_int_range(o, "threads", 0, 0, 4096, &n) < 0 ||
         /* A fixed provider by default, not auto: auto's per-run choice would break exact
          * resume (a resumed run times its shapes again and may pick another provider,
@@ -156,33 +228,83 @@ static int read_options(const weft_options *o)
     return n > 0 ? cpu_set_num_threads((int)n) : 0;
 }
 
+/* Every kernel the plugin provides: one row per op whose kernel takes every dtype listed,
+ * then the families generated per op and dtype (their own tables). */
+static const struct weft_kernel_entry cpu_kernels[] = {
+    {WEFT_OP_COPY, NULL, WEFT_DTYPES_ALL, cpu_copy_kernel},
+    {WEFT_OP_FILL, NULL, WEFT_DTYPES_ALL, cpu_fill_kernel},
+    {WEFT_OP_ARANGE, NULL, WEFT_DTYPES_ALL, cpu_arange_kernel},
+    {WEFT_OP_LINSPACE, NULL, WEFT_DTYPES_ALL, cpu_linspace_kernel},
+    {WEFT_OP_RAND_UNIFORM, NULL, WEFT_DTYPES_FLOATING, cpu_random_kernel},
+    {WEFT_OP_RAND_NORMAL, NULL, WEFT_DTYPES_FLOATING, cpu_random_kernel},
+    {WEFT_OP_RANDINT, NULL, WEFT_DTYPES_ALL, cpu_random_kernel},
+    {WEFT_OP_SUM, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_PROD, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_MEAN, NULL, WEFT_DTYPES_FLOATING, cpu_reduce_kernel},
+    {WEFT_OP_VAR, NULL, WEFT_DTYPES_FLOATING, cpu_reduce_kernel},
+    {WEFT_OP_MAX, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_MIN, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_ARGMAX, NULL, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), cpu_reduce_kernel},
+    {WEFT_OP_ARGMIN, NULL, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), cpu_reduce_kernel},
+    {WEFT_OP_ALL, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_ANY, NULL, WEFT_DTYPES_ALL, cpu_reduce_kernel},
+    {WEFT_OP_SOFTMAX, NULL, WEFT_DTYPES_FLOATING, cpu_softmax_kernel},
+    {WEFT_OP_LOG_SOFTMAX, NULL, WEFT_DTYPES_FLOATING, cpu_softmax_kernel},
+    {WEFT_OP_MATMUL, NULL, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), cpu_matmul_kernel},
+    {WEFT_OP_INDEX_SELECT, NULL, WEFT_DTYPES_ALL, cpu_index_select_kernel},
+    {WEFT_OP_GATHER, NULL, WEFT_DTYPES_ALL, cpu_gather_kernel},
+    {WEFT_OP_SCATTER_ADD, NULL, WEFT_DTYPES_ALL, cpu_scatter_add_kernel},
+    {WEFT_OP_IM2COL, NULL, WEFT_DTYPES_FLOATING, cpu_im2col_kernel},
+    {WEFT_OP_COL2IM, NULL, WEFT_DTYPES_FLOATING, cpu_col2im_kernel},
+    {WEFT_OP_MAX_POOL2D, NULL, WEFT_DTYPES_FLOATING, cpu_pool_kernel},
+    {WEFT_OP_AVG_POOL2D, NULL, WEFT_DTYPES_FLOATING, cpu_pool_kernel},
+    {WEFT_OP_MAX_POOL2D_BACKWARD, NULL, WEFT_DTYPES_FLOATING, cpu_pool_backward_kernel},
+    {WEFT_OP_AVG_POOL2D_BACKWARD, NULL, WEFT_DTYPES_FLOATING, cpu_pool_backward_kernel},
+    {-1, WEFT_OP_SCATTER_NAME, WEFT_DTYPES_ALL, cpu_scatter_kernel},
+    {-1, WEFT_OP_SCATTER_REDUCE_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING,
+     cpu_scatter_reduce_kernel},
+    {-1, WEFT_OP_CUMSUM_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, cpu_cumsum_kernel},
+    {-1, WEFT_OP_CUMPROD_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, cpu_cumprod_kernel},
+    {-1, WEFT_OP_SORT_NAME, WEFT_DTYPES_ALL, cpu_sort_kernel},
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_NAME, WEFT_DTYPES_FLOATING, cpu_native_layer_norm_kernel},
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME, WEFT_DTYPES_FLOATING,
+     cpu_native_layer_norm_backward_kernel},
+    {-1, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME, WEFT_DTYPES_FLOATING,
+     cpu_embedding_dense_backward_kernel},
+    {-1, WEFT_OP_SDPA_FLASH_NAME, WEFT_DTYPES_FLOATING, cpu_sdpa_flash_kernel},
+    {-1, WEFT_OP_SDPA_FLASH_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cpu_sdpa_flash_backward_kernel},
+    {-1, WEFT_OP_UPSAMPLE_NAME, WEFT_DTYPES_FLOATING, cpu_upsample_kernel},
+    {-1, WEFT_OP_UPSAMPLE_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cpu_upsample_backward_kernel},
+    {-1, WEFT_OP_CDIST_NAME, WEFT_DTYPES_FLOATING, cpu_cdist_kernel},
+    {-1, WEFT_OP_CDIST_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cpu_cdist_backward_kernel},
+    {-1, WEFT_OP_RNN_LAYER_NAME, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64),
+     cpu_rnn_layer_kernel},
+    {-1, WEFT_OP_RNN_LAYER_BACKWARD_NAME, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64),
+     cpu_rnn_layer_backward_kernel},
+    {0},
+};
+
 static int cpu_init(const weft_options *options)
 {
-    int (*const families[])(void) = {
-        cpu_register_copy_kernels,   cpu_register_fill_kernels,    cpu_register_unary_kernels,
-        cpu_register_binary_kernels, cpu_register_reduce_kernels,  cpu_register_softmax_kernels,
-        cpu_register_matmul_kernels, cpu_register_index_kernels,  cpu_register_random_kernels,
-        cpu_register_conv_kernels,   cpu_register_pool_kernels,
-        cpu_register_norm_kernels,   cpu_register_activation_kernels,
-        cpu_register_embedding_kernels, cpu_register_attention_kernels,
-        cpu_register_divmod_kernels, cpu_register_scatter_kernels,
-        cpu_register_interpolate_kernels, cpu_register_cdist_kernels,
-        cpu_register_rnn_kernels,
-    };
     /* Options first: a refused value must leave nothing registered. */
     if (read_options(options) < 0)
         return WEFT_ERR_CONFIG;
+    const struct weft_kernel_entry *const tables[] = {
+        cpu_kernels, cpu_unary_kernels, cpu_binary_kernels, cpu_where_clamp_kernels,
+        cpu_relu_kernels, cpu_activation_kernels, cpu_divmod_kernels,
+        conv_onednn ? cpu_onednn_conv_kernels : NULL, cpu_quant_kernels, cpu_quant_onednn_kernels,
+    };
     int type = weft_register(&cpu_backend);
     if (type < 0)
         return type;
     /* One pool: OpenBLAS (OpenMP build) and our kernels share libgomp's threads. */
     openblas_set_num_threads(cpu_num_threads());
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++) {
-        int rc = families[i]();
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        int rc = weft_kernel_register_table(type, WEFT_LAYOUT_STRIDED, tables[i]);
         if (rc != 0)
             return rc;
     }
-    return conv_onednn ? cpu_register_onednn_conv_kernels() : 0;
+    return 0;
 }
 
 static void cpu_fini(void)
@@ -190,16 +312,27 @@ static void cpu_fini(void)
     cpu_empty_cache(0);
 }
 
-/* wait_policy: what an idle OpenMP thread does. libgomp's default (spin about 3 ms, then
- * sleep), which PyTorch runs with too, measured best on a quiet machine: the MNIST MLP
- * on 2 cores at 80-90k images/s against 21-47k passive (threads asleep between the many
- * short parallel regions of a step, woken through the kernel each time). With another
- * process busy on one of the cores the order turns: passive 41-59k, spinning 13-27k
- * (a thread spins while the one it waits for is off the core). So: default here,
- * passive where the machine is shared (the test suites run passive). A value the
- * environment already has wins. */
+/* What an idle OpenMP thread does. Between two parallel regions libgomp's workers spin
+ * GOMP_SPINCOUNT times (a PAUSE each), then sleep in futex_wait until the next region
+ * wakes them. Its own default, 300000 spins, assumes 10 ns a PAUSE ("about 3 ms"); PAUSE
+ * takes 15-18 ns on the Xeon this was measured on and up to 140 cycles on others, so
+ * 4-20 ms. PyTorch runs with it. On a quiet machine that is best: a training step is
+ * tens to hundreds of short regions, and a sleeping worker costs each one a wake-up
+ * through the kernel (`passive`, no spin, made the MNIST CNN 44% slower: 19.4k against
+ * 34.8k images/s, about 50 us a region). When another process is busy on the cores it
+ * collapses: a thread spins for milliseconds, a whole scheduler slice, while the thread
+ * it waits for is off its core (the CNN at 460-640 images/s against 7,200-8,100
+ * passive).
+ * So the default wait is a bounded spin, then sleep: GOMP_SPINCOUNT = CPU_SPIN_COUNT
+ * (cpu.h: long enough for 99.6% or more of the gaps between regions of each shipped
+ * workload measured, so quiet speed stays; 15 times shorter than libgomp's). It is set unless
+ * OMP_WAIT_POLICY is (wait_policy = passive or active, or the user's environment: libgomp
+ * lets GOMP_SPINCOUNT override the policy's own spin), and a value the environment
+ * already has wins. bench/contention.sh measures it (quiet, beside a busy process, two
+ * trainings at once, against PyTorch; --spin sweeps other counts). */
 WEFT_PLUGIN_MANIFEST("provides backend:cpu\n"
-                     "env OMP_WAIT_POLICY wait_policy default\n");
+                     "env OMP_WAIT_POLICY wait_policy default\n"
+                     "env GOMP_SPINCOUNT spin_count " CPU_SPIN_COUNT " unless OMP_WAIT_POLICY\n");
 
 static const struct weft_plugin cpu_plugin = {
     .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "cpu", struct weft_plugin),

@@ -267,7 +267,7 @@ static int allocator_error(int rc, const char *why)
     return weft_error_set(rc == CA_ERR_OOM ? WEFT_ERR_OUT_OF_MEMORY : WEFT_ERR_DEVICE, "%s", why);
 }
 
-static void *cuda_alloc(int index, size_t nbytes)
+static void *cuda_alloc(void *context, int index, size_t nbytes)
 {
     struct caching_allocator *ca = device_allocator(index);
     if (!ca)
@@ -283,7 +283,7 @@ static void *cuda_alloc(int index, size_t nbytes)
     return ptr;
 }
 
-static void cuda_free(int index, void *ptr, size_t nbytes)
+static void cuda_free(void *context, int index, void *ptr, size_t nbytes)
 {
     if (!ptr || index < 0 || index >= ndevices || !devices[index].allocator)
         return;
@@ -293,7 +293,7 @@ static void cuda_free(int index, void *ptr, size_t nbytes)
                 index);
 }
 
-static void *cuda_host_alloc_pinned(size_t nbytes)
+static void *cuda_host_alloc_pinned(void *context, size_t nbytes)
 {
     struct host_allocator *ha = pinned_allocator();
     if (!ha)
@@ -306,7 +306,7 @@ static void *cuda_host_alloc_pinned(size_t nbytes)
     return ptr;
 }
 
-static void cuda_host_free_pinned(void *ptr, size_t nbytes)
+static void cuda_host_free_pinned(void *context, void *ptr, size_t nbytes)
 {
     (void)nbytes;
     struct host_allocator *ha = __atomic_load_n(&host_allocator, __ATOMIC_ACQUIRE);
@@ -401,7 +401,7 @@ static int copy_host_device(void *dst, const void *src, size_t nbytes, enum cuda
     return CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-static int cuda_copy(weft_tensor *dst, const weft_tensor *src, bool non_blocking)
+static int cuda_copy(void *context, weft_tensor *dst, const weft_tensor *src, bool non_blocking)
 {
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
     if (nbytes == 0)
@@ -457,7 +457,7 @@ static int side_queue(int index, struct device_state **out)
 /* The copy waits for the work queued so far on the current stream (dst may be a cached
  * block that work still uses), then runs beside what is queued later. The pinned source
  * block is not reused before the copy ends (its event is recorded on the side stream). */
-static int cuda_copy_side(weft_tensor *dst, const weft_tensor *src)
+static int cuda_copy_side(void *context, weft_tensor *dst, const weft_tensor *src)
 {
     size_t nbytes = (size_t)weft_tensor_numel(src) * weft_tensor_itemsize(src);
     int index = dst->device.index;
@@ -488,7 +488,7 @@ static int cuda_copy_side(weft_tensor *dst, const weft_tensor *src)
 
 /* A stream waits for an event's latest record, so one event covers every side copy
  * queued so far. */
-static int cuda_wait_side(int index)
+static int cuda_wait_side(void *context, int index)
 {
     if (check_index(index) != 0)
         return WEFT_ERR_DEVICE;
@@ -502,7 +502,7 @@ static int cuda_wait_side(int index)
 
 /* ---- the rest of the vtable -------------------------------------------------------- */
 
-static int cuda_device_name(int index, char *buf, size_t size)
+static int cuda_device_name(void *context, int index, char *buf, size_t size)
 {
     if (check_index(index) != 0)
         return WEFT_ERR_DEVICE;
@@ -513,14 +513,14 @@ static int cuda_device_name(int index, char *buf, size_t size)
     return 0;
 }
 
-static int cuda_synchronize(int index)
+static int cuda_synchronize(void *context, int index)
 {
     if (cuda_set_device(index) != 0)
         return WEFT_ERR_DEVICE;
     return CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-static int cuda_memory_stats(int index, struct weft_memory_stats *out)
+static int cuda_memory_stats(void *context, int index, struct weft_memory_stats *out)
 {
     if (check_index(index) != 0)
         return WEFT_ERR_DEVICE;
@@ -545,7 +545,7 @@ static int cuda_memory_stats(int index, struct weft_memory_stats *out)
     return 0;
 }
 
-static void cuda_empty_cache(int index)
+static void cuda_empty_cache(void *context, int index)
 {
     if (index < 0 || index >= ndevices)
         return;
@@ -577,20 +577,20 @@ static void fill_features(void)
              major, minor, runtime / 1000, runtime % 1000 / 10, blas);
 }
 
-static const char *cuda_features(void)
+static const char *cuda_features(void *context)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, fill_features);
     return features_text;
 }
 
-static int cuda_device_count_method(void)
+static int cuda_device_count_method(void *context)
 {
     return ndevices;
 }
 
 /* torch.cuda.memory_summary(device): a malloc'd table (caller frees), NULL with error. */
-static char *cuda_memory_summary(int index, bool abbreviated)
+static char *cuda_memory_summary(void *context, int index, bool abbreviated)
 {
     struct caching_allocator *ca = device_allocator(index);
     if (!ca)
@@ -601,7 +601,37 @@ static char *cuda_memory_summary(int index, bool abbreviated)
     return text;
 }
 
-static void cuda_reset_peak_memory_stats(int index)
+/* The caching allocator's segments and blocks, for weft_memory_snapshot
+ * (torch.cuda.memory._snapshot): a malloc'd array (caller frees), 0 or negative. */
+static int cuda_memory_blocks(void *context, int index, struct weft_memory_block **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    struct caching_allocator *ca = device_allocator(index);
+    if (!ca)
+        return weft_error_code();
+    struct ca_block_info *info = NULL;
+    size_t count = 0;
+    if (caching_allocator_snapshot(ca, &info, &count) != CA_OK)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory snapshot: out of host memory");
+    struct weft_memory_block *blocks = calloc(count ? count : 1, sizeof *blocks);
+    if (!blocks) {
+        free(info);
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "memory snapshot: out of host memory");
+    }
+    for (size_t i = 0; i < count; i++)
+        blocks[i] = (struct weft_memory_block){
+            .ptr = info[i].ptr, .size = info[i].size, .requested_size = info[i].requested_size,
+            .segment = info[i].segment, .segment_size = info[i].segment_size,
+            .stream = (int64_t)(intptr_t)info[i].stream, .small_pool = info[i].small_pool,
+            .allocated = info[i].allocated, .pending = info[i].pending};
+    free(info);
+    *out = blocks;
+    *n = count;
+    return 0;
+}
+
+static void cuda_reset_peak_memory_stats(void *context, int index)
 {
     struct caching_allocator *ca = device_allocator(index);
     if (ca)
@@ -627,6 +657,9 @@ static const struct weft_backend cuda_backend = {
     .wait_side = cuda_wait_side,
     .memory_summary = cuda_memory_summary,
     .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
+    .memory_blocks = cuda_memory_blocks,
+    .autocast_policy = "cuda",
+    .autocast_dtypes = WEFT_DTYPE_BIT(WEFT_F16) | WEFT_DTYPE_BIT(WEFT_BF16),
 };
 
 /* ---- api:cuda: what PyTorch users reach through torch.cuda's streams ------------------- */

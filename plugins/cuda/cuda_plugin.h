@@ -42,24 +42,29 @@ int cuda_set_device(int index);
  * it, so weft's work on a device runs in order. */
 cudaStream_t cuda_current_stream(int index);
 
-/* ---- kernel families: each registers its kernels for device type cuda ------------- */
-int cuda_register_elementwise_kernels(void); /* copy (with conversion), unary, binary */
-int cuda_register_fill_kernels(void);        /* fill, arange, rand_uniform/normal, randint */
-int cuda_register_matmul_kernels(void);      /* matmul through cuBLAS */
-int cuda_register_where_clamp_kernels(void); /* where, clamp */
-int cuda_register_reduce_kernels(void);      /* sum ... any, max/min with indices */
-int cuda_register_softmax_kernels(void);     /* softmax, log_softmax */
-int cuda_register_index_kernels(void);       /* index_select, gather, scatter_add */
-int cuda_register_conv_kernels(void);        /* im2col, col2im, max/avg pool2d (+ backward) */
-int cuda_register_optim_kernels(void);       /* sgd_step, adam_step, rmsprop_step */
-int cuda_register_norm_kernels(void);        /* native_layer_norm and its backward */
-int cuda_register_activation_kernels(void);  /* gelu_tanh, gelu_backward, add_bias_gelu */
-int cuda_register_embedding_kernels(void);   /* embedding_dense_backward */
-int cuda_register_attention_kernels(void);   /* sdpa_flash and its backward */
-int cuda_register_divmod_kernels(void);      /* floor_divide, remainder */
-int cuda_register_scatter_kernels(void);     /* scatter, scatter_reduce */
-int cuda_register_interpolate_kernels(void); /* upsample and its backward */
-int cuda_register_cdist_kernels(void);       /* cdist and its backward */
+/* ---- kernel families: each file's table of its kernels (plugin.c registers them) ------
+ * Each ends with a row of fn NULL. */
+extern const struct weft_kernel_entry cuda_elementwise_kernels[]; /* copy (with conversion), unary, binary */
+extern const struct weft_kernel_entry cuda_fill_kernels[];        /* fill, arange, linspace, rand_* */
+extern const struct weft_kernel_entry cuda_matmul_kernels[];      /* matmul through cuBLAS */
+extern const struct weft_kernel_entry cuda_where_clamp_kernels[]; /* where, clamp */
+extern const struct weft_kernel_entry cuda_reduce_kernels[];      /* sum ... any, max/min with indices */
+extern const struct weft_kernel_entry cuda_softmax_kernels[];     /* softmax, log_softmax */
+extern const struct weft_kernel_entry cuda_index_kernels[];       /* index_select, gather, scatter_add */
+extern const struct weft_kernel_entry cuda_conv_kernels[];        /* im2col, col2im, max/avg pool2d (+ backward) */
+extern const struct weft_kernel_entry cuda_optim_kernels[];       /* sgd_step, adam_step, rmsprop_step */
+extern const struct weft_kernel_entry cuda_norm_kernels[];        /* native_layer_norm and its backward */
+extern const struct weft_kernel_entry cuda_activation_kernels[];  /* gelu_tanh, gelu_backward, add_bias_gelu */
+extern const struct weft_kernel_entry cuda_embedding_kernels[];   /* embedding_dense_backward */
+extern const struct weft_kernel_entry cuda_attention_kernels[];   /* sdpa_flash and its backward */
+extern const struct weft_kernel_entry cuda_divmod_kernels[];      /* floor_divide, remainder */
+extern const struct weft_kernel_entry cuda_scatter_kernels[];     /* scatter, scatter_reduce */
+extern const struct weft_kernel_entry cuda_scan_sort_kernels[];   /* cumsum, cumprod, sort */
+extern const struct weft_kernel_entry cuda_rnn_kernels[];         /* rnn_layer and its backward */
+extern const struct weft_kernel_entry cuda_interpolate_kernels[]; /* upsample and its backward */
+extern const struct weft_kernel_entry cuda_cdist_kernels[];       /* cdist and its backward */
+/* The fused optimizer steps' ids, which their kernel tells apart (kernels_optim.cu). */
+int cuda_optim_ops_init(void);
 int cuda_register_rnn_kernels(void);         /* rnn_layer and its backward */
 /* The device's cuBLAS handle (a cublasHandle_t; kernels_matmul.c makes it on first use),
  * bound to its current stream; NULL with the error set. The caller has made `index` the

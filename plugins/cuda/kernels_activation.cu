@@ -1,10 +1,11 @@
 /* plugins/cuda/kernels_activation.cu: gelu_tanh, gelu_backward and add_bias_gelu
  * (weft/kernel.h), one pass each; the first two over operands of any strides (the core's
  * weft_iter, dims coalesced, so contiguous tensors walk as one line). The cpu plugin's
- * formulas (kernels_activation.c) in the compute type, with CUDA's tanh and erf. */
+ * formulas (kernels_activation.c, fast_math.h) in the compute type, with CUDA's erf. */
 #include <math.h>
 
 #include "cuda_dtypes.cuh"
+#include "weft/kernel_checks.h"
 
 namespace {
 
@@ -14,26 +15,64 @@ constexpr double kBeta = 0.7978845608028654;       /* sqrt(2 / pi) */
 constexpr double kKappa = 0.044715;
 constexpr double kInvSqrt2Pi = 0.3989422804014327; /* 1 / sqrt(2 pi) */
 
-__device__ __forceinline__ float tanh_c(float v) { return tanhf(v); }
-__device__ __forceinline__ double tanh_c(double v) { return tanh(v); }
 __device__ __forceinline__ float erf_c(float v) { return erff(v); }
 __device__ __forceinline__ double erf_c(double v) { return erf(v); }
 __device__ __forceinline__ float exp_c(float v) { return expf(v); }
 __device__ __forceinline__ double exp_c(double v) { return exp(v); }
 
-template <typename C> __device__ __forceinline__ C gelu_tanh(C a)
+/* GELU's tanh form, 0.5 x (1 + tanh(u)), as x sigmoid(2u): x / (1 + E) for x >= 0 and
+ * x E / (1 + E) below, E = e^{-2|u|}, where 1 + tanh(u) cancels in the left tail. The cpu
+ * plugin's fast_math.h says why 2|u| is taken in double for float (its absolute error is
+ * the result's relative one, and it reaches 158): E 2^64, a normal float for |x| <= 10.9
+ * (beyond, E < 2^-158, and x E is -0, NaN for -inf and NaN). */
+constexpr float kTwoTo64 = 18446744073709551616.0f;
+
+__device__ __forceinline__ float gelu_tanh_e64(float x)
 {
-    return (C)0.5 * a * ((C)1 + tanh_c((C)kBeta * (a + (C)kKappa * a * a * a)));
+    float a = fminf(fabsf(x), 10.9f); /* NaN -> 10.9 */
+    double ad = a;
+    double y = ad * (ad * ad * 0.1029432395800235 + 2.302208198144325); /* 2|u| / ln 2 */
+    double n = rint(y);
+    return ldexpf(exp2f((float)(n - y)), 64 - (int)n);
+}
+
+__device__ __forceinline__ float gelu_tanh(float x)
+{
+    float e64 = gelu_tanh_e64(x);
+    float tail = x >= -10.9f ? e64 : 0.f;
+    float num = x >= 0.f ? x : x * tail / kTwoTo64;
+    return num / (1.0f + e64 / kTwoTo64);
+}
+
+__device__ __forceinline__ double gelu_tanh(double x)
+{
+    double u = kBeta * (x + kKappa * x * x * x), e = exp(-2 * fabs(u));
+    return (x >= 0 ? x : x * e) / (1 + e);
+}
+
+/* Its derivative S + k S (1 - S), S = sigmoid(2u), k = x c, c = 2 beta (1 + 3 kappa x^2):
+ * (d + x E c) / d^2 for x >= 0 and E (d + x c) / d^2 below, d = 1 + E. */
+__device__ __forceinline__ float gelu_tanh_slope(float x)
+{
+    float e64 = gelu_tanh_e64(x), e = e64 / kTwoTo64, d = 1.0f + e;
+    float c = (float)(2 * kBeta) * (1.0f + (float)(3 * kKappa) * x * x);
+    float tail = x >= -10.9f ? e64 : 0.f;
+    float num = x >= 0.f ? d + (x * e) * c : (tail * d + (tail * x) * c) / kTwoTo64;
+    return num / (d * d);
+}
+
+__device__ __forceinline__ double gelu_tanh_slope(double x)
+{
+    double u = kBeta * (x + kKappa * x * x * x), e = exp(-2 * fabs(u)), d = 1 + e;
+    double c = 2 * kBeta * (1 + 3 * kKappa * x * x);
+    return (x >= 0 ? d + (x * e) * c : e * d + (e * x) * c) / (d * d);
 }
 
 /* d/dx of GELU: Phi(x) + x phi(x), or the tanh form's derivative */
 template <typename C> __device__ __forceinline__ C gelu_grad(C a, bool tanh_form)
 {
-    if (tanh_form) {
-        C t = tanh_c((C)kBeta * (a + (C)kKappa * a * a * a));
-        return (C)0.5 * ((C)1 + t) +
-               (C)0.5 * a * ((C)1 - t * t) * (C)kBeta * ((C)1 + (C)(3 * kKappa) * a * a);
-    }
+    if (tanh_form)
+        return gelu_tanh_slope(a);
     return (C)0.5 * ((C)1 + erf_c(a * (C)M_SQRT1_2)) + a * exp_c((C)-0.5 * a * a) * (C)kInvSqrt2Pi;
 }
 
@@ -117,11 +156,9 @@ static int gelu_tanh_op(const struct weft_op_call *call)
 
 static int gelu_backward_op(const struct weft_op_call *call)
 {
+    if (weft_check_gelu_backward(call) != 0)
+        return weft_error_code();
     int approximate = (int)call->ints[0];
-    if (approximate != 0 && approximate != 1)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "gelu_backward: approximate must be 0 (none) or 1 (tanh), got %d",
-                              approximate);
     const weft_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};
     weft_iter it;
     cudaStream_t stream = nullptr;
@@ -147,13 +184,8 @@ static int add_bias_gelu_op(const struct weft_op_call *call)
     weft_tensor *h = call->out[0], *y = call->nout > 1 ? call->out[1] : nullptr;
     const weft_tensor *b = call->in[0];
     int approximate = (int)call->ints[0];
-    if (!y || h->ndim != 2 || b->ndim != 1 || b->shape[0] != h->shape[1] || b->dtype != h->dtype ||
-        y->ndim != 2 || y->shape[0] != h->shape[0] || y->shape[1] != h->shape[1] ||
-        y->dtype != h->dtype || !weft_tensor_is_contiguous(h) || !weft_tensor_is_contiguous(y) ||
-        !weft_tensor_is_contiguous(b) || (approximate != 0 && approximate != 1))
-        return weft_error_set(WEFT_ERR_RUNTIME, "add_bias_gelu: expected contiguous [M, N] "
-                                                "pre-activation and output, a [N] bias of their "
-                                                "dtype and approximate 0 or 1");
+    if (weft_check_add_bias_gelu(call) != 0)
+        return weft_error_code();
     int64_t n = weft_tensor_numel(h), N = h->shape[1];
     if (n == 0)
         return 0;
@@ -179,24 +211,9 @@ static int add_bias_gelu_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_activation_kernels(void)
-{
-    int add_bias_gelu = weft_op_register(WEFT_OP_ADD_BIAS_GELU_NAME);
-    if (add_bias_gelu < 0)
-        return add_bias_gelu;
-    if (weft_kernel_register(add_bias_gelu, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                             WEFT_DTYPES_FLOATING, add_bias_gelu_op) != 0)
-        return weft_error_code();
-    int gelu_tanh = weft_op_register(WEFT_OP_GELU_TANH_NAME);
-    if (gelu_tanh < 0)
-        return gelu_tanh;
-    int gelu_backward = weft_op_register(WEFT_OP_GELU_BACKWARD_NAME);
-    if (gelu_backward < 0)
-        return gelu_backward;
-    int rc = weft_kernel_register(gelu_tanh, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, gelu_tanh_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(gelu_backward, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, gelu_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_activation_kernels[] = {
+    {-1, WEFT_OP_ADD_BIAS_GELU_NAME, WEFT_DTYPES_FLOATING, add_bias_gelu_op},
+    {-1, WEFT_OP_GELU_TANH_NAME, WEFT_DTYPES_FLOATING, gelu_tanh_op},
+    {-1, WEFT_OP_GELU_BACKWARD_NAME, WEFT_DTYPES_FLOATING, gelu_backward_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -535,16 +535,8 @@ static int sdpa_backward_op(const struct weft_op_call *c) { return sdpa_op(c, tr
 
 } // namespace
 
-extern "C" int cuda_register_attention_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_SDPA_FLASH_NAME);
-    int bwd = weft_op_register(WEFT_OP_SDPA_FLASH_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  sdpa_forward_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                sdpa_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_attention_kernels[] = {
+    {-1, WEFT_OP_SDPA_FLASH_NAME, WEFT_DTYPES_FLOATING, sdpa_forward_op},
+    {-1, WEFT_OP_SDPA_FLASH_BACKWARD_NAME, WEFT_DTYPES_FLOATING, sdpa_backward_op},
+    {0, nullptr, 0, nullptr},
+};

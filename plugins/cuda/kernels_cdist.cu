@@ -5,6 +5,7 @@
  * grad_x1[b, i, k] and sums over j in order, so no atomics and no dependence on the
  * launch shape. */
 #include "cuda_dtypes.cuh"
+#include "weft/kernel_checks.h"
 
 namespace {
 
@@ -123,14 +124,6 @@ __global__ void cdist_backward_kernel(const typename D::S *g, const typename D::
     }
 }
 
-static bool same_dtype(const struct weft_op_call *call)
-{
-    for (int i = 1; i < call->nin; i++)
-        if (call->in[i]->dtype != call->in[0]->dtype)
-            return false;
-    return call->out[0]->dtype == call->in[0]->dtype;
-}
-
 static void strides3(const weft_tensor *t, int64_t *s)
 {
     for (int d = 0; d < 3; d++)
@@ -141,12 +134,8 @@ static int cdist_op(const struct weft_op_call *call)
 {
     const weft_tensor *x1 = call->in[0], *x2 = call->in[1];
     weft_tensor *out = call->out[0];
-    if (x1->ndim != 3 || x2->ndim != 3 || out->ndim != 3 || x2->shape[0] != x1->shape[0] ||
-        x2->shape[2] != x1->shape[2] || out->shape[0] != x1->shape[0] ||
-        out->shape[1] != x1->shape[1] || out->shape[2] != x2->shape[1] || !same_dtype(call) ||
-        !weft_tensor_is_contiguous(out))
-        return weft_error_set(WEFT_ERR_RUNTIME, "cdist: expected x1 [B, P, M], x2 [B, R, M] of "
-                                                "one dtype and a contiguous output [B, P, R]");
+    if (weft_check_cdist(call) != 0)
+        return weft_error_code();
     cdist_args a = {norm_of(call->scalar[0]), call->scalar[0], x1->shape[0], x1->shape[1],
                     x2->shape[1], x1->shape[2], {0}, {0}, {0}, {0}};
     strides3(x1, a.s1);
@@ -178,16 +167,8 @@ static int cdist_backward_op(const struct weft_op_call *call)
 {
     const weft_tensor *g = call->in[0], *x1 = call->in[1], *x2 = call->in[2], *d = call->in[3];
     weft_tensor *out = call->out[0];
-    if (g->ndim != 3 || x1->ndim != 3 || x2->ndim != 3 || d->ndim != 3 || out->ndim != 3 ||
-        x2->shape[0] != x1->shape[0] || x2->shape[2] != x1->shape[2] ||
-        g->shape[0] != x1->shape[0] || g->shape[1] != x1->shape[1] ||
-        g->shape[2] != x2->shape[1] || d->shape[0] != g->shape[0] || d->shape[1] != g->shape[1] ||
-        d->shape[2] != g->shape[2] || out->shape[0] != x1->shape[0] ||
-        out->shape[1] != x1->shape[1] || out->shape[2] != x1->shape[2] || !same_dtype(call) ||
-        !weft_tensor_is_contiguous(out))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "cdist_backward: expected grad and dist [B, P, R], x1 [B, P, M], "
-                              "x2 [B, R, M] of one dtype and a contiguous output [B, P, M]");
+    if (weft_check_cdist_backward(call) != 0)
+        return weft_error_code();
     cdist_args a = {norm_of(call->scalar[0]), call->scalar[0], x1->shape[0], x1->shape[1],
                     x2->shape[1], x1->shape[2], {0}, {0}, {0}, {0}};
     strides3(x1, a.s1);
@@ -222,16 +203,8 @@ static int cdist_backward_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_cdist_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_CDIST_NAME);
-    int bwd = weft_op_register(WEFT_OP_CDIST_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  cdist_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                cdist_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_cdist_kernels[] = {
+    {-1, WEFT_OP_CDIST_NAME, WEFT_DTYPES_FLOATING, cdist_op},
+    {-1, WEFT_OP_CDIST_BACKWARD_NAME, WEFT_DTYPES_FLOATING, cdist_backward_op},
+    {0, nullptr, 0, nullptr},
+};

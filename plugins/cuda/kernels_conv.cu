@@ -438,24 +438,12 @@ static int pool_backward_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_conv_kernels(void)
-{
-    static const struct {
-        int op;
-        weft_kernel_fn fn;
-    } table[] = {
-        {WEFT_OP_IM2COL, im2col_op},
-        {WEFT_OP_COL2IM, col2im_op},
-        {WEFT_OP_MAX_POOL2D, pool_op},
-        {WEFT_OP_AVG_POOL2D, pool_op},
-        {WEFT_OP_MAX_POOL2D_BACKWARD, pool_backward_op},
-        {WEFT_OP_AVG_POOL2D_BACKWARD, pool_backward_op},
-    };
-    for (const auto &e : table) {
-        int rc = weft_kernel_register(e.op, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                      WEFT_DTYPES_FLOATING, e.fn);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
+extern "C" const struct weft_kernel_entry cuda_conv_kernels[] = {
+    {WEFT_OP_IM2COL, nullptr, WEFT_DTYPES_FLOATING, im2col_op},
+    {WEFT_OP_COL2IM, nullptr, WEFT_DTYPES_FLOATING, col2im_op},
+    {WEFT_OP_MAX_POOL2D, nullptr, WEFT_DTYPES_FLOATING, pool_op},
+    {WEFT_OP_AVG_POOL2D, nullptr, WEFT_DTYPES_FLOATING, pool_op},
+    {WEFT_OP_MAX_POOL2D_BACKWARD, nullptr, WEFT_DTYPES_FLOATING, pool_backward_op},
+    {WEFT_OP_AVG_POOL2D_BACKWARD, nullptr, WEFT_DTYPES_FLOATING, pool_backward_op},
+    {0, nullptr, 0, nullptr},
+};

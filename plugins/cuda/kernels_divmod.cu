@@ -101,17 +101,8 @@ template <bool FLOOR> static int divmod_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_divmod_kernels(void)
-{
-    int floor_id = weft_op_register(WEFT_OP_FLOOR_DIVIDE_NAME);
-    int rem_id = weft_op_register(WEFT_OP_REMAINDER_NAME);
-    if (floor_id < 0 || rem_id < 0)
-        return floor_id < 0 ? floor_id : rem_id;
-    uint32_t mask = WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING;
-    int rc = weft_kernel_register(floor_id, cuda_device_type, WEFT_LAYOUT_STRIDED, mask,
-                                  divmod_op<true>);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(rem_id, cuda_device_type, WEFT_LAYOUT_STRIDED, mask,
-                                divmod_op<false>);
-}
+extern "C" const struct weft_kernel_entry cuda_divmod_kernels[] = {
+    {-1, WEFT_OP_FLOOR_DIVIDE_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, divmod_op<true>},
+    {-1, WEFT_OP_REMAINDER_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, divmod_op<false>},
+    {0, nullptr, 0, nullptr},
+};

@@ -186,6 +186,7 @@ __device__ __forceinline__ int64_t int_pow(int64_t base, int64_t exp)
  * memory-bound loops. The expressions are the cpu plugin's. */
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kPi = 3.14159265358979323846;
 
 struct UnaryFloating {
     int op;
@@ -210,6 +211,7 @@ struct UnaryFloating {
         case WEFT_OP_CEIL: return m_ceil(a);
         case WEFT_OP_ROUND: return m_nearbyint(a); /* half to even, as torch */
         case WEFT_OP_TRUNC: return m_trunc(a);
+        case WEFT_OP_SINC: return a == (C)0 ? (C)1 : m_sin((C)kPi * a) / ((C)kPi * a);
         case WEFT_OP_NEG: return -a;
         case WEFT_OP_ABS: return m_fabs(a);
         case WEFT_OP_SIGN: return (C)((a > (C)0) - (a < (C)0)); /* sign(nan) = 0 */
@@ -476,49 +478,36 @@ static int copy_kernel(const struct weft_op_call *call)
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-struct entry {
-    int op;
-    uint32_t dtypes;
-    weft_kernel_fn fn;
-};
-
 constexpr uint32_t kFloating = WEFT_DTYPES_FLOATING;
 constexpr uint32_t kIntegral = WEFT_DTYPES_INTEGRAL;
 constexpr uint32_t kBool = WEFT_DTYPE_BIT(WEFT_BOOL);
 constexpr uint32_t kAll = WEFT_DTYPES_ALL;
 
 /* Which family serves which (op, dtypes): PyTorch's (and the cpu plugin's) coverage. */
-#define WC_UF(ID) {WEFT_OP_##ID, kFloating, floating_kernel<UnaryFloating, false, false>}
-#define WC_UI(ID) {WEFT_OP_##ID, kIntegral, integral_kernel<UnaryIntegral, false, false>}
-#define WC_BF(ID) {WEFT_OP_##ID, kFloating, floating_kernel<BinaryFloating, false, true>}
-#define WC_BI(ID) {WEFT_OP_##ID, kIntegral, integral_kernel<BinaryIntegral, false, true>}
-#define WC_BB(ID) {WEFT_OP_##ID, kBool, bool_kernel<BinaryBool, false, true>}
-#define WC_CMP(ID) {WEFT_OP_##ID, kAll, any_kernel<Compare, true, true>}
+#define WC_UF(ID) {WEFT_OP_##ID, nullptr, kFloating, floating_kernel<UnaryFloating, false, false>}
+#define WC_UI(ID) {WEFT_OP_##ID, nullptr, kIntegral, integral_kernel<UnaryIntegral, false, false>}
+#define WC_BF(ID) {WEFT_OP_##ID, nullptr, kFloating, floating_kernel<BinaryFloating, false, true>}
+#define WC_BI(ID) {WEFT_OP_##ID, nullptr, kIntegral, integral_kernel<BinaryIntegral, false, true>}
+#define WC_BB(ID) {WEFT_OP_##ID, nullptr, kBool, bool_kernel<BinaryBool, false, true>}
+#define WC_CMP(ID) {WEFT_OP_##ID, nullptr, kAll, any_kernel<Compare, true, true>}
 
-const entry kEntries[] = {
-    {WEFT_OP_COPY, kAll, copy_kernel},
+} // namespace
+
+extern "C" const struct weft_kernel_entry cuda_elementwise_kernels[] = {
+    {WEFT_OP_COPY, nullptr, kAll, copy_kernel},
     WC_UF(EXP), WC_UF(EXPM1), WC_UF(LOG), WC_UF(LOG1P), WC_UF(SQRT), WC_UF(RSQRT),
     WC_UF(RECIPROCAL), WC_UF(SIN), WC_UF(COS), WC_UF(TANH), WC_UF(SIGMOID), WC_UF(GELU),
     WC_UF(SILU), WC_UF(ERF), WC_UF(FLOOR), WC_UF(CEIL), WC_UF(ROUND), WC_UF(TRUNC),
+    WC_UF(SINC),
     WC_UF(NEG), WC_UI(NEG), WC_UF(ABS), WC_UI(ABS), WC_UF(SIGN), WC_UI(SIGN),
-    {WEFT_OP_SIGN, kBool, bool_kernel<UnaryBool, false, false>},
+    {WEFT_OP_SIGN, nullptr, kBool, bool_kernel<UnaryBool, false, false>},
     WC_UF(RELU), WC_UI(RELU),
-    {WEFT_OP_LOGICAL_NOT, kAll, any_kernel<LogicalNot, true, false>},
+    {WEFT_OP_LOGICAL_NOT, nullptr, kAll, any_kernel<LogicalNot, true, false>},
     WC_BF(ADD), WC_BI(ADD), WC_BB(ADD), WC_BF(SUB), WC_BI(SUB), WC_BF(MUL), WC_BI(MUL),
     WC_BB(MUL), WC_BF(DIV), WC_BF(POW), WC_BI(POW), WC_BF(MAXIMUM), WC_BI(MAXIMUM),
     WC_BB(MAXIMUM), WC_BF(MINIMUM), WC_BI(MINIMUM), WC_BB(MINIMUM),
     WC_CMP(EQ), WC_CMP(NE), WC_CMP(LT), WC_CMP(LE), WC_CMP(GT), WC_CMP(GE),
     WC_CMP(LOGICAL_AND), WC_CMP(LOGICAL_OR),
+    {0, nullptr, 0, nullptr},
 };
 
-} // namespace
-
-extern "C" int cuda_register_elementwise_kernels(void)
-{
-    for (const entry &e : kEntries) {
-        int rc = weft_kernel_register(e.op, cuda_device_type, WEFT_LAYOUT_STRIDED, e.dtypes, e.fn);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}

@@ -113,11 +113,7 @@ static int embedding_dense_backward_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_embedding_kernels(void)
-{
-    int op = weft_op_register(WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME);
-    if (op < 0)
-        return op;
-    return weft_kernel_register(op, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                embedding_dense_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_embedding_kernels[] = {
+    {-1, WEFT_OP_EMBEDDING_DENSE_BACKWARD_NAME, WEFT_DTYPES_FLOATING, embedding_dense_backward_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -311,24 +311,12 @@ static int random_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_fill_kernels(void)
-{
-    struct {
-        int op;
-        uint32_t dtypes;
-        weft_kernel_fn fn;
-    } entries[] = {
-        {WEFT_OP_FILL, WEFT_DTYPES_ALL, fill_op},
-        {WEFT_OP_ARANGE, WEFT_DTYPES_ALL, arange_op},
-        {WEFT_OP_LINSPACE, WEFT_DTYPES_ALL, linspace_op},
-        {WEFT_OP_RAND_UNIFORM, WEFT_DTYPES_FLOATING, random_op},
-        {WEFT_OP_RAND_NORMAL, WEFT_DTYPES_FLOATING, random_op},
-        {WEFT_OP_RANDINT, WEFT_DTYPES_ALL, random_op},
-    };
-    for (const auto &e : entries) {
-        int rc = weft_kernel_register(e.op, cuda_device_type, WEFT_LAYOUT_STRIDED, e.dtypes, e.fn);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
+extern "C" const struct weft_kernel_entry cuda_fill_kernels[] = {
+    {WEFT_OP_FILL, nullptr, WEFT_DTYPES_ALL, fill_op},
+    {WEFT_OP_ARANGE, nullptr, WEFT_DTYPES_ALL, arange_op},
+    {WEFT_OP_LINSPACE, nullptr, WEFT_DTYPES_ALL, linspace_op},
+    {WEFT_OP_RAND_UNIFORM, nullptr, WEFT_DTYPES_FLOATING, random_op},
+    {WEFT_OP_RAND_NORMAL, nullptr, WEFT_DTYPES_FLOATING, random_op},
+    {WEFT_OP_RANDINT, nullptr, WEFT_DTYPES_ALL, random_op},
+    {0, nullptr, 0, nullptr},
+};

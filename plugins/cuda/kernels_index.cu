@@ -324,15 +324,9 @@ static int scatter_add_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_index_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_INDEX_SELECT, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, index_select_op);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_GATHER, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, gather_op);
-    if (rc == 0)
-        rc = weft_kernel_register(WEFT_OP_SCATTER_ADD, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_ALL, scatter_add_op);
-    return rc;
-}
+extern "C" const struct weft_kernel_entry cuda_index_kernels[] = {
+    {WEFT_OP_INDEX_SELECT, nullptr, WEFT_DTYPES_ALL, index_select_op},
+    {WEFT_OP_GATHER, nullptr, WEFT_DTYPES_ALL, gather_op},
+    {WEFT_OP_SCATTER_ADD, nullptr, WEFT_DTYPES_ALL, scatter_add_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -189,16 +189,8 @@ static int upsample_backward_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_interpolate_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_UPSAMPLE_NAME);
-    int bwd = weft_op_register(WEFT_OP_UPSAMPLE_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  upsample_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                upsample_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_interpolate_kernels[] = {
+    {-1, WEFT_OP_UPSAMPLE_NAME, WEFT_DTYPES_FLOATING, upsample_op},
+    {-1, WEFT_OP_UPSAMPLE_BACKWARD_NAME, WEFT_DTYPES_FLOATING, upsample_backward_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -229,10 +229,10 @@ static int matmul_kernel(const struct weft_op_call *call)
     return rc;
 }
 
-int cuda_register_matmul_kernels(void)
-{
-    uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64) |
-                      WEFT_DTYPE_BIT(WEFT_F16) | WEFT_DTYPE_BIT(WEFT_BF16);
-    return weft_kernel_register(WEFT_OP_MATMUL, cuda_device_type, WEFT_LAYOUT_STRIDED, dtypes,
-                                matmul_kernel);
-}
+const struct weft_kernel_entry cuda_matmul_kernels[] = {
+    {WEFT_OP_MATMUL, NULL,
+     WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64) | WEFT_DTYPE_BIT(WEFT_F16) |
+         WEFT_DTYPE_BIT(WEFT_BF16),
+     matmul_kernel},
+    {0},
+};

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "cuda_dtypes.cuh"
+#include "weft/kernel_checks.h"
 
 namespace {
 
@@ -116,18 +117,6 @@ __global__ void ln_backward_dwb_kernel(const typename D::S *g, const typename D:
     }
 }
 
-static bool contiguous_shape(const weft_tensor *t, int ndim, int64_t d0, int64_t d1,
-                             enum weft_dtype dt)
-{
-    return t && t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1) &&
-           t->dtype == dt && weft_tensor_is_contiguous(t);
-}
-
-static enum weft_dtype stats_dtype(enum weft_dtype dt)
-{
-    return dt == WEFT_F64 ? WEFT_F64 : WEFT_F32;
-}
-
 template <typename D> static const typename D::S *ptr(const weft_tensor *t)
 {
     return t ? static_cast<const typename D::S *>(weft_tensor_data(t)) : nullptr;
@@ -169,15 +158,9 @@ static int native_layer_norm_op(const struct weft_op_call *call)
 {
     const weft_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
     weft_tensor *y = call->out[0], *stats = call->out[1];
-    int64_t R = x->ndim == 2 ? x->shape[0] : -1, len = x->ndim == 2 ? x->shape[1] : -1;
-    if (R < 0 || !contiguous_shape(x, 2, R, len, x->dtype) ||
-        !contiguous_shape(y, 2, R, len, x->dtype) ||
-        !contiguous_shape(stats, 2, 2, R, stats_dtype(x->dtype)) ||
-        (w && !contiguous_shape(w, 1, len, 0, x->dtype)) ||
-        (b && !contiguous_shape(b, 1, len, 0, x->dtype)))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "native_layer_norm: expected contiguous x and y [R, D], weight and "
-                              "bias [D] of x's dtype or absent, and stats [2, R]");
+    if (weft_check_native_layer_norm(call) != 0)
+        return weft_error_code();
+    int64_t R = x->shape[0], len = x->shape[1];
     if (R == 0 || len == 0)
         return 0;
     int dev = y->device.index;
@@ -202,16 +185,9 @@ static int native_layer_norm_backward_op(const struct weft_op_call *call)
     const weft_tensor *g = call->in[0], *x = call->in[1], *stats = call->in[2];
     const weft_tensor *w = call->in[3];
     weft_tensor *dx = call->out[0], *dwb = call->nout > 1 ? call->out[1] : nullptr;
-    int64_t R = g->ndim == 2 ? g->shape[0] : -1, len = g->ndim == 2 ? g->shape[1] : -1;
-    if (R < 0 || !contiguous_shape(g, 2, R, len, g->dtype) ||
-        !contiguous_shape(x, 2, R, len, g->dtype) || !contiguous_shape(dx, 2, R, len, g->dtype) ||
-        !contiguous_shape(stats, 2, 2, R, stats_dtype(g->dtype)) ||
-        (w && !contiguous_shape(w, 1, len, 0, g->dtype)) ||
-        (dwb && !contiguous_shape(dwb, 2, 2, len, g->dtype)))
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "native_layer_norm_backward: expected contiguous grad, x and "
-                              "grad_input [R, D], stats [2, R], weight [D] or absent and "
-                              "grad_weight_bias [2, D] or absent");
+    if (weft_check_native_layer_norm_backward(call) != 0)
+        return weft_error_code();
+    int64_t R = g->shape[0], len = g->shape[1];
     if (len == 0)
         return 0;
     int dev = dx->device.index;
@@ -233,18 +209,9 @@ static int native_layer_norm_backward_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_norm_kernels(void)
-{
-    int fwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_NAME);
-    if (fwd < 0)
-        return fwd;
-    int bwd = weft_op_register(WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME);
-    if (bwd < 0)
-        return bwd;
-    int rc = weft_kernel_register(fwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                  native_layer_norm_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(bwd, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_FLOATING,
-                                native_layer_norm_backward_op);
-}
+extern "C" const struct weft_kernel_entry cuda_norm_kernels[] = {
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_NAME, WEFT_DTYPES_FLOATING, native_layer_norm_op},
+    {-1, WEFT_OP_NATIVE_LAYER_NORM_BACKWARD_NAME, WEFT_DTYPES_FLOATING,
+     native_layer_norm_backward_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -1,5 +1,5 @@
 /* plugins/cuda/kernels_optim.cu: the fused optimizer updates sgd_step, adam_step and
- * rmsprop_step (weft/optim.h has the contracts): one pass over a contiguous parameter and its
+ * rmsprop_step (weft/optim_kernels.h has the contracts): one pass over a contiguous parameter and its
  * state, one thread per element.
  *
  * The arithmetic is the cpu kernels' (plugins/optim/kernels_cpu.c), operation by
@@ -10,7 +10,7 @@
  * plugin that dispatches these ops bumps the tensors' versions. */
 #include <math.h>
 
-#include <weft/optim.h>
+#include <weft/optim_kernels.h>
 
 #include "cuda_dtypes.cuh"
 
@@ -197,7 +197,7 @@ static int rmsprop(const struct weft_op_call *c, int64_t n, cudaStream_t stream)
 
 static int sgd_step_op = -1, adam_step_op = -1, rmsprop_step_op = -1;
 
-/* The parameter block must be the op's struct (weft/optim.h). */
+/* The parameter block must be the op's struct (weft/optim_kernels.h). */
 static int check_params(const struct weft_op_call *c)
 {
     size_t want = c->op == sgd_step_op    ? sizeof(struct weft_sgd_step_params)
@@ -238,20 +238,19 @@ static int step_op(const struct weft_op_call *c)
 
 } // namespace
 
-extern "C" int cuda_register_optim_kernels(void)
+/* The fused ops' ids, which the kernel tells apart (named: whichever of this plugin and
+ * weft-optim.so asks first creates each). */
+extern "C" int cuda_optim_ops_init(void)
 {
-    /* Named ops: whichever of this plugin and weft-optim.so asks first creates the id. */
     sgd_step_op = weft_op_register(WEFT_OP_SGD_STEP_NAME);
     adam_step_op = weft_op_register(WEFT_OP_ADAM_STEP_NAME);
     rmsprop_step_op = weft_op_register(WEFT_OP_RMSPROP_STEP_NAME);
-    const int ops[] = {sgd_step_op, adam_step_op, rmsprop_step_op};
-    for (int op : ops) {
-        if (op < 0)
-            return op;
-        int rc = weft_kernel_register(op, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                      WEFT_DTYPES_FLOATING, step_op);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    return sgd_step_op < 0 ? sgd_step_op : adam_step_op < 0 ? adam_step_op : rmsprop_step_op < 0 ? rmsprop_step_op : 0;
 }
+
+extern "C" const struct weft_kernel_entry cuda_optim_kernels[] = {
+    {-1, WEFT_OP_SGD_STEP_NAME, WEFT_DTYPES_FLOATING, step_op},
+    {-1, WEFT_OP_ADAM_STEP_NAME, WEFT_DTYPES_FLOATING, step_op},
+    {-1, WEFT_OP_RMSPROP_STEP_NAME, WEFT_DTYPES_FLOATING, step_op},
+    {0, nullptr, 0, nullptr},
+};

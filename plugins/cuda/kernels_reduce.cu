@@ -517,29 +517,16 @@ static int reduce_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_reduce_kernels(void)
-{
-    const uint32_t all = WEFT_DTYPES_ALL;
-    const struct {
-        int op;
-        uint32_t mask;
-    } regs[] = {
-        {WEFT_OP_SUM, all},
-        {WEFT_OP_PROD, all},
-        {WEFT_OP_MEAN, WEFT_DTYPES_FLOATING},
-        {WEFT_OP_VAR, WEFT_DTYPES_FLOATING},
-        {WEFT_OP_MAX, all},
-        {WEFT_OP_MIN, all},
-        {WEFT_OP_ARGMAX, all & ~WEFT_DTYPE_BIT(WEFT_BOOL)},
-        {WEFT_OP_ARGMIN, all & ~WEFT_DTYPE_BIT(WEFT_BOOL)},
-        {WEFT_OP_ALL, all},
-        {WEFT_OP_ANY, all},
-    };
-    for (const auto &r : regs) {
-        int rc = weft_kernel_register(r.op, cuda_device_type, WEFT_LAYOUT_STRIDED, r.mask,
-                                      reduce_op);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
+extern "C" const struct weft_kernel_entry cuda_reduce_kernels[] = {
+    {WEFT_OP_SUM, nullptr, WEFT_DTYPES_ALL, reduce_op},
+    {WEFT_OP_PROD, nullptr, WEFT_DTYPES_ALL, reduce_op},
+    {WEFT_OP_MEAN, nullptr, WEFT_DTYPES_FLOATING, reduce_op},
+    {WEFT_OP_VAR, nullptr, WEFT_DTYPES_FLOATING, reduce_op},
+    {WEFT_OP_MAX, nullptr, WEFT_DTYPES_ALL, reduce_op},
+    {WEFT_OP_MIN, nullptr, WEFT_DTYPES_ALL, reduce_op},
+    {WEFT_OP_ARGMAX, nullptr, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), reduce_op},
+    {WEFT_OP_ARGMIN, nullptr, WEFT_DTYPES_ALL & ~WEFT_DTYPE_BIT(WEFT_BOOL), reduce_op},
+    {WEFT_OP_ALL, nullptr, WEFT_DTYPES_ALL, reduce_op},
+    {WEFT_OP_ANY, nullptr, WEFT_DTYPES_ALL, reduce_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -383,15 +383,10 @@ int backward_kernel(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_rnn_kernels(void)
-{
-    const uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int fwd = weft_op_register(WEFT_OP_RNN_LAYER_NAME);
-    int bwd = weft_op_register(WEFT_OP_RNN_LAYER_BACKWARD_NAME);
-    if (fwd < 0 || bwd < 0)
-        return fwd < 0 ? fwd : bwd;
-    int rc = weft_kernel_register(fwd, cuda_device_type, WEFT_LAYOUT_STRIDED, dtypes,
-                                  forward_kernel);
-    return rc ? rc : weft_kernel_register(bwd, cuda_device_type, WEFT_LAYOUT_STRIDED, dtypes,
-                                          backward_kernel);
-}
+extern "C" const struct weft_kernel_entry cuda_rnn_kernels[] = {
+    {-1, WEFT_OP_RNN_LAYER_NAME, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64),
+     forward_kernel},
+    {-1, WEFT_OP_RNN_LAYER_BACKWARD_NAME, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64),
+     backward_kernel},
+    {0, nullptr, 0, nullptr},
+};

@@ -320,16 +320,9 @@ static int scatter_reduce_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_scatter_kernels(void)
-{
-    int scatter = weft_op_register(WEFT_OP_SCATTER_NAME);
-    int reduce = weft_op_register(WEFT_OP_SCATTER_REDUCE_NAME);
-    if (scatter < 0 || reduce < 0)
-        return scatter < 0 ? scatter : reduce;
-    int rc = weft_kernel_register(scatter, cuda_device_type, WEFT_LAYOUT_STRIDED, WEFT_DTYPES_ALL,
-                                  scatter_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(reduce, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, scatter_reduce_op);
-}
+extern "C" const struct weft_kernel_entry cuda_scatter_kernels[] = {
+    {-1, WEFT_OP_SCATTER_NAME, WEFT_DTYPES_ALL, scatter_op},
+    {-1, WEFT_OP_SCATTER_REDUCE_NAME, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING,
+     scatter_reduce_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -120,12 +120,8 @@ static int softmax_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_softmax_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_SOFTMAX, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPES_FLOATING, softmax_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_LOG_SOFTMAX, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_FLOATING, softmax_op);
-}
+extern "C" const struct weft_kernel_entry cuda_softmax_kernels[] = {
+    {WEFT_OP_SOFTMAX, nullptr, WEFT_DTYPES_FLOATING, softmax_op},
+    {WEFT_OP_LOG_SOFTMAX, nullptr, WEFT_DTYPES_FLOATING, softmax_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -163,12 +163,8 @@ static int clamp_op(const struct weft_op_call *call)
 
 } // namespace
 
-extern "C" int cuda_register_where_clamp_kernels(void)
-{
-    int rc = weft_kernel_register(WEFT_OP_WHERE, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                  WEFT_DTYPE_BIT(WEFT_BOOL), where_op);
-    if (rc != 0)
-        return rc;
-    return weft_kernel_register(WEFT_OP_CLAMP, cuda_device_type, WEFT_LAYOUT_STRIDED,
-                                WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, clamp_op);
-}
+extern "C" const struct weft_kernel_entry cuda_where_clamp_kernels[] = {
+    {WEFT_OP_WHERE, nullptr, WEFT_DTYPE_BIT(WEFT_BOOL), where_op},
+    {WEFT_OP_CLAMP, nullptr, WEFT_DTYPES_INTEGRAL | WEFT_DTYPES_FLOATING, clamp_op},
+    {0, nullptr, 0, nullptr},
+};

@@ -5,38 +5,28 @@
 #include <weft/version.h>
 
 #include "cuda_plugin.h"
-#include "cuda_probe.h"
+#include <weft/cuda_probe.h>
+
+/* Every kernel the plugin provides: the table of each family's table. */
+static const struct weft_kernel_entry *const cuda_kernels[] = {
+    cuda_elementwise_kernels, cuda_fill_kernels,     cuda_matmul_kernels,
+    cuda_where_clamp_kernels, cuda_reduce_kernels,   cuda_softmax_kernels,
+    cuda_index_kernels,       cuda_conv_kernels,     cuda_optim_kernels,
+    cuda_norm_kernels,        cuda_activation_kernels, cuda_embedding_kernels,
+    cuda_attention_kernels,   cuda_divmod_kernels,   cuda_scatter_kernels,
+    cuda_rnn_kernels,         cuda_interpolate_kernels, cuda_cdist_kernels,
+    cuda_scan_sort_kernels,
+};
 
 static int cuda_init(const weft_options *options)
 {
     (void)options;
-    int (*const steps[])(void) = {
-        cuda_backend_register,
-        cuda_register_elementwise_kernels,
-        cuda_register_fill_kernels,
-        cuda_register_matmul_kernels,
-        cuda_register_where_clamp_kernels,
-        cuda_register_reduce_kernels,
-        cuda_register_softmax_kernels,
-        cuda_register_index_kernels,
-        cuda_register_conv_kernels,
-        cuda_register_optim_kernels,
-        cuda_register_norm_kernels,
-        cuda_register_activation_kernels,
-        cuda_register_embedding_kernels,
-        cuda_register_attention_kernels,
-        cuda_register_divmod_kernels,
-        cuda_register_scatter_kernels,
-        cuda_register_rnn_kernels,
-        cuda_register_interpolate_kernels,
-        cuda_register_cdist_kernels,
-    };
-    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
-        int rc = steps[i]();
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    int rc = cuda_backend_register();
+    if (rc == 0)
+        rc = cuda_optim_ops_init();
+    for (size_t i = 0; rc == 0 && i < sizeof cuda_kernels / sizeof *cuda_kernels; i++)
+        rc = weft_kernel_register_table(cuda_device_type, WEFT_LAYOUT_STRIDED, cuda_kernels[i]);
+    return rc;
 }
 
 static void cuda_fini(void)
@@ -52,7 +42,7 @@ static const struct weft_plugin cuda_plugin = {
     .manifest = weft_plugin_manifest,
     .version = WEFT_VERSION_STRING,
     .description = "CUDA devices: caching allocator, pinned host memory, kernels, cuBLAS",
-    .probe = cuda_probe_devices,
+    .probe = weft_cuda_probe_devices,
     .init = cuda_init,
     .fini = cuda_fini,
 };

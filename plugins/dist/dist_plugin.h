@@ -22,9 +22,12 @@ struct dist_stale {
     struct dist_stale *next;
 };
 
-/* The MPI side of a group: a duplicate of MPI_COMM_WORLD that returns errors. */
+/* The MPI side of a group: a duplicate of MPI_COMM_WORLD that returns errors, and a
+ * second one on which a rank that timed out asks the others whether they are waiting too
+ * (dist_wait), so that its error names the ranks that did not arrive. */
 struct dist_world {
     MPI_Comm comm;
+    MPI_Comm ask;
     int rank, size;
     double timeout_s;
     bool initialized_mpi; /* this plugin called MPI_Init_thread, so it finalizes */
@@ -35,7 +38,7 @@ struct dist_world {
  * what the launcher's environment said ("the launcher says rank 1 of 2 but MPI says
  * rank 0 of 1"). who names the backend in messages. 0 or negative with an error. */
 DIST_INTERNAL int dist_world_open(struct dist_world *w, const char *who,
-                                  const struct weft_dist_init_options *options,
+                                  const weft_options *options,
                                   const struct weft_dist_env *env);
 /* Drains stale requests (up to the timeout), frees the communicator and finalizes MPI
  * when this plugin initialised it. With a request still pending MPI is left as is (its
@@ -43,9 +46,12 @@ DIST_INTERNAL int dist_world_open(struct dist_world *w, const char *who,
 DIST_INTERNAL int dist_world_close(struct dist_world *w, void *group);
 
 /* Polls test(group, request) until it says finished (1) or failed (negative), spinning for
- * a millisecond and then sleeping 50 us between polls, for at most w->timeout_s. On a
- * timeout the error names what, the rank and the timeout, and the request joins the stale
- * list (release frees it later); otherwise release(request) is called. 0 or negative. */
+ * a millisecond and then sleeping 50 us between polls, for at most w->timeout_s; while it
+ * waits it answers the other ranks' "are you waiting?". On a timeout it asks them in turn
+ * (answers within a quarter second), the error names what, the rank, the timeout and the
+ * ranks that did not answer (stopped, dead, or busy outside the collectives), and the
+ * request joins the stale list (release frees it later); otherwise release(request) is
+ * called. 0 or negative. */
 DIST_INTERNAL int dist_wait(struct dist_world *w, void *group, const char *what, void *request,
                             int (*test)(void *group, void *request),
                             void (*release)(void *request));

@@ -27,10 +27,12 @@ int dist_mpi_error(int code, const char *what, const char *call)
 }
 
 int dist_world_open(struct dist_world *w, const char *who,
-                    const struct weft_dist_init_options *options,
+                    const weft_options *options,
                     const struct weft_dist_env *env)
 {
-    *w = (struct dist_world){.comm = MPI_COMM_NULL, .timeout_s = options->timeout_s};
+    *w = (struct dist_world){.comm = MPI_COMM_NULL};
+    if (weft_options_double(options, "timeout_s", 1800, &w->timeout_s) != 0)
+        return weft_error_code();
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -48,13 +50,17 @@ int dist_world_open(struct dist_world *w, const char *who,
             return dist_mpi_error(rc, who, "MPI_Init_thread");
         w->initialized_mpi = true;
     }
+    w->ask = MPI_COMM_NULL;
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &w->comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_dup(MPI_COMM_WORLD, &w->ask);
     if (rc != MPI_SUCCESS) {
         dist_mpi_error(rc, who, "MPI_Comm_dup");
         goto fail;
     }
     /* Errors come back as codes we turn into weft errors, rather than ending the job. */
     MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(w->ask, MPI_ERRORS_RETURN);
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
     if (strcmp(env->launcher, "none") != 0 &&
@@ -67,6 +73,8 @@ int dist_world_open(struct dist_world *w, const char *who,
     }
     return 0;
 fail:
+    if (w->ask != MPI_COMM_NULL)
+        MPI_Comm_free(&w->ask);
     if (w->comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->comm);
     if (w->initialized_mpi)
@@ -74,9 +82,87 @@ fail:
     return -1;
 }
 
-/* Polls once every 50 us after a first millisecond of spinning. 1 done, 0 timed out,
- * negative failed. */
-static int poll_until(double timeout_s, void *group, void *request,
+/* ---- who did not arrive --------------------------------------------------------------- */
+
+/* A rank that timed out sends ASK to every other rank; a rank waiting in a collective
+ * answers HERE from its polling loop. Payloads are one constant int: the sends are freed
+ * at once and never wait for their buffer. Messages to a stopped rank stay unread; the job
+ * ends after such a timeout anyway. */
+enum { TAG_ASK = 1, TAG_HERE = 2 };
+static const int ping = 1;
+
+static void send_to(struct dist_world *w, int to, int tag)
+{
+    MPI_Request r;
+    if (MPI_Isend(&ping, 1, MPI_INT, to, tag, w->ask, &r) == MPI_SUCCESS)
+        MPI_Request_free(&r);
+}
+
+/* Answers every ASK that has arrived; with here != NULL, also counts the HERE answers
+ * (here[rank] set). */
+static void serve_asks(struct dist_world *w, bool *here)
+{
+    for (int tag = TAG_ASK; tag <= (here ? TAG_HERE : TAG_ASK); tag++)
+        for (;;) {
+            int flag = 0, got;
+            MPI_Status st;
+            if (MPI_Iprobe(MPI_ANY_SOURCE, tag, w->ask, &flag, &st) != MPI_SUCCESS || !flag)
+                break;
+            MPI_Recv(&got, 1, MPI_INT, st.MPI_SOURCE, tag, w->ask, MPI_STATUS_IGNORE);
+            if (tag == TAG_ASK)
+                send_to(w, st.MPI_SOURCE, TAG_HERE);
+            else
+                here[st.MPI_SOURCE] = true;
+        }
+}
+
+/* After a timeout: asks the others whether they are waiting too, gives them a quarter of a
+ * second (they poll every 50 us), and writes "rank 1 did not arrive (...)" or "ranks 1, 3
+ * did not arrive (...); rank 2 waits too" into out. */
+static void who_is_missing(struct dist_world *w, char *out, size_t size)
+{
+    bool *here = calloc((size_t)w->size, sizeof *here);
+    if (!here) {
+        snprintf(out, size, "a rank died or stopped calling collectives");
+        return;
+    }
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank)
+            send_to(w, r, TAG_ASK);
+    double start = now_s();
+    while (now_s() - start < 0.25) {
+        serve_asks(w, here);
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+    here[w->rank] = true;
+    char missing[256] = "", waiting[256] = "";
+    int nmissing = 0, nwaiting = 0;
+    for (int r = 0; r < w->size; r++) {
+        if (r == w->rank)
+            continue;
+        char *list = here[r] ? waiting : missing;
+        int *n = here[r] ? &nwaiting : &nmissing;
+        size_t len = strlen(list);
+        if (len + 16 < sizeof missing)
+            snprintf(list + len, sizeof missing - len, "%s%d", (*n)++ ? ", " : "", r);
+        else if (len + 5 < sizeof missing && !strstr(list, "..."))
+            snprintf(list + len, sizeof missing - len, ", ...");
+    }
+    free(here);
+    if (nmissing == 0)
+        snprintf(out, size, "every other rank answered that it waits too, in another collective "
+                            "or one this rank has not started");
+    else
+        snprintf(out, size, "%s %s did not arrive (no answer: stopped, died, or still busy "
+                            "outside the collectives)%s%s%s%s",
+                 nmissing == 1 ? "rank" : "ranks", missing, nwaiting ? "; " : "",
+                 nwaiting == 1 ? "rank " : nwaiting ? "ranks " : "", waiting,
+                 nwaiting == 1 ? " waits too" : nwaiting ? " wait too" : "");
+}
+
+/* Polls once every 50 us after a first millisecond of spinning, answering the other ranks'
+ * asks. 1 done, 0 timed out, negative failed. */
+static int poll_until(struct dist_world *w, void *group, void *request,
                       int (*test)(void *group, void *request))
 {
     double start = now_s();
@@ -85,27 +171,30 @@ static int poll_until(double timeout_s, void *group, void *request,
         if (done != 0)
             return done;
         double elapsed = now_s() - start;
-        if (elapsed > timeout_s)
+        if (elapsed > w->timeout_s)
             return 0;
-        if (elapsed > 1e-3)
+        if (elapsed > 1e-3) {
+            serve_asks(w, NULL);
             nanosleep(&(struct timespec){0, 50000}, NULL);
+        }
     }
 }
 
 int dist_wait(struct dist_world *w, void *group, const char *what, void *request,
               int (*test)(void *group, void *request), void (*release)(void *request))
 {
-    int done = poll_until(w->timeout_s, group, request, test);
+    int done = poll_until(w, group, request, test);
     if (done == 0) {
         struct dist_stale *s = malloc(sizeof *s);
         if (s) {
             *s = (struct dist_stale){request, test, release, w->stale};
             w->stale = s;
         } /* else: the request leaks, as its buffers do; the job is ending anyway */
+        char who[600];
+        who_is_missing(w, who, sizeof who);
         return weft_error_set(WEFT_ERR_RUNTIME,
-                              "%s: rank %d waited %g s for the other ranks (timeout_s = %g); "
-                              "a rank died or stopped calling collectives",
-                              what, w->rank, w->timeout_s, w->timeout_s);
+                              "%s: rank %d waited %g s for the other ranks (timeout_s = %g); %s",
+                              what, w->rank, w->timeout_s, w->timeout_s, who);
     }
     release(request);
     return done < 0 ? -1 : 0;
@@ -147,7 +236,7 @@ int dist_world_close(struct dist_world *w, void *group)
     while (w->stale) {
         struct dist_stale *s = w->stale;
         w->stale = s->next;
-        if (poll_until(w->timeout_s, group, s->request, s->test) == 1)
+        if (poll_until(w, group, s->request, s->test) == 1)
             s->release(s->request);
         else
             pending++;
@@ -160,6 +249,17 @@ int dist_world_close(struct dist_world *w, void *group)
                               pending, pending == 1 ? "" : "s", w->rank);
     if (w->comm != MPI_COMM_NULL)
         MPI_Comm_free(&w->comm);
+    if (w->ask != MPI_COMM_NULL) {
+        /* what a late rank asked or answered: read, so nothing is left unmatched */
+        for (int flag = 1, got; flag;) {
+            MPI_Status st;
+            if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, w->ask, &flag, &st) != MPI_SUCCESS)
+                break;
+            if (flag)
+                MPI_Recv(&got, 1, MPI_INT, st.MPI_SOURCE, st.MPI_TAG, w->ask, MPI_STATUS_IGNORE);
+        }
+        MPI_Comm_free(&w->ask);
+    }
     int rc = w->initialized_mpi ? MPI_Finalize() : MPI_SUCCESS;
     return rc == MPI_SUCCESS ? 0 : dist_mpi_error(rc, "weft_dist_finalize", "MPI_Finalize");
 }

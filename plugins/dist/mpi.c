@@ -268,7 +268,7 @@ static void free_types(struct mpi_group *g)
         MPI_Type_free(&g->half);
 }
 
-static void *mpi_open(const struct weft_dist_init_options *options,
+static void *mpi_open(const weft_options *options,
                       const struct weft_dist_env *env, int *rank, int *world_size)
 {
     struct mpi_group *g = calloc(1, sizeof *g);

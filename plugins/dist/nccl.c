@@ -23,7 +23,7 @@
 #include <weft/plugin.h>
 #include <weft/version.h>
 
-#include "cuda_probe.h"
+#include <weft/cuda_probe.h>
 #include "dist_plugin.h"
 
 struct nccl_group {
@@ -248,7 +248,7 @@ static bool nccl_supports_device(void *group, int device_type)
 
 /* ---- the group -------------------------------------------------------------------------------- */
 
-static void *nccl_open(const struct weft_dist_init_options *options,
+static void *nccl_open(const weft_options *options,
                        const struct weft_dist_env *env, int *rank, int *world_size)
 {
     struct nccl_group *g = calloc(1, sizeof *g);
@@ -352,7 +352,7 @@ static const struct weft_plugin dist_nccl_plugin = {
     .version = WEFT_VERSION_STRING,
     .description = "collectives over NCCL for CUDA tensors (communicator nccl)",
     .manifest = weft_plugin_manifest,
-    .probe = cuda_probe_devices, /* as weft-cuda.so refuses */
+    .probe = weft_cuda_probe_devices, /* as weft-cuda.so refuses */
     .init = dist_nccl_init,
 };
 

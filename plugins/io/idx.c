@@ -75,6 +75,14 @@ static int check_magic(const char *path, const unsigned char m[4], bool labels,
                               "%s: byte 0: magic 0x%08" PRIx32 " says %s elements; expected "
                               "integer labels (type 08, 09, 0B or 0C)",
                               path, magic, (*type)->name);
+    /* A 1-D file as images would be samples of rank 0: it is a labels file given as the
+     * images (the model would meet scalars, and fail far from the cause). */
+    if (!labels && m[3] == 1)
+        return weft_error_set(WEFT_ERR_IO,
+                              "%s: byte 0: magic 0x%08" PRIx32 " says 1 dimension: a labels file, "
+                              "given as images; expected an images file with 2 or more "
+                              "dimensions (samples, then each sample's shape)",
+                              path, magic);
     /* The sample drops the first dim, and 2-D samples gain a channel dim. */
     if (!labels && m[3] > WEFT_MAX_DIMS)
         return weft_error_set(WEFT_ERR_IO,
@@ -131,8 +139,8 @@ static int load_idx(const char *path, bool labels, struct idx_file *f)
     int64_t sample = (int64_t)item, bytes = 0;
     bool ok = true;
     for (int d = f->ndim - 1; d >= 1 && ok; d--)
-        ok = io_mul_i64(sample, f->dims[d], &sample);
-    ok = ok && io_mul_i64(sample, f->dims[0], &bytes) && (uint64_t)bytes <= SIZE_MAX;
+        ok = weft_size_mul(sample, f->dims[d], WEFT_SIZE_MAX, &sample);
+    ok = ok && weft_size_mul(sample, f->dims[0], WEFT_SIZE_MAX, &bytes);
     if (!ok) {
         char text[160];
         rc = weft_error_set(WEFT_ERR_IO,

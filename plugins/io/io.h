@@ -9,7 +9,9 @@
 
 #include <weft/options.h>
 #include <weft/dataset.h>
+#include <weft/checked.h>
 #include <weft/error.h>
+#include <weft/file.h>
 
 #define IO_PATH_MAX 4096
 
@@ -153,8 +155,5 @@ void io_swap_bytes(void *data, size_t n, size_t size);
 void io_copy_item(void *dst, const void *src, size_t size, bool swap);
 /* true when the host is little-endian. */
 bool io_host_little_endian(void);
-
-/* *out = a * b unless that overflows int64 (then false). */
-bool io_mul_i64(int64_t a, int64_t b, int64_t *out);
 
 #endif

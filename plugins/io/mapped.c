@@ -13,15 +13,13 @@
 int io_map_open(struct io_map *m, const char *path)
 {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = weft_open_regular_file(path, NULL); /* a FIFO is refused, never waited on */
     if (fd < 0)
-        return weft_error_set(WEFT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return weft_error_code();
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) != 0)
         rc = weft_error_set(WEFT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = weft_error_set(WEFT_ERR_IO, "%s: not a regular file", path);
     else if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED)

@@ -305,7 +305,7 @@ static int open_array(const char *path, struct npy_array *a)
     a->data = p + a->data_offset;
     int64_t bytes = (int64_t)a->type->size;
     for (int d = 0; d < a->ndim; d++)
-        if (!io_mul_i64(bytes, a->shape[d], &bytes))
+        if (!weft_size_mul(bytes, a->shape[d], WEFT_SIZE_MAX, &bytes))
             return weft_error_set(WEFT_ERR_IO, "%s: byte %zu: bad .npy header: shape of %d "
                                                "dimensions with %zu-byte elements overflows a "
                                                "64-bit size",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef WEFT_IO_HAVE_ZLIB
 #include <zlib.h>
@@ -29,37 +30,37 @@ const char *io_stream_offset_kind(const struct io_stream *s)
     return s->compressed ? "(decompressed) " : "";
 }
 
-static int64_t file_size(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return -1;
-    if (!S_ISREG(st.st_mode)) {
-        errno = EISDIR;
-        return -1;
-    }
-    return (int64_t)st.st_size;
-}
-
 int io_stream_open(struct io_stream *s, const char *path)
 {
     memset(s, 0, sizeof *s);
     s->path = path;
-    s->raw_size = file_size(path);
-    if (s->raw_size < 0)
-        return weft_error_set(WEFT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* a FIFO or a directory is refused before anything reads (or waits on) it */
+    int fd = weft_open_regular_file(path, NULL);
+    struct stat st;
+    if (fd < 0)
+        return weft_error_code();
+    if (fstat(fd, &st) != 0) {
+        int rc = weft_error_set(WEFT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    s->raw_size = (int64_t)st.st_size;
 #ifdef WEFT_IO_HAVE_ZLIB
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return weft_error_set(WEFT_ERR_IO, "%s: cannot open: %s", path,
-                              errno ? strerror(errno) : "out of memory");
+    gzFile gz = gzdopen(fd, "rb"); /* fails only for want of memory: fd is open */
+    if (!gz) {
+        close(fd);
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: out of memory for zlib's stream",
+                              path);
+    }
     gzbuffer(gz, 1u << 17);
     s->handle = gz;
     s->compressed = !gzdirect(gz);
 #else
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return weft_error_set(WEFT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "%s: out of memory for a stream", path);
+    }
     s->handle = f;
     unsigned char magic[2];
     size_t got = fread(magic, 1, 2, f);

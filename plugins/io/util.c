@@ -1,4 +1,4 @@
-/* plugins/io/util.c: the path key shared by the readers, byte order, overflow checks. */
+/* plugins/io/util.c: the path key shared by the readers, byte order. */
 #include <string.h>
 
 #include "io.h"
@@ -48,9 +48,4 @@ void io_swap_bytes(void *data, size_t n, size_t size)
             p[i] = p[j];
             p[j] = t;
         }
-}
-
-bool io_mul_i64(int64_t a, int64_t b, int64_t *out)
-{
-    return !__builtin_mul_overflow(a, b, out);
 }

@@ -1,5 +1,5 @@
 /* plugins/optim/kernels_cpu.c: the fused update ops on cpu, one pass over a contiguous
- * parameter and its state (weft/optim.h: sgd_step, adam_step, rmsprop_step). Each kernel
+ * parameter and its state (weft/optim_kernels.h: sgd_step, adam_step, rmsprop_step). Each kernel
  * is written once and expanded per floating dtype; 16-bit floats compute in float. The
  * arithmetic follows PyTorch's single-tensor implementation operation by operation. */
 #include <math.h>
@@ -15,13 +15,6 @@
 
 /* Below this many elements the update runs on the calling thread. */
 #define OPT_PARALLEL_GRAIN 32768
-
-/* X(name, enum, storage type, compute type, square root in the compute type) */
-#define OPT_FOR_DTYPES(X)                                                                     \
-    X(f16, WEFT_F16, uint16_t, float, sqrtf)                                                 \
-    X(bf16, WEFT_BF16, uint16_t, float, sqrtf)                                               \
-    X(f32, WEFT_F32, float, float, sqrtf)                                                    \
-    X(f64, WEFT_F64, double, double, sqrt)
 
 static inline float ld_f16(const uint16_t *p, int64_t i) { return weft_f16_to_float(p[i]); }
 static inline void st_f16(uint16_t *p, int64_t i, float v) { p[i] = weft_float_to_f16(v); }
@@ -93,144 +86,51 @@ static inline unsigned flag_bits(bool f0, bool f1, bool f2, bool f3)
     return (unsigned)f0 | (unsigned)f1 << 1 | (unsigned)f2 << 2 | (unsigned)f3 << 3;
 }
 
-/* ---- SGD ------------------------------------------------------------------------------ */
-
-/* p, g: [n]; buf: [n] with momentum, else NULL. */
-#define SGD_KERNEL(name, E, S, T, SQRT)                                                       \
-    ALWAYS_INLINE void sgd_loop_##name(S *p, S *buf, const S *g, int64_t begin, int64_t end, \
-                                       T lr, T mu, T keep, T wd, bool decay, bool momentum,   \
-                                       bool nesterov, bool first)                             \
-    {                                                                                         \
-        OPT_SIMD                                                                              \
-        for (int64_t i = begin; i < end; i++) {                                              \
-            T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
-            if (decay)                                                                        \
-                d = d + wd * pv;                                                              \
-            if (momentum) {                                                                   \
-                T b = first ? d : mu * ld_##name(buf, i) + keep * d;                          \
-                st_##name(buf, i, b);                                                         \
-                d = nesterov ? d + mu * b : b;                                                \
-            }                                                                                 \
-            st_##name(p, i, pv - lr * d);                                                     \
-        }                                                                                     \
-    }                                                                                         \
-    static void sgd_range_##name(const struct weft_op_call *c, int64_t begin, int64_t end)   \
-    {                                                                                         \
-        S *p = data_of(c->out[0]), *buf = data_of(c->out[1]);                                 \
-        const S *g = data_of(c->in[0]);                                                      \
-        const struct weft_sgd_step_params *a = c->params;                                     \
-        const T lr = (T)a->lr, mu = (T)a->momentum;                                           \
-        const T keep = (T)(1.0 - a->dampening), wd = (T)a->weight_decay;                      \
-        unsigned key = flag_bits(a->weight_decay != 0.0, buf != NULL, buf && a->nesterov,     \
-                                 buf && a->first_step);                                       \
-        SPECIALIZE(key, sgd_loop_##name, (p, buf, g, begin, end, lr, mu, keep, wd))           \
-    }
-OPT_FOR_DTYPES(SGD_KERNEL)
-
-/* ---- Adam / AdamW ------------------------------------------------------------------------ */
-
-/* p, g, m, v: [n]; vmax: [n] with amsgrad, else NULL. The fourth flag is unused. */
-#define ADAM_KERNEL(name, E, S, T, SQRT)                                                      \
-    ALWAYS_INLINE void adam_loop_##name(S *p, S *m, S *v, S *vmax, const S *g, int64_t begin, \
-                                        int64_t end, T step_size, T c2_sqrt, T w1, T tb2,     \
-                                        T w2, T eps, T decay, T twd, bool decoupled, bool l2,  \
-                                        bool amsgrad, bool unused)                            \
-    {                                                                                         \
-        (void)unused;                                                                         \
-        OPT_SIMD                                                                              \
-        for (int64_t i = begin; i < end; i++) {                                              \
-            T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
-            if (decoupled)                                                                    \
-                pv = pv * decay;                                                              \
-            else if (l2)                                                                      \
-                d = d + twd * pv;                                                             \
-            T mv = ld_##name(m, i);                                                           \
-            mv = mv + w1 * (d - mv);                                                          \
-            T vv = tb2 * ld_##name(v, i) + w2 * (d * d);                                      \
-            st_##name(m, i, mv);                                                              \
-            st_##name(v, i, vv);                                                              \
-            if (amsgrad) {                                                                    \
-                T old = ld_##name(vmax, i);                                                   \
-                vv = old > vv || isnan(old) ? old : vv;                                     \
-                st_##name(vmax, i, vv);                                                       \
-            }                                                                                 \
-            T denom = SQRT(vv) / c2_sqrt + eps;                                               \
-            st_##name(p, i, pv + (-step_size) * (mv / denom));                                \
-        }                                                                                     \
-    }                                                                                         \
-    static void adam_range_##name(const struct weft_op_call *c, int64_t begin, int64_t end)  \
-    {                                                                                         \
-        S *p = data_of(c->out[0]), *m = data_of(c->out[1]);                                   \
-        S *v = data_of(c->in[1]), *vmax = data_of(c->in[2]);                                  \
-        const S *g = data_of(c->in[0]);                                                      \
-        const struct weft_adam_step_params *a = c->params;                                    \
-        const double lr = a->lr, b1 = a->beta1, b2 = a->beta2;                                \
-        const double wd = a->weight_decay, t = (double)a->step;                               \
-        const bool decoupled = a->decoupled, l2 = !decoupled && wd != 0.0;                    \
-        const T step_size = (T)(lr / (1.0 - pow(b1, t)));                                     \
-        const T c2_sqrt = (T)sqrt(1.0 - pow(b2, t));                                          \
-        const T w1 = (T)(1.0 - b1), tb2 = (T)b2, w2 = (T)(1.0 - b2), eps = (T)a->eps;         \
-        const T decay = (T)(1.0 - lr * wd), twd = (T)wd;                                      \
-        unsigned key = flag_bits(decoupled, l2, a->amsgrad && vmax, false);                   \
-        SPECIALIZE(key, adam_loop_##name,                                                     \
-                   (p, m, v, vmax, g, begin, end, step_size, c2_sqrt, w1, tb2, w2, eps, decay, \
-                    twd))                                                                     \
-    }
-OPT_FOR_DTYPES(ADAM_KERNEL)
-
-/* ---- RMSprop ----------------------------------------------------------------------------- */
-
-/* p, g, sq: [n]; ga (centered) and buf (momentum): [n] or NULL. The fourth flag is unused. */
-#define RMSPROP_KERNEL(name, E, S, T, SQRT)                                                   \
-    ALWAYS_INLINE void rmsprop_loop_##name(S *p, S *sq, S *ga, S *buf, const S *g,           \
-                                           int64_t begin, int64_t end, T lr, T alpha, T w,     \
-                                           T eps, T wd, T mom, bool decay, bool centered,      \
-                                           bool momentum, bool unused)                        \
-    {                                                                                         \
-        (void)unused;                                                                         \
-        for (int64_t i = begin; i < end; i++) {                                              \
-            T pv = ld_##name(p, i), d = ld_##name(g, i);                                      \
-            if (decay)                                                                        \
-                d = d + wd * pv;                                                              \
-            T s = alpha * ld_##name(sq, i) + w * (d * d);                                     \
-            st_##name(sq, i, s);                                                              \
-            T avg;                                                                            \
-            if (centered) {                                                                   \
-                T a = ld_##name(ga, i);                                                       \
-                a = a + w * (d - a);                                                          \
-                st_##name(ga, i, a);                                                          \
-                avg = SQRT(s - a * a);                                                        \
-            } else {                                                                          \
-                avg = SQRT(s);                                                                \
-            }                                                                                 \
-            avg = avg + eps;                                                                  \
-            if (momentum) {                                                                   \
-                T b = mom * ld_##name(buf, i) + d / avg;                                      \
-                st_##name(buf, i, b);                                                         \
-                st_##name(p, i, pv + (-lr) * b);                                              \
-            } else {                                                                          \
-                st_##name(p, i, pv + (-lr) * (d / avg));                                      \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void rmsprop_range_##name(const struct weft_op_call *c, int64_t begin,           \
-                                     int64_t end)                                             \
-    {                                                                                         \
-        S *p = data_of(c->out[0]), *sq = data_of(c->out[1]);                                  \
-        S *ga = data_of(c->in[1]), *buf = data_of(c->in[2]);                                  \
-        const S *g = data_of(c->in[0]);                                                      \
-        const struct weft_rmsprop_step_params *a = c->params;                                 \
-        const T lr = (T)a->lr, alpha = (T)a->alpha, w = (T)(1.0 - a->alpha);                  \
-        const T eps = (T)a->eps, wd = (T)a->weight_decay, mom = (T)a->momentum;               \
-        unsigned key = flag_bits(a->weight_decay != 0.0, ga != NULL, buf != NULL, false);     \
-        SPECIALIZE(key, rmsprop_loop_##name, (p, sq, ga, buf, g, begin, end, lr, alpha, w,    \
-                                              eps, wd, mom))                                  \
-    }
-OPT_FOR_DTYPES(RMSPROP_KERNEL)
+#define OPT_CAT_(a, b) a##b
+#define OPT_CAT(a, b) OPT_CAT_(a, b)
+#define PER_DTYPE(fn) OPT_CAT(OPT_CAT(fn, _), DT)
+#define LD(p, i) OPT_CAT(ld_, DT)(p, i)
+#define ST(p, i, v) OPT_CAT(st_, DT)(p, i, v)
+#define DT f16
+#define S uint16_t
+#define T float
+#define SQRT sqrtf
+#include "step_loops.inc"
+#undef DT
+#undef S
+#undef T
+#undef SQRT
+#define DT bf16
+#define S uint16_t
+#define T float
+#define SQRT sqrtf
+#include "step_loops.inc"
+#undef DT
+#undef S
+#undef T
+#undef SQRT
+#define DT f32
+#define S float
+#define T float
+#define SQRT sqrtf
+#include "step_loops.inc"
+#undef DT
+#undef S
+#undef T
+#undef SQRT
+#define DT f64
+#define S double
+#define T double
+#define SQRT sqrt
+#include "step_loops.inc"
+#undef DT
+#undef S
+#undef T
+#undef SQRT
 
 /* ---- entry points -------------------------------------------------------------------------- */
 
-/* The parameter block must be the op's struct (weft/optim.h). */
+/* The parameter block must be the op's struct (weft/optim_kernels.h). */
 static int check_params(const struct weft_op_call *c, size_t want)
 {
     if (c->params && c->params_size == want)
@@ -239,43 +139,48 @@ static int check_params(const struct weft_op_call *c, size_t want)
                           weft_op_name(c->op), want, c->params ? c->params_size : 0);
 }
 
-#define DEFINE_ENTRY(fam)                                                                      \
-    static int fam##_kernel(const struct weft_op_call *c)                                      \
-    {                                                                                         \
-        if (check_params(c, sizeof(struct weft_##fam##_step_params)) < 0)                      \
-            return WEFT_ERR_VALUE;                                                            \
-        int64_t n = weft_tensor_numel(c->out[0]);                                            \
-        switch (c->in[0]->dtype) {                                                            \
-        case WEFT_F16:                                                                        \
-            run_parallel(c, n, fam##_range_f16);                                               \
-            return 0;                                                                         \
-        case WEFT_BF16:                                                                       \
-            run_parallel(c, n, fam##_range_bf16);                                              \
-            return 0;                                                                         \
-        case WEFT_F32:                                                                        \
-            run_parallel(c, n, fam##_range_f32);                                               \
-            return 0;                                                                         \
-        case WEFT_F64:                                                                        \
-            run_parallel(c, n, fam##_range_f64);                                               \
-            return 0;                                                                         \
-        default:                                                                              \
-            return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'", \
-                                  weft_op_name(c->op), weft_dtype_torch_name(c->in[0]->dtype)); \
-        }                                                                                     \
-    }
-DEFINE_ENTRY(sgd)
-DEFINE_ENTRY(adam)
-DEFINE_ENTRY(rmsprop)
-
-int opt_register_cpu_kernels(void)
+/* The update of the call's dtype (ranges[dtype]) over all elements. */
+static int run_step(const struct weft_op_call *c, size_t params_size,
+                    const range_fn ranges[WEFT_DTYPE_COUNT])
 {
-    const uint32_t mask = WEFT_DTYPES_FLOATING;
-    if (weft_kernel_register(opt_sgd_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
-                             sgd_kernel) < 0 ||
-        weft_kernel_register(opt_adam_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
-                             adam_kernel) < 0 ||
-        weft_kernel_register(opt_rmsprop_step_op, WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, mask,
-                             rmsprop_kernel) < 0)
-        return -1;
+    if (check_params(c, params_size) < 0)
+        return WEFT_ERR_VALUE;
+    enum weft_dtype dt = c->in[0]->dtype;
+    range_fn fn = dt >= 0 && dt < WEFT_DTYPE_COUNT ? ranges[dt] : NULL;
+    if (!fn)
+        return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"%s\" not implemented for '%s'",
+                              weft_op_name(c->op), weft_dtype_torch_name(dt));
+    run_parallel(c, weft_tensor_numel(c->out[0]), fn);
     return 0;
 }
+
+#define RANGES(fam)                                                                           \
+    {                                                                                         \
+        [WEFT_F16] = fam##_range_f16, [WEFT_BF16] = fam##_range_bf16,                         \
+        [WEFT_F32] = fam##_range_f32, [WEFT_F64] = fam##_range_f64,                           \
+    }
+static const range_fn sgd_ranges[WEFT_DTYPE_COUNT] = RANGES(sgd);
+static const range_fn adam_ranges[WEFT_DTYPE_COUNT] = RANGES(adam);
+static const range_fn rmsprop_ranges[WEFT_DTYPE_COUNT] = RANGES(rmsprop);
+
+static int sgd_kernel(const struct weft_op_call *c)
+{
+    return run_step(c, sizeof(struct weft_sgd_step_params), sgd_ranges);
+}
+
+static int adam_kernel(const struct weft_op_call *c)
+{
+    return run_step(c, sizeof(struct weft_adam_step_params), adam_ranges);
+}
+
+static int rmsprop_kernel(const struct weft_op_call *c)
+{
+    return run_step(c, sizeof(struct weft_rmsprop_step_params), rmsprop_ranges);
+}
+
+const struct weft_kernel_entry opt_cpu_kernels[] = {
+    {-1, WEFT_OP_SGD_STEP_NAME, WEFT_DTYPES_FLOATING, sgd_kernel},
+    {-1, WEFT_OP_ADAM_STEP_NAME, WEFT_DTYPES_FLOATING, adam_kernel},
+    {-1, WEFT_OP_RMSPROP_STEP_NAME, WEFT_DTYPES_FLOATING, rmsprop_kernel},
+    {0},
+};

@@ -8,6 +8,7 @@
 #include <weft.h>
 #include <weft/kernel.h>
 #include <weft/optim.h>
+#include <weft/optim_kernels.h>
 
 enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_RMSPROP };
 
@@ -38,10 +39,10 @@ int opt_update(enum opt_kind kind, const struct opt_hparams *h, weft_tensor *p, 
 bool opt_uses_buffer(enum opt_kind kind, const struct opt_hparams *h, int i);
 const char *opt_buffer_name(enum opt_kind kind, int i);
 bool opt_has_step(enum opt_kind kind);
-/* The ids of the fused ops, registered by name (weft/optim.h) in init (plugin.c). */
+/* The ids of the fused ops, registered by name (weft/optim_kernels.h) in init (plugin.c). */
 extern int opt_sgd_step_op, opt_adam_step_op, opt_rmsprop_step_op;
 
-/* kernels_cpu.c */
-int opt_register_cpu_kernels(void);
+/* The fused ops' cpu kernels (kernels_cpu.c), the plugin's kernel table. */
+extern const struct weft_kernel_entry opt_cpu_kernels[];
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <weft/optim.h>
+#include <weft/optim_kernels.h>
 #include <weft/plugin.h>
 #include <weft/version.h>
 
@@ -97,6 +98,20 @@ static double opt_get_lr(void *ctx)
 static int opt_set_lr(void *ctx, double lr)
 {
     ((struct opt_ctx *)ctx)->h.lr = lr;
+    return 0;
+}
+
+/* OneCycleLR's momentum: Adam's betas[0], else momentum (PyTorch's use_beta1). */
+static double opt_get_momentum(void *ctx)
+{
+    const struct opt_ctx *c = ctx;
+    return c->kind == OPT_ADAM || c->kind == OPT_ADAMW ? c->h.beta1 : c->h.momentum;
+}
+
+static int opt_set_momentum(void *ctx, double momentum)
+{
+    struct opt_ctx *c = ctx;
+    *(c->kind == OPT_ADAM || c->kind == OPT_ADAMW ? &c->h.beta1 : &c->h.momentum) = momentum;
     return 0;
 }
 
@@ -267,6 +282,8 @@ static int opt_import(void *ctx, int n, weft_tensor *const *params,
         .set_lr = opt_set_lr,                                                                 \
         .state_export = opt_export,                                                           \
         .state_import = opt_import,                                                           \
+        .get_momentum = opt_get_momentum,                                                     \
+        .set_momentum = opt_set_momentum,                                                     \
     };
 OPT_TYPE(sgd_type, "sgd", "SGD with momentum, dampening, Nesterov and weight decay", sgd_create)
 OPT_TYPE(adam_type, "adam", "Adam (L2 weight decay, amsgrad)", adam_create)
@@ -283,7 +300,7 @@ static int optim_init(const weft_options *options)
         return WEFT_ERR_RUNTIME;
     const void *const types[] = {&sgd_type, &adam_type, &adamw_type, &rmsprop_type};
     int rc = weft_register_all(4, types);
-    return rc < 0 ? rc : opt_register_cpu_kernels();
+    return rc < 0 ? rc : weft_kernel_register_table(WEFT_DEVICE_CPU, WEFT_LAYOUT_STRIDED, opt_cpu_kernels);
 }
 
 WEFT_PLUGIN_MANIFEST("provides optimizer:sgd optimizer:adam optimizer:adamw optimizer:rmsprop\n");

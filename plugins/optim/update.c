@@ -1,5 +1,5 @@
 /* plugins/optim/update.c: one parameter's update, fused when the backend has the op
- * (weft/optim.h: sgd_step, adam_step, rmsprop_step), else composed from weft ops. The
+ * (weft/optim_kernels.h: sgd_step, adam_step, rmsprop_step), else composed from weft ops. The
  * composite path follows PyTorch's foreach-free implementation op by op. */
 #include <math.h>
 #include <string.h>

@@ -35,6 +35,8 @@ static const struct weft_sparse_api api = {
     .mul_scalar = sparse_api_mul_scalar,
     .sum = sparse_api_sum,
     .sum_dim = sparse_api_sum_dim,
+    .linear = sparse_linear,
+    .linear_info = sparse_linear_info,
 };
 
 /* weft-sparse-cuda.so adds the CUDA kernels. It is optional: without the file, a GPU or
@@ -62,13 +64,15 @@ static int sparse_init(const weft_options *options)
         rc = WEFT_ERR_PLUGIN;
     if (rc == 0)
         rc = sparse_cpu_kernels_register();
+    if (rc == 0)
+        rc = sparse_linear_register();
     if (rc < 0)
         return rc;
     load_cuda_half();
     return 0;
 }
 
-WEFT_PLUGIN_MANIFEST("provides api:sparse layout:sparse_coo layout:sparse_csr\n");
+WEFT_PLUGIN_MANIFEST("provides api:sparse layout:sparse_coo layout:sparse_csr module:sparse_linear\n");
 
 static const struct weft_plugin sparse_plugin = {
     .base = WEFT_VTABLE(WEFT_KIND_PLUGIN, "sparse", struct weft_plugin),

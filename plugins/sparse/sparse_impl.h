@@ -52,6 +52,10 @@ int sparse_layouts_register(void);
 weft_tensor *sparse_api_mm(const weft_tensor *sparse, const weft_tensor *dense);
 weft_tensor *sparse_api_addmm(const weft_tensor *input, const weft_tensor *sparse,
                               const weft_tensor *dense, double beta, double alpha);
+/* linear.c: SparseLinear (the module type "sparse_linear", registered in init). */
+struct weft_module *sparse_linear(int64_t in_features, int64_t out_features, bool bias);
+int sparse_linear_info(const struct weft_module *m, struct weft_sparse_linear_info *info);
+int sparse_linear_register(void);
 /* spmm_cpu.c: registers the CPU kernels for SPARSE_OP_MM and SPARSE_OP_SDDMM. */
 int sparse_cpu_kernels_register(void);
 

@@ -232,135 +232,10 @@ DEFINE_VEC(f32, float)
 DEFINE_VEC(f64, double)
 #define VECS (TILE_BYTES / 32)
 
-/* The loops of one (value T, index I) pair. ahead: nonzeros readable from col onward
- * (for prefetching past the row's end). */
-#define DEFINE_SPMM(TN, T, IN, I)                                                             \
-    enum { TILE_##TN##_##IN = TILE_BYTES / (int)sizeof(T) };                                  \
-                                                                                              \
-    /* c[0:W] = alpha * sum_e v[e] * B[col[e], 0:W] (+ beta * c) for a full contiguous    \
-     * tile, summed in VECS vector registers. */                                             \
-    SPMM_INLINE void tile_full_##TN##_##IN(T *c, const T *restrict v, const I *restrict col,  \
-                                           int64_t cnt, const T *b, int64_t ldb,              \
-                                           int64_t ahead, T alpha, T beta, bool stream)       \
-    {                                                                                         \
-        vec_##TN acc[VECS];                                                                   \
-        _Pragma("GCC unroll 8")                                                               \
-        for (int k = 0; k < VECS; k++)                                                        \
-            acc[k] = (vec_##TN){0};                                                           \
-        for (int64_t e = 0; e < cnt; e++) {                                                   \
-            if (e + PF_AHEAD < ahead)                                                         \
-                prefetch_tile(b + (int64_t)col[e + PF_AHEAD] * ldb);                          \
-            const uvec_##TN *br = (const uvec_##TN *)(b + (int64_t)col[e] * ldb);             \
-            T ve = v[e];                                                                      \
-            _Pragma("GCC unroll 8")                                                           \
-            for (int k = 0; k < VECS; k++)                                                    \
-                acc[k] += ve * br[k];                                                         \
-        }                                                                                     \
-        uvec_##TN *cv = (uvec_##TN *)c;                                                       \
-        if (beta == 0 && stream) {                                                            \
-            _Pragma("GCC unroll 8")                                                           \
-            for (int k = 0; k < VECS; k++) {                                                  \
-                vec_##TN r = alpha * acc[k];                                                  \
-                stream32(c + k * (32 / (int)sizeof(T)), &r);                                  \
-            }                                                                                 \
-        } else if (beta == 0) {                                                               \
-            _Pragma("GCC unroll 8")                                                           \
-            for (int k = 0; k < VECS; k++)                                                    \
-                cv[k] = alpha * acc[k];                                                       \
-        } else {                                                                              \
-            _Pragma("GCC unroll 8")                                                           \
-            for (int k = 0; k < VECS; k++)                                                    \
-                cv[k] = beta * cv[k] + alpha * acc[k];                                        \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* The same for a tile of nb columns with any column stride. */                           \
-    SPMM_INLINE void tile_part_##TN##_##IN(T *restrict acc, int64_t nb, const T *restrict v, \
-                                             const I *restrict col, int64_t cnt,              \
-                                             const T *restrict b, int64_t ldb, int64_t sb1)   \
-    {                                                                                         \
-        for (int64_t j = 0; j < nb; j++)                                                      \
-            acc[j] = 0;                                                                       \
-        for (int64_t e = 0; e < cnt; e++) {                                                   \
-            const T *restrict br = b + (int64_t)col[e] * ldb;                                 \
-            T ve = v[e];                                                                      \
-            if (sb1 == 1) {                                                                   \
-                _Pragma("omp simd")                                                           \
-                for (int64_t j = 0; j < nb; j++)                                              \
-                    acc[j] += ve * br[j];                                                     \
-            } else {                                                                          \
-                for (int64_t j = 0; j < nb; j++)                                              \
-                    acc[j] += ve * br[j * sb1];                                               \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* c[0:nb] = alpha * acc + beta * c, never reading c when beta == 0. */                   \
-    SPMM_INLINE void store_##TN##_##IN(T *restrict c, const T *restrict acc, int64_t nb,    \
-                                         T alpha, T beta)                                     \
-    {                                                                                         \
-        if (beta == 0) {                                                                      \
-            _Pragma("omp simd")                                                               \
-            for (int64_t j = 0; j < nb; j++)                                                  \
-                c[j] = alpha * acc[j];                                                        \
-        } else {                                                                              \
-            _Pragma("omp simd")                                                               \
-            for (int64_t j = 0; j < nb; j++)                                                  \
-                c[j] = beta * c[j] + alpha * acc[j];                                          \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* One row of C from its cnt nonzeros. */                                                 \
-    SPMM_INLINE void spmm_row_##TN##_##IN(const struct spmm_job *jb, T *restrict c,         \
-                                            const T *v, const I *col, int64_t cnt,            \
-                                            int64_t ahead)                                    \
-    {                                                                                         \
-        enum { W = TILE_##TN##_##IN };                                                        \
-        const T *b = jb->b;                                                                   \
-        T alpha = (T)jb->alpha, beta = (T)jb->beta;                                           \
-        if (jb->n == 1) { /* SpMV: one dot product */                                         \
-            T s = 0;                                                                          \
-            for (int64_t e = 0; e < cnt; e++)                                                 \
-                s += v[e] * b[(int64_t)col[e] * jb->ldb];                                     \
-            c[0] = beta == 0 ? alpha * s : beta * c[0] + alpha * s;                           \
-            return;                                                                           \
-        }                                                                                     \
-        T acc[W] __attribute__((aligned(64)));                                                \
-        for (int64_t j0 = 0; j0 < jb->n; j0 += W) {                                           \
-            int64_t nb = jb->n - j0 < W ? jb->n - j0 : W;                                     \
-            if (nb == W && jb->sb1 == 1) {                                                    \
-                tile_full_##TN##_##IN(c + j0, v, col, cnt, b + j0, jb->ldb, ahead, alpha,     \
-                                      beta, jb->stream);                                      \
-                continue;                                                                     \
-            }                                                                                 \
-            tile_part_##TN##_##IN(acc, nb, v, col, cnt, b + j0 * jb->sb1, jb->ldb, jb->sb1);  \
-            store_##TN##_##IN(c + j0, acc, nb, alpha, beta);                                  \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    /* Rows [r0, r1) of C: the work of one thread. */                                         \
-    SPMM_HOT static void spmm_rows_##TN##_##IN(const void *job, int64_t r0, int64_t r1)       \
-    {                                                                                         \
-        const struct spmm_job *jb = job;                                                      \
-        const struct spmat *a = &jb->a;                                                       \
-        const I *ptr = a->ptr, *col = a->cidx;                                                \
-        const int64_t *ridx = a->ridx;                                                        \
-        const T *val = a->val;                                                                \
-        T *c = jb->c;                                                                         \
-        int64_t e = row_begin(a, r0), stop = row_begin(a, r1);                                \
-        for (int64_t r = r0; r < r1; r++) {                                                   \
-            int64_t end = e;                                                                  \
-            if (ptr)                                                                          \
-                end = (int64_t)ptr[r + 1];                                                    \
-            else                                                                              \
-                while (end < stop && ridx[end] == r)                                          \
-                    end++;                                                                    \
-            spmm_row_##TN##_##IN(jb, c + r * jb->n, val + e, col + e, end - e, stop - e);     \
-            e = end;                                                                          \
-        }                                                                                     \
-        if (jb->stream)                                                                       \
-            stream_fence();                                                                   \
-    }
+#define SP_CAT_(a, b) a##b
+#define SP_CAT(a, b) SP_CAT_(a, b)
+#define PER_VALUE(fn) SP_CAT(SP_CAT(fn, _), TN)
+#define PER_PAIR(fn) SP_CAT(SP_CAT(PER_VALUE(fn), _), IN)
 
 /* ---- A^T @ G by scattering ---------------------------------------------------------------- */
 
@@ -391,68 +266,6 @@ static int column_splits(const struct spmat *a, int nt, int64_t *bounds)
     return 0;
 }
 
-#define DEFINE_SPMM_T(TN, T, IN, I)                                                           \
-    /* c[0:n] += s * g[0:n] (g with column stride sg1). */                                    \
-    SPMM_INLINE void axpy_##TN##_##IN(T *c, T s, const T *g, int64_t n, int64_t sg1)           \
-    {                                                                                         \
-        enum { W = TILE_##TN##_##IN };                                                        \
-        int64_t j = 0;                                                                        \
-        if (sg1 == 1) {                                                                       \
-            for (; j + W <= n; j += W) {                                                      \
-                uvec_##TN *cv = (uvec_##TN *)(c + j);                                         \
-                const uvec_##TN *gv = (const uvec_##TN *)(g + j);                            \
-                _Pragma("GCC unroll 8")                                                       \
-                for (int k = 0; k < VECS; k++)                                                \
-                    cv[k] += s * gv[k];                                                       \
-            }                                                                                 \
-            _Pragma("omp simd")                                                               \
-            for (int64_t i = j; i < n; i++)                                                   \
-                c[i] += s * g[i];                                                             \
-            return;                                                                           \
-        }                                                                                     \
-        for (; j < n; j++)                                                                    \
-            c[j] += s * g[j * sg1];                                                           \
-    }                                                                                         \
-                                                                                              \
-    /* Rows [k0, k1) of C = beta C + alpha A^T G: scaled first, then every nonzero (r, k)  \
-     * of A with k in range adds alpha v G[r] to C[k], in A's order (so the sums run in   \
-     * the same order whatever the split). */                                                 \
-    SPMM_HOT static void spmm_t_rows_##TN##_##IN(const void *job, int64_t k0, int64_t k1)     \
-    {                                                                                         \
-        const struct spmm_job *jb = job;                                                      \
-        const struct spmat *a = &jb->a;                                                       \
-        const I *ptr = a->ptr, *col = a->cidx;                                                \
-        const int64_t *ridx = a->ridx;                                                        \
-        const T *val = a->val, *g = jb->b;                                                    \
-        T *c = jb->c, alpha = (T)jb->alpha, beta = (T)jb->beta;                               \
-        int64_t n = jb->n;                                                                    \
-        if (beta == 0)                                                                        \
-            memset(c + k0 * n, 0, (size_t)((k1 - k0) * n) * sizeof(T));                       \
-        else if (beta != 1)                                                                   \
-            for (int64_t i = k0 * n; i < k1 * n; i++)                                         \
-                c[i] *= beta;                                                                 \
-        int64_t e = 0;                                                                        \
-        for (int64_t r = 0; r < a->rows; r++) {                                               \
-            int64_t end = e;                                                                  \
-            if (ptr)                                                                          \
-                end = (int64_t)ptr[r + 1];                                                    \
-            else                                                                              \
-                while (end < a->nnz && ridx[end] == r)                                        \
-                    end++;                                                                    \
-            const T *gr = g + r * jb->ldb;                                                    \
-            for (; e < end; e++) {                                                            \
-                int64_t k = (int64_t)col[e];                                                  \
-                if (e + PF_AHEAD < a->nnz) {                                                  \
-                    int64_t kp = (int64_t)col[e + PF_AHEAD];                                  \
-                    if (kp >= k0 && kp < k1)                                                  \
-                        prefetch_row_w(c + kp * n, n * (int64_t)sizeof(T));                   \
-                }                                                                             \
-                if (k >= k0 && k < k1)                                                        \
-                    axpy_##TN##_##IN(c + k * n, alpha * val[e], gr, n, jb->sb1);              \
-            }                                                                                 \
-        }                                                                                     \
-    }
-
 /* X(value name, value type, index name, index type) */
 #define SPMM_FOR_TYPES(X)                                                                     \
     X(f32, float, i32, int32_t)                                                               \
@@ -460,8 +273,9 @@ static int column_splits(const struct spmat *a, int nt, int64_t *bounds)
     X(f64, double, i32, int32_t)                                                              \
     X(f64, double, i64, int64_t)
 
-SPMM_FOR_TYPES(DEFINE_SPMM)
-SPMM_FOR_TYPES(DEFINE_SPMM_T)
+#define SPMM_INC "spmm_rows.inc"
+#include "each_spmm_pair.inc"
+#undef SPMM_INC
 
 /* The functions of one (value, index) pair. */
 struct type_fns {
@@ -549,54 +363,9 @@ struct sddmm_job {
     void *out;               /* [nnz] */
 };
 
-/* out[e] for nonzeros [e0, e1): the row of e comes from the row pointers (advanced as e
- * crosses them) or from the COO row indices, which need not be sorted. */
-#define DEFINE_SDDMM(TN, T, IN, I)                                                            \
-    SPMM_HOT static void sddmm_range_##TN##_##IN(const struct sddmm_job *jb, int64_t e0,      \
-                                                 int64_t e1)                                  \
-    {                                                                                         \
-        const struct spmat *a = &jb->a;                                                       \
-        const I *ptr = a->ptr, *col = a->cidx;                                                \
-        const int64_t *ridx = a->ridx;                                                        \
-        const T *g = jb->g, *b = jb->b;                                                       \
-        T *out = jb->out;                                                                     \
-        int64_t r = 0, n = jb->n;                                                             \
-        if (ptr) { /* the row holding e0: the last r with ptr[r] <= e0 */                     \
-            int64_t lo = 0, hi = a->rows;                                                     \
-            while (lo < hi) {                                                                 \
-                int64_t mid = lo + (hi - lo + 1) / 2;                                         \
-                if ((int64_t)ptr[mid] <= e0)                                                  \
-                    lo = mid;                                                                 \
-                else                                                                          \
-                    hi = mid - 1;                                                             \
-            }                                                                                 \
-            r = lo;                                                                           \
-        }                                                                                     \
-        bool contiguous = jb->sg1 == 1 && jb->sb1 == 1;                                       \
-        for (int64_t e = e0; e < e1; e++) {                                                   \
-            if (ptr)                                                                          \
-                while ((int64_t)ptr[r + 1] <= e)                                              \
-                    r++;                                                                      \
-            else                                                                              \
-                r = ridx[e];                                                                  \
-            if (e + PF_AHEAD < e1)                                                            \
-                prefetch_row(b + (int64_t)col[e + PF_AHEAD] * jb->sb0, n * (int64_t)sizeof(T)); \
-            const T *restrict gr = g + r * jb->sg0;                                           \
-            const T *restrict br = b + (int64_t)col[e] * jb->sb0;                             \
-            T s = 0;                                                                          \
-            if (contiguous) {                                                                 \
-                _Pragma("omp simd reduction(+ : s)")                                          \
-                for (int64_t j = 0; j < n; j++)                                               \
-                    s += gr[j] * br[j];                                                       \
-            } else {                                                                          \
-                for (int64_t j = 0; j < n; j++)                                               \
-                    s += gr[j * jb->sg1] * br[j * jb->sb1];                                   \
-            }                                                                                 \
-            out[e] = s;                                                                       \
-        }                                                                                     \
-    }
-
-SPMM_FOR_TYPES(DEFINE_SDDMM)
+#define SPMM_INC "sddmm_rows.inc"
+#include "each_spmm_pair.inc"
+#undef SPMM_INC
 
 typedef void (*sddmm_range_fn)(const struct sddmm_job *, int64_t, int64_t);
 
@@ -647,17 +416,20 @@ static int sddmm_kernel(const struct weft_op_call *call)
     return 0;
 }
 
+/* The plugin's cpu kernels, the same for each of its layouts. */
+static const struct weft_kernel_entry sparse_cpu_kernels[] = {
+    {-1, SPARSE_OP_MM, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64), spmm_kernel},
+    {-1, SPARSE_OP_SDDMM, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64), sddmm_kernel},
+    {0},
+};
+
 int sparse_cpu_kernels_register(void)
 {
-    const uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
     const int layouts[2] = {sparse_coo_layout, sparse_csr_layout};
-    int mm = weft_op_register(SPARSE_OP_MM), sddmm = weft_op_register(SPARSE_OP_SDDMM);
-    if (mm < 0 || sddmm < 0)
-        return weft_error_code();
     for (int i = 0; i < 2; i++) {
-        if (weft_kernel_register(mm, WEFT_DEVICE_CPU, layouts[i], dtypes, spmm_kernel) != 0 ||
-            weft_kernel_register(sddmm, WEFT_DEVICE_CPU, layouts[i], dtypes, sddmm_kernel) != 0)
-            return weft_error_code();
+        int rc = weft_kernel_register_table(WEFT_DEVICE_CPU, layouts[i], sparse_cpu_kernels);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }

@@ -35,8 +35,15 @@ int weft_zero_grad(weft_tensor *t, bool set_to_none);
 /* Keeps .grad for a non-leaf; a no-op on leaves. "can't retain_grad on Tensor that has
  * requires_grad=False". */
 int weft_retain_grad(weft_tensor *t);
-/* "MulBackward0"; NULL for leaves and tensors without history. */
+/* "MulBackward0"; NULL for leaves and tensors without history. A view whose base (or
+ * another view of the base) changed in place after the view was taken reports
+ * "AsStridedBackward0": its grad_fn is made again from the base's history, as PyTorch's. */
 const char *weft_grad_fn_name(const weft_tensor *t);
+/* grad_fn.next_functions: the names of the nodes t's grad_fn hands gradients to, one per
+ * input of its op ("AccumulateGrad" for a leaf, NULL for an input that needs no gradient),
+ * the first max of them into names (which may be NULL). Returns how many inputs the node
+ * has: 0 for a leaf or a tensor without history. */
+int weft_grad_fn_next_functions(const weft_tensor *t, int max, const char **names);
 
 /* Backpropagates from root. grad NULL means ones (root must have one element: "grad can
  * be implicitly created only for scalar outputs"). Frees the graph's saved tensors unless
@@ -49,6 +56,19 @@ bool weft_grad_enabled(void);
 void weft_set_grad_enabled(bool enabled);
 bool weft_no_grad_begin(void);
 void weft_grad_mode_restore(bool previous);
+
+/* ---- activation checkpointing ------------------------------------------------------ */
+
+/* torch.utils.checkpoint(fn, *inputs, use_reentrant=False): runs fn(ctx, n, inputs) and
+ * records its graph, but keeps none of the tensors its ops save for backward; the backward
+ * reruns fn (on detached inputs, with the random generator's offset and the autocast state
+ * of this call) when it first needs them. fn must compute the same thing each time: the
+ * rerun must save as many tensors ("checkpoint: the recomputed forward saved ..."
+ * otherwise). Without grad mode, or inside another checkpoint, fn simply runs. Returns
+ * fn's result. The inputs are held until the backward is done with them. */
+#define WEFT_CHECKPOINT_MAX_INPUTS 8
+typedef weft_tensor *(*weft_checkpoint_fn)(void *ctx, int n, weft_tensor *const *inputs);
+weft_tensor *weft_checkpoint(weft_checkpoint_fn fn, void *ctx, int n, weft_tensor *const *inputs);
 
 /* ---- hooks ------------------------------------------------------------------------------ */
 
@@ -89,6 +109,16 @@ typedef int (*weft_backward_fn)(struct weft_node *node, weft_tensor *const *grad
 
 /* True when grad mode is on and one of the tensors requires grad. */
 bool weft_autograd_needed(int n, weft_tensor *const *tensors);
+/* The same, with its common answer inline for front ends in other libraries: tensors that
+ * autograd never touched (no metadata) need nothing, whatever the grad mode, and asking
+ * costs no call into libweft. */
+static inline bool weft_autograd_needed_inline(int n, weft_tensor *const *tensors)
+{
+    for (int i = 0; i < n; i++)
+        if (tensors[i] && tensors[i]->autograd)
+            return weft_autograd_needed(n, tensors);
+    return false;
+}
 
 /* A new node named `name` (a string literal or otherwise static) with edges to the
  * inputs' histories (NULL inputs and inputs that do not require grad get no edge) and
@@ -116,6 +146,63 @@ enum weft_dtype weft_node_input_dtype(const struct weft_node *node, int i);
 int weft_node_finish(struct weft_node *node, int num_outputs, weft_tensor *const *outputs);
 /* Frees a node that will not be finished (an error path). */
 void weft_node_abandon(struct weft_node *node);
+/* weft_node_finish for one output, as a front end ends: returns out, now with node as its
+ * grad_fn; or NULL, with node freed and out discarded (weft_tensor_discard), when either
+ * is NULL or finishing failed. */
+weft_tensor *weft_node_finish1(struct weft_node *node, weft_tensor *out);
+/* weft_node_finish1 for a view op (out a view of in's storage): also marks node as a
+ * view's, so in-place checks find the leaf a view came from, and records in out the
+ * tensor at the root of its views and the storage's version: an in-place op on out
+ * rebases that tensor's history (PyTorch's CopySlices), and once the version moves (the
+ * base or another of its views changed in place) out's grad_fn is made again from the
+ * base's history (AsStridedBackward0), as PyTorch regenerates a view's. */
+weft_tensor *weft_node_finish_view(struct weft_node *node, weft_tensor *in, weft_tensor *out);
+/* For a view op that recorded no node (out a view of in's storage): a view made with grad
+ * mode off of a tensor that requires grad requires grad as PyTorch's does, with no
+ * grad_fn and no gradient flowing through it to in; modifying it in place with grad mode
+ * on is PyTorch's error. Returns out (NULL when marking it failed). */
+weft_tensor *weft_autograd_view_untracked(weft_tensor *in, weft_tensor *out);
+/* The same, its common answer inline: a tensor autograd never touched needs nothing. */
+static inline weft_tensor *weft_autograd_view_untracked_inline(weft_tensor *in, weft_tensor *out)
+{
+    return in && in->autograd ? weft_autograd_view_untracked(in, out) : out;
+}
+/* Saves an output of the node itself (its producer is the node) in slot: a detached alias
+ * that remembers output_nr, so the graph holds no cycle and backward can see the output
+ * was changed in place. */
+int weft_node_save_output(struct weft_node *node, int slot, weft_tensor *t, int output_nr);
+
+/* Evaluates expr, an op's forward computation, with grad mode off when rec (the op will
+ * record one node itself), so that the ops it is made of record nothing. GNU C. */
+#define WEFT_NO_GRAD(rec, expr)                                                               \
+    ({                                                                                        \
+        bool weft_prev_mode__ = (rec) ? weft_no_grad_begin() : true;                         \
+        __typeof__(expr) weft_result__ = (expr);                                              \
+        if (rec)                                                                              \
+            weft_grad_mode_restore(weft_prev_mode__);                                         \
+        weft_result__;                                                                        \
+    })
+
+/* ---- the ops the engine computes with ------------------------------------------------
+ * The engine sums the gradients that reach a tensor, accumulates them into .grad, sums
+ * them back over the dims the forward broadcast, and scatters them back through
+ * as_strided, with ops of the op layer above the core (libweft-ops). That library
+ * installs them when it loads, as libtorch installs autograd into c10's TensorImpl
+ * through AutogradMetaFactory; until then a backward that needs one fails, naming it. */
+struct weft_autograd_ops {
+    size_t struct_size; /* sizeof(struct weft_autograd_ops) */
+    weft_tensor *(*add)(weft_tensor *a, weft_tensor *b);
+    weft_tensor *(*add_)(weft_tensor *a, weft_tensor *b);
+    weft_tensor *(*sum)(weft_tensor *t, int ndims, const int *dims, bool keepdim);
+    weft_tensor *(*scatter_add)(weft_tensor *t, int dim, weft_tensor *index, weft_tensor *src);
+    /* The random stream's position (weft_random_offset / weft_random_set_offset): an
+     * activation checkpoint reruns its segment from the offset its forward started at, so
+     * that dropout draws the same masks (torch.utils.checkpoint's preserve_rng_state). */
+    uint64_t (*random_offset)(void);
+    void (*random_set_offset)(uint64_t offset);
+};
+/* Installs the ops (copied); returns 0, or an error for a struct of another size. */
+int weft_autograd_set_ops(const struct weft_autograd_ops *ops);
 /* Checks before an in-place op on t: errors for a leaf that requires grad ("a leaf
  * Variable that requires grad is being used in an in-place operation.") and for views
  * when recording (weft refuses rather than risk a wrong gradient). */

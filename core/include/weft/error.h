@@ -40,6 +40,11 @@ int weft_error_setv(int code, const char *fmt, va_list ap);
  * records nothing. */
 int weft_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Gives the pending error another code, keeping its message: the caller knows better
+ * whose fault it is (a data file that is a FIFO is the config's, not an I/O failure).
+ * Returns code; with no error pending it returns WEFT_ERR_RUNTIME and records nothing. */
+int weft_error_recode(int code);
+
 /* The pending code (WEFT_OK when none) and message ("" when none). The message stays
  * valid until the next weft_error_clear() on this thread. */
 int weft_error_code(void);

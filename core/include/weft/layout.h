@@ -9,7 +9,7 @@
  * through it, and refuses strided-only operations on it with errors that name the layout.
  *
  * Ops on a layout are ordinary kernels registered for (op, device type, layout id) with
- * weft_kernel_register (weft/kernel.h).
+ * weft_kernel_register (weft/dispatch.h).
  */
 #ifndef WEFT_LAYOUT_H
 #define WEFT_LAYOUT_H
@@ -59,6 +59,9 @@ void *weft_tensor_layout_data(const weft_tensor *t);
 int64_t weft_tensor_nnz(const weft_tensor *t);
 /* True for every layout but strided. */
 bool weft_tensor_is_sparse(const weft_tensor *t);
+
+/* The layout's repr of a non-strided tensor, or NULL with an error. */
+char *weft_layout_repr(const weft_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -60,9 +60,11 @@ int weft_options_choice(const weft_options *o, const char *key, const char *cons
 int weft_options_ints(const weft_options *o, const char *key, int max, int64_t *out, int *n);
 int weft_options_doubles(const weft_options *o, const char *key, int max, double *out, int *n);
 /* A file path: absolute as given, relative to the origin's directory when the origin is a
- * file path with a '/' ("configs/mnist.ini" -> "configs/<value>"), else as given. Writes
- * out[size] and returns 1 when the key is set, 0 when it is absent; an empty value or a
- * path too long is an error. */
+ * file path with a '/' ("configs/mnist.ini" -> "configs/<value>"), else as given; a view
+ * with a path base (weft_options_view_set_path_base) may resolve a key against another
+ * directory (a value given on the command line: the current one). Writes out[size] and
+ * returns 1 when the key is set, 0 when it is absent; an empty value or a path too long
+ * is an error. */
 int weft_options_path(const weft_options *o, const char *key, char *out, size_t size);
 
 /* Sets WEFT_ERR_CONFIG with "<origin>: [<section>] " in front of the formatted message
@@ -90,6 +92,13 @@ weft_options *weft_options_view(const char *section, const char *origin,
                                 const char *(*lookup)(void *ctx, const char *section,
                                                       const char *key),
                                 void *ctx);
+/* Where a view's relative paths of a key resolve (weft_options_path): base(ctx, section,
+ * key) returns a directory ("" for the current one), or NULL for the origin's directory
+ * (the default). A config gives "" for the values --set gave: a command line is written
+ * from the shell's directory. 0, or WEFT_ERR_VALUE for options that are not a view. */
+int weft_options_view_set_path_base(weft_options *o,
+                                    const char *(*base)(void *ctx, const char *section,
+                                                        const char *key));
 void weft_options_free(weft_options *o); /* NULL is ignored */
 
 /* The candidate closest to word (case-insensitive edits, neighbours swapped counting

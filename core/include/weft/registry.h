@@ -44,8 +44,10 @@ extern "C" {
 
 /* The ABI of everything a plugin sees: vtables, the tensor struct, kernel calls. Bumped
  * whenever one of them changes other than by appending. ABI 2: the vtable header, the
- * registry, manifests, options, typed kernel parameters, layout ids by registration. */
-#define WEFT_ABI_VERSION 2
+ * registry, manifests, options, typed kernel parameters, layout ids by registration.
+ * ABI 3 (docs/plugins.md): op ids from the op table, named ops from id 256, backend
+ * methods take the backend's context, the communicator's open() takes options. */
+#define WEFT_ABI_VERSION 3
 
 /* The header every vtable opens with. */
 struct weft_vtable {

@@ -79,6 +79,10 @@ weft_tensor *weft_autorelease(weft_tensor *t);
  * memory to record it be refused, t itself, borrowed (valid while its owner lives), and
  * no error: an accessor does not fail. */
 weft_tensor *weft_autorelease_shared(weft_tensor *t);
+/* Gives up a reference a weft function returned, on an error path: released now with no
+ * scope open; inside one the scope releases it. Returns NULL, for `return
+ * weft_tensor_discard(out);`. */
+weft_tensor *weft_tensor_discard(weft_tensor *t);
 
 /* ---- properties ---------------------------------------------------------------- */
 
@@ -114,8 +118,23 @@ int weft_normalize_dim(int dim, int ndim);
 char *weft_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
 /* numel of a shape; -1 with an error on negative sizes or overflow. */
 int64_t weft_shape_numel(int ndim, const int64_t *shape);
+/* 0 when 0 <= ndim <= WEFT_MAX_DIMS, else an error saying so. */
+int weft_check_ndim(int ndim);
 /* 0 when every size is >= 0 and ndim <= WEFT_MAX_DIMS, else an error in PyTorch's words. */
 int weft_check_shape(int ndim, const int64_t *shape);
+/* 0 for a strided tensor with storage, else NotImplemented naming op and the layout. */
+int weft_require_strided(const weft_tensor *t, const char *op);
+/* PyTorch's is_non_overlapping_and_dense: the elements tile numel slots exactly, in some
+ * order of the dims. */
+bool weft_is_non_overlapping_and_dense(const weft_tensor *t);
+/* Contiguous strides (in elements) for shape into stride; returns numel, or -1 when it
+ * overflows. */
+int64_t weft_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+/* PyTorch's perm_ order of dims, fastest first: an insertion sort of ndim - 1 .. 0 with a
+ * comparison that may abstain (cmp > 0: dim0 goes after dim1, < 0 before, 0 undecided).
+ * The rule behind empty_like's strides and an elementwise result's. */
+void weft_sort_dims(int ndim, int *perm, int (*cmp)(const void *ctx, int dim0, int dim1),
+                    const void *ctx);
 /* 0 when every non-NULL tensor is on one device, else PyTorch's "Expected all tensors to
  * be on the same device, but found at least two devices, cuda:0 and cpu!". */
 int weft_check_same_device(int n, const weft_tensor *const *ts);
@@ -124,6 +143,10 @@ int weft_check_same_device(int n, const weft_tensor *const *ts);
 
 /* Uninitialised contiguous tensor. shape may be NULL when ndim is 0. */
 weft_tensor *weft_empty(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
+/* Uninitialised with those strides, which must be dense and non-overlapping (NULL:
+ * contiguous, as weft_empty). */
+weft_tensor *weft_empty_dense_strided(int ndim, const int64_t *shape, const int64_t *strides,
+                                      enum weft_dtype dtype, weft_device dev);
 /* The *_like functions keep t's layout (preserve_format, PyTorch's default): t's strides
  * when t is dense and non-overlapping, else dense strides in the order of t's. */
 weft_tensor *weft_empty_like(const weft_tensor *t);
@@ -134,75 +157,52 @@ weft_tensor *weft_full(int ndim, const int64_t *shape, double value, enum weft_d
 weft_tensor *weft_zeros_like(const weft_tensor *t);
 weft_tensor *weft_ones_like(const weft_tensor *t);
 weft_tensor *weft_full_like(const weft_tensor *t, double value);
+/* Tensor.fill_: every element of t (any strides) set to value, checked as torch.full
+ * checks it; bumps the version; returns t. Not recorded by autograd: a tensor that needs
+ * it is refused (NotImplemented). */
+weft_tensor *weft_fill_(weft_tensor *t, double value);
 /* 0-dim tensor holding value. */
 weft_tensor *weft_scalar_tensor(double value, enum weft_dtype dtype, weft_device dev);
-/* [start, end) by step, length ceil((end - start) / step), as torch.arange. An integer
- * dtype truncates start, end and step first (a step of 0.5 is "step must be nonzero"), and
- * int64 counts the elements from the truncated values, as PyTorch does. */
-weft_tensor *weft_arange(double start, double end, double step, enum weft_dtype dtype,
-                         weft_device dev);
-/* `steps` values evenly from start to end inclusive, as torch.linspace. */
-weft_tensor *weft_linspace(double start, double end, int64_t steps, enum weft_dtype dtype,
-                           weft_device dev);
-/* n x m identity (m < 0 means m = n). */
-weft_tensor *weft_eye(int64_t n, int64_t m, enum weft_dtype dtype, weft_device dev);
 /* Copies numel * itemsize bytes of contiguous host data into a new tensor on dev. */
 weft_tensor *weft_from_host(const void *data, int ndim, const int64_t *shape,
                             enum weft_dtype dtype, weft_device dev);
+/* A tensor over storage (retained) with that geometry (stride NULL: contiguous), as
+ * storage-wrapping importers make them (DLPack). */
+weft_tensor *weft_tensor_from_storage(struct weft_storage *storage, int ndim,
+                                      const int64_t *shape, const int64_t *stride,
+                                      int64_t offset, enum weft_dtype dtype);
 /* Wraps host (or device) memory without copying; strides NULL means contiguous.
  * The storage is not resizable; deleter(ctx, data) runs when the last reference goes. */
 weft_tensor *weft_from_blob(void *data, int ndim, const int64_t *shape, const int64_t *strides,
                             enum weft_dtype dtype, weft_device dev, weft_deleter deleter,
                             void *ctx);
 
-/* ---- random numbers ----------------------------------------------------------------
- * One Philox4x32-10 stream per process, keyed by a seed and advanced by an offset, so
- * every backend draws the same numbers for the same (seed, offset). See weft/philox.h. */
-void weft_manual_seed(uint64_t seed);
-uint64_t weft_random_seed(void);
-uint64_t weft_random_offset(void);
-void weft_random_set_offset(uint64_t offset);
-/* Uniform on [0, 1), as torch.rand (floating dtypes). */
-weft_tensor *weft_rand(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
-/* Standard normal, as torch.randn (floating dtypes). */
-weft_tensor *weft_randn(int ndim, const int64_t *shape, enum weft_dtype dtype, weft_device dev);
-/* Integers uniform on [low, high), as torch.randint. */
-weft_tensor *weft_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
-                          enum weft_dtype dtype, weft_device dev);
-/* Uniform on [low, high) filled in place (bumps the version). Returns 0 or negative. */
-int weft_uniform_(weft_tensor *t, double low, double high);
-int weft_normal_(weft_tensor *t, double mean, double std);
+/* ---- views: new tensors over the same storage; no data moves -----------------------
+ * The core's own: the view ops (view, reshape, transpose, narrow, ...) are the op
+ * layer's (weft/ops.h). */
 
-/* ---- views: new tensors over the same storage; no data moves ----------------------- */
-
-/* Shape may contain one -1. Fails with PyTorch's "view size is not compatible with
- * input tensor's size and stride ..." when no strides can express it. */
-weft_tensor *weft_view(weft_tensor *t, int ndim, const int64_t *shape);
-/* A view when possible, else a contiguous copy. */
-weft_tensor *weft_reshape(weft_tensor *t, int ndim, const int64_t *shape);
-weft_tensor *weft_transpose(weft_tensor *t, int dim0, int dim1);
-/* Transpose of a tensor of at most 2 dims, as Tensor.t(). */
-weft_tensor *weft_t(weft_tensor *t);
-weft_tensor *weft_permute(weft_tensor *t, int ndim, const int *dims);
-weft_tensor *weft_narrow(weft_tensor *t, int dim, int64_t start, int64_t length);
-/* t[start:end:step] along dim with Python's clamping of start/end; step > 0. */
-weft_tensor *weft_slice(weft_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
-weft_tensor *weft_select(weft_tensor *t, int dim, int64_t index);
 /* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size. */
 weft_tensor *weft_expand(weft_tensor *t, int ndim, const int64_t *shape);
 weft_tensor *weft_expand_as(weft_tensor *t, const weft_tensor *other);
-weft_tensor *weft_squeeze(weft_tensor *t);          /* all size-1 dims */
-weft_tensor *weft_squeeze_dim(weft_tensor *t, int dim); /* no-op if size != 1 */
-weft_tensor *weft_unsqueeze(weft_tensor *t, int dim);
-weft_tensor *weft_flatten(weft_tensor *t, int start_dim, int end_dim);
-weft_tensor *weft_unflatten(weft_tensor *t, int dim, int ndim, const int64_t *sizes);
+/* The broadcast shape of two shapes, or -1 with PyTorch's "The size of tensor a (3) must
+ * match the size of tensor b (4) at non-singleton dimension 1". */
+int weft_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
+                          int *ndim_out, int64_t *out);
 /* Checked against the storage: every reachable element must lie inside it. */
 weft_tensor *weft_as_strided(weft_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *stride, int64_t offset);
 /* Same storage and version counter, no autograd history. */
 weft_tensor *weft_detach(weft_tensor *t);
+/* Tensor.detach_(): t itself leaves the graph (no grad_fn, requires_grad false), its
+ * storage and .grad kept; "Can't detach views in-place" for a view autograd tracks.
+ * Returns 0 or negative. */
+int weft_detach_(weft_tensor *t);
 /* A view with a different dtype of the same itemsize (no conversion). */
 weft_tensor *weft_view_dtype(weft_tensor *t, enum weft_dtype dtype);
+/* A view header over t's storage with that geometry, unchecked and unrecorded (what view
+ * ops build their results with, after checking it). */
+weft_tensor *weft_tensor_alias(weft_tensor *t, int ndim, const int64_t *shape,
+                               const int64_t *stride, int64_t offset);
 
 /* ---- copies ------------------------------------------------------------------------ */
 
@@ -229,14 +229,6 @@ weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, boo
 int weft_tensor_read(const weft_tensor *t, void *dst, size_t nbytes);
 /* The single value of a one-element tensor, converted to double; as Tensor.item(). */
 int weft_tensor_item(const weft_tensor *t, double *out);
-
-/* ---- printing ---------------------------------------------------------------------- */
-
-/* PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", dtype suffix unless float32
- * or int64 (or bool), device suffix unless cpu, summarised with "..." past 1000 elements.
- * Returns a malloc'd string the caller frees, or NULL with an error set. */
-char *weft_tensor_repr(const weft_tensor *t);
-int weft_tensor_print(const weft_tensor *t, FILE *f); /* repr plus newline */
 
 #ifdef __cplusplus
 }

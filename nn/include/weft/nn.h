@@ -33,8 +33,10 @@ extern "C" {
 weft_tensor *weft_linear(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
 /* relu(weft_linear(x, weight, bias)), the same values, with the bias and the ReLU applied
  * in one pass over the GEMM's output where the backend has add_bias_relu, and one node
- * (LinearReluBackward0) whose backward is one threshold_backward pass, two GEMMs and the
- * bias sum. Sequential runs a Linear followed by a ReLU through it. */
+ * whose backward is one threshold_backward pass, two GEMMs and the bias sum. The node is
+ * named ReluBackward0, the grad_fn PyTorch shows on relu(linear(...))'s output; unlike
+ * PyTorch's, its next_functions are x's, weight's and bias's own (one node, not an
+ * AddmmBackward0 first). Sequential runs a Linear followed by a ReLU through it. */
 weft_tensor *weft_linear_relu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias);
 
 struct weft_conv2d_params {
@@ -90,6 +92,11 @@ weft_tensor *weft_dropout(weft_tensor *x, double p, bool training);
 weft_tensor *weft_dropout2d(weft_tensor *x, double p, bool training);
 /* Rows of weight [num, dim] picked by integer indices of any shape. */
 weft_tensor *weft_embedding(weft_tensor *indices, weft_tensor *weight);
+/* F.embedding(indices, weight, padding_idx): the same rows, but the row padding_idx
+ * (negative: from the end; within [-num, num), else "Padding_idx must be within
+ * num_embeddings") gets no gradient. */
+weft_tensor *weft_embedding_padding(weft_tensor *indices, weft_tensor *weight,
+                                    int64_t padding_idx);
 weft_tensor *weft_leaky_relu(weft_tensor *x, double negative_slope);
 
 /* torch.nn.functional.gelu's `approximate`: "none" is x * Phi(x) (the GELU op of
@@ -99,9 +106,10 @@ enum weft_gelu_approximate { WEFT_GELU_NONE = 0, WEFT_GELU_TANH = 1 };
 weft_tensor *weft_gelu_approximate(weft_tensor *x, enum weft_gelu_approximate approximate);
 /* gelu(weft_linear(x, weight, bias), approximate), the same values within float rounding:
  * the bias and GELU in one pass over the GEMM's output where the backend has
- * add_bias_gelu, and one node (LinearGeluBackward0) whose backward is one gelu_backward
- * pass over the kept pre-activation, two GEMMs and the bias sum (a GPT block's c_fc and
- * GELU). Without a bias it is gelu(linear(...)). */
+ * add_bias_gelu, and one node (GeluBackward0, as PyTorch names gelu(linear(...))'s
+ * grad_fn; its next_functions are x's, weight's and bias's own) whose backward is one
+ * gelu_backward pass over the kept pre-activation, two GEMMs and the bias sum (a GPT
+ * block's c_fc and GELU). Without a bias it is gelu(linear(...)). */
 weft_tensor *weft_linear_gelu(weft_tensor *x, weft_tensor *weight, weft_tensor *bias,
                               enum weft_gelu_approximate approximate);
 
@@ -122,7 +130,8 @@ struct weft_interpolate_params {
     int recompute_scale_factor; /* -1 None, 0 False, 1 True */
 };
 /* F.interpolate(x, size, scale_factor, mode, align_corners, recompute_scale_factor) on
- * [N, C, L] or [N, C, H, W] (any strides), floating dtypes: PyTorch 1.13's values (the
+ * [N, C, L] or [N, C, H, W] (any strides), floating dtypes (and uint8 in the nearest
+ * modes, as PyTorch's kernels take it): PyTorch 1.13's values (the
  * scale_factor given without recompute_scale_factor also places the samples, at
  * 1 / scale), its errors (ValueError / NotImplementedError / RuntimeError with its words)
  * and its grad_fn (UpsampleBilinear2DBackward1, ...). The backward is the deterministic
@@ -157,7 +166,9 @@ struct weft_sdpa_params {
     weft_tensor *attn_mask;
     double dropout_p; /* on the attention weights (Philox), as PyTorch: pass 0 in eval */
     bool is_causal;   /* query i sees keys j <= i (PyTorch's tril(ones(L, S))); not with a mask */
-    double scale;     /* 0 means 1 / sqrt(E) */
+    /* The scores' factor, used as given (negative and 0 too; PyTorch 2's scale=), or NULL
+     * for PyTorch's default, 1 / sqrt(E). */
+    const double *scale;
 };
 /* softmax(q k^T * scale + mask) v: q [..., L, E], k [..., S, E], v [..., S, Ev] with the
  * batch dims broadcast -> [..., L, Ev]. params NULL means no mask, no dropout, not causal,
@@ -179,16 +190,33 @@ struct weft_cross_entropy_params {
 /* PyTorch's defaults: mean, ignore_index -100, no smoothing, no weights. */
 struct weft_cross_entropy_params weft_cross_entropy_defaults(void);
 
-/* logits [N, C] (or [N, C, d...]), target int64 class indices [N] (or [N, d...]).
- * Fused log-softmax + NLL: numerically stable, with one backward node. params NULL means
- * the defaults. */
+/* logits [N, C] (or [N, C, d...], or [C] unbatched), target int64 class indices [N] (or
+ * [N, d...]): fused log-softmax + NLL, numerically stable, with one backward node.
+ * Or target of the logits' shape: class probabilities (a floating dtype; ignore_index must
+ * stay negative), PyTorch's -(log_softmax(x) * t * w).sum(class dim), summed or divided
+ * by the number of positions, from recorded ops. params NULL means the defaults. */
 weft_tensor *weft_cross_entropy(weft_tensor *logits, weft_tensor *target,
                                 const struct weft_cross_entropy_params *params);
 /* log_probs [N, C], target int64 [N]; label_smoothing is ignored. */
 weft_tensor *weft_nll_loss(weft_tensor *log_probs, weft_tensor *target,
                            const struct weft_cross_entropy_params *params);
+/* In the operands' promoted dtype, as PyTorch (an integer input with a float target is a
+ * float loss; two integer operands are refused, and l1_loss's mean of them). */
 weft_tensor *weft_mse_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
 weft_tensor *weft_l1_loss(weft_tensor *input, weft_tensor *target, enum weft_reduction reduction);
+/* F.smooth_l1_loss(input, target, reduction, beta): 0.5 d^2 / beta where |d| < beta, else
+ * |d| - 0.5 beta (beta 0: l1); F.huber_loss(..., delta): 0.5 d^2 where |d| < delta, else
+ * delta (|d| - 0.5 delta). d = input - target (broadcast); nodes SmoothL1LossBackward0,
+ * HuberLossBackward0. beta >= 0, delta > 0 (PyTorch's texts otherwise). */
+weft_tensor *weft_smooth_l1_loss(weft_tensor *input, weft_tensor *target,
+                                 enum weft_reduction reduction, double beta);
+weft_tensor *weft_huber_loss(weft_tensor *input, weft_tensor *target,
+                             enum weft_reduction reduction, double delta);
+/* F.unfold(x, kernel_size, dilation, padding, stride) (PyTorch's im2col): x [N, C, H, W]
+ * or [C, H, W] -> [N, C*kH*kW, L] (or [C*kH*kW, L]), L the number of blocks; each pair
+ * (H, W). Node Im2ColBackward0 (its adjoint, col2im). */
+weft_tensor *weft_im2col(weft_tensor *x, const int64_t kernel[2], const int64_t dilation[2],
+                         const int64_t padding[2], const int64_t stride[2]);
 /* F.binary_cross_entropy on probabilities: -w (t log(x) + (1 - t) log(1 - x)) with each
  * log clamped at -100, as PyTorch; input values outside [0, 1] are "all elements of input
  * should be between 0 and 1". target of input's shape and dtype, weight NULL or
@@ -203,6 +231,7 @@ weft_tensor *weft_binary_cross_entropy_with_logits(weft_tensor *input, weft_tens
 /* ---- modules ----------------------------------------------------------------------- */
 
 typedef struct weft_module weft_module;
+struct weft_onnx_graph; /* weft/onnx.h */
 
 /* What a kind of module does: a vtable of kind WEFT_KIND_MODULE (weft/registry.h) whose
  * name is the type an INI file names ([layer.fc1] type = linear). Types with create() are
@@ -230,6 +259,12 @@ struct weft_module_type {
      * this module from into meta as "model.<key>" = "<value>" ("model.n_layer" = "4");
      * "model.type" is written by weft_module_config_export. 0 or negative. */
     int (*config_export)(const weft_module *m, struct weft_metadata *meta);
+    /* Added in ABI 2 (after config_export). Optional: writes into g the ONNX nodes that
+     * compute forward in eval mode from the value named input, through weft/onnx.h's
+     * builder, and returns the output value's name (owned by g), or NULL with an error
+     * that says why this module cannot be exported. Without it, weft_onnx_export refuses
+     * the module, naming it. */
+    const char *(*onnx_export)(weft_module *m, struct weft_onnx_graph *g, const char *input);
 };
 
 /* A new module of the registered type `name` built from options (loading the plugin
@@ -257,9 +292,33 @@ int weft_module_add_child(weft_module *m, const char *name, weft_module *child);
 weft_tensor *weft_module_parameter(const weft_module *m, const char *name);
 weft_tensor *weft_module_buffer(const weft_module *m, const char *name);
 weft_module *weft_module_child(const weft_module *m, const char *name);
+/* The children in registration order, for walking a tree (Module.named_children()):
+ * their count, child i (borrowed; NULL out of range) and its own name (owned by m). */
+int weft_module_num_children(const weft_module *m);
+weft_module *weft_module_child_at(const weft_module *m, int i);
+const char *weft_module_child_name(const weft_module *m, int i);
+/* Module swapping in place, as torch.ao.quantization's convert and fuse_modules replace a
+ * child: a and b exchange everything but their identity and their place in the tree (type,
+ * state, parameters, buffers, children, training mode), so whoever holds a (its parent, a
+ * model's state that keeps a pointer to it) runs b's computation from then on. b must have
+ * no parent; it keeps a's old contents and stays its caller's to free. 0 or negative. */
+int weft_module_swap(weft_module *a, weft_module *b);
 
 /* Runs forward (a new reference). */
 weft_tensor *weft_module_forward(weft_module *m, weft_tensor *input);
+
+/* torch.nn.modules.module.register_module_forward_hook: hook(ctx, module, input, output)
+ * runs after the forward of every module called through weft_module_forward (output NULL
+ * when the forward failed), for tools such as a model summary (torchinfo records the
+ * output shapes of nested modules this way). While one is registered, Sequential runs
+ * every layer through weft_module_forward (it fuses Linear with a following ReLU or GELU
+ * otherwise), so each is seen, as in PyTorch. Global and not locked: register and remove
+ * where no forward runs on another thread. Returns a handle > 0 for
+ * weft_remove_module_forward_hook, or WEFT_ERR_VALUE (fn NULL, or 8 already registered). */
+typedef void (*weft_module_forward_hook)(void *ctx, weft_module *m, weft_tensor *input,
+                                         weft_tensor *output);
+int weft_register_module_forward_hook(weft_module_forward_hook fn, void *ctx);
+void weft_remove_module_forward_hook(int handle); /* an unknown handle is ignored */
 /* Sets training mode recursively (PyTorch's train()/eval()). */
 void weft_module_train(weft_module *m, bool training);
 bool weft_module_is_training(const weft_module *m);
@@ -345,10 +404,20 @@ weft_module *weft_nn_tanh(void);
 weft_module *weft_nn_sigmoid(void);
 weft_module *weft_nn_softmax(int dim);
 weft_module *weft_nn_log_softmax(int dim);
+/* What a built-in layer was made with, for code that rebuilds layers (fusion,
+ * quantization): NULL (or a negative eps) when m is not one of that type. */
+const struct weft_conv2d_options *weft_nn_conv2d_options(const weft_module *m);
+const struct weft_pool2d_params *weft_nn_max_pool2d_params(const weft_module *m);
+double weft_nn_batch_norm_eps(const weft_module *m); /* BatchNorm1d or BatchNorm2d */
 /* Children named "0", "1", ... in order; takes ownership of all (also on failure). */
 weft_module *weft_nn_sequential(int n, weft_module *const *modules);
 /* Adds m as child str(len(seq)); takes ownership of m (also on failure). */
 int weft_nn_sequential_append(weft_module *seq, weft_module *m);
+/* torch.utils.checkpoint.checkpoint_sequential(seq, segments, input): the children split
+ * into `segments` runs of n / segments (the last takes the rest), every run but the last
+ * recomputed in backward (weft_checkpoint) instead of keeping its activations; 0 or 1:
+ * off. [model] checkpoint_segments = N. 0 or negative. */
+int weft_nn_sequential_checkpoint(weft_module *seq, int segments);
 
 #ifdef __cplusplus
 }

@@ -9,8 +9,15 @@
 #include <weft/plugin.h>
 #include <weft/version.h>
 
-#include "cuda_probe.h"
+#include <weft/cuda_probe.h>
 #include "sparse_cuda.h"
+
+/* The plugin's kernels, the same for both sparse layouts. */
+static const struct weft_kernel_entry sparse_cuda_kernels[] = {
+    {-1, SPARSE_OP_MM, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64), sc_spmm_kernel},
+    {-1, SPARSE_OP_SDDMM, WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64), sc_sddmm_kernel},
+    {0},
+};
 
 static int sparse_cuda_init(const weft_options *options)
 {
@@ -24,13 +31,12 @@ static int sparse_cuda_init(const weft_options *options)
                                                "layouts this plugin adds CUDA kernels to");
     sparse_coo_layout = weft_layout_id("sparse_coo");
     sparse_csr_layout = weft_layout_id("sparse_csr");
-    int (*const steps[])(void) = {sc_context_init, sc_register_spmm, sc_register_sddmm};
-    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
-        int rc = steps[i]();
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    int rc = sc_context_init();
+    if (rc == 0)
+        rc = weft_kernel_register_table(sc_cuda_device_type, sparse_csr_layout, sparse_cuda_kernels);
+    if (rc == 0)
+        rc = weft_kernel_register_table(sc_cuda_device_type, sparse_coo_layout, sparse_cuda_kernels);
+    return rc;
 }
 
 static void sparse_cuda_fini(void)
@@ -46,7 +52,7 @@ static const struct weft_plugin sparse_cuda_plugin = {
     .manifest = weft_plugin_manifest,
     .version = WEFT_VERSION_STRING,
     .description = "cuSPARSE kernels for sparse_coo and sparse_csr on CUDA devices: SpMM, SDDMM",
-    .probe = cuda_probe_devices,
+    .probe = weft_cuda_probe_devices,
     .init = sparse_cuda_init,
     .fini = sparse_cuda_fini,
 };

@@ -185,23 +185,10 @@ static int sddmm_scoped(const struct weft_op_call *call)
 
 /* The workspace lives in a scope and goes back to the caching allocator once the work
  * is queued on the current stream, as in spmm.c. */
-static int sddmm_kernel(const struct weft_op_call *call)
+int sc_sddmm_kernel(const struct weft_op_call *call)
 {
     weft_scope_push();
     int rc = sddmm_scoped(call);
     weft_scope_pop();
     return rc;
-}
-
-int sc_register_sddmm(void)
-{
-    int op = weft_op_register(SPARSE_OP_SDDMM);
-    if (op < 0)
-        return op;
-    uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int rc = weft_kernel_register(op, sc_cuda_device_type, sparse_csr_layout, dtypes,
-                                  sddmm_kernel);
-    if (rc < 0)
-        return rc;
-    return weft_kernel_register(op, sc_cuda_device_type, sparse_coo_layout, dtypes, sddmm_kernel);
 }

@@ -97,7 +97,7 @@ int sc_sparse_descr(const weft_tensor *a, const struct sparse_data *s, void *val
 
 /* ---- kernels ------------------------------------------------------------------------- */
 
-int sc_register_spmm(void);  /* spmm.c: SPARSE_OP_MM for CSR and COO */
-int sc_register_sddmm(void); /* sddmm.c: SPARSE_OP_SDDMM for CSR and COO */
+int sc_spmm_kernel(const struct weft_op_call *call);  /* spmm.c: SPARSE_OP_MM */
+int sc_sddmm_kernel(const struct weft_op_call *call); /* sddmm.c: SPARSE_OP_SDDMM */
 
 #endif

@@ -247,22 +247,10 @@ static int spmm_scoped(const struct weft_op_call *call)
 /* Temporaries (a contiguous B, the workspace) live in a scope and go back to the
  * caching allocator once the work is queued: their blocks belong to the current stream,
  * on which any later use is ordered after this product. */
-static int spmm_kernel(const struct weft_op_call *call)
+int sc_spmm_kernel(const struct weft_op_call *call)
 {
     weft_scope_push();
     int rc = spmm_scoped(call);
     weft_scope_pop();
     return rc;
-}
-
-int sc_register_spmm(void)
-{
-    int op = weft_op_register(SPARSE_OP_MM);
-    if (op < 0)
-        return op;
-    uint32_t dtypes = WEFT_DTYPE_BIT(WEFT_F32) | WEFT_DTYPE_BIT(WEFT_F64);
-    int rc = weft_kernel_register(op, sc_cuda_device_type, sparse_csr_layout, dtypes, spmm_kernel);
-    if (rc < 0)
-        return rc;
-    return weft_kernel_register(op, sc_cuda_device_type, sparse_coo_layout, dtypes, spmm_kernel);
 }

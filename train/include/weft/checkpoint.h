@@ -81,13 +81,17 @@ const char *weft_safetensors_dtype_name(enum weft_dtype dt);
 /* ---- fault injection for tests ------------------------------------------------------ */
 
 /* A point where a test may kill the process (SIGKILL, nothing flushed) to check that the
- * files on disk survive it. The environment variable WEFT_TEST_CRASH_AT picks the
- * point: "NAME" (its first arrival), "NAME:K" (its K-th arrival) or "N" (the N-th
- * arrival at any point). Unset, it does nothing. weft_safetensors_save() passes
- * "safetensors.partial" (header written, data not), "safetensors.written" (the
- * temporary file complete and fsync'd, not renamed) and "safetensors.renamed" (the new
- * file in place); callers may add their own names. */
+ * files on disk survive it: it calls the hook a test program installed, and does
+ * nothing in any other. tests/crashpoint.c is that hook, linked only into test programs
+ * (tests/weft-train-crashpoints): there the environment variable WEFT_TEST_CRASH_AT
+ * picks the point: "NAME" (its first arrival), "NAME:K" (its K-th arrival) or "N" (the
+ * N-th arrival at any point). weft_safetensors_save() passes "safetensors.partial"
+ * (header written, data not), "safetensors.written" (the temporary file complete and
+ * fsync'd, not renamed) and "safetensors.renamed" (the new file in place); callers may
+ * add their own names. */
 void weft_test_crash_point(const char *name);
+/* Installs the hook weft_test_crash_point() calls (NULL: none, the default). */
+void weft_test_set_crash_hook(void (*hook)(const char *name));
 
 #ifdef __cplusplus
 }

@@ -38,6 +38,10 @@ int weft_config_put(struct weft_config *cfg, const char *section, const char *ke
 
 bool weft_config_has(const struct weft_config *cfg, const char *section, const char *key);
 bool weft_config_has_section(const struct weft_config *cfg, const char *section);
+/* Reads [old_name] as [name] (a section's former name, kept for old files): renames it
+ * when the file has it and not [name], before anything reads either. Returns 1 when it
+ * renamed (the caller warns), 0 when not, negative on failure. */
+int weft_config_rename_section(struct weft_config *cfg, const char *old_name, const char *name);
 
 /* The keys of [section] as options (weft/options.h), which is how readers, optimizers,
  * layer types and plugins read them; every key read through it counts as known. Owned by
@@ -81,10 +85,12 @@ int weft_config_check_unknown(const struct weft_config *cfg);
  * near miss of one asked for and absent ([dta] beside a missing [data], 'reder' beside a
  * missing 'reader'), the typo is the cause: the error becomes "config.ini: unknown
  * section [dta] (did you mean [data]?)" and its code is returned. Otherwise, when the
- * error is "config.ini: [section] key ..." about a value weft_config_set gave (or about
- * a section whose values it changed, naming no key of the file), it becomes "--set
- * section.key=v (set on the command line, over config.ini): [section] key ...". Otherwise
- * rc, error untouched. */
+ * error (a config, value, plugin or device error) is "config.ini: [section] key ..." (also
+ * after a prefix: "epoch 1, batch 6: config.ini: ...") about a value weft_config_set gave
+ * (or about a section whose values it changed, naming no key of the file, or naming a key
+ * of the file and mentioning one weft_config_set gave), it becomes "--set section.key=v
+ * (set on the command line, over config.ini): [section] key ...". Otherwise rc, error
+ * untouched. */
 int weft_config_explain_error(const struct weft_config *cfg, int rc);
 const char *weft_config_name(const struct weft_config *cfg);
 

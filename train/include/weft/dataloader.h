@@ -81,8 +81,12 @@ struct weft_dataloader_field_options {
     double std[WEFT_DATALOADER_MAX_CHANNELS]; /* > 0 */
 };
 
+/* The largest batch: 2^31 - 1 samples (PyTorch sets none; a larger one is a mistake, and
+ * the batch's sizes in bytes must stay far inside int64). */
+#define WEFT_DATALOADER_MAX_BATCH INT64_C(2147483647)
+
 struct weft_dataloader_options {
-    int64_t batch_size;  /* >= 1 */
+    int64_t batch_size;  /* 1 ..  WEFT_DATALOADER_MAX_BATCH */
     bool shuffle;        /* a new permutation every epoch (see above) */
     bool drop_last;      /* drop the last batch when it is smaller than batch_size */
     int num_workers;     /* 0: read in the calling thread */
@@ -106,7 +110,8 @@ typedef struct weft_dataloader weft_dataloader;
 struct weft_dataloader_options weft_dataloader_options_default(void);
 
 /* A loader over ds (which must outlive it) and its worker threads. Errors
- * (WEFT_ERR_VALUE, PyTorch's words where it has some): batch_size < 1, num_workers < 0,
+ * (WEFT_ERR_VALUE, PyTorch's words where it has some): batch_size < 1 (or above
+ * WEFT_DATALOADER_MAX_BATCH), num_workers < 0,
  * prefetch_factor < 1 with workers, an unknown device, a field option for a field the
  * dataset lacks, nchannels not 1 nor the sample's first dim, std <= 0, normalising to a
  * non-floating dtype, num_replicas < 1, rank outside [0, num_replicas - 1], transforms
@@ -151,6 +156,9 @@ const struct weft_dataloader_options *weft_dataloader_options(const weft_dataloa
 /* Stops and joins the workers (also mid-epoch) and frees what the loader holds.
  * Tensors already handed out stay valid. NULL is a no-op. */
 void weft_dataloader_free(weft_dataloader *dl);
+/* Batches loaded by the workers and waiting to be taken (0 without workers): the queue
+ * depth a job's metrics show. Takes the loader's lock briefly. */
+int weft_dataloader_queue_depth(weft_dataloader *dl);
 
 #ifdef __cplusplus
 }

@@ -49,8 +49,11 @@
 extern "C" {
 #endif
 
+/* The largest bucket (MiB): 1 TiB, far above any model, so the bytes stay an int64. */
+#define WEFT_DDP_MAX_BUCKET_MB 1048576
+
 struct weft_ddp_options {
-    double bucket_mb;            /* > 0; PyTorch's bucket_cap_mb, 25 */
+    double bucket_mb;            /* in (0, WEFT_DDP_MAX_BUCKET_MB]; PyTorch's bucket_cap_mb, 25 */
     bool find_unused_parameters; /* false */
     bool broadcast_buffers;      /* true: rank 0's buffers before every weft_ddp_forward */
 };

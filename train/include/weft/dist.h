@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weft/options.h"
 #include "weft/registry.h"
 #include "weft/tensor.h"
 
@@ -144,9 +145,12 @@ struct weft_communicator {
 
     /* Joins the world the launcher started; env is what weft_dist_env_read() found (the
      * transport may trust its own library's view instead, and must then agree with it
-     * or fail). Sets *rank and *world_size. Returns the group, or NULL with an error. */
-    void *(*open)(const struct weft_dist_init_options *options, const struct weft_dist_env *env,
-                  int *rank, int *world_size);
+     * or fail). options (section "dist", read with the getters of weft/options.h, valid
+     * during the call) hold the group's settings: backend, timeout_s (seconds, > 0) and
+     * deterministic. Sets *rank and *world_size. Returns the group, or NULL with an
+     * error. (ABI 3: options were struct weft_dist_init_options.) */
+    void *(*open)(const weft_options *options, const struct weft_dist_env *env, int *rank,
+                  int *world_size);
     /* Leaves and frees the group; 0 or negative. */
     int (*close)(void *group);
     /* True when the transport moves tensors of device type (WEFT_DEVICE_CPU, ...). */

@@ -6,7 +6,7 @@
  * groups, as torch.optim: each group is some parameters (it keeps a reference to each)
  * and the hyperparameters read from its options (a config section):
  *
- *     [optim]
+ *     [optimizer]
  *     type = adam            ; read by weft_optimizer_create when name is NULL
  *     lr = 0.001
  *     betas = 0.9, 0.999
@@ -90,6 +90,11 @@ struct weft_optimizer_type {
                         const struct weft_tensor_dict *d, const struct weft_metadata *m);
     /* Optional. NULL: the core calls weft_zero_grad() on every parameter. */
     int (*zero_grad)(void *ctx, int n, weft_tensor *const *params, bool set_to_none);
+    /* Optional, appended after zero_grad (read through WEFT_VTABLE_HAS). The momentum
+     * OneCycleLR cycles: SGD's and RMSprop's `momentum`, Adam's and AdamW's `betas[0]`
+     * (PyTorch's rule: betas when the optimizer has them). NULL: none to cycle. */
+    double (*get_momentum)(void *ctx);
+    int (*set_momentum)(void *ctx, double momentum);
 };
 
 typedef struct weft_optimizer weft_optimizer;
@@ -140,6 +145,12 @@ int weft_optimizer_zero_grad(weft_optimizer *opt, bool set_to_none);
 /* Group 0's lr (NAN for NULL); setting sets every group's (a scheduler's step). */
 double weft_optimizer_get_lr(const weft_optimizer *opt);
 int weft_optimizer_set_lr(weft_optimizer *opt, double lr);
+
+/* Group 0's momentum (struct weft_optimizer_type's get_momentum; NAN for a type without
+ * one); setting sets every group's (OneCycleLR's cycle_momentum). Setting fails with
+ * WEFT_ERR_CONFIG naming the type when it has none. */
+double weft_optimizer_get_momentum(const weft_optimizer *opt);
+int weft_optimizer_set_momentum(weft_optimizer *opt, double momentum);
 
 /* Adds the state to d (tensors) and m (metadata; may be NULL) as described above. */
 int weft_optimizer_state_export(const weft_optimizer *opt, struct weft_tensor_dict *d,
@@ -207,38 +218,10 @@ weft_optimizer *weft_adamw(int n, weft_tensor *const *params,
 weft_optimizer *weft_rmsprop(int n, weft_tensor *const *params,
                              const struct weft_rmsprop_options *o);
 
-/* ---- fused update ops --------------------------------------------------------------
- * The named ops (weft_op_register, weft/kernel.h) an optimizer's step dispatches, one
- * in-place pass each with PyTorch's formulas. weft-optim.so registers their cpu kernels,
- * a backend its own (weft-cuda.so); both get the op's id by its name. Every tensor is
- * contiguous, of one dtype and of out[0]'s shape: out[0] is the parameter, in[0] its
- * gradient, and the state tensors listed are updated in place too. Dispatch dtype:
- * in[0]'s. The caller bumps versions. The parameters travel in call->params, as the
- * struct named with each op (call->params_size = its sizeof; kernels check it). */
-
-/* out[1] the momentum buffer (NULL when momentum is 0). */
-#define WEFT_OP_SGD_STEP_NAME "sgd_step"
-struct weft_sgd_step_params {
-    double lr, momentum, dampening, weight_decay;
-    bool nesterov;
-    bool first_step; /* the buffer takes the gradient undamped */
-};
-
-/* out[1] exp_avg, in[1] exp_avg_sq, in[2] max_exp_avg_sq (amsgrad, else NULL). */
-#define WEFT_OP_ADAM_STEP_NAME "adam_step"
-struct weft_adam_step_params {
-    double lr, beta1, beta2, eps, weight_decay;
-    int64_t step;   /* t >= 1, after this update's increment */
-    bool amsgrad;
-    bool decoupled; /* AdamW: p *= 1 - lr * weight_decay instead of the L2 term */
-};
-
-/* out[1] square_avg, in[1] grad_avg (centered, else NULL), in[2] the momentum buffer
- * (momentum > 0, else NULL). */
-#define WEFT_OP_RMSPROP_STEP_NAME "rmsprop_step"
-struct weft_rmsprop_step_params {
-    double lr, alpha, eps, weight_decay, momentum;
-};
+/* ---- fused update ops ------------------------------------------------------------------
+ * An optimizer's step dispatches a named op per parameter (sgd_step, adam_step,
+ * rmsprop_step) where a backend has it: their contracts and parameter blocks are the
+ * optim plugin's, weft/optim_kernels.h. */
 
 /* ---- gradient clipping ------------------------------------------------------------ */
 
@@ -254,7 +237,8 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * Read from a config section:
  *
  *     [scheduler]
- *     type = cosine          ; none | step | multistep | cosine | warmup_cosine
+ *     type = cosine          ; none | step | multistep | cosine | warmup_cosine | plateau |
+ *                            ; onecycle
  *     T_max = 100            ; cosine; eta_min (0)
  *     lr_decay_iters = 5000  ; warmup_cosine; warmup_iters (0), min_lr (0)
  *     step_size = 30         ; step; gamma (0.1)
@@ -272,7 +256,22 @@ int weft_clip_grad_norm_(int n, weft_tensor *const *params, double max_norm, dou
  * main schedule then starts from e = 0 (SequentialLR(milestones=[w])). Creating sets the
  * optimizer's lr to the schedule at e = 0; the lr is every parameter group's (base is
  * group 0's). Call weft_scheduler_step() after each optimizer step (or epoch), as
- * PyTorch; weft-train steps warmup_cosine per optimizer step. */
+ * PyTorch; weft-train steps warmup_cosine per optimizer step.
+ *
+ * onecycle is OneCycleLR: max_lr (default: the optimizer's lr), total_steps or epochs and
+ * steps_per_epoch, pct_start (0.3), anneal_strategy (cos | linear), div_factor (25),
+ * final_div_factor (1e4), three_phase (false), cycle_momentum (true: the optimizer's
+ * momentum, Adam's beta1, goes from max_momentum 0.95 to base_momentum 0.85 and back),
+ * stepped per optimizer step; past total_steps a step fails with PyTorch's "Tried to step
+ * N times". Its warmup climbs to the cycle's first lr, max_lr/div_factor, with the
+ * cycle's first momentum, as SequentialLR([LinearLR, OneCycleLR], [w]) does.
+ *
+ * plateau is ReduceLROnPlateau: mode (min | max), factor (0.1), patience (10), threshold
+ * (1e-4), threshold_mode (rel | abs), cooldown (0), min_lr (0), eps (1e-8). It is stepped
+ * with a metric, weft_scheduler_step_metric() after each evaluation; weft_scheduler_step()
+ * only advances its warmup, and metrics that come during the warmup are not judged (the
+ * plateau starts from the base lr once the warmup is over). lr_at(e) past the warmup is
+ * the lr it holds now. Its state (best, bad epochs, cooldown, lr) is in the metadata. */
 typedef struct weft_scheduler weft_scheduler;
 
 /* options NULL: type none. */
@@ -280,10 +279,16 @@ weft_scheduler *weft_scheduler_create(weft_optimizer *opt, const weft_options *o
 void weft_scheduler_free(weft_scheduler *s); /* NULL is ignored */
 /* Advances e by one and sets the optimizer's lr. */
 int weft_scheduler_step(weft_scheduler *s);
+/* plateau: ReduceLROnPlateau.step(metric) (a NaN metric is never better). Other types:
+ * WEFT_ERR_VALUE. */
+int weft_scheduler_step_metric(weft_scheduler *s, double metric);
+/* Whether s is stepped with a metric (plateau). */
+bool weft_scheduler_wants_metric(const weft_scheduler *s);
 /* The lr the schedule gives at step e (no side effect). */
 double weft_scheduler_lr_at(const weft_scheduler *s, int64_t e);
 int64_t weft_scheduler_last_epoch(const weft_scheduler *s);
-/* Metadata "scheduler.last_epoch" and "scheduler.base_lr"; import sets e and the lr. */
+/* Metadata "scheduler.last_epoch" and "scheduler.base_lr" (plateau: "scheduler.plateau.*"
+ * too); import sets e and the lr (and onecycle's momentum). */
 int weft_scheduler_state_export(const weft_scheduler *s, struct weft_metadata *m);
 int weft_scheduler_state_import(weft_scheduler *s, const struct weft_metadata *m);
 

@@ -10,6 +10,7 @@
 #include "weft/runtime.h"
 #include "weft/dataset.h"
 #include "weft/dataloader.h"
+#include "weft/file.h"
 #include "weft/transforms.h"
 #include "weft/checkpoint.h"
 #include "weft/optim.h"

@@ -38,6 +38,12 @@ struct weft_config;
 
 #define WEFT_TRANSFORM_KEY 0x6175676d656e74ull /* "augment": apart from the shuffle's key */
 #define WEFT_TRANSFORM_MAX_CHANNELS 16          /* per-channel values (fill, mean, value) */
+/* Bounds on what a config may ask of the pipeline, each refused naming its key: an edge
+ * (size, one side's padding, resize's longer edge) of at most 65536 pixels, and an image
+ * (input, padded or output, C x H x W) of at most 2^30 values between two steps; the
+ * loader's buffers hold three such images per sample in flight. */
+#define WEFT_TRANSFORM_MAX_EDGE 65536
+#define WEFT_TRANSFORM_MAX_NUMEL (INT64_C(1) << 30)
 
 enum weft_interp { WEFT_INTERP_NEAREST, WEFT_INTERP_BILINEAR };
 /* torchvision's padding modes: a constant, the edge value repeated, a mirror without
@@ -165,7 +171,10 @@ typedef struct weft_transforms weft_transforms;
  * Errors (WEFT_ERR_CONFIG) name the file, section, key, the value and what was expected:
  * an unknown transform, a bad size, p outside [0, 1], a crop larger than the (padded)
  * image, a section of a transform that is not listed, a key its transform does not
- * take... The caller owns the result (weft_transforms_release). */
+ * take, a value past its key's upper bound (the limits above; degrees and shear within
+ * a turn, 360; scale and ratio ranges within [1/1000, 1000] (random_erasing's scale
+ * within [0, 1], as torchvision's); color_jitter's factors up to 1000; fill and value in
+ * float32's range)... The caller owns the result (weft_transforms_release). */
 weft_transforms *weft_transforms_from_config(struct weft_config *cfg, const char *section,
                                              int ndim, const int64_t *shape);
 weft_transforms *weft_transforms_retain(weft_transforms *t);

@@ -36,6 +36,16 @@ extern "C" {
 
 #define WEFT_SPARSE_API_NAME "sparse"
 
+struct weft_module; /* weft/nn.h */
+
+/* A SparseLinear's sizes and, when an INI file built it, its section and the batch fields
+ * it is fed from (its keys indices and values; "" for one made in C). The strings live
+ * as long as the module. */
+struct weft_sparse_linear_info {
+    int64_t in_features, out_features;
+    const char *section, *indices, *values;
+};
+
 /* The plugin's function table, a vtable of kind WEFT_KIND_API named "sparse"; entries are
  * only appended. */
 struct weft_sparse_api {
@@ -101,6 +111,15 @@ struct weft_sparse_api {
     /* torch.sparse.sum(t, dim): a COO tensor of ndim - 1 dims, coalesced; a 1-D input
      * gives a 0-dim dense tensor, as torch. */
     weft_tensor *(*sum_dim)(const weft_tensor *t, int dim);
+
+    /* SparseLinear (the module type "sparse_linear"): x @ W^T + b for a sparse CSR or COO
+     * x [batch, in_features] (a dense x takes weft_linear); Linear's parameters "weight"
+     * [out, in] and "bias" [out], initialised as nn.Linear's, so a checkpoint loads into
+     * torch.nn.Linear. Differentiable w.r.t. weight and bias. An owned module
+     * (weft_module_free). (ABI 3) */
+    struct weft_module *(*linear)(int64_t in_features, int64_t out_features, bool bias);
+    /* 0 and *info when m is a SparseLinear, 1 when it is another module. */
+    int (*linear_info)(const struct weft_module *m, struct weft_sparse_linear_info *info);
 };
 
 /* The table from the registry (loading the plugin that provides it on first use, then
@@ -182,6 +201,12 @@ static inline weft_tensor *weft_sparse_sum(const weft_tensor *t)
 { WEFT_SPARSE_CALL_(sum, NULL, t); }
 static inline weft_tensor *weft_sparse_sum_dim(const weft_tensor *t, int dim)
 { WEFT_SPARSE_CALL_(sum_dim, NULL, t, dim); }
+static inline struct weft_module *weft_sparse_linear(int64_t in_features, int64_t out_features,
+                                                     bool bias)
+{ WEFT_SPARSE_CALL_(linear, NULL, in_features, out_features, bias); }
+static inline int weft_sparse_linear_info(const struct weft_module *m,
+                                          struct weft_sparse_linear_info *info)
+{ WEFT_SPARSE_CALL_(linear_info, weft_error_code(), m, info); }
 
 #undef WEFT_SPARSE_CALL_
 
