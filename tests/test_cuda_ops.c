@@ -2,11 +2,12 @@
  * on the same inputs, forward and backward: floor_divide and remainder, scatter and
  * scatter_reduce, layer_norm (the warp and block paths), GELU and linear+GELU, scaled
  * dot-product attention (one and several key tiles, causal, masks, dropout, head dims up
- * to 128), embedding's backward with repeated indices, fills of strided views, and the
+ * to 128), embedding's backward with repeated indices, fills of strided views, the
  * recurrent layers (RNN tanh/relu, GRU, LSTM with a projection, two layers both ways,
- * packed lengths). Each case runs a function of some inputs on the cpu and on cuda
- * copies, then the gradients of sum(output * w) for a random w. Skips (saying why) where
- * no CUDA device runs; tests/cuda_emu runs it on the emulated device. */
+ * packed lengths), and cumsum, cumprod, sort and topk (ties, NaN, strided lines). Each
+ * case runs a function of some inputs on the cpu and on cuda copies, then the gradients
+ * of sum(output * w) for a random w. Skips (saying why) where no CUDA device runs;
+ * tests/cuda_emu runs it on the emulated device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,95 @@ Test(cuda_ops, recurrent_layers_forward_and_backward_match_the_cpu)
             check(what, rnn_fn, &c, n, in, (unsigned)((1ull << n) - 1), dt ? 1e-10 : 3e-5);
             weft_scope_pop();
         }
+}
+
+/* ---- cumsum, cumprod, sort and topk ---------------------------------------------------------------- */
+
+/* [37, 29] with ties (a pattern of 11 values), zeros, and with nans a NaN every 13th
+ * element of a floating dtype: sort's stable order and NaN's place, cumprod's zeros. */
+static weft_tensor *ties(enum weft_dtype dt, bool nans)
+{
+    int64_t s[2] = {37, 29};
+    double v[37 * 29];
+    bool floating = weft_dtype_is_floating(dt);
+    for (int i = 0; i < 37 * 29; i++)
+        v[i] = dt == WEFT_BOOL             ? i % 3 == 0
+               : floating && nans && i % 13 == 5 ? NAN
+               : (i * 7 % 11 - (dt == WEFT_U8 ? 0 : 5)) * (floating ? 0.25 : 1);
+    return tu_tensor(2, s, v, dt);
+}
+
+struct scan_ctx {
+    int dim;
+    bool prod, transposed; /* transposed: the lines of a transposed view (other strides) */
+};
+
+static weft_tensor *scan_fn(weft_tensor **in, const void *ctx)
+{
+    const struct scan_ctx *c = ctx;
+    weft_tensor *x = c->transposed ? weft_t(in[0]) : in[0];
+    return c->prod ? weft_cumprod(x, c->dim) : weft_cumsum(x, c->dim);
+}
+
+Test(cuda_ops, cumsum_and_cumprod_match_the_cpu_along_either_dim_of_strided_views)
+{
+    require_cuda();
+    const enum weft_dtype dts[] = {WEFT_BOOL, WEFT_I32, WEFT_I64, WEFT_F16, WEFT_BF16, WEFT_F32, WEFT_F64};
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+        for (int k = 0; k < 8; k++) {
+            weft_scope_push();
+            struct scan_ctx c = {.dim = k & 1, .prod = k >> 1 & 1, .transposed = k >> 2 & 1};
+            weft_tensor *in[1] = {ties(dts[d], false)};
+            char what[80];
+            snprintf(what, sizeof what, "%s dim %d %s%s", c.prod ? "cumprod" : "cumsum", c.dim,
+                     weft_dtype_name(dts[d]), c.transposed ? " transposed" : "");
+            /* float64 backward too (cumprod's through its zeros) */
+            bool f64 = dts[d] == WEFT_F64;
+            check(what, scan_fn, &c, 1, in, f64, f64 ? 1e-12 : dts[d] == WEFT_F32 ? 1e-6 : 1e-2);
+            weft_scope_pop();
+        }
+}
+
+static weft_tensor *sort_values_fn(weft_tensor **in, const void *ctx)
+{
+    weft_tensor *v = NULL;
+    return weft_sort(in[0], *(const int *)ctx, true, &v, NULL) == 0 ? v : NULL;
+}
+
+Test(cuda_ops, sort_and_topk_match_the_cpu_with_ties_and_nans_in_order)
+{
+    require_cuda();
+    const enum weft_dtype dts[] = {WEFT_BOOL, WEFT_U8, WEFT_I16, WEFT_I32, WEFT_I64,
+                                   WEFT_F16, WEFT_BF16, WEFT_F32, WEFT_F64};
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+        for (int k = 0; k < 16; k++) {
+            int dim = k & 1;
+            bool descending = k >> 1 & 1, transposed = k >> 2 & 1, topk = k >> 3 & 1;
+            if (topk && dts[d] == WEFT_BOOL) /* refused on both, as PyTorch does */
+                continue;
+            weft_scope_push();
+            weft_tensor *x = ties(dts[d], true), *v[2], *i[2];
+            for (int dev = 0; dev < 2; dev++) {
+                weft_tensor *t = dev ? to(x, tu_cuda(0)) : x;
+                t = transposed ? weft_t(t) : t;
+                int rc = topk ? weft_topk(t, 5, dim, descending, &v[dev], &i[dev])
+                              : weft_sort(t, dim, descending, &v[dev], &i[dev]);
+                cr_assert_eq(rc, 0, "%s", weft_error_message());
+            }
+            char what[96];
+            snprintf(what, sizeof what, "%s dim %d %s%s%s", topk ? "topk 5" : "sort", dim,
+                     weft_dtype_name(dts[d]), descending ? " descending" : "",
+                     transposed ? " transposed" : "");
+            compare(what, v[1], v[0], 0);
+            strcat(what, ": indices");
+            compare(what, i[1], i[0], 0);
+            weft_scope_pop();
+        }
+    /* the gradient goes back to where each value came from */
+    for (int dim = 0; dim < 2; dim++) {
+        weft_tensor *in[1] = {ties(WEFT_F64, false)};
+        check("sort backward", sort_values_fn, &dim, 1, in, 1, 0);
+    }
 }
 
 TU_MAIN_SKIPPED_WHEN_ALL_SKIP("cuda_ops")

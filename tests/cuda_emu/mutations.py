@@ -107,6 +107,14 @@ MUTATIONS = [
      "err = cudaStreamWaitEvent(g->stream, ready, 0);", "err = cudaSuccess;", 0,
      ["dist_nccl_cuda_emu", "train_ddp_cuda_emu"],
      "a collective does not wait for the work weft queued on its stream (its input)"),
+    ("sort-ties-reversed", "plugins/cuda/kernels_scan_sort.cu",
+     "(j < i && !before<C>(v, w, descending))", "(j > i && !before<C>(v, w, descending))", 0,
+     ["cuda_ops_emu"],
+     "sort places equal elements in reverse order (not stable: other indices)"),
+    ("scan-line-stride", "plugins/cuda/kernels_scan_sort.cu",
+     "C v = D::load(in + a + i * g.along_a);", "C v = D::load(in + a + i);", 0,
+     ["cuda_ops_emu"],
+     "a scan reads its line as if the line were contiguous"),
 ]
 
 
