@@ -47,10 +47,13 @@ WEFT_TRAIN = os.path.join(ROOT, "build/apps/weft-train")
 
 def weft_run(model, epochs, extra, tmp, binary=None):
     config, batch = MODELS[model]
-    log = os.path.join(tmp, "log.csv")
-    cmd = [binary or WEFT_TRAIN, config, "--overwrite",  # each round replaces the last one's run
+    # a folder of its own per run: no --overwrite, which a --base build from before
+    # issue 36 does not know
+    run_dir = tempfile.mkdtemp(dir=tmp)
+    log = os.path.join(run_dir, "log.csv")
+    cmd = [binary or WEFT_TRAIN, config,
            "--set", "train.epochs=%d" % epochs, "--set", "data.batch_size=%d" % batch,
-           "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
+           "--set", "train.checkpoint=" + os.path.join(run_dir, "m.safetensors"),
            "--set", "train.log=" + log]
     for kv in extra:
         cmd += ["--set", kv]

@@ -2,7 +2,8 @@
 # weft-train's profile ([train] profile on torch.profiler's schedule): the Chrome trace is
 # valid JSON whose events all have ph, ts, dur, pid and tid; each recorded step's ranges
 # (data, forward, backward, optimizer) add up to within 10% of the step's wall time; the
-# table has the layout copies' line; the CSV log has the peak memory column. And out of
+# table has the layout copies' line; the CSV log has the peak memory column, and the run's
+# peak at the end is at least each interval's. And out of
 # memory, weft-train names the op and the shape it wanted and prints memory_summary.
 #   usage: train-profile.sh BUILD_DIR SOURCE_ROOT
 set -eu
@@ -13,7 +14,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-profile.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "train-profile: $*"; exit 1; }
 
-"$train" "$root/configs/mnist-mlp.ini" --set train.epochs=1 --set train.checkpoint="$tmp/m.safetensors" \
+"$train" "$root/configs/mnist-mlp.ini" --set train.epochs=2 --set train.checkpoint="$tmp/m.safetensors" \
     --set train.log="$tmp/log.csv" --set train.profile="$tmp/prof" --set train.profile_wait=2 \
     --set train.profile_warmup=1 --set train.profile_active=3 >"$tmp/out.txt" 2>&1 ||
     { cat "$tmp/out.txt"; fail "training failed"; }
@@ -22,7 +23,23 @@ grep -q "^Layout copies (contiguous/clone into other strides): 0 " "$tmp/prof/op
     fail "the table has no layout copies line: $(cat "$tmp/prof/ops.1.txt")"
 head -1 "$tmp/log.csv" | grep -q ',peak_allocated_bytes$' || fail "no peak column in the log"
 tail -1 "$tmp/log.csv" | grep -Eq ',[1-9][0-9]+$' || fail "no peak in the log's row"
-grep -Eq '^epoch 1/1 .* peak [0-9.]+ [KMG]iB' "$tmp/out.txt" || fail "no peak in the epoch line"
+grep -Eq '^epoch 2/2 .* peak [0-9.]+ [KMG]iB' "$tmp/out.txt" || fail "no peak in the epoch line"
+# The run's peak at the end is the run's, not the last interval's (each epoch, or each
+# log interval in iteration mode, restarts its own; the final evaluation peaks lower).
+run_peak_check() { # log out
+    /usr/bin/python3 - "$1" "$2" <<'PY' || fail "the run's peak is below an interval's: $2"
+import csv, re, sys
+rows = [int(r["peak_allocated_bytes"]) for r in csv.DictReader(open(sys.argv[1]))]
+run = re.search(r"^memory: peak allocated ([0-9.]+) MiB", open(sys.argv[2]).read(), re.M)
+assert run, "no memory line"
+assert float(run.group(1)) >= max(rows) / 1048576 - 0.05, (run.group(1), rows)
+PY
+}
+run_peak_check "$tmp/log.csv" "$tmp/out.txt"
+"$train" "$root/configs/gpt-char.ini" --set train.max_iters=4 --set train.log_interval=2 \
+    --set train.eval_interval=0 --set train.eval_iters=1 --set train.checkpoint="$tmp/g.safetensors" \
+    --set train.log="$tmp/g.csv" >"$tmp/g.txt" 2>&1 || { cat "$tmp/g.txt"; fail "GPT training failed"; }
+run_peak_check "$tmp/g.csv" "$tmp/g.txt"
 /usr/bin/python3 - "$tmp/prof/trace.1.json" <<'PY' || fail "trace check failed"
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]

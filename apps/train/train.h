@@ -231,6 +231,9 @@ struct trainer {
     } patience;
     double run_t0;                /* when training began (this process), for the ETA */
     struct train_observe *observe; /* profile, metrics (train_observe.c) */
+    /* The run's allocator high-water marks: each interval's peaks (train_observe_peak_reset
+     * restarts them for the per-epoch figures) folded in before the restart. */
+    int64_t run_peak_allocated, run_peak_reserved;
     char ckpt_path[4096];         /* the checkpoint saved last ([train] checkpoint expanded) */
     const char *resume_path;      /* --resume */
     bool overwrite_flag;          /* --overwrite */

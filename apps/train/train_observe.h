@@ -24,6 +24,9 @@ int train_observe_step(struct trainer *t, const struct train_batch_stats *st, in
 /* The peak window: restarted at each epoch (or evaluation window), read at its end. */
 void train_observe_peak_reset(struct trainer *t);
 int64_t train_observe_peak(struct trainer *t);
+/* The whole run's peak allocated and reserved bytes (false: the device keeps no
+ * statistics). */
+bool train_observe_run_peaks(struct trainer *t, int64_t *allocated, int64_t *reserved);
 /* Stops the profiler (writing a cycle in progress) and the metrics server. */
 void train_observe_end(struct trainer *t);
 /* On an out-of-memory error: the allocators' memory_summary tables, to stderr. */

@@ -473,17 +473,15 @@ static int train_epoch(struct trainer *t, int64_t epoch, struct train_epoch_metr
 /* The run's memory high-water marks: the device allocator's peaks of bytes handed to
  * tensors and of bytes it holds, cache included (torch.cuda.max_memory_allocated and
  * max_memory_reserved), and the process's peak resident set. */
-static void print_peak_memory(const struct trainer *t)
+static void print_peak_memory(struct trainer *t)
 {
-    struct weft_memory_stats st = {.struct_size = sizeof st};
+    int64_t allocated, reserved;
     struct rusage ru;
     printf("memory:");
-    if (weft_memory_stats(t->device, &st) == 0)
+    if (train_observe_run_peaks(t, &allocated, &reserved))
         printf(" peak allocated %.1f MiB, reserved %.1f MiB (%s's allocator),",
-               (double)st.peak_allocated_bytes / 1048576.0,
-               (double)st.peak_reserved_bytes / 1048576.0, weft_device_type_name(t->device.type));
-    else
-        weft_error_clear();
+               (double)allocated / 1048576.0, (double)reserved / 1048576.0,
+               weft_device_type_name(t->device.type));
     if (getrusage(RUSAGE_SELF, &ru) == 0) /* ru_maxrss: KiB on Linux */
         printf(" peak resident %.1f MiB", (double)ru.ru_maxrss / 1024.0);
     printf("\n");
