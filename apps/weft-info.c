@@ -180,8 +180,11 @@ static void print_backend(int type)
         if (b->device_name)
             b->device_name(b->context, i, name, sizeof name);
         weft_device dev = {(int16_t)type, (int16_t)i};
-        char str[64];
-        printf("    %-8s %s\n", weft_device_str(dev, str, sizeof str), name);
+        char str[64], label[80];
+        /* an emulated device says so wherever it is named: no figure is a GPU's */
+        snprintf(label, sizeof label, "%s%s", weft_device_str(dev, str, sizeof str),
+                 weft_device_is_emulated(dev) ? " (emulated)" : "");
+        printf("    %-8s %s\n", label, name);
     }
     if (b->features)
         printf("    features: %s\n", b->features(b->context));

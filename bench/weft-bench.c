@@ -827,6 +827,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-bench: %s\n", weft_error_message());
         return 2;
     }
+    /* An emulated device (weft's CUDA emulator) runs on the CPU: its timings mean nothing. */
+    if (weft_device_is_emulated(device)) {
+        const struct weft_backend *b = weft_backend_find(device.type);
+        char name[32];
+        fprintf(stderr, "weft-bench: %s is an emulated device (%s): its timings mean nothing, "
+                        "so weft-bench will not time it\n",
+                weft_device_str(device, name, sizeof name), b->features(b->context));
+        return 2;
+    }
     if (opt.threads > 0 && weft_set_num_threads(opt.threads) != 0) {
         fprintf(stderr, "weft-bench: %s\n", weft_error_message());
         return 2;

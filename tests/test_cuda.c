@@ -44,6 +44,16 @@ static bool load_cuda(char *why, size_t size)
         }                                                                                     \
     } while (0)
 
+/* The cases sized for a GPU's memory and speed (2^25 and 2^31 elements): on weft's
+ * emulated device (testkit/cuda_emu) they would take minutes, so they say so and skip;
+ * bench/gpu-check.sh runs them on a GPU. */
+#define REQUIRE_GPU_NOT_EMULATED()                                                            \
+    do {                                                                                      \
+        REQUIRE_GPU();                                                                        \
+        if (weft_device_is_emulated(tu_cuda(0)))                                              \
+            cr_skip_test("sized for a GPU: too slow on the emulated device");                 \
+    } while (0)
+
 #define REQUIRE_NO_GPU()                                                                      \
     do {                                                                                      \
         if (weft_plugin_load("cuda") == 0)                                                    \
@@ -192,17 +202,22 @@ static void assert_same(weft_tensor *a, weft_tensor *b, double rtol, double atol
     cr_assert_eq(weft_tensor_numel(a), n, "%s: numel", what);
     size_t bytes = (size_t)(n ? n : 1) * sizeof(double);
     double *x = malloc(bytes), *y = malloc(bytes);
+    cr_assert(x && y, "%s: out of memory", what);
     tu_read(a, x);
     tu_read(b, y);
+    /* one message for all the elements: a wrong kernel over 16M elements would otherwise
+     * send criterion's runner 16M of them */
+    int64_t bad = 0, first = -1;
     for (int64_t i = 0; i < n; i++) {
-        if (isnan(x[i]) || isnan(y[i])) {
-            cr_expect(isnan(x[i]) && isnan(y[i]), "%s[%lld]: %.17g vs %.17g", what, (long long)i,
-                      x[i], y[i]);
-            continue;
-        }
-        cr_expect(fabs(x[i] - y[i]) <= atol + rtol * fabs(y[i]), "%s[%lld]: cuda %.17g, cpu %.17g",
-                  what, (long long)i, x[i], y[i]);
+        bool ok = isnan(x[i]) || isnan(y[i]) ? isnan(x[i]) && isnan(y[i])
+                  : x[i] == y[i] /* equal infinities too, whose difference is NaN */
+                  || fabs(x[i] - y[i]) <= atol + rtol * fabs(y[i]);
+        if (!ok && bad++ == 0)
+            first = i;
     }
+    cr_expect_eq(bad, 0, "%s: %lld of %lld elements differ, first [%lld]: cuda %.17g, cpu %.17g",
+                 what, (long long)bad, (long long)n, (long long)first, first >= 0 ? x[first] : 0.0,
+                 first >= 0 ? y[first] : 0.0);
     free(x);
     free(y);
 }
@@ -233,7 +248,10 @@ Test(cuda, with_a_device_the_backend_describes_it)
     cr_expect_eq(b->device_name(b->context, 0, name, sizeof name), 0);
     cr_expect_neq(name[0], '\0');
     const char *features = b->features(b->context);
-    cr_expect(strstr(features, "sm_") == features && strstr(features, "; CUDA ") != NULL &&
+    /* the emulated build says so first: "emulated; sm_90; ..." */
+    const char *arch = weft_device_is_emulated(tu_cuda(0)) ? features + strlen("emulated; ")
+                                                           : features;
+    cr_expect(strstr(features, "sm_") == arch && strstr(features, "; CUDA ") != NULL &&
                   strstr(features, "cuBLAS") != NULL,
               "%s", features);
 }
@@ -503,6 +521,44 @@ Test(cuda, out_of_memory_is_reported_in_pytorchs_words)
     cr_expect_eq(cuda_stats().num_ooms, ooms + 1);
 }
 
+/* The caching allocator over the device's own cudaMalloc: when the device is full, it
+ * gives back its cached segments and retries, as PyTorch's does. Device memory that can
+ * be filled in a test: the emulated device's, set to 96 MiB here (ignored on a GPU, where
+ * the case skips). */
+Test(cuda, a_full_device_makes_the_allocator_free_its_cache_and_retry)
+{
+    setenv("WEFT_CUDA_EMU_MEMORY", "96M", 1); /* read when the emulator starts */
+    REQUIRE_GPU();
+    if (!weft_device_is_emulated(tu_cuda(0)))
+        cr_skip_test("fills the device: run on the emulated one (96 MiB)");
+    weft_empty_cache(tu_cuda(0));
+    struct weft_memory_stats before = cuda_stats();
+    int64_t n40 = (int64_t)10 << 20, n50 = (int64_t)25 << 19; /* 40 and 50 MiB of float */
+    weft_tensor *a = weft_empty(1, &n40, WEFT_F32, tu_cuda(0));
+    weft_tensor *b = weft_empty(1, &n40, WEFT_F32, tu_cuda(0));
+    cr_assert(a && b, "%s", weft_error_message());
+    weft_tensor_release(a);
+    weft_tensor_release(b);
+    cr_expect_eq(cuda_stats().reserved_bytes - before.reserved_bytes, (uint64_t)80 << 20,
+                 "two 40 MiB segments cached");
+    /* 50 MiB fits no cached block and not beside them: the cache goes back, then it fits */
+    weft_tensor *c = weft_full(1, &n50, 2, WEFT_F32, tu_cuda(0));
+    cr_assert_not_null(c, "%s", weft_error_message());
+    struct weft_memory_stats after = cuda_stats();
+    cr_expect_eq(after.num_alloc_retries, before.num_alloc_retries + 1);
+    cr_expect_eq(after.reserved_bytes - before.reserved_bytes, (uint64_t)50 << 20);
+    double v = 0;
+    weft_tensor *last = weft_narrow(c, 0, n50 - 1, 1);
+    tu_read(last, &v);
+    weft_tensor_release(last);
+    cr_expect_eq(v, 2);
+    /* and a request the device cannot hold even empty: PyTorch's out-of-memory error */
+    int64_t n60 = (int64_t)15 << 20;
+    cr_expect_null(weft_empty(1, &n60, WEFT_F32, tu_cuda(0)));
+    tu_assert_error(WEFT_ERR_OUT_OF_MEMORY, "CUDA out of memory. Tried to allocate 60.00 MiB");
+    weft_tensor_release(c);
+}
+
 static void free_pinned(void *ctx, void *data)
 {
     const struct weft_backend *b = ctx;
@@ -615,7 +671,7 @@ Test(cuda, matmul_with_tf32_allowed_stays_within_tf32_error_and_off_again_is_exa
 
 Test(cuda, ops_on_2_pow_25_elements_wrap_their_grid_stride_loops_and_match_the_cpu)
 {
-    REQUIRE_GPU();
+    REQUIRE_GPU_NOT_EMULATED();
     weft_scope_push();
     /* more than the 65536 x 256 threads of one grid, and not a multiple of them */
     int64_t n = (int64_t)4097 * 8191; /* 33,558,527: past 2^25, and odd */
@@ -637,7 +693,7 @@ Test(cuda, ops_on_2_pow_25_elements_wrap_their_grid_stride_loops_and_match_the_c
 
 Test(cuda, a_uint8_tensor_of_2_pow_31_plus_1_elements_is_filled_copied_converted_and_summed)
 {
-    REQUIRE_GPU();
+    REQUIRE_GPU_NOT_EMULATED();
     weft_scope_push();
     int64_t n = ((int64_t)1 << 31) + 1, one = 1;
     weft_tensor *x = weft_full(1, &n, 1, WEFT_U8, tu_cuda(0));
@@ -683,7 +739,9 @@ Test(cuda, a_pinned_block_released_during_its_async_copy_is_not_reused_before_th
     REQUIRE_GPU();
     /* no scope: h is released by hand while its copy runs */
     const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
-    int64_t n = (int64_t)64 << 20; /* 256 MiB: the copy takes tens of milliseconds */
+    /* 256 MiB: the copy takes tens of milliseconds on a GPU; the emulated copy runs at its
+     * turn, after the writes below, at any size */
+    int64_t n = weft_device_is_emulated(tu_cuda(0)) ? (int64_t)1 << 16 : (int64_t)64 << 20;
     weft_tensor *h = pinned_tensor(b, n);
     float *p = weft_tensor_data(h);
     for (int64_t i = 0; i < n; i++)
@@ -710,26 +768,57 @@ Test(cuda, a_pinned_block_released_during_its_async_copy_is_not_reused_before_th
 Test(cuda, a_side_copy_waits_for_queued_work_and_later_work_waits_for_it)
 {
     REQUIRE_GPU();
-    weft_scope_push();
     const struct weft_backend *b = weft_backend_get(tu_cuda(0).type);
-    int64_t n = (int64_t)16 << 20;
-    weft_tensor *h = pinned_tensor(b, n);
-    float *p = weft_tensor_data(h);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = (float)(i % 777);
-    weft_tensor *d = weft_empty(1, &n, WEFT_F32, tu_cuda(0));
-    /* work on the current stream that writes d, queued before the side copy: the copy
-     * must land after it (else the fill would overwrite the copied values) */
-    weft_tensor *minus_one = weft_full(1, &n, -1, WEFT_F32, tu_cuda(0));
-    for (int i = 0; i < 8; i++)
-        cr_assert_eq(weft_copy_(d, minus_one), 0, "%s", weft_error_message());
-    int queued = weft_copy_side(d, h);
-    cr_assert_geq(queued, 0, "%s", weft_error_message());
-    cr_expect_eq(queued, 1, "cuda has a side queue");
-    cr_assert_eq(weft_wait_side(tu_cuda(0)), 0);
-    /* work queued after wait_side sees the copied values */
-    weft_tensor *y = weft_add_scalar(d, 1);
-    assert_same(y, weft_add_scalar(h, 1), 0, 0, "after the side copy");
+    /* On a GPU, 64 MiB so that the copy overlaps the fills. The emulated device runs the
+     * streams in an order drawn at each host wait: a copy that missed its wait lands
+     * before the fills in most draws, so there the case runs small, several times. */
+    bool emulated = weft_device_is_emulated(tu_cuda(0));
+    int64_t n = emulated ? 4096 : (int64_t)16 << 20;
+    for (int round = 0; round < (emulated ? 6 : 1); round++) {
+        weft_scope_push();
+        weft_tensor *h = pinned_tensor(b, n);
+        float *p = weft_tensor_data(h);
+        for (int64_t i = 0; i < n; i++)
+            p[i] = (float)((i + round) % 777);
+        weft_tensor *d = weft_empty(1, &n, WEFT_F32, tu_cuda(0));
+        /* work on the current stream that writes d, queued before the side copy: the copy
+         * must land after it (else the fill would overwrite the copied values) */
+        weft_tensor *minus_one = weft_full(1, &n, -1, WEFT_F32, tu_cuda(0));
+        for (int i = 0; i < 8; i++)
+            cr_assert_eq(weft_copy_(d, minus_one), 0, "%s", weft_error_message());
+        int queued = weft_copy_side(d, h);
+        cr_assert_geq(queued, 0, "%s", weft_error_message());
+        cr_expect_eq(queued, 1, "cuda has a side queue");
+        cr_assert_eq(weft_wait_side(tu_cuda(0)), 0);
+        /* work queued after wait_side sees the copied values */
+        weft_tensor *y = weft_add_scalar(d, 1);
+        assert_same(y, weft_add_scalar(h, 1), 0, 0, "after the side copy");
+        weft_scope_pop();
+    }
+}
+
+/* Between two devices the copy runs on the destination's stream after the source's queued
+ * work (which computes x), and later work on the source's stream (an in-place write to x)
+ * waits until the copy has read x: PyTorch's two-way barrier (backend.c). */
+Test(cuda, a_copy_between_two_devices_waits_for_its_source_and_holds_it_back)
+{
+    REQUIRE_GPU();
+    if (weft_device_count(tu_cuda(0).type) < 2)
+        cr_skip_test("needs two CUDA devices");
+    weft_scope_push();
+    int64_t n = 5000;
+    weft_tensor *h = random_cpu(1, &n, -1, 1, WEFT_F32, 80);
+    weft_tensor *x = weft_exp(cuda(h)); /* queued on cuda:0 */
+    weft_tensor *y = weft_to_device(x, tu_cuda(1));
+    cr_assert_not_null(y, "%s", weft_error_message());
+    cr_assert_not_null(weft_add_scalar_(x, 100), "%s", weft_error_message()); /* after the copy */
+    assert_same(y, weft_exp(h), 1e-6, 1e-6, "cuda:0 -> cuda:1");
+    assert_same(x, weft_add_scalar(weft_exp(h), 100), 1e-5, 1e-5, "x afterwards");
+    /* and back, from a transposed view */
+    int64_t s[2] = {50, 100};
+    weft_tensor *m = random_cpu(2, s, -1, 1, WEFT_F64, 81);
+    weft_tensor *back = weft_to_device(weft_t(weft_to_device(m, tu_cuda(1))), tu_cuda(0));
+    assert_same(back, weft_t(m), 0, 0, "cuda:1 -> cuda:0, transposed");
     weft_scope_pop();
 }
 

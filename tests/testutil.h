@@ -3,6 +3,7 @@
 #define WEFT_TESTUTIL_H
 
 #include <criterion/criterion.h>
+#include <criterion/hooks.h>
 #include <stdint.h>
 
 #include <weft.h>
@@ -67,5 +68,33 @@ void tu_open_fails(const char *ini, int code, const char *text);
 /* Writes <dir>/name (asserting). */
 void tu_write_bytes(const char *name, const void *data, size_t n);
 void tu_write_text(const char *name, const char *text);
+
+/* For a suite whose every test needs a device this machine may lack (the cuda suites): a
+ * main() that exits 77, meson's SKIP, when every test skipped and none failed, so that a
+ * run without the device never reads as a pass. Expand once, in the suite's file. */
+#define TU_MAIN_SKIPPED_WHEN_ALL_SKIP(suite_name)                                            \
+    static int tu_total_, tu_skipped_, tu_failed_;                                           \
+    ReportHook(POST_ALL)(struct criterion_global_stats *stats)                               \
+    {                                                                                        \
+        tu_failed_ = stats->tests_failed > 0 || stats->tests_crashed > 0;                    \
+        for (struct criterion_suite_stats *s = stats->suites; s; s = s->next)                \
+            for (struct criterion_test_stats *t = s->tests; t; t = t->next) {                \
+                tu_total_++;                                                                 \
+                tu_skipped_ += t->test_status == CR_STATUS_SKIPPED;                          \
+            }                                                                                \
+    }                                                                                        \
+    int main(int argc, char *argv[])                                                         \
+    {                                                                                        \
+        struct criterion_test_set *tests = criterion_initialize();                          \
+        int result = 0;                                                                      \
+        if (criterion_handle_args(argc, argv, true))                                         \
+            result = !criterion_run_all_tests(tests);                                        \
+        criterion_finalize(tests);                                                           \
+        bool all_skipped = tu_total_ > 0 && tu_skipped_ == tu_total_;                        \
+        if (all_skipped)                                                                     \
+            fprintf(stderr, "%s: every test skipped: the suite reports SKIP (exit 77)\n",   \
+                    suite_name);                                                             \
+        return result == 0 && !tu_failed_ && all_skipped ? 77 : result;                      \
+    }
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include <weft.h>
+#include <weft/backend.h>
 #include <weft/sparse.h>
 #include <weft/train.h>
 #include <weft/checkpoint.h>
@@ -254,8 +255,9 @@ struct train_batch_stats {
  * accumulate locally, DDP's no_sync). Call inside a scope. */
 int train_micro_batch(struct trainer *t, weft_tensor *const *fields, bool sync,
                       struct train_batch_stats *b);
-/* The throughput's unit: "tok/s" (a language model), "img/s" (image input), "samples/s";
- * column: its CSV column ("tokens_per_s", ...). */
+/* The throughput's unit: "tok/s" (a language model), "img/s" (image input), "samples/s",
+ * with "on cuda:0 (emulated)" after it when the device is emulated (weft_device_is_emulated:
+ * such a rate is no device's); column: its CSV column ("tokens_per_s", ...). */
 const char *train_unit(const struct trainer *t, bool column);
 /* Clip, step, zero; steps the scheduler when it is per step; t->step += 1. */
 int train_optimizer_step(struct trainer *t);

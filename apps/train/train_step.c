@@ -16,11 +16,16 @@ double train_now(void)
 
 const char *train_unit(const struct trainer *t, bool column)
 {
-    if (t->sequence)
-        return column ? "tokens_per_s" : "tok/s";
-    if (t->images)
-        return column ? "images_per_s" : "img/s";
-    return column ? "samples_per_s" : "samples/s";
+    const char *unit = t->sequence ? (column ? "tokens_per_s" : "tok/s")
+                       : t->images ? (column ? "images_per_s" : "img/s")
+                                   : (column ? "samples_per_s" : "samples/s");
+    if (column || !weft_device_is_emulated(t->device))
+        return unit;
+    static char label[64];
+    char dev[32];
+    snprintf(label, sizeof label, "%s on %s (emulated)", unit,
+             weft_device_str(t->device, dev, sizeof dev));
+    return label;
 }
 
 /* Number of rows whose argmax equals the target ([N, C] outputs only). */

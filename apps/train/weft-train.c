@@ -977,8 +977,10 @@ int main(int argc, char **argv)
         return exit_code_for(code);
     }
     train_signals_install();
-    printf("weft-train: %s on %s, %lld parameters, %lld training samples\n", config_path,
-           weft_device_str(t.device, (char[32]){0}, 32), (long long)weft_module_num_parameters(t.model),
+    printf("weft-train: %s on %s%s, %lld parameters, %lld training samples\n", config_path,
+           weft_device_str(t.device, (char[32]){0}, 32),
+           weft_device_is_emulated(t.device) ? " (emulated)" : "",
+           (long long)weft_module_num_parameters(t.model),
            (long long)weft_dataset_length(t.train_set));
     if (t.rank == 0 &&
         train_summary_print(&t.summary, t.model,

@@ -27,6 +27,18 @@ struct device_state {
     cudaEvent_t copies_done;             /* the last side copy queued */
 };
 
+/* Under weft's CUDA emulator (testkit/cuda_emu) the caching allocator's blocks are
+ * announced to it, so that AddressSanitizer sees a kernel reach past its tensor into the
+ * next block, or into a block gone back to the cache; on a GPU these are nothing. */
+#ifdef WEFT_CUDA_EMULATED
+#define EMU_BLOCK_HANDED_OUT(ptr, nbytes, stream)                                             \
+    wemu_annotate_alloc((ptr), (nbytes), caching_allocator_round_size(nbytes), (stream))
+#define EMU_BLOCK_RELEASED(ptr, size) wemu_annotate_free((ptr), (size))
+#else
+#define EMU_BLOCK_HANDED_OUT(ptr, nbytes, stream) ((void)0)
+#define EMU_BLOCK_RELEASED(ptr, size) ((void)0)
+#endif
+
 static struct device_state devices[CUDA_MAX_DEVICES];
 static int ndevices;
 static struct host_allocator *host_allocator;
@@ -90,6 +102,8 @@ static int device_alloc(void *ctx, size_t size, void **ptr, char *why, size_t wh
     cudaError_t err = cudaSetDevice(d->index);
     if (err == cudaSuccess)
         err = cudaMalloc(ptr, size);
+    if (err == cudaSuccess)
+        EMU_BLOCK_RELEASED(*ptr, size); /* a segment: no block of it handed out yet */
     return err == cudaSuccess ? CA_OK : raw_status(err, "cudaMalloc", size, why, why_size);
 }
 
@@ -264,14 +278,16 @@ static void *cuda_alloc(void *context, int index, size_t nbytes)
                                       sizeof why);
     if (rc != CA_OK)
         allocator_error(rc, why);
+    else
+        EMU_BLOCK_HANDED_OUT(ptr, nbytes, cuda_current_stream(index));
     return ptr;
 }
 
 static void cuda_free(void *context, int index, void *ptr, size_t nbytes)
 {
-    (void)nbytes;
     if (!ptr || index < 0 || index >= ndevices || !devices[index].allocator)
         return;
+    EMU_BLOCK_RELEASED(ptr, caching_allocator_round_size(nbytes));
     if (caching_allocator_free(devices[index].allocator, ptr) != CA_OK)
         fprintf(stderr, "weft-cuda: free of %p, which cuda:%d's allocator did not hand out\n", ptr,
                 index);
@@ -538,7 +554,14 @@ static void cuda_empty_cache(void *context, int index)
         caching_allocator_empty_cache(ca);
 }
 
-/* "sm_90; CUDA 13.0; cuBLAS 13.0.2": device 0's architecture, the runtime, cuBLAS. */
+/* "sm_90; CUDA 13.0; cuBLAS 13.0.2": device 0's architecture, the runtime, cuBLAS. The
+ * emulated build says so first ("emulated; sm_90; ..."), as weft/backend.h's
+ * weft_device_is_emulated() reads it. */
+#ifdef WEFT_CUDA_EMULATED
+#define FEATURES_EMULATED "emulated; "
+#else
+#define FEATURES_EMULATED ""
+#endif
 static char features_text[160];
 
 static void fill_features(void)
@@ -550,8 +573,8 @@ static void fill_features(void)
         (void)cudaGetLastError();
     char blas[64];
     cuda_blas_version(blas, sizeof blas);
-    snprintf(features_text, sizeof features_text, "sm_%d%d; CUDA %d.%d; %s", major, minor,
-             runtime / 1000, runtime % 1000 / 10, blas);
+    snprintf(features_text, sizeof features_text, FEATURES_EMULATED "sm_%d%d; CUDA %d.%d; %s",
+             major, minor, runtime / 1000, runtime % 1000 / 10, blas);
 }
 
 static const char *cuda_features(void *context)

@@ -156,8 +156,8 @@ static int backward(const struct weft_op_call *call, int64_t R, int64_t len, cud
 
 static int native_layer_norm_op(const struct weft_op_call *call)
 {
-    const weft_tensor *x = call->in[0], *w = call->in[1], *b = call->in[2];
-    weft_tensor *y = call->out[0], *stats = call->out[1];
+    const weft_tensor *x = call->in[0];
+    const weft_tensor *y = call->out[0];
     if (weft_check_native_layer_norm(call) != 0)
         return weft_error_code();
     int64_t R = x->shape[0], len = x->shape[1];
@@ -182,9 +182,7 @@ static int native_layer_norm_op(const struct weft_op_call *call)
 
 static int native_layer_norm_backward_op(const struct weft_op_call *call)
 {
-    const weft_tensor *g = call->in[0], *x = call->in[1], *stats = call->in[2];
-    const weft_tensor *w = call->in[3];
-    weft_tensor *dx = call->out[0], *dwb = call->nout > 1 ? call->out[1] : nullptr;
+    const weft_tensor *g = call->in[0], *dx = call->out[0];
     if (weft_check_native_layer_norm_backward(call) != 0)
         return weft_error_code();
     int64_t R = g->shape[0], len = g->shape[1];

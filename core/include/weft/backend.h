@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "weft/memory.h" /* struct weft_memory_stats and the user-facing calls */
 #include "weft/registry.h"
@@ -98,6 +99,17 @@ struct weft_backend {
 const struct weft_backend *weft_backend_get(int device_type);
 /* The backend if registered, without loading anything. */
 const struct weft_backend *weft_backend_find(int device_type);
+
+/* True when dev's backend is registered and emulates its devices on the host (its
+ * features() begin with "emulated", as the CUDA plugin's build for weft's CUDA emulator
+ * says): results check the code, timings mean nothing. Apps name such a device
+ * "cuda:0 (emulated)" and weft-bench refuses to time it. */
+static inline bool weft_device_is_emulated(weft_device dev)
+{
+    const struct weft_backend *b = weft_backend_find(dev.type);
+    const char *f = b && b->features ? b->features(b->context) : NULL;
+    return f && strncmp(f, "emulated", 8) == 0;
+}
 
 /* Helpers over all registered backends; the user-facing ones (device_count, synchronize,
  * memory stats, empty_cache, threads) are in weft/memory.h. */
