@@ -82,8 +82,8 @@ def run(args, tmp, name, steps):
         cmd += ["--set", kv]
     cmd += ["--set", "train.max_iters=%d" % steps, "--set", "train.eval_interval=0",
             "--set", "train.eval_iters=1", "--set", "train.checkpoint_interval=0",
-            "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
-            "--set", "train.log=" + os.path.join(tmp, "log.csv"), "--set", "cpu.threads=1"]
+            "--set", "train.checkpoint=" + os.path.join(tmp, name + ".safetensors"),
+            "--set", "train.log=" + os.path.join(tmp, name + ".csv"), "--set", "cpu.threads=1"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit("callgrind / weft-train failed:\n" + r.stdout + r.stderr[-4000:])
