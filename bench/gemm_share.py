@@ -101,8 +101,8 @@ def main():
         cmd += ["--set", "train.max_iters=%d" % steps, "--set", "train.log_interval=1",
                 "--set", "train.eval_interval=0", "--set", "train.eval_iters=1",
                 "--set", "train.checkpoint_interval=0",
-                "--set", "train.checkpoint=" + os.path.join(tmp, "m.safetensors"),
-                "--set", "train.log=" + os.path.join(tmp, "log.csv"),
+                "--set", "train.checkpoint=" + os.path.join(tmp, name + ".safetensors"),
+                "--set", "train.log=" + os.path.join(tmp, name + ".csv"),
                 "--set", "train.precision=" + args.precision,
                 "--set", "cpu.threads=%d" % args.threads]
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -514,19 +514,23 @@ static void run_sdpa(void *p)
     weft_scope_pop();
 }
 
-/* nanoGPT's CPU baby GPT: batch 12, 4 heads, block 64, head dim 32, float32, causal;
- * q, k, v are the [B, nh, T, hd] views of [B, T, nh, hd] its attention makes. */
-static void bench_sdpa(void)
+/* q, k, v [B, nh, T, hd]: the views of [B, T, nh, hd] a GPT's attention makes, float32,
+ * causal. Shapes: nanoGPT's CPU baby GPT (batch 12, 4 heads, block 64, head dim 32) and
+ * one sequence of GPT-2 small (12 heads, block 1024, head dim 64). */
+static void bench_sdpa_shape(int64_t B, int64_t nh, int64_t T, int64_t hd)
 {
-    static const char *const names[4] = {"sdpa_fused_fwd_12x4x64x32", "sdpa_composite_fwd_12x4x64x32",
-                                         "sdpa_fused_fwd_bwd_12x4x64x32",
-                                         "sdpa_composite_fwd_bwd_12x4x64x32"};
+    static const char *const kinds[4] = {"fused_fwd", "composite_fwd", "fused_fwd_bwd",
+                                         "composite_fwd_bwd"};
+    char names[4][96];
     bool any = false;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "sdpa_%s_%lldx%lldx%lldx%lld", kinds[i],
+                 (long long)B, (long long)nh, (long long)T, (long long)hd);
         any |= selected(names[i]);
+    }
     if (!any)
         return;
-    const int64_t B = 12, nh = 4, T = 64, hd = 32, shape[4] = {B, T, nh, hd};
+    const int64_t shape[4] = {B, T, nh, hd};
     struct sdpa_ctx c;
     weft_tensor **qkv[3] = {&c.q, &c.k, &c.v};
     for (int i = 0; i < 3; i++) {
@@ -556,6 +560,12 @@ static void bench_sdpa(void)
     weft_tensor_release(c.k);
     weft_tensor_release(c.v);
     weft_tensor_release(c.causal);
+}
+
+static void bench_sdpa(void)
+{
+    bench_sdpa_shape(12, 4, 64, 32);
+    bench_sdpa_shape(1, 12, 1024, 64);
 }
 
 /* ---- layer_norm and gelu: the fused kernels against the composite of ops ------------------- */

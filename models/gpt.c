@@ -156,39 +156,53 @@ static weft_tensor *causal_mask_after(int64_t T, int64_t past, weft_device dev)
     return weft_le(j, i);
 }
 
-/* qkv.split(C, dim=2)'s backward: the three gradients joined in one cat (zeros for one
- * that got none). Three narrow()s would each make a zero [B, T, 3C] gradient and copy
- * their part in, and the engine would then add the three: ten passes over [B, T, 3C]
- * where this is one (measured: 2.4% of a step in zero fills alone). */
+/* A [B, T, C] part of qkv as heads [B, nh, T, hd] (a view). */
+static weft_tensor *heads(weft_tensor *part, int64_t nh)
+{
+    if (!part)
+        return NULL;
+    const int64_t B = part->shape[0], T = part->shape[1], C = part->shape[2];
+    const int64_t shape[4] = {B, T, nh, C / nh};
+    return weft_transpose(weft_reshape(part, 4, shape), 1, 2);
+}
+
+/* The backward of split_qkv: the three head gradients [B, nh, T, hd] written straight
+ * into their places in one [B, T, 3C] gradient (zeros for one that got none). The
+ * split's and the views' own backwards would first make each head gradient a contiguous
+ * [B, T, C] (a layout copy each: heads' dims are not [B, T, C]'s) and then join the
+ * three in a cat: two passes over [B, T, 3C] where this is one. (Three narrow()s,
+ * before the cat, made ten: each a zero [B, T, 3C] gradient with its part copied in,
+ * the engine then adding the three; 2.4% of a step in zero fills alone.) */
 static int split_qkv_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                               weft_tensor **grad_inputs)
 {
     if (!weft_node_needs_input_grad(node, 0))
         return 0;
-    const int64_t *shape = weft_node_input_shape(node, 0);
-    const int64_t part[3] = {shape[0], shape[1], shape[2] / 3};
+    const int64_t *shape = weft_node_input_shape(node, 0), C = shape[2] / 3;
     weft_tensor *any = grad_outputs[0] ? grad_outputs[0] : grad_outputs[1] ? grad_outputs[1] : grad_outputs[2];
     if (!any)
         return 0;
-    weft_tensor *parts[3];
+    weft_tensor *g = weft_empty(3, shape, weft_tensor_dtype(any), weft_tensor_device(any));
+    if (!g)
+        return weft_error_code();
     for (int j = 0; j < 3; j++) {
-        parts[j] = grad_outputs[j] ? grad_outputs[j]
-                                   : weft_zeros(3, part, weft_tensor_dtype(any), weft_tensor_device(any));
-        if (!parts[j])
+        weft_tensor *dst = heads(weft_narrow(g, 2, j * C, C), any->shape[1]);
+        if (!dst || (grad_outputs[j] ? weft_copy_(dst, grad_outputs[j]) != 0 : !weft_fill_(dst, 0)))
             return weft_error_code();
     }
-    grad_inputs[0] = weft_cat(3, parts, 2);
-    return grad_inputs[0] ? 0 : weft_error_code();
+    grad_inputs[0] = g;
+    return 0;
 }
 
-/* q, k, v: qkv [B, T, 3C] split in three [B, T, C] views along dim 2, as nanoGPT's
- * qkv.split(C, dim=2), with one SplitBackward0 node for the three. */
-static int split_qkv(weft_tensor *qkv, int64_t C, weft_tensor *out[3])
+/* q, k, v: qkv [B, T, 3C] split in three [B, T, C] parts along dim 2 and each viewed as
+ * heads [B, nh, T, hd], as nanoGPT's qkv.split(C, dim=2) and .view(B, T, nh,
+ * hd).transpose(1, 2), recorded as one SplitBackward0 node for the three. */
+static int split_qkv(weft_tensor *qkv, int64_t C, int64_t nh, weft_tensor *out[3])
 {
     bool record = weft_autograd_needed(1, &qkv);
     bool prev = weft_no_grad_begin();
     for (int j = 0; j < 3; j++)
-        out[j] = weft_narrow(qkv, 2, j * C, C);
+        out[j] = heads(weft_narrow(qkv, 2, j * C, C), nh);
     weft_grad_mode_restore(prev);
     if (!out[0] || !out[1] || !out[2])
         return weft_error_code();
@@ -196,14 +210,6 @@ static int split_qkv(weft_tensor *qkv, int64_t C, weft_tensor *out[3])
         return 0;
     struct weft_node *node = weft_node_create("SplitBackward0", split_qkv_backward, 1, &qkv, 0);
     return node ? weft_node_finish(node, 3, out) : weft_error_code();
-}
-
-/* A [B, T, C] part of qkv as heads [B, nh, T, hd] (a view). */
-static weft_tensor *heads(weft_tensor *part, int64_t nh)
-{
-    const int64_t B = part->shape[0], T = part->shape[1], C = part->shape[2];
-    const int64_t shape[4] = {B, T, nh, C / nh};
-    return weft_transpose(weft_reshape(part, 4, shape), 1, 2);
 }
 
 /* x [B, T, C] -> attention output [B, T, C]. kv NULL: the full causal forward. Else the
@@ -218,10 +224,10 @@ static weft_tensor *attn_run(const struct attn_state *s, weft_tensor *x, const s
     weft_tensor *qkv = weft_module_forward(s->c_attn, x); /* [B, T, 3C] */
     if (!qkv)
         return NULL;
-    weft_tensor *parts[3];
-    if (split_qkv(qkv, C, parts) != 0)
+    weft_tensor *qkvh[3];
+    if (split_qkv(qkv, C, nh, qkvh) != 0)
         return NULL;
-    weft_tensor *q = heads(parts[0], nh), *k = heads(parts[1], nh), *v = heads(parts[2], nh);
+    weft_tensor *q = qkvh[0], *k = qkvh[1], *v = qkvh[2];
     struct weft_sdpa_params p = {.is_causal = true, .dropout_p = training ? s->dropout : 0.0};
     if (kv) {
         if (weft_copy_(weft_narrow(kv->k, 2, past, T), k) != 0 ||

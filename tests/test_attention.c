@@ -265,9 +265,15 @@ static const struct sdpa_case cases[] = {
     /* negative scales are used as given (issue 32: they were taken for "not given") */
     {1, {3}, {3}, {3}, 40, 70, 5, 7, false, 3, -0.6},
     {1, {2}, {2}, {2}, 9, 12, 4, 3, true, 0, -1.5},
-    /* head dims past the kernel's vector blocks: 32 + 8 + 5 and 32 + 5 columns */
+    /* head dims past the vector widths: 32 + 8 + 5 and 32 + 5 columns */
     {1, {2}, {2}, {2}, 33, 45, 45, 37, false, 0, 0},
     {1, {2}, {2}, {2}, 45, 33, 37, 64, true, 0, 0},
+    /* several key blocks of 256 and query tiles of 64 (past 256 queries), neither whole;
+     * causal with more keys than queries (the last blocks hidden from every query) and
+     * with fewer; a mask across block edges */
+    {1, {2}, {2}, {2}, 300, 600, 8, 5, true, 0, 0},
+    {1, {2}, {2}, {2}, 600, 300, 8, 5, true, 0, 0},
+    {1, {1}, {1}, {1}, 290, 520, 6, 4, false, 1, 0},
 };
 
 Test(attention, fused_matches_reference_and_composite_float32)
@@ -348,6 +354,47 @@ Test(attention, transposed_views_give_the_contiguous_result)
     cr_assert_eq(weft_backward(b, weft_contiguous(g), false), 0, "%s", weft_error_message());
     tu_assert_close(weft_grad(xc[0]), gq, weft_tensor_numel(xc[0]), 1e-6, 1e-6);
     free(gq);
+}
+
+/* The output and the three gradients of a causal attention over GPT-shaped views (several
+ * query tiles and key blocks), run with the given number of threads. */
+static double *run_with_threads(int threads, int64_t *numel)
+{
+    int before = weft_get_num_threads();
+    cr_assert_eq(weft_set_num_threads(threads), 0, "%s", weft_error_message());
+    weft_scope_push();
+    const int64_t B = 2, T = 300, nh = 3, hd = 16, n = B * T * nh * hd;
+    uint64_t seed = 21;
+    weft_tensor *x[3];
+    for (int i = 0; i < 3; i++) {
+        x[i] = random_tensor(4, (int64_t[]){B, T, nh, hd}, WEFT_F32, &seed);
+        weft_requires_grad_(x[i], true);
+    }
+    struct weft_sdpa_params p = {.is_causal = true};
+    weft_tensor *y = weft_scaled_dot_product_attention(
+        weft_transpose(x[0], 1, 2), weft_transpose(x[1], 1, 2), weft_transpose(x[2], 1, 2), &p);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    weft_tensor *g = random_tensor(4, (int64_t[]){B, nh, T, hd}, WEFT_F32, &seed);
+    cr_assert_eq(weft_backward(y, g, false), 0, "%s", weft_error_message());
+    double *all = malloc(4 * (size_t)n * sizeof *all);
+    cr_assert_not_null(all);
+    tu_read(y, all);
+    for (int i = 0; i < 3; i++)
+        tu_read(weft_grad(x[i]), all + (i + 1) * n);
+    *numel = 4 * n;
+    weft_scope_pop();
+    weft_set_num_threads(before);
+    return all;
+}
+
+Test(attention, the_same_bits_for_any_number_of_threads)
+{
+    int64_t n1, n2;
+    double *a = run_with_threads(1, &n1), *b = run_with_threads(2, &n2);
+    cr_assert_eq(n1, n2);
+    cr_assert_eq(memcmp(a, b, (size_t)n1 * sizeof *a), 0, "1 and 2 threads differ");
+    free(a);
+    free(b);
 }
 
 /* ---- gradcheck ------------------------------------------------------------------------------ */

@@ -124,6 +124,21 @@ bool cpu_gemm_have_onednn(void);
 /* "sgemm auto: OpenBLAS 0.3.21 ... (COOPERLAKE), oneDNN 2.6.3 (AVX-512 BF16)" */
 void cpu_gemm_describe(char *buf, size_t size);
 
+/* C = alpha op(A)[M, K] op(B)[K, N] + beta C, row-major, float32 or float64, on the
+ * calling thread alone: the tile products of a kernel that splits its own work across
+ * threads (flash attention), whose bits then do not depend on the number of threads.
+ * float32 through [cpu] gemm's provider (oneDNN's sgemm, where built, in mode auto too:
+ * auto's trials time whole beta-0 products), float64 through OpenBLAS. 0, or an error
+ * code with the error set. */
+struct cpu_gemm_tile {
+    bool trans_a, trans_b;
+    int M, N, K, lda, ldb, ldc;
+    double alpha, beta;
+    const void *A, *B;
+    void *C;
+};
+int cpu_gemm_tile(enum weft_dtype dt, const struct cpu_gemm_tile *g);
+
 /* ---- oneDNN's matmul primitive (onednn_matmul.c) ------------------------------------------- */
 /* C[M, N] = op(A)[M, K] op(B)[K, N], row-major bfloat16, accumulated in float32 and
  * rounded once into C (beta 0). */

@@ -263,6 +263,43 @@ int cpu_sgemm(const struct cpu_gemm *g)
     return rc;
 }
 
+/* ---- products inside a kernel's own parallel loop ------------------------------------- */
+
+int cpu_gemm_tile(enum weft_dtype dt, const struct cpu_gemm_tile *g)
+{
+    int rc = 0;
+#ifdef _OPENMP
+    /* Inside a parallel region both libraries run on the calling thread already; outside
+     * one (a kernel with too few units to split) they would split a product, and its
+     * bits, across the threads. */
+    int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (threads > 1)
+        omp_set_num_threads(1);
+#endif
+    if (dt == WEFT_F64) {
+        cblas_dgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                    g->trans_b ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, g->alpha, g->A,
+                    g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
+#ifdef WEFT_HAVE_ONEDNN
+    } else if (mode != CPU_GEMM_OPENBLAS) {
+        dnnl_status_t st = dnnl_sgemm(g->trans_a ? 'T' : 'N', g->trans_b ? 'T' : 'N', g->M, g->N,
+                                      g->K, (float)g->alpha, g->A, g->lda, g->B, g->ldb,
+                                      (float)g->beta, g->C, g->ldc);
+        if (st != dnnl_success)
+            rc = cpu_onednn_error(st, "oneDNN's sgemm for a %d x %d x %d tile", g->M, g->N, g->K);
+#endif
+    } else {
+        cblas_sgemm(CblasRowMajor, g->trans_a ? CblasTrans : CblasNoTrans,
+                    g->trans_b ? CblasTrans : CblasNoTrans, g->M, g->N, g->K, (float)g->alpha,
+                    g->A, g->lda, g->B, g->ldb, (float)g->beta, g->C, g->ldc);
+    }
+#ifdef _OPENMP
+    if (threads > 1)
+        omp_set_num_threads(threads);
+#endif
+    return rc;
+}
+
 /* ---- set-up and description ------------------------------------------------------------- */
 
 void cpu_gemm_configure(enum cpu_gemm_mode m, bool report_choices)
