@@ -1284,6 +1284,30 @@ static int run_callbacks(struct callback_queue *q, int rc)
     return rc;
 }
 
+/* A given root gradient whose meta differs from the root's: of another dtype it is cast
+ * to the root's (PyTorch's validate_outputs casts, so a float64 gradient drives a float32
+ * output); of another shape or device it is refused in PyTorch's words. */
+static weft_tensor *root_gradient(const weft_tensor *root, weft_tensor *grad)
+{
+    char a[160], b[160];
+    if (root->ndim != grad->ndim ||
+        memcmp(root->shape, grad->shape, (size_t)root->ndim * sizeof *root->shape) != 0) {
+        weft_error_set(WEFT_ERR_RUNTIME,
+                       "Mismatch in shape: grad_output[0] has a shape of %s and output[0] has a "
+                       "shape of %s.",
+                       weft_shape_str(grad->ndim, grad->shape, a, sizeof a),
+                       weft_shape_str(root->ndim, root->shape, b, sizeof b));
+        return NULL;
+    }
+    if (!weft_device_equal(root->device, grad->device)) {
+        weft_error_set(WEFT_ERR_RUNTIME, "invalid gradient at index 0 - expected device %s but got %s",
+                       weft_device_str(root->device, a, sizeof a),
+                       weft_device_str(grad->device, b, sizeof b));
+        return NULL;
+    }
+    return weft_to_dtype(grad, root->dtype);
+}
+
 /* Stores the gradient flowing into a non-leaf that asked for retain_grad. */
 static int store_retained(struct weft_node *n)
 {
@@ -1417,13 +1441,8 @@ int weft_backward(weft_tensor *root, weft_tensor *grad, bool retain_graph)
             rc = weft_error_code();
             goto out;
         }
-    } else if (!same_meta(root, grad)) {
-        char a[160], b[160];
-        rc = weft_error_set(WEFT_ERR_RUNTIME,
-                            "Mismatch in shape: grad_output[0] has a shape of %s and output[0] "
-                            "has a shape of %s.",
-                            weft_shape_str(grad->ndim, grad->shape, a, sizeof a),
-                            weft_shape_str(root->ndim, root->shape, b, sizeof b));
+    } else if (!same_meta(root, grad) && !(grad = root_gradient(root, grad))) {
+        rc = weft_error_code();
         goto out;
     }
     struct edge root_edge;

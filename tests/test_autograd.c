@@ -918,3 +918,24 @@ Test(autograd, pow_at_zero_and_std_of_a_constant_have_zero_gradients_as_pytorch)
     tu_assert_close(weft_grad(d), (const double[]){-M_SQRT1_2, M_SQRT1_2}, 2, 1e-12, 0);
     weft_scope_pop();
 }
+
+/* backward(y, grad) with a gradient of another dtype: the engine casts it to y's (PyTorch's
+ * validate_outputs); another shape is refused with PyTorch's text. */
+Test(autograd, a_root_gradient_of_another_dtype_is_cast_to_the_outputs)
+{
+    const int64_t shape[1] = {3};
+    const double v[3] = {1, -2, 3}, g[3] = {0.5, 1, 2}, expected[3] = {1.5, 3, 6};
+    weft_tensor *x = tu_tensor(1, shape, v, WEFT_F32);
+    cr_assert_eq(weft_requires_grad_(x, true), 0);
+    weft_tensor *y = weft_mul_scalar(x, 3);
+    cr_assert_eq(weft_backward(y, tu_tensor(1, shape, g, WEFT_F64), true), 0, "%s",
+                 weft_error_message());
+    cr_expect_eq(weft_grad(x)->dtype, WEFT_F32);
+    tu_assert_close(weft_grad(x), expected, 3, 0, 1e-6);
+    const int64_t other[1] = {2};
+    cr_assert_neq(weft_backward(y, tu_tensor(1, other, g, WEFT_F64), false), 0);
+    cr_expect(strstr(weft_error_message(), "Mismatch in shape: grad_output[0] has a shape of [2] "
+                                           "and output[0] has a shape of [3].") != NULL,
+              "%s", weft_error_message());
+    weft_error_clear();
+}
