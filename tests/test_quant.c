@@ -324,6 +324,30 @@ Test(quant, conv_kernel_matches_the_reference_with_zero_points_and_padding)
     check_conv(2, 17, 4, 4, 3, k1, false, 255, 1, true);
 }
 
+/* A 1-channel input (an image's first layer) takes the cpu plugin's own AVX-512 VNNI
+ * kernel (plugins/cpu/quant_conv_direct.c) where it can: kernel widths 1 to 4, Cout 1 to
+ * 16, padding wider than the kernel, rows whose width leaves a partial vector; the others
+ * (stride 2, width 5, Cout 3, NCHW output) fall back to oneDNN. */
+Test(quant, conv_kernel_on_one_channel_matches_the_reference)
+{
+    const int64_t k3[8] = {3, 3, 1, 1, 1, 1, 1, 1};
+    const int64_t k5x2[8] = {5, 2, 1, 1, 2, 0, 1, 1};
+    const int64_t k1x4[8] = {1, 4, 1, 1, 0, 3, 1, 1};
+    const int64_t k2x1[8] = {2, 1, 1, 1, 3, 2, 1, 1};
+    const int64_t s2[8] = {3, 3, 2, 2, 1, 1, 1, 1};
+    const int64_t k5[8] = {5, 5, 1, 1, 2, 2, 1, 1};
+    check_conv(3, 1, 13, 29, 8, k3, true, 33, 0, true);
+    check_conv(2, 1, 7, 17, 16, k3, false, 200, 17, true);
+    check_conv(1, 1, 9, 11, 4, k5x2, true, 0, 255, true);
+    check_conv(2, 1, 5, 3, 2, k1x4, false, 255, 9, true);
+    check_conv(1, 1, 6, 18, 1, k2x1, true, 1, 3, true);
+    check_conv(2, 1, 28, 28, 8, k3, true, 33, 0, true); /* MNIST-sized, in parallel */
+    check_conv(2, 1, 9, 8, 8, s2, true, 7, 3, true);
+    check_conv(1, 1, 9, 9, 8, k5, false, 7, 3, true);
+    check_conv(2, 1, 7, 9, 3, k3, true, 7, 3, true);
+    check_conv(2, 1, 7, 9, 8, k3, true, 7, 3, false);
+}
+
 Test(quant, max_pool_kernel_matches_the_reference)
 {
     const int64_t xs[4] = {2, 5, 9, 8};

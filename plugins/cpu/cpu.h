@@ -97,6 +97,10 @@ extern const struct weft_kernel_entry cpu_onednn_conv_kernels[];
  * linear and conv2d through oneDNN (quant_onednn.c; empty without it). */
 extern const struct weft_kernel_entry cpu_quant_kernels[];
 extern const struct weft_kernel_entry cpu_quant_onednn_kernels[];
+/* quantized_conv2d of a 1-channel input on AVX-512 VNNI (quant_conv_direct.c), where
+ * oneDNN pads the channels to 4: *done says whether the call was of a shape it takes; the
+ * operands are already checked against the contract. 0, or the error's code. */
+int cpu_quant_conv_direct(const struct weft_op_call *call, bool *done);
 
 /* ---- memory (allocator.c) ---------------------------------------------------------- */
 void *cpu_alloc(int index, size_t nbytes);

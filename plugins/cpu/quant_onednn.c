@@ -411,6 +411,10 @@ static int conv_kernel(const struct weft_op_call *call)
                                                 "of weft/kernel_quant.h");
     if (weft_tensor_numel(y) == 0)
         return 0;
+    bool done; /* a 1-channel input, which oneDNN would pad to 4 */
+    int rc = cpu_quant_conv_direct(call, &done);
+    if (done || rc != 0)
+        return rc;
     const bool f32 = y->dtype == WEFT_F32;
     struct qkey k = {.conv = 1, .threads = max_threads(), .dst_f32 = f32,
                      .relu = call->ints[8] != 0, .out_zp = f32 ? 0 : call->ints[9],
