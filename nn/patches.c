@@ -71,6 +71,27 @@ static int im2col_backward(struct weft_node *node, weft_tensor *const *grad_outp
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
+/* im2col or col2im of in into out, with the plan's integers. */
+static int patches_dispatch(enum weft_op_id op, weft_tensor *in, weft_tensor *out,
+                            const struct patches *p)
+{
+    struct weft_op_call call = {.op = op, .nin = 1, .nout = 1};
+    call.in[0] = in;
+    call.out[0] = out;
+    memcpy(call.ints, p->ints, sizeof p->ints);
+    return weft_dispatch(&call);
+}
+
+/* The backward node of x's im2col or col2im, holding the plan's integers (ints[0..9]). */
+static struct weft_node *patches_node(const char *name, weft_backward_fn backward, weft_tensor *x,
+                                      const struct patches *p)
+{
+    struct weft_node *node = weft_node_create(name, backward, 1, &x, 0);
+    if (node)
+        memcpy(weft_node_ints(node), p->ints, sizeof p->ints);
+    return node;
+}
+
 static weft_tensor *im2col_in_scope(weft_tensor *x, const int64_t k[2], const int64_t dil[2],
                                     const int64_t pad[2], const int64_t st[2])
 {
@@ -83,20 +104,15 @@ static weft_tensor *im2col_in_scope(weft_tensor *x, const int64_t k[2], const in
     weft_tensor *cols = weft_empty(3, shape, x->dtype, x->device);
     if (!x4 || !cols)
         return NULL;
-    struct weft_op_call call = {.op = WEFT_OP_IM2COL, .nin = 1, .nout = 1};
-    call.in[0] = x4;
-    call.out[0] = cols;
-    memcpy(call.ints, p.ints, sizeof p.ints);
-    if (weft_dispatch(&call) != 0)
+    if (patches_dispatch(WEFT_OP_IM2COL, x4, cols, &p) != 0)
         return NULL;
     weft_tensor *y = x->ndim == 4 ? cols : weft_reshape(cols, 2, shape + 1);
     if (!y || !weft_autograd_needed(1, &x))
         return y;
-    struct weft_node *node = weft_node_create("Im2ColBackward0", im2col_backward, 1, &x, 0);
+    struct weft_node *node = patches_node("Im2ColBackward0", im2col_backward, x, &p);
     if (!node)
         return NULL;
     int64_t *ints = weft_node_ints(node);
-    memcpy(ints, p.ints, sizeof p.ints);
     ints[10] = x->ndim == 4;
     ints[11] = p.C;
     ints[12] = p.H;
@@ -248,21 +264,15 @@ static weft_tensor *col2im_in_scope(weft_tensor *x, const int64_t out[2], const 
     weft_tensor *img = weft_empty(4, shape, x->dtype, x->device);
     if (!cols || !img)
         return NULL;
-    struct weft_op_call call = {.op = WEFT_OP_COL2IM, .nin = 1, .nout = 1};
-    call.in[0] = cols;
-    call.out[0] = img;
-    memcpy(call.ints, p.ints, sizeof p.ints);
-    if (weft_dispatch(&call) != 0)
+    if (patches_dispatch(WEFT_OP_COL2IM, cols, img, &p) != 0)
         return NULL;
     weft_tensor *y = x->ndim == 3 ? img : weft_reshape(img, 3, shape + 1);
     if (!y || !weft_autograd_needed(1, &x))
         return y;
-    struct weft_node *node = weft_node_create("Col2ImBackward0", col2im_backward, 1, &x, 0);
+    struct weft_node *node = patches_node("Col2ImBackward0", col2im_backward, x, &p);
     if (!node)
         return NULL;
-    int64_t *ints = weft_node_ints(node);
-    memcpy(ints, p.ints, sizeof p.ints);
-    ints[10] = x->ndim == 3;
+    weft_node_ints(node)[10] = x->ndim == 3;
     return weft_nn_attach(node, y);
 }
 
