@@ -33,15 +33,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-onnx-quant.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "onnx-quant $family: $*"; exit 1; }
 
-python=
-for p in python3 /usr/bin/python3; do
-    if "$p" -c 'import onnx' >/dev/null 2>&1; then python=$p; break; fi
-done
-[ -n "$python" ] || { echo "SKIP: no python3 with the onnx module (make onnx-deps)"; exit 77; }
-export WEFT_ONNXRUNTIME_NODE="${WEFT_ONNXRUNTIME_NODE:-$root/build-onnx/node_modules}"
-command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed (make onnx-deps)"; exit 77; }
-NODE_PATH="$WEFT_ONNXRUNTIME_NODE" node -e "require('onnxruntime-node')" >/dev/null 2>&1 ||
-    { echo "SKIP: onnxruntime-node not found in $WEFT_ONNXRUNTIME_NODE (make onnx-deps)"; exit 77; }
+. "$root/tests/onnx-peers.sh"
 
 train="$build/apps/weft-train"
 c="$root/configs"
