@@ -20,6 +20,7 @@
 #include <weft/dist.h>
 #include <weft/ops.h>
 
+#include "dist_values.h"
 #include "testutil.h"
 
 #define N 7
@@ -289,32 +290,6 @@ TestSuite(dist_mpi, .init = tu_setup, .fini = tu_teardown, .timeout = 120);
 
 static const enum weft_dtype all_dtypes[] = {WEFT_BOOL, WEFT_U8,  WEFT_I8,   WEFT_I16, WEFT_I32,
                                              WEFT_I64,  WEFT_F16, WEFT_BF16, WEFT_F32, WEFT_F64};
-
-/* Rank r's value i for dtype dt: small enough that every sum, mean, max and min is exact
- * in every dtype (and negative only where the dtype has sign). */
-static double value(int r, int i, enum weft_dtype dt)
-{
-    if (dt == WEFT_BOOL)
-        return (i + r) % 3 == 0;
-    if (dt == WEFT_U8)
-        return i * 3 + r * 5;
-    if (weft_dtype_is_floating(dt))
-        return (i - 3) * 0.5 + r * 1.25 - (i == 5 ? 3 * r : 0);
-    return (i - 3) * 2 + r * 7 - (i == 5 ? 11 * r : 0);
-}
-
-static double expected(int i, enum weft_dtype dt, weft_reduce_op op)
-{
-    double a = value(0, i, dt), b = value(1, i, dt);
-    if (dt == WEFT_BOOL)
-        return op == WEFT_REDUCE_MIN ? (a && b) : (a || b);
-    switch (op) {
-    case WEFT_REDUCE_SUM: return a + b;
-    case WEFT_REDUCE_AVG: return (a + b) / 2;
-    case WEFT_REDUCE_MAX: return fmax(a, b);
-    default: return fmin(a, b);
-    }
-}
 
 static void case_all_reduce_every_dtype_and_op(void)
 {
