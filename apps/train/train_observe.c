@@ -190,40 +190,41 @@ int train_observe_step(struct trainer *t, const struct train_batch_stats *st, in
 }
 
 /* The interval's peaks join the run's (the device allocator keeps one peak, which the
- * per-epoch figures restart). Returns the interval's peak allocated bytes. */
-static int64_t fold_peaks(struct trainer *t)
-{
-    struct weft_memory_stats ms = {.struct_size = sizeof ms};
-    if (weft_memory_stats(t->device, &ms) != 0) {
-        weft_error_clear();
-        return 0;
-    }
-    if ((int64_t)ms.peak_allocated_bytes > t->run_peak_allocated)
-        t->run_peak_allocated = (int64_t)ms.peak_allocated_bytes;
-    if ((int64_t)ms.peak_reserved_bytes > t->run_peak_reserved)
-        t->run_peak_reserved = (int64_t)ms.peak_reserved_bytes;
-    return (int64_t)ms.peak_allocated_bytes;
-}
-
-void train_observe_peak_reset(struct trainer *t)
-{
-    fold_peaks(t);
-    weft_reset_peak_memory_stats(t->device);
-}
-
-int64_t train_observe_peak(struct trainer *t)
-{
-    return fold_peaks(t);
-}
-
-bool train_observe_run_peaks(struct trainer *t, int64_t *allocated, int64_t *reserved)
+ * per-epoch figures restart); *interval_peak (if given) gets the interval's peak allocated
+ * bytes. False where the device keeps no statistics. */
+static bool fold_peaks(struct trainer *t, int64_t *interval_peak)
 {
     struct weft_memory_stats ms = {.struct_size = sizeof ms};
     if (weft_memory_stats(t->device, &ms) != 0) {
         weft_error_clear();
         return false;
     }
-    fold_peaks(t);
+    if ((int64_t)ms.peak_allocated_bytes > t->run_peak_allocated)
+        t->run_peak_allocated = (int64_t)ms.peak_allocated_bytes;
+    if ((int64_t)ms.peak_reserved_bytes > t->run_peak_reserved)
+        t->run_peak_reserved = (int64_t)ms.peak_reserved_bytes;
+    if (interval_peak)
+        *interval_peak = (int64_t)ms.peak_allocated_bytes;
+    return true;
+}
+
+void train_observe_peak_reset(struct trainer *t)
+{
+    fold_peaks(t, NULL);
+    weft_reset_peak_memory_stats(t->device);
+}
+
+int64_t train_observe_peak(struct trainer *t)
+{
+    int64_t peak = 0;
+    fold_peaks(t, &peak);
+    return peak;
+}
+
+bool train_observe_run_peaks(struct trainer *t, int64_t *allocated, int64_t *reserved)
+{
+    if (!fold_peaks(t, NULL))
+        return false;
     *allocated = t->run_peak_allocated;
     *reserved = t->run_peak_reserved;
     return true;
