@@ -11,25 +11,25 @@
  * carries no header and keeps its 64-byte alignment; cpu_free gets the requested size
  * back from the core and recomputes the class.
  *
- * Blocks of 1 MiB are mmap'd rather than malloc'd: they go back to the system the moment
- * the cache is emptied (glibc keeps freed heap memory and fragments it), and from 2 MiB
- * on they are aligned to 2 MiB and marked MADV_HUGEPAGE, so transparent huge pages back
- * them even where THP is in "madvise" mode; strided kernels (transposes) touch a new
- * 4 KiB page every few elements and are bound by TLB misses otherwise.
+ * Blocks of 1-2 MiB are mmap'd rather than malloc'd: they go back to the system the
+ * moment the cache is emptied (glibc keeps freed heap memory and fragments it).
  *
- * Requests of SEGMENT_MIN (10 MiB) and more (a deep model's activations and gradients)
- * come from segments, with PyTorch's caching allocator (plugins/cuda/caching_allocator.c,
- * plain C over function pointers: here mmap and munmap): best fit, a cached block split
- * when the rest is worth keeping, freed neighbours merged. A free list per size class
- * cannot hand a freed [B, T, 4C] block to a [B, T, C] request, so a GPT's backward, whose
- * gradients come in other sizes than the activations it frees, grew the cache by a third
- * over what tensors held (GPT-2 small's width, 4 layers: 1907 MiB reserved for a 1416 MiB
- * peak); segments bring that near what tensors hold. Below 10 MiB the size classes stay:
- * their free lists hand back the block freed last, still in the cores' caches (2 MiB of
- * L2 each here), where best fit hands out the lowest address of the size, often cold.
- * Segments from 1 MiB made the MNIST CNN train 6% slower (its 1.6 MB activations;
- * interleaved whole runs, 12 pairs, median). Segments are aligned to 2 MiB and huge
- * pages too; cached segments stay until empty_cache or a failed request (as on CUDA),
+ * Requests of 2 MiB and more (a deep model's activations and gradients) come from
+ * segments, with PyTorch's caching allocator (plugins/cuda/caching_allocator.c, plain C
+ * over function pointers: here mmap and munmap): best fit, a cached block split when the
+ * rest is worth keeping, freed neighbours merged. A free list per size class cannot hand
+ * a freed [B, T, 4C] block to a [B, T, C] request, so a GPT's backward, whose gradients
+ * come in other sizes than the activations it frees, grew the cache by a third over what
+ * tensors held (GPT-2 small's width, 4 layers: 1907 MiB reserved for a 1416 MiB peak);
+ * segments bring that near what tensors hold. Smaller blocks keep their size classes:
+ * a class's free list hands back the block freed last, still in a core's L2 (2 MiB
+ * here), where best fit hands out the lowest address of the size, often cold. Segments
+ * from 1 MiB made the MNIST CNN train 6% slower (its 1.6 MB activations), and from
+ * 10 MiB GPT-2 small's 2-9 MiB weight gradients grew its reserve by 18% (4956 against
+ * 4189 MiB at 4 x 1024). Segments are aligned to 2 MiB and marked MADV_HUGEPAGE, so
+ * transparent huge pages back them even where THP is in "madvise" mode; strided kernels
+ * (transposes) touch a new 4 KiB page every few elements and are bound by TLB misses
+ * otherwise. Cached segments stay until empty_cache or a failed request (as on CUDA),
  * outside the bound below.
  *
  * The cache is bounded (a quarter of physical memory, or WEFT_CPU_CACHE_LIMIT bytes):
@@ -71,7 +71,7 @@
 #define NUM_CLASSES (SMALL_CLASSES + SUBCLASSES * 52)
 #define MMAP_THRESHOLD ((size_t)1 << 20)
 #define HUGE_PAGE ((size_t)2 << 20)
-#define SEGMENT_MIN CA_MIN_LARGE_ALLOC
+#define SEGMENT_MIN HUGE_PAGE /* requests from here on come from segments */
 
 struct free_block {
     struct free_block *next;
@@ -465,7 +465,7 @@ static inline bool thread_cache_current(const struct thread_cache *tc)
     return tc->state == 1 && tc->generation == __atomic_load_n(&pool.generation, __ATOMIC_RELAXED);
 }
 
-/* ---- requests of 10 MiB and more: segments -----------------------------------------  */
+/* ---- requests of 2 MiB and more: segments ------------------------------------------- */
 
 static struct caching_allocator *segments;
 static pthread_once_t segments_once = PTHREAD_ONCE_INIT;
@@ -694,8 +694,8 @@ static int64_t thread_unflushed_blocks(const struct thread_counts *t)
 
 /* What memory_summary's rows mean here (weft_memory_detail's notes). */
 static const char detail_notes[] =
-    "  The cpu allocator's pools: large, its blocks of 1 MiB and more (below 10 MiB each\n"
-    "  mmap'd on its own, from 10 MiB split from segments as on CUDA; empty_cache returns\n"
+    "  The cpu allocator's pools: large, its blocks of 1 MiB and more (below 2 MiB each\n"
+    "  mmap'd on its own, from 2 MiB split from segments as on CUDA; empty_cache returns\n"
     "  both to the system); small, the smaller blocks (from the C heap), those of 1 KiB or\n"
     "  less first kept on the freeing thread's own lists. The non-releasable and oversize\n"
     "  rows are not counted (0). No streams: active\n"
