@@ -318,13 +318,14 @@ weft_tensor *weft_to_device(weft_tensor *t, weft_device dev)
 
 /* ---- reading values back ----------------------------------------------------------------- */
 
-/* Copies t (converted to dtype) into host memory dst viewed as a contiguous tensor. */
-static int read_as(const weft_tensor *t, enum weft_dtype dtype, void *dst)
+/* Copies t into host memory dst viewed as a contiguous tensor. */
+static int read_host(const weft_tensor *t, void *dst)
 {
+    enum weft_dtype dtype = t->dtype;
     size_t nbytes = (size_t)weft_tensor_numel(t) * weft_dtype_size(dtype);
     if (nbytes == 0)
         return 0;
-    if (t->device.type == WEFT_DEVICE_CPU && t->dtype == dtype && weft_tensor_is_contiguous(t)) {
+    if (t->device.type == WEFT_DEVICE_CPU && weft_tensor_is_contiguous(t)) {
         memcpy(dst, weft_tensor_data(t), nbytes);
         return 0;
     }
@@ -353,35 +354,28 @@ int weft_tensor_read(const weft_tensor *t, void *dst, size_t nbytes)
                               "needs %zu (%lld elements of %s)",
                               nbytes, need, (long long)weft_tensor_numel(t),
                               weft_dtype_name(t->dtype));
-    return read_as(t, t->dtype, dst);
-}
-
-int weft_tensor_item(const weft_tensor *t, double *out)
-{
-    if (!t)
-        return null_status();
-    if (weft_require_strided(t, "item") != 0)
-        return weft_error_code();
-    int64_t n = weft_tensor_numel(t);
-    if (n != 1)
-        return weft_error_set(WEFT_ERR_RUNTIME,
-                              "a Tensor with %lld elements cannot be converted to Scalar",
-                              (long long)n);
-    return read_as(t, WEFT_F64, out);
+    return read_host(t, dst);
 }
 
 /* ---- copies ------------------------------------------------------------------------------ */
 
-/* to / clone / contiguous: the gradient goes back unchanged, moved to the input's device
- * (the engine converts the dtype). ints[0..1]: input device. */
+/* The gradient g unchanged, on the source's device, which a copy's node keeps in
+ * ints[0..1] (the engine converts the dtype). */
+static weft_tensor *grad_to_source(struct weft_node *node, weft_tensor *g)
+{
+    weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
+    return weft_device_equal(dev, g->device) ? weft_autorelease(weft_tensor_retain(g))
+                                             : weft_to_device(g, dev);
+}
+
+/* to / clone / contiguous: the gradient goes back unchanged. */
 static int copy_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                          weft_tensor **grad_inputs)
 {
     weft_tensor *g = grad_outputs[0];
     if (!g)
         return 0;
-    weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
-    grad_inputs[0] = weft_device_equal(dev, g->device) ? weft_autorelease(weft_tensor_retain(g)) : weft_to_device(g, dev);
+    grad_inputs[0] = grad_to_source(node, g);
     return grad_inputs[0] ? 0 : weft_error_code();
 }
 
@@ -427,12 +421,8 @@ static int copy_inplace_backward(struct weft_node *node, weft_tensor *const *gra
         return 0;
     if (weft_node_needs_input_grad(node, 0) && !(grad_inputs[0] = weft_zeros_like(g)))
         return weft_error_code();
-    if (weft_node_needs_input_grad(node, 1)) {
-        weft_device dev = {(int16_t)weft_node_ints(node)[0], (int16_t)weft_node_ints(node)[1]};
-        grad_inputs[1] = weft_device_equal(dev, g->device) ? weft_autorelease(weft_tensor_retain(g)) : weft_to_device(g, dev);
-        if (!grad_inputs[1])
-            return weft_error_code();
-    }
+    if (weft_node_needs_input_grad(node, 1) && !(grad_inputs[1] = grad_to_source(node, g)))
+        return weft_error_code();
     return 0;
 }
 

@@ -325,27 +325,21 @@ static const char *manifest_locked(const char *path)
     struct stat st;
     if (stat(path, &st) != 0)
         return NULL;
-    for (size_t i = 0; i < nmanifests; i++) {
-        struct manifest_cache *m = &manifests[i];
-        if (strcmp(m->path, path) != 0)
-            continue;
-        if (m->size == st.st_size && m->mtime.tv_sec == st.st_mtim.tv_sec &&
-            m->mtime.tv_nsec == st.st_mtim.tv_nsec)
-            return m->text;
-        /* The file changed: a stale text stays allocated (callers may hold it). */
-        bool had_error = weft_error_code() != WEFT_OK;
-        char *text = weft_manifest_read(path);
-        if (!text && !had_error && weft_error_code() != WEFT_OK)
-            return NULL; /* out of memory: not "no manifest", so not remembered */
-        m->text = text;
-        m->size = st.st_size;
-        m->mtime = st.st_mtim;
+    struct manifest_cache *m = NULL;
+    for (size_t i = 0; i < nmanifests && !m; i++)
+        if (strcmp(manifests[i].path, path) == 0)
+            m = &manifests[i];
+    if (m && m->size == st.st_size && m->mtime.tv_sec == st.st_mtim.tv_sec &&
+        m->mtime.tv_nsec == st.st_mtim.tv_nsec)
         return m->text;
-    }
     bool had_error = weft_error_code() != WEFT_OK;
     char *text = weft_manifest_read(path);
     if (!text && !had_error && weft_error_code() != WEFT_OK)
         return NULL; /* out of memory: not "no manifest", so not remembered */
+    if (m) { /* the file changed: a stale text stays allocated (callers may hold it) */
+        *m = (struct manifest_cache){m->path, st.st_mtim, st.st_size, text};
+        return text;
+    }
     char *copy = strdup(path);
     if (!copy ||
         weft_grow((void **)&manifests, &cap_manifests, nmanifests + 1, sizeof *manifests) < 0) {

@@ -193,8 +193,8 @@ static weft_tensor *zeros_on(const weft_tensor *self, int64_t n)
 /* Reads the bad-index counter back (synchronises) and fails with PyTorch's text. */
 static int check_bad(weft_tensor *bad, const weft_tensor *self, int dim)
 {
-    double count;
-    if (weft_tensor_item(bad, &count) != 0)
+    int64_t count;
+    if (weft_tensor_read(bad, &count, sizeof count) != 0)
         return weft_error_code();
     if (count > 0)
         return weft_error_set(WEFT_ERR_RUNTIME,

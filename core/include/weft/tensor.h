@@ -221,8 +221,6 @@ weft_tensor *weft_to(weft_tensor *t, weft_device dev, enum weft_dtype dtype, boo
 /* Copies the values of t (any strides, any device) to host memory as a contiguous array
  * of t's dtype; nbytes must be at least numel * itemsize. */
 int weft_tensor_read(const weft_tensor *t, void *dst, size_t nbytes);
-/* The single value of a one-element tensor, converted to double; as Tensor.item(). */
-int weft_tensor_item(const weft_tensor *t, double *out);
 
 #ifdef __cplusplus
 }

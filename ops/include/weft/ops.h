@@ -330,6 +330,10 @@ enum weft_dtype weft_dtype_accumulate(enum weft_dtype dt);
 enum weft_dtype weft_result_type(const weft_tensor *a, const weft_tensor *b);
 enum weft_dtype weft_result_type_scalar(const weft_tensor *a, double s);
 
+/* ---- reading a value back (weft/tensor.h: weft_tensor_read) ---------------------- */
+/* The single value of a one-element tensor, converted to double; as Tensor.item(). */
+int weft_tensor_item(const weft_tensor *t, double *out);
+
 /* ---- printing ---------------------------------------------------------------------- */
 
 /* PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", dtype suffix unless float32
