@@ -573,6 +573,11 @@ weft_module *weft_nn_flatten(int start_dim, int end_dim)
     return module_with(&flatten_type, dims, sizeof dims);
 }
 
+const int *weft_nn_flatten_dims(const weft_module *m)
+{
+    return weft_module_type(m) == &flatten_type ? weft_module_state(m) : NULL;
+}
+
 /* ---- activations ------------------------------------------------------------------ */
 
 static weft_tensor *relu_forward(weft_module *m, weft_tensor *x)

@@ -71,8 +71,14 @@ struct quant_layer_spec {
     float scale;                /* static, uint8 output: its qparams */
     int64_t zero_point;
     struct weft_conv2d_params conv; /* conv only */
+    bool flatten_input;         /* static Linear only: it takes in the Flatten(1, -1) before
+                                 * it (see quant_linear_new) */
 };
-/* Static (u8 activations) Linear / LinearReLU; NULL with an error. */
+/* Static (u8 activations) Linear / LinearReLU; NULL with an error. With flatten_input it
+ * computes Linear(Flatten(x, 1, -1)) of its input, as the Flatten it replaced did: a
+ * channels-last uint8 [N, C, H, W] (a quantized convolution's output) is read as the view
+ * [N, H*W*C] it is in memory, against a copy of the weight whose columns are permuted from
+ * torch's (c, h, w) order to (h, w, c); any other input is flattened as torch does. */
 QUANT_INTERNAL weft_module *quant_linear_new(const struct quant_layer_spec *spec);
 /* DynamicQuantizedLinear (relu ignored). */
 QUANT_INTERNAL weft_module *quant_dynamic_linear_new(const struct quant_layer_spec *spec);
@@ -120,7 +126,8 @@ QUANT_INTERNAL const char *quant_weight_qscheme(const weft_module *m);
 struct weft_onnx_graph;
 /* Static Linear / LinearReLU (relu), handing float32 on or uint8. */
 QUANT_INTERNAL const char *quant_onnx_linear(weft_module *m, struct weft_onnx_graph *g,
-                                             const char *x, bool relu, bool float_output);
+                                             const char *x, bool relu, bool float_output,
+                                             bool flatten_input);
 QUANT_INTERNAL const char *quant_onnx_dynamic_linear(weft_module *m, struct weft_onnx_graph *g,
                                                      const char *x);
 QUANT_INTERNAL const char *quant_onnx_conv(weft_module *m, struct weft_onnx_graph *g,

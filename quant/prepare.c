@@ -180,13 +180,29 @@ static int boundary_qparams(const weft_quant_prepared *p, int b, float *scale, i
     return weft_observer_qparams(p->obs[b], scale, zp);
 }
 
+/* Whether child i, a Linear, takes in the Flatten(1, -1) right before it: where that
+ * Flatten reads a quantized convolution's output (channels-last uint8, through MaxPool2d
+ * and the like), which the Linear then reads as it lies in memory, with no copy into
+ * torch's order (quant_linear_new); the Flatten becomes an Identity, as fusion leaves one.
+ * A Flatten of anything else stays. */
+static bool takes_flatten(const weft_quant_prepared *p, int i)
+{
+    const int b = p->input_from[i]; /* i: it quantizes a float32 input itself */
+    if (i < 1 || b == i || quant_conv_options(weft_module_child_at(p->model, i)))
+        return false;
+    const int *dims = weft_nn_flatten_dims(weft_module_child_at(p->model, i - 1));
+    return dims && dims[0] == 1 && (dims[1] == -1 || dims[1] == 3) &&
+           quant_conv_options(weft_module_child_at(p->model, b - 1)) != NULL;
+}
+
 /* Child i's quantized form, or NULL (error set). */
 static weft_module *quantized_child(const weft_quant_prepared *p, int i)
 {
     weft_module *m = weft_module_child_at(p->model, i);
     struct quant_layer_spec spec = {.relu = quant_is_linear_relu(m) || quant_is_conv_relu(m),
                                     .per_tensor = p->qc.per_tensor_weights,
-                                    .float_output = p->float_output[i]};
+                                    .float_output = p->float_output[i],
+                                    .flatten_input = takes_flatten(p, i)};
     layer_tensors(m, &spec.weight, &spec.bias);
     if (boundary_qparams(p, p->input_from[i], &spec.input_scale, &spec.input_zero_point) != 0 ||
         (!spec.float_output && boundary_qparams(p, i + 1, &spec.scale, &spec.zero_point) != 0))
@@ -215,6 +231,9 @@ int weft_quant_convert(weft_quant_prepared *p)
         else
             continue;
         rc = made[i] ? 0 : weft_error_code();
+        if (rc == 0 && p->role[i] == ROLE_QUANTIZED && takes_flatten(p, i) &&
+            !(made[i - 1] = quant_identity()))
+            rc = weft_error_code();
     }
     for (int i = 0; i < p->n && rc == 0; i++)
         if (made[i])

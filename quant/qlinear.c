@@ -5,7 +5,15 @@
  * What the op takes beyond the stored tensors (weft/kernel_quant.h) is derived once and kept:
  * the int32 bias with the input zero point's share folded in (-zp_x * sum_k w[n, k]), the
  * float32 multipliers s_x s_w[n] / s_y, and the backend's packed weights; all of it is made
- * again when a stored tensor changes (load_state_dict writes them in place). */
+ * again when a stored tensor changes (load_state_dict writes them in place).
+ *
+ * A static Linear that took in the Flatten before it (conversion does that where the
+ * Flatten reads a quantized convolution's channels-last output) reads that output as the
+ * [N, H*W*C] it is in memory, with no copy into torch's (c, h, w) order: its kernel gets a
+ * copy of the weight with the columns permuted to (h, w, c) order, made with the derived
+ * state (the int32 sums are exact in any order, so the bytes are those of the copy's
+ * path). The stored weight keeps torch's order: the checkpoint and the ONNX export mean
+ * what torch's do. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +23,7 @@
 
 struct qlinear {
     bool dynamic, relu, float_output;
+    bool flatten_input;      /* static: computes Linear(Flatten(x, 1, -1)) */
     int64_t in_features, out_features;
     struct quant_watch watch;
     weft_tensor *row_sums;   /* int64 host sums of w's rows, as int32 [N]: dynamic */
@@ -22,18 +31,10 @@ struct qlinear {
     weft_tensor *multiplier; /* [N]: static */
     float *weight_scale;     /* [N] host: dynamic */
     weft_tensor *packed;     /* the backend's (weft_quantized_linear_params.packed) */
+    int64_t hwc_channels;    /* flatten_input: the C weight_hwc was made for */
+    weft_tensor *weight_hwc; /* [N, K]: the weight's columns in (h, w, c) order */
+    weft_tensor *packed_hwc; /* weight_hwc packed by the backend */
 };
-
-static void qlinear_free(void *p)
-{
-    struct qlinear *s = p;
-    weft_tensor_release(s->row_sums);
-    weft_tensor_release(s->bias_i32);
-    weft_tensor_release(s->multiplier);
-    weft_tensor_release(s->packed);
-    free(s->weight_scale);
-    free(s);
-}
 
 static void drop_derived(struct qlinear *s)
 {
@@ -41,9 +42,17 @@ static void drop_derived(struct qlinear *s)
     weft_tensor_release(s->bias_i32);
     weft_tensor_release(s->multiplier);
     weft_tensor_release(s->packed);
+    weft_tensor_release(s->weight_hwc);
+    weft_tensor_release(s->packed_hwc);
     free(s->weight_scale);
-    s->row_sums = s->bias_i32 = s->multiplier = s->packed = NULL;
+    s->row_sums = s->bias_i32 = s->multiplier = s->packed = s->weight_hwc = s->packed_hwc = NULL;
     s->weight_scale = NULL;
+}
+
+static void qlinear_free(void *p)
+{
+    drop_derived(p);
+    free(p);
 }
 
 /* The op's bias and multipliers from the stored tensors (see the file's comment). */
@@ -96,19 +105,19 @@ static int derive(weft_module *m, struct qlinear *s)
     return rc;
 }
 
-/* y [M, N] = the op on x [M, K] uint8. */
-static weft_tensor *run_op(struct qlinear *s, weft_module *m, weft_tensor *x, weft_tensor *bias,
-                           weft_tensor *mult, const weft_tensor *float_bias, bool float_out,
-                           int64_t out_zero_point)
+/* y [M, N] = the op on x [M, K] uint8 and weight [N, K] int8 (packed into *packed). */
+static weft_tensor *run_op(struct qlinear *s, weft_tensor *x, weft_tensor *weight,
+                           weft_tensor **packed, weft_tensor *bias, weft_tensor *mult,
+                           const weft_tensor *float_bias, bool float_out, int64_t out_zero_point)
 {
     int op = quant_op_id(QOP_LINEAR);
     const int64_t shape[2] = {x->shape[0], s->out_features};
     weft_tensor *y = op >= 0 ? weft_empty(2, shape, float_out ? WEFT_F32 : WEFT_U8, x->device) : NULL;
     if (!y || x->shape[0] == 0)
         return y;
-    struct weft_quantized_linear_params p = {.bias = float_bias, .packed = &s->packed};
+    struct weft_quantized_linear_params p = {.bias = float_bias, .packed = packed};
     struct weft_op_call c = {.op = op, .nin = 4, .nout = 1,
-                             .in = {x, weft_module_buffer(m, "weight"), bias, mult},
+                             .in = {x, weight, bias, mult},
                              .out = {y}, .ints = {s->relu, out_zero_point},
                              .params = &p, .params_size = sizeof p};
     return quant_run(&c) == 0 ? y : NULL;
@@ -138,8 +147,54 @@ static weft_tensor *unrows(const struct qlinear *s, weft_tensor *y, const weft_t
     return weft_reshape(y, x->ndim, shape);
 }
 
+/* Whether x, the input of a layer that took in a Flatten, is a channels-last uint8
+ * [N, C, H, W] of its in_features whose memory order is not torch's flatten order (C and
+ * H*W above 1). */
+static bool reads_hwc(const struct qlinear *s, const weft_tensor *x)
+{
+    return s->flatten_input && x->dtype == WEFT_U8 && x->ndim == 4 && quant_is_channels_last(x) &&
+           x->shape[1] > 1 && x->shape[2] * x->shape[3] > 1 &&
+           x->shape[1] * x->shape[2] * x->shape[3] == s->in_features;
+}
+
+/* The weight [N, K] with its columns in (h, w, c) order for inputs of C channels:
+ * w.view(N, C, K / C).transpose(1, 2), made once (derive drops it with the rest). */
+static weft_tensor *weight_hwc(weft_module *m, struct qlinear *s, int64_t C)
+{
+    if (s->weight_hwc && s->hwc_channels == C)
+        return s->weight_hwc;
+    weft_tensor_release(s->weight_hwc);
+    weft_tensor_release(s->packed_hwc);
+    s->weight_hwc = s->packed_hwc = NULL;
+    const int64_t N = s->out_features, K = s->in_features;
+    const int64_t split[3] = {N, C, K / C}, rows[2] = {N, K};
+    weft_scope_push();
+    weft_tensor *w = weft_reshape(weft_module_buffer(m, "weight"), 3, split);
+    s->weight_hwc = weft_tensor_retain(
+        weft_reshape(weft_contiguous(weft_transpose(w, 1, 2)), 2, rows));
+    weft_scope_pop();
+    s->hwc_channels = C;
+    return s->weight_hwc;
+}
+
 static weft_tensor *static_forward(weft_module *m, struct qlinear *s, weft_tensor *x)
 {
+    const weft_tensor *zp = weft_module_buffer(m, "zero_point");
+    const int64_t ozp = zp ? quant_get_i64(zp) : 0;
+    const weft_tensor *float_bias = s->float_output ? weft_module_buffer(m, "bias") : NULL;
+    if (reads_hwc(s, x)) {
+        /* [N, C, H, W] channels-last is [N, H, W, C] in memory: a view, no copy */
+        const int order[4] = {0, 2, 3, 1};
+        const int64_t shape[2] = {x->shape[0], s->in_features};
+        weft_tensor *rows = weft_view(weft_permute(x, 4, order), 2, shape);
+        weft_tensor *w = weight_hwc(m, s, x->shape[1]);
+        if (!rows || !w)
+            return NULL;
+        return run_op(s, rows, w, &s->packed_hwc, s->bias_i32, s->multiplier, float_bias,
+                      s->float_output, ozp);
+    }
+    if (s->flatten_input && !(x = weft_flatten(x, 1, -1)))
+        return NULL;
     weft_tensor *xq = x;
     if (x->dtype == WEFT_F32)
         xq = weft_quantize_per_tensor(x, quant_get_f32(weft_module_buffer(m, "input_scale")),
@@ -153,10 +208,8 @@ static weft_tensor *static_forward(weft_module *m, struct qlinear *s, weft_tenso
     weft_tensor *rows = xq ? rows_of(s, xq) : NULL;
     if (!rows)
         return NULL;
-    const weft_tensor *zp = weft_module_buffer(m, "zero_point");
-    weft_tensor *y = run_op(s, m, rows, s->bias_i32, s->multiplier,
-                            s->float_output ? weft_module_buffer(m, "bias") : NULL,
-                            s->float_output, zp ? quant_get_i64(zp) : 0);
+    weft_tensor *y = run_op(s, rows, weft_module_buffer(m, "weight"), &s->packed, s->bias_i32,
+                            s->multiplier, float_bias, s->float_output, ozp);
     return y ? unrows(s, y, x) : NULL;
 }
 
@@ -224,7 +277,8 @@ static weft_tensor *dynamic_forward(weft_module *m, struct qlinear *s, weft_tens
         bd[n] = (int32_t)(-zx * sums[n]);
         md[n] = sx * s->weight_scale[n];
     }
-    weft_tensor *y = run_op(s, m, xq, bias, mult, weft_module_buffer(m, "bias"), true, 0);
+    weft_tensor *y = run_op(s, xq, weft_module_buffer(m, "weight"), &s->packed, bias, mult,
+                            weft_module_buffer(m, "bias"), true, 0);
     return y ? unrows(s, y, x) : NULL;
 }
 
@@ -265,7 +319,7 @@ static const char *qlinear_onnx(weft_module *m, struct weft_onnx_graph *g, const
 {
     const struct qlinear *s = weft_module_state(m);
     return s->dynamic ? quant_onnx_dynamic_linear(m, g, x)
-                      : quant_onnx_linear(m, g, x, s->relu, s->float_output);
+                      : quant_onnx_linear(m, g, x, s->relu, s->float_output, s->flatten_input);
 }
 
 #define QLINEAR_TYPE(ini, class)                                                              \
@@ -294,6 +348,7 @@ static weft_module *make(const struct weft_module_type *type, const struct quant
     }
     *s = (struct qlinear){.dynamic = dynamic, .relu = spec->relu && !dynamic,
                           .float_output = spec->float_output || dynamic,
+                          .flatten_input = spec->flatten_input && !dynamic,
                           .in_features = w->shape[1], .out_features = w->shape[0]};
     weft_module *m = weft_module_new(type, s);
     if (!m) {

@@ -170,10 +170,11 @@ done:
 }
 
 /* The float32 value a static layer computes from: x dequantized with its input_scale and
- * input_zero_point, after quantizing it first when weft hands this layer float32. */
-static const char *static_input(weft_onnx_graph *g, weft_module *m, const char *x)
+ * input_zero_point, after quantizing it first when weft hands this layer float32 (ex: the
+ * example of the layer's input, which a reshape of x on the way has none of). */
+static const char *static_input(weft_onnx_graph *g, weft_module *m, const char *x,
+                                const weft_tensor *ex)
 {
-    const weft_tensor *ex = weft_onnx_example(g, x);
     if (ex && ex->dtype != WEFT_F32 && ex->dtype != WEFT_U8) {
         weft_error_set(WEFT_ERR_VALUE, "expected a float32 or uint8 input, the traced one is %s",
                        weft_dtype_name(ex->dtype));
@@ -203,22 +204,29 @@ static const char *static_output(weft_onnx_graph *g, weft_module *m, const char 
 
 /* x [M, K] -> Gemm(DQ(x), DQ(w), bias, transB=1). Another rank goes through [-1, K] and
  * back, on the (uint8 or float32) input and output, so that nothing sits between the
- * DequantizeLinear nodes, the Gemm and the QuantizeLinear ONNX Runtime fuses. */
+ * DequantizeLinear nodes, the Gemm and the QuantizeLinear ONNX Runtime fuses. A layer
+ * that took in a Flatten (flatten_input) writes it here: ONNX's Flatten (axis 1) of x,
+ * which the stored weight, in torch's column order, reads as torch does. */
 const char *quant_onnx_linear(weft_module *m, weft_onnx_graph *g, const char *x, bool relu,
-                              bool float_output)
+                              bool float_output, bool flatten_input)
 {
     const weft_tensor *w = buffer(m, "weight", WEFT_I8);
     const weft_tensor *ex = weft_onnx_example(g, x);
     if (!w)
         return NULL;
     const int64_t K = w->shape[1], N = w->shape[0];
-    const bool flat = ex && ex->ndim != 2;
+    if (flatten_input && (!ex || ex->ndim != 2)) {
+        weft_onnx_node *f = weft_onnx_node_add(g, "Flatten", 1, &x, 1);
+        weft_onnx_attr_int(f, "axis", 1);
+        x = weft_onnx_node_output(f, 0);
+    }
+    const bool flat = !flatten_input && ex && ex->ndim != 2;
     const char *b = float_output ? (weft_module_buffer(m, "bias") ? weft_onnx_param(g, m, "bias") : "")
                                  : int32_bias(g, m);
     if (!b)
         return NULL;
     const char *x2 = flat ? weft_onnx_reshape(g, x, 2, (const int64_t[]){-1, K}) : x;
-    const char *xq = static_input(g, m, x2);
+    const char *xq = static_input(g, m, x2, ex);
     const char *wq = weight(g, m);
     const char *in[3] = {xq, wq, b};
     weft_onnx_node *gemm = weft_onnx_node_add(g, "Gemm", *b ? 3 : 2, in, 1);
@@ -290,7 +298,7 @@ const char *quant_onnx_conv(weft_module *m, weft_onnx_graph *g, const char *x,
     const char *b = int32_bias(g, m);
     if (!b)
         return NULL;
-    const char *xq = static_input(g, m, x);
+    const char *xq = static_input(g, m, x, ex);
     const char *wq = weight(g, m);
     const char *in[3] = {xq, wq, b};
     weft_onnx_node *n = weft_onnx_node_add(g, "Conv", *b ? 3 : 2, in, 1);

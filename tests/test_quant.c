@@ -728,6 +728,86 @@ Test(quant, static_quantization_of_a_cnn_stays_close_to_float)
     weft_module_free(ref);
 }
 
+/* Children [from, to) of m on x, in order. */
+static weft_tensor *run_children(weft_module *m, int from, int to, weft_tensor *x)
+{
+    for (int i = from; i < to && x; i++)
+        x = weft_module_forward(weft_module_child_at(m, i), x);
+    cr_assert_not_null(x, "%s", weft_error_message());
+    return x;
+}
+
+static void assert_same_bytes(weft_tensor *a, weft_tensor *b, const char *what)
+{
+    cr_assert_not_null(a, "%s: %s", what, weft_error_message());
+    cr_assert_not_null(b, "%s: %s", what, weft_error_message());
+    cr_assert_eq(a->dtype, b->dtype, "%s", what);
+    cr_assert_eq(weft_tensor_numel(a), weft_tensor_numel(b), "%s", what);
+    a = weft_contiguous(a);
+    b = weft_contiguous(b);
+    const uint8_t *x = weft_tensor_data(a), *y = weft_tensor_data(b);
+    int64_t differ = 0, n = weft_tensor_numel(a) * weft_tensor_itemsize(a);
+    for (int64_t i = 0; i < n; i++)
+        differ += x[i] != y[i];
+    cr_expect_eq(differ, 0, "%s: %lld of %lld bytes differ", what, (long long)differ, (long long)n);
+}
+
+/* The int8 CNN's Flatten reads the last pool's channels-last [N, 5, 3, 3] (C and H*W above
+ * 1, so its memory order is not torch's flatten order): conversion folds it into the
+ * Linear after it, which reads that memory as it lies with its weight columns permuted.
+ * Its outputs must be the bytes of torch's order: the same layer on the NCHW copy of its
+ * input, on torch's flatten of it, and on the float32 values it stands for; and so the
+ * logits of the whole model against the model run with that copy. */
+Test(quant, a_linear_after_a_quantized_conv_reads_its_channels_last_input_in_place)
+{
+    struct weft_qconfig qc = weft_qconfig_default();
+    weft_module *q = quantized_cnn(&qc, 99);
+    /* 0 ConvReLU 1-2 Identity 3 pool 4 ConvReLU 5-6 Identity 7 pool 8 Flatten 9 LinearReLU */
+    cr_assert_str_eq(weft_module_type_name(weft_module_child_at(q, 8)), "Identity");
+    weft_module *fc = weft_module_child_at(q, 9);
+    cr_assert_str_eq(weft_module_type_name(fc), "QuantizedLinearReLU");
+    rng = 11;
+    const int64_t xs[4] = {7, 1, 12, 12};
+    weft_tensor *x = random_of(4, xs, WEFT_F32, -0.5, 2.5);
+    weft_tensor *u = run_children(q, 0, 9, x);
+    cr_assert_eq(u->dtype, WEFT_U8);
+    cr_assert(u->ndim == 4 && u->shape[1] == 5 && u->shape[2] == 3 && u->shape[3] == 3);
+    cr_assert(u->stride[1] == 1 && u->stride[3] == 5, "not channels-last: the test tests nothing");
+    weft_tensor *nchw = weft_contiguous(u);
+    weft_tensor *y = weft_module_forward(fc, u);
+    assert_same_bytes(y, weft_module_forward(fc, nchw), "fc on its NCHW copy");
+    assert_same_bytes(y, weft_module_forward(fc, weft_flatten(u, 1, -1)), "fc on torch's flatten");
+    double sx, zx;
+    cr_assert_eq(weft_tensor_item(weft_module_buffer(fc, "input_scale"), &sx), 0);
+    cr_assert_eq(weft_tensor_item(weft_module_buffer(fc, "input_zero_point"), &zx), 0);
+    weft_tensor *real = weft_dequantize_per_tensor(u, sx, (int64_t)zx);
+    assert_same_bytes(y, weft_module_forward(fc, real), "fc on the float32 values");
+    const int n = weft_module_num_children(q);
+    assert_same_bytes(weft_module_forward(q, x), run_children(q, 9, n, nchw), "logits");
+    weft_module_free(q);
+}
+
+Test(quant, a_flatten_of_a_float32_input_stays_a_flatten)
+{
+    weft_module *parts[4] = {weft_nn_flatten(1, -1), weft_nn_linear(16, 8, true), weft_nn_relu(),
+                             weft_nn_linear(8, 3, true)};
+    weft_module *m = weft_nn_sequential(4, parts);
+    weft_module_train(m, false);
+    weft_quant_prepared *p = weft_quant_prepare(m, NULL);
+    cr_assert_not_null(p, "%s", weft_error_message());
+    rng = 3;
+    const int64_t xs[4] = {6, 1, 4, 4};
+    weft_tensor *x = random_of(4, xs, WEFT_F32, -1, 1);
+    cr_assert_eq(weft_quant_observe(p, x), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_quant_convert(p), 0, "%s", weft_error_message());
+    weft_quant_prepared_free(p);
+    cr_expect_str_eq(weft_module_type_name(weft_module_child_at(m, 0)), "Flatten");
+    weft_tensor *y = weft_module_forward(m, x);
+    cr_assert_not_null(y, "%s", weft_error_message());
+    cr_expect(y->ndim == 2 && y->shape[0] == 6 && y->shape[1] == 3);
+    weft_module_free(m);
+}
+
 Test(quant, calibration_is_deterministic)
 {
     struct weft_qconfig qc = weft_qconfig_default();

@@ -422,6 +422,7 @@ weft_module *weft_nn_log_softmax(int dim);
  * quantization): NULL (or a negative eps) when m is not one of that type. */
 const struct weft_conv2d_options *weft_nn_conv2d_options(const weft_module *m);
 const struct weft_pool2d_params *weft_nn_max_pool2d_params(const weft_module *m);
+const int *weft_nn_flatten_dims(const weft_module *m); /* [start_dim, end_dim] */
 double weft_nn_batch_norm_eps(const weft_module *m); /* BatchNorm1d or BatchNorm2d */
 /* Children named "0", "1", ... in order; takes ownership of all (also on failure). */
 weft_module *weft_nn_sequential(int n, weft_module *const *modules);
