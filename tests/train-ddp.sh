@@ -18,33 +18,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi2() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
 
-cat >"$tmp/blobs.ini" <<INI
+. "$(dirname "$0")/blobs-model.sh"
+{
+    cat <<INI
 [runtime]
 seed = 3
 
-[data]
-reader = synthetic
-kind = blobs
-samples = 600
-features = 2
-classes = 3
-batch_size = 25
-shuffle = true
-validation_split = 0.2
-
-[layer.fc1]
-type = linear
-in_features = 2
-out_features = 16
-
-[layer.act]
-type = relu
-
-[layer.fc2]
-type = linear
-in_features = 16
-out_features = 3
-
+INI
+    blobs_model
+    cat <<INI
 [optimizer]
 type = sgd
 lr = 0.5
@@ -56,6 +38,7 @@ eval_interval = 20
 log_interval = 10
 log = $tmp/log.csv
 INI
+} >"$tmp/blobs.ini"
 
 # ---- 2 x 25 = 1 x 50: rank r reads order[r::2], so step k sees the same 50 samples ------
 mpi2 "$train" "$tmp/blobs.ini" --set "train.checkpoint=$tmp/ddp.safetensors" \

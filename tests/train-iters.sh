@@ -12,33 +12,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-iters.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "train-iters: $*"; exit 1; }
 
-cat >"$tmp/blobs.ini" <<INI
+. "$(dirname "$0")/blobs-model.sh"
+{
+    cat <<INI
 [runtime]
 seed = 3
 
-[data]
-reader = synthetic
-kind = blobs
-samples = 600
-features = 2
-classes = 3
-batch_size = 25
-shuffle = true
-validation_split = 0.2
-
-[layer.fc1]
-type = linear
-in_features = 2
-out_features = 16
-
-[layer.act]
-type = relu
-
-[layer.fc2]
-type = linear
-in_features = 16
-out_features = 3
-
+INI
+    blobs_model
+    cat <<INI
 [optimizer]
 type = adamw
 lr = 0.01
@@ -59,6 +41,7 @@ grad_clip = 1.0
 checkpoint = $tmp/full.safetensors
 log = $tmp/full.csv
 INI
+} >"$tmp/blobs.ini"
 
 # ---- the loop: lines, log, schedule --------------------------------------------------
 "$train" "$tmp/blobs.ini" >"$tmp/full.txt" 2>&1 || { cat "$tmp/full.txt"; fail "training failed"; }

@@ -15,34 +15,16 @@ fail() { echo "train-ddp-cuda: $*"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 
-cat >"$tmp/blobs.ini" <<INI
+. "$(dirname "$0")/../blobs-model.sh"
+{
+    cat <<INI
 [runtime]
 backend = cuda
 seed = 3
 
-[data]
-reader = synthetic
-kind = blobs
-samples = 600
-features = 2
-classes = 3
-batch_size = 25
-shuffle = true
-validation_split = 0.2
-
-[layer.fc1]
-type = linear
-in_features = 2
-out_features = 16
-
-[layer.act]
-type = relu
-
-[layer.fc2]
-type = linear
-in_features = 16
-out_features = 3
-
+INI
+    blobs_model
+    cat <<INI
 [optimizer]
 type = sgd
 lr = 0.5
@@ -53,6 +35,7 @@ max_iters = 10
 eval_interval = 10
 log_interval = 5
 INI
+} >"$tmp/blobs.ini"
 
 mpirun --oversubscribe --bind-to none -np 2 "$train" "$tmp/blobs.ini" \
     --set "train.checkpoint=$tmp/ddp.safetensors" --set "train.log=$tmp/ddp.csv" \
