@@ -45,6 +45,17 @@ static int plan(const weft_tensor *x, const int64_t k[2], const int64_t dil[2], 
     return 0;
 }
 
+/* im2col or col2im of in into out, with the geometry's 10 integers (struct patches). */
+static int patches_dispatch(enum weft_op_id op, weft_tensor *in, weft_tensor *out,
+                            const int64_t geometry[10])
+{
+    struct weft_op_call call = {.op = op, .nin = 1, .nout = 1};
+    call.in[0] = in;
+    call.out[0] = out;
+    memcpy(call.ints, geometry, 10 * sizeof *geometry);
+    return weft_dispatch(&call);
+}
+
 /* ints[0..9] the geometry, [10] batched, [11..13] C H W. */
 static int im2col_backward(struct weft_node *node, weft_tensor *const *grad_outputs,
                            weft_tensor **grad_inputs)
@@ -61,25 +72,10 @@ static int im2col_backward(struct weft_node *node, weft_tensor *const *grad_outp
     weft_tensor *img = weft_empty(4, shape, g->dtype, g->device);
     if (!cols || !img)
         return weft_error_code();
-    struct weft_op_call call = {.op = WEFT_OP_COL2IM, .nin = 1, .nout = 1};
-    call.in[0] = cols;
-    call.out[0] = img;
-    memcpy(call.ints, ints, 10 * sizeof *ints);
-    if (weft_dispatch(&call) != 0)
+    if (patches_dispatch(WEFT_OP_COL2IM, cols, img, ints) != 0)
         return weft_error_code();
     grad_inputs[0] = batched ? img : weft_reshape(img, 3, shape + 1);
     return grad_inputs[0] ? 0 : weft_error_code();
-}
-
-/* im2col or col2im of in into out, with the plan's integers. */
-static int patches_dispatch(enum weft_op_id op, weft_tensor *in, weft_tensor *out,
-                            const struct patches *p)
-{
-    struct weft_op_call call = {.op = op, .nin = 1, .nout = 1};
-    call.in[0] = in;
-    call.out[0] = out;
-    memcpy(call.ints, p->ints, sizeof p->ints);
-    return weft_dispatch(&call);
 }
 
 /* The backward node of x's im2col or col2im, holding the plan's integers (ints[0..9]). */
@@ -104,7 +100,7 @@ static weft_tensor *im2col_in_scope(weft_tensor *x, const int64_t k[2], const in
     weft_tensor *cols = weft_empty(3, shape, x->dtype, x->device);
     if (!x4 || !cols)
         return NULL;
-    if (patches_dispatch(WEFT_OP_IM2COL, x4, cols, &p) != 0)
+    if (patches_dispatch(WEFT_OP_IM2COL, x4, cols, p.ints) != 0)
         return NULL;
     weft_tensor *y = x->ndim == 4 ? cols : weft_reshape(cols, 2, shape + 1);
     if (!y || !weft_autograd_needed(1, &x))
@@ -241,11 +237,7 @@ static int col2im_backward(struct weft_node *node, weft_tensor *const *grad_outp
     weft_tensor *cols = weft_empty(3, cols_shape, g->dtype, g->device);
     if (!img || !cols)
         return weft_error_code();
-    struct weft_op_call call = {.op = WEFT_OP_IM2COL, .nin = 1, .nout = 1};
-    call.in[0] = img;
-    call.out[0] = cols;
-    memcpy(call.ints, ints, 10 * sizeof *ints);
-    if (weft_dispatch(&call) != 0)
+    if (patches_dispatch(WEFT_OP_IM2COL, img, cols, ints) != 0)
         return weft_error_code();
     grad_inputs[0] = batched ? cols : weft_reshape(cols, 2, cols_shape + 1);
     return grad_inputs[0] ? 0 : weft_error_code();
@@ -264,7 +256,7 @@ static weft_tensor *col2im_in_scope(weft_tensor *x, const int64_t out[2], const 
     weft_tensor *img = weft_empty(4, shape, x->dtype, x->device);
     if (!cols || !img)
         return NULL;
-    if (patches_dispatch(WEFT_OP_COL2IM, cols, img, &p) != 0)
+    if (patches_dispatch(WEFT_OP_COL2IM, cols, img, p.ints) != 0)
         return NULL;
     weft_tensor *y = x->ndim == 3 ? img : weft_reshape(img, 3, shape + 1);
     if (!y || !weft_autograd_needed(1, &x))
