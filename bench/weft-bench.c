@@ -23,6 +23,7 @@
 #include <weft/backend.h>
 
 #include "../apps/app_version.h"
+#include "../plugins/cpu/cpu_load.h"
 
 struct options {
     const char *filter;
@@ -720,12 +721,9 @@ static int parse_args(int argc, char **argv)
 /* bench/bench_loader_config.c: --config, the loader of a config's [data]. */
 int bench_loader_config(const char *path, int batches, int repeats,
                         void (*report)(const char *name, double value, const char *unit));
-/* bench/bench_busy.c: the cores other programs kept busy (warned about above this share). */
-struct bench_load {
-    double busy, self, wall;
-};
-int bench_load_sample(struct bench_load *s);
-double bench_load_others(const struct bench_load *a, const struct bench_load *b);
+/* The cores other programs kept busy (plugins/cpu/cpu_load.c, the sampler the cpu plugin
+ * sizes its running threads by), warned about above this share: figures taken while other
+ * processes use the cores measure the contention, not weft. */
 #define BUSY_CORES 0.25
 
 /* The warning of a busy machine, where the figures go and on stderr. */
@@ -851,19 +849,19 @@ int main(int argc, char **argv)
         return 2;
     }
     /* a short look before (this process idle), the whole run after */
-    struct bench_load start, quiet, end;
-    bool load = !opt.list && bench_load_sample(&start) == 0;
+    struct cpu_load start, quiet, end;
+    bool load = !opt.list && cpu_load_sample(&start) == 0;
     if (load) {
         nanosleep(&(struct timespec){0, 300000000}, NULL);
-        load = bench_load_sample(&quiet) == 0;
+        load = cpu_load_sample(&quiet) == 0;
     }
     if (!opt.list)
         printf("# weft %s, %d threads, median of %d\n", weft_version(), weft_get_num_threads(),
                opt.repeats);
     if (opt.config)
         return bench_loader_config(opt.config, opt.batches, opt.repeats, report);
-    if (load && bench_load_others(&start, &quiet) >= BUSY_CORES)
-        warn_busy("before the run", bench_load_others(&start, &quiet));
+    if (load && cpu_load_others(&start, &quiet) >= BUSY_CORES)
+        warn_busy("before the run", cpu_load_others(&start, &quiet));
     bench_copies();
     bench_conversions();
     bench_matmuls();
@@ -874,7 +872,7 @@ int main(int argc, char **argv)
     bench_augment(selected, time_median, report, opt.repeats);
     bench_rnn(selected, time_median, report, opt.repeats);
     bench_conv(selected, time_median, report, opt.repeats);
-    if (load && bench_load_sample(&end) == 0 && bench_load_others(&quiet, &end) >= BUSY_CORES)
-        warn_busy("during the run", bench_load_others(&quiet, &end));
+    if (load && cpu_load_sample(&end) == 0 && cpu_load_others(&quiet, &end) >= BUSY_CORES)
+        warn_busy("during the run", cpu_load_others(&quiet, &end));
     return 0;
 }

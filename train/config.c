@@ -866,8 +866,12 @@ static int blame_set(const struct weft_config *cfg, int rc)
     size_t n = strlen(cfg->name);
     char head[256];
     snprintf(head, sizeof head, "%s: [", cfg->name);
-    const char *msg = strstr(all, head);
-    if (!msg || (msg != all && strncmp(msg - 2, ": ", 2) != 0))
+    /* the last such place: a plugin's refusal comes after the [runtime] line that loaded it */
+    const char *msg = NULL;
+    for (const char *p = strstr(all, head); p; p = strstr(p + 1, head))
+        if (p == all || strncmp(p - 2, ": ", 2) == 0)
+            msg = p;
+    if (!msg)
         return rc;
     const char *sec = msg + n + 3, *close = strchr(sec, ']');
     if (!close || (close[1] != ' ' && close[1] != '\0'))

@@ -191,7 +191,20 @@ void cpu_simd_limit(enum cpu_simd widest);
  * core up after a fraction of a millisecond, not after libgomp's 300000 spins (4.4-5.7 ms
  * there). plugin.c's manifest says more. */
 #define CPU_SPIN_COUNT "20000"
-int cpu_num_threads(void);
+/* threads.c. The split ([cpu] threads, torch.set_num_threads): how a kernel whose bits
+ * depend on its partition cuts its work; fixed for a run. The running count: how many
+ * threads execute it, at most the split, fewer while other programs keep the cores busy
+ * ([cpu] run_threads = auto); asking for it also sets the calling thread's OpenMP count
+ * (read by oneDNN) to it. Results never depend on the running count. */
+int cpu_split_threads(void);
+int cpu_run_threads(void);
+/* "2 threads, run_threads = auto (2 running)", for the plugin's features line. */
+void cpu_describe_threads(char *buf, size_t size);
+/* Sets the split to n and run_threads to run (0: auto; -1: kept, at most n). */
+int cpu_set_threads(int n, int run);
+/* The governor's rule: the count for `capacity` cores left free by other programs, from
+ * `now` running, at most `most`; a rise only after it was asked for in a row (*rises). */
+int cpu_threads_for_capacity(int now, int most, double capacity, int *rises);
 /* Below this many elements a loop runs on the calling thread: waking the pool costs
  * more than the work. */
 #define CPU_PARALLEL_GRAIN 32768

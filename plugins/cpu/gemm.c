@@ -74,6 +74,10 @@ static int onednn_sgemm(const struct cpu_gemm *g)
     bool serial = (int64_t)g->M * g->N * g->K < ONEDNN_SERIAL_MACS;
 #ifdef _OPENMP
     serial = serial || omp_in_parallel();
+    /* this thread's OpenMP count, which oneDNN reads, to the running count (the path
+     * stays the shape's: one chosen by the running count would change the bits) */
+    if (!serial)
+        cpu_run_threads();
 #endif
     if (onednn_matmul_wins(g, serial)) {
         if (cpu_sgemm_onednn_matmul(g) == 0)

@@ -847,7 +847,8 @@ int cpu_reduce_kernel(const struct weft_op_call *call)
 
     int64_t outputs = weft_tensor_numel(out0);
     int64_t work = outputs * (job.R > 0 ? job.R : 1);
-    int64_t threads = cpu_num_threads();
+    /* Chunks change the order of the sums: cut for the split, never for how many run. */
+    int64_t threads = cpu_split_threads();
     if (work >= CPU_PARALLEL_GRAIN && threads > 1 && job.ngroups < 2 * threads) {
         int64_t nchunks = (2 * threads + job.ngroups - 1) / job.ngroups;
         if (nchunks > job.R / 64)

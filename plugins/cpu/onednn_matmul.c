@@ -128,13 +128,11 @@ static const struct matmul_prim *find_prim(const struct matmul_key *k,
     return p;
 }
 
+/* The threads oneDNN will use for a primitive made now (it reads the calling thread's
+ * OpenMP count, which cpu_run_threads sets): part of the primitive's key. */
 static int max_threads(void)
 {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
+    return cpu_run_threads();
 }
 
 /* C = op(A) op(B) for key k's shape and dtype; a dnnl status. */

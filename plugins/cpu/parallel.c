@@ -11,8 +11,9 @@ void cpu_parallel_for(int64_t n, int64_t grain, void (*fn)(void *ctx, int64_t be
     if (n <= 0)
         return;
 #ifdef _OPENMP
-    int nthreads = cpu_num_threads();
-    if (n >= grain && nthreads > 1 && !omp_in_parallel()) {
+    int nthreads = n >= grain && !omp_in_parallel() ? cpu_run_threads() : 1;
+    if (nthreads > 1) {
+        /* how many run, not the split: every caller's bits are the same for any range */
         int64_t chunks = n / (grain > 0 ? grain : 1);
         if (chunks > nthreads)
             chunks = nthreads;

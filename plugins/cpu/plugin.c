@@ -12,9 +12,7 @@
 
 #include "cpu.h"
 
-/* OpenBLAS's own controls (declared here: not every cblas.h carries them). */
-extern void openblas_set_num_threads(int n);
-extern int openblas_get_num_threads(void);
+/* OpenBLAS's own name for the core (declared here: not every cblas.h carries it). */
 extern char *openblas_get_corename(void);
 
 static int cpu_device_count(void *context)
@@ -38,38 +36,13 @@ static int cpu_copy(void *context, weft_tensor *dst, const weft_tensor *src, boo
     return 0;
 }
 
-static int threads = 0;
-
-int cpu_num_threads(void)
-{
-    if (threads > 0)
-        return threads;
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int cpu_set_num_threads(int n)
-{
-    if (n < 1)
-        return weft_error_set(WEFT_ERR_VALUE, "threads must be at least 1, got %d", n);
-    threads = n;
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
-    openblas_set_num_threads(n);
-    return 0;
-}
-
 /* [cpu] conv = onednn, read once at load: the conv2d kernels are registered or not. */
 static bool conv_onednn;
 
 /* Rebuilt on each call: [cpu] gemm may change when the plugin is configured again. */
 static const char *cpu_features(void *context)
 {
-    static char text[448];
+    static char text[512];
     char gemm[256];
     const char *simd = "baseline x86-64";
     __builtin_cpu_init();
@@ -78,14 +51,15 @@ static const char *cpu_features(void *context)
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         simd = "AVX2 FMA";
     cpu_gemm_describe(gemm, sizeof gemm);
-    snprintf(text, sizeof text, "%s; %s; conv2d float32: %s%s", simd, gemm,
-             conv_onednn ? "oneDNN direct" : "im2col + GEMM",
+    char threads[96];
+    cpu_describe_threads(threads, sizeof threads);
 #ifdef _OPENMP
-             "; OpenMP"
+    const char *openmp = "; OpenMP";
 #else
-             ""
+    const char *openmp = "";
 #endif
-    );
+    snprintf(text, sizeof text, "%s; %s; conv2d float32: %s; %s%s", simd, gemm,
+             conv_onednn ? "oneDNN direct" : "im2col + GEMM", threads, openmp);
     return text;
 }
 
@@ -122,12 +96,12 @@ static int backend_memory_detail(void *context, int index, struct weft_memory_de
 
 static int backend_set_num_threads(void *context, int n)
 {
-    return cpu_set_num_threads(n);
+    return cpu_set_threads(n, -1);
 }
 
 static int backend_get_num_threads(void *context)
 {
-    return cpu_num_threads();
+    return cpu_split_threads();
 }
 
 static const struct weft_backend cpu_backend = {
@@ -198,7 +172,7 @@ static int read_options(const weft_options *o)
     static const char *const conv_modes[] = {"onednn", "im2col", NULL};
     int policy, gemm, simd, conv;
     bool gemm_report;
-    int64_t n;
+    int64_t n, run = 0;
     if (weft_options_choice(o, "wait_policy", wait_policies, 0, &policy) < 0 ||
         check_spin_count(o, policy) < 0 ||
         weft_options_int_range(o, "threads", 0, 0, 4096, &n) < 0 ||
@@ -223,9 +197,27 @@ static int read_options(const weft_options *o)
         return weft_options_bad_value(o, "gemm", "this weft-cpu.so was built without oneDNN "
                                                  "(install libdnnl-dev and rebuild); expected "
                                                  "auto or openblas");
+    if (n == 0) {
+#ifdef _OPENMP
+        n = omp_get_max_threads(); /* OMP_NUM_THREADS, or the cores */
+#else
+        n = 1;
+#endif
+    }
+    /* run_threads: auto (the governor of threads.c), or how many of the threads run */
+    const char *rv = weft_options_string(o, "run_threads", "auto");
+    if (strcmp(rv, "auto") != 0) {
+        char *end = NULL;
+        errno = 0;
+        run = strtoll(rv, &end, 10);
+        if (end == rv || *end || errno || run < 1 || run > n)
+            return weft_options_bad_value(o, "run_threads",
+                                          "expected auto or an integer from 1 to threads (%lld)",
+                                          (long long)n);
+    }
     cpu_gemm_configure((enum cpu_gemm_mode)gemm, gemm_report);
     cpu_simd_limit(simd_caps[simd]);
-    return n > 0 ? cpu_set_num_threads((int)n) : 0;
+    return cpu_set_threads((int)n, (int)run);
 }
 
 /* Every kernel the plugin provides: one row per op whose kernel takes every dtype listed,
@@ -297,8 +289,6 @@ static int cpu_init(const weft_options *options)
     int type = weft_register(&cpu_backend);
     if (type < 0)
         return type;
-    /* One pool: OpenBLAS (OpenMP build) and our kernels share libgomp's threads. */
-    openblas_set_num_threads(cpu_num_threads());
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
         int rc = weft_kernel_register_table(type, WEFT_LAYOUT_STRIDED, tables[i]);
         if (rc != 0)

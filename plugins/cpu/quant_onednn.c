@@ -60,13 +60,11 @@ static struct qprim prims[QPRIMS];
 static int prims_used;
 static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The threads oneDNN will use for a primitive made now (it reads the calling thread's
+ * OpenMP count, which cpu_run_threads sets): part of the primitive's key. */
 static int max_threads(void)
 {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
+    return cpu_run_threads();
 }
 
 /* ---- making a primitive -------------------------------------------------------------------- */
