@@ -33,7 +33,7 @@
 
 extern void openblas_set_num_threads(int n);
 
-#define SAMPLE_MS 400
+#define SAMPLE_MS 200
 #define RISE_SAMPLES 2
 
 static int split;              /* [cpu] threads; 0: OpenMP's own count */
