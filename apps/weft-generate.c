@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include <weft.h>
 #include <weft/checkpoint.h>
 #include <weft/gpt.h>
+#include <weft/init.h>
 #include <weft/nn.h>
 #include <weft/quant.h>
 #include <weft/runtime.h>
@@ -212,7 +214,10 @@ static weft_module *load_model(const char *path, weft_device device)
                                        "configs/gpt-char.ini trains)", path, type);
         goto fail;
     }
+    /* every parameter comes from the file (a strict load below): no random init first */
+    bool init = weft_nn_init_enable(false);
     m = weft_module_create_from_metadata(meta, path);
+    weft_nn_init_enable(init);
     if (!m)
         goto fail;
     if (!weft_gpt_config_of(m)) {
@@ -385,6 +390,23 @@ static int generate(weft_module *m, const struct args *a)
     return rc;
 }
 
+/* oneDNN compiles its sgemm kernels on the process's first product (once, 30-40 ms of CPU
+ * on the 2-core machine of docs/config.md's figures), which would be inside the prompt's
+ * forward: the first token waited for the compiler, two thirds of a 48-token run of the
+ * baby GPT. A product of the model's kind on a thread of its own, started before the
+ * checkpoint is read, has them compiled while the model loads; the forward's first
+ * product waits only for what is left (oneDNN's pthread_once). */
+static void *compile_gemm_kernels(void *arg)
+{
+    weft_device cpu = *(const weft_device *)arg;
+    weft_scope_push();
+    weft_tensor *a = weft_ones(2, (int64_t[]){16, 128}, WEFT_F32, cpu);
+    weft_tensor *b = weft_ones(2, (int64_t[]){128, 128}, WEFT_F32, cpu);
+    (void)weft_matmul(a, b); /* a failure is this thread's error, not the run's */
+    weft_scope_pop();
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct args a;
@@ -399,8 +421,13 @@ int main(int argc, char **argv)
         weft_config_free(cfg);
         return EXIT_USAGE;
     }
+    pthread_t compiler;
+    bool compiling = device.type == WEFT_DEVICE_CPU &&
+                     pthread_create(&compiler, NULL, compile_gemm_kernels, &device) == 0;
     weft_module *m = load_model(a.checkpoint, device);
     int rc = m ? generate(m, &a) : weft_error_code();
+    if (compiling)
+        pthread_join(compiler, NULL);
     if (rc != 0)
         fprintf(stderr, "weft-generate: %s\n", weft_error_message());
     weft_module_free(m);

@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "weft.h"
+#include "weft/init.h"
 #include "weft/nn.h"
 #include "weft/models.h"
 #include "weft/checked.h"
@@ -391,6 +392,8 @@ weft_tensor *weft_gpt_loss(weft_tensor *logits, weft_tensor *targets)
 /* Fills w in place with normal(0, std) (no history). */
 static int init_normal(weft_tensor *w, double std)
 {
+    if (!weft_nn_init_enabled()) /* zeros, for a checkpoint to fill */
+        return w ? 0 : weft_error_code();
     bool prev = weft_no_grad_begin();
     int rc = weft_normal_(w, 0.0, std);
     weft_grad_mode_restore(prev);

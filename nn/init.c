@@ -53,10 +53,26 @@ int weft_nn_init_fans(const weft_tensor *t, int64_t *fan_in, int64_t *fan_out)
     return 0;
 }
 
+static _Thread_local bool init_off;
+
+bool weft_nn_init_enable(bool on)
+{
+    bool was = !init_off;
+    init_off = !on;
+    return was;
+}
+
+bool weft_nn_init_enabled(void)
+{
+    return !init_off;
+}
+
 /* Fills run with grad mode off: a parameter is a leaf that requires grad, which an
  * in-place op may not touch under autograd (torch.nn.init's no_grad). */
 static int fill_uniform(weft_tensor *t, double a, double b)
 {
+    if (init_off)
+        return t ? 0 : WEFT_ERR_VALUE;
     bool prev = weft_no_grad_begin();
     int rc = weft_uniform_(t, a, b);
     weft_grad_mode_restore(prev);
@@ -65,6 +81,8 @@ static int fill_uniform(weft_tensor *t, double a, double b)
 
 static int fill_normal(weft_tensor *t, double mean, double std)
 {
+    if (init_off)
+        return t ? 0 : WEFT_ERR_VALUE;
     bool prev = weft_no_grad_begin();
     int rc = weft_normal_(t, mean, std);
     weft_grad_mode_restore(prev);

@@ -10,6 +10,7 @@
 #include "graph_internal.h"
 #include "internal.h"
 #include "layer_state.h"
+#include "weft/init.h"
 #include "weft/nn.h"
 #include "weft/ops.h"
 
@@ -84,6 +85,8 @@ static weft_tensor *init_tensor(int ndim, const int64_t *shape, enum init init, 
     case INIT_ZEROS: return weft_zeros(ndim, shape, WEFT_F32, WEFT_CPU);
     default: break;
     }
+    if (!weft_nn_init_enabled()) /* a checkpoint will overwrite it: no random draws */
+        return weft_zeros(ndim, shape, WEFT_F32, WEFT_CPU);
     weft_tensor *t = weft_empty(ndim, shape, WEFT_F32, WEFT_CPU);
     if (!t || weft_tensor_numel(t) == 0) /* kaiming_uniform_ on no elements is a no-op */
         return t;

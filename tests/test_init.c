@@ -16,6 +16,7 @@
 #include <weft/graph.h>
 #include <weft/init.h>
 #include <weft/model.h>
+#include <weft/rnn.h>
 
 TestSuite(init, .init = tu_setup, .fini = tu_teardown);
 
@@ -333,4 +334,58 @@ Test(init, freezing_what_is_not_there_names_it)
     model_fails(TWO_LAYERS "[train]\nfreeze = act\n", "'act' (ReLU) has no parameters to freeze");
     model_fails("[layer.act]\ntype = relu\nrequires_grad = false\n",
                 "[layer.act] requires_grad = 'false': ReLU has no parameters to freeze");
+}
+
+/* Sums |x| over every parameter of m. */
+static double abs_sum(weft_module *m)
+{
+    struct weft_tensor_dict *d = weft_module_state_dict(m);
+    double s = 0;
+    for (size_t i = 0; d && i < weft_tensor_dict_len(d); i++) {
+        weft_tensor *t = weft_contiguous(weft_to_dtype(weft_tensor_dict_at(d, i), WEFT_F64));
+        int64_t n = weft_tensor_numel(t);
+        double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+        cr_assert(v && weft_tensor_read(t, v, (size_t)n * sizeof *v) == 0);
+        for (int64_t k = 0; k < n; k++)
+            s += fabs(v[k]);
+        free(v);
+    }
+    weft_tensor_dict_free(d);
+    return s;
+}
+
+/* The next number of the generator, as a double. */
+static double next_draw(void)
+{
+    double u;
+    cr_assert_eq(weft_tensor_read(weft_rand(1, (int64_t[]){1}, WEFT_F64, WEFT_CPU), &u, sizeof u), 0);
+    return u;
+}
+
+Test(init, switched_off_modules_start_at_zero_and_draw_nothing_from_the_generator)
+{
+    weft_manual_seed(11);
+    double fresh = next_draw();
+    weft_manual_seed(11);
+    cr_assert(weft_nn_init_enabled(), "on by default");
+    cr_assert(weft_nn_init_enable(false), "the previous setting: on");
+    weft_module *lin = weft_nn_linear(5, 3, true);
+    struct weft_rnn_options o = {.mode = WEFT_RNN_LSTM, .input_size = 4, .hidden_size = 3};
+    weft_module *lstm = weft_nn_rnn(&o);
+    weft_module *emb = weft_nn_embedding(7, 2);
+    weft_tensor *t = weft_ones(2, (int64_t[]){3, 3}, WEFT_F32, WEFT_CPU);
+    cr_assert_eq(weft_nn_init_kaiming_uniform_(t, 0, NULL, NULL), 0);
+    cr_assert(lin && lstm && emb && t);
+    cr_assert_eq(abs_sum(lin) + abs_sum(lstm) + abs_sum(emb), 0.0, "zeros, for a checkpoint");
+    double total;
+    cr_assert_eq(weft_tensor_item(weft_sum(t, 0, NULL, false), &total), 0);
+    cr_assert_eq(total, 9.0, "a fill leaves the tensor as it was");
+    cr_assert_eq(next_draw(), fresh, "nothing was drawn from the generator");
+    cr_assert(!weft_nn_init_enable(true), "the previous setting: off");
+    weft_module *again = weft_nn_linear(5, 3, true);
+    cr_assert_gt(abs_sum(again), 0.0, "on again: PyTorch's initialisation");
+    weft_module_free(lin);
+    weft_module_free(lstm);
+    weft_module_free(emb);
+    weft_module_free(again);
 }
