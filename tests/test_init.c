@@ -339,6 +339,7 @@ Test(init, freezing_what_is_not_there_names_it)
 /* Sums |x| over every parameter of m. */
 static double abs_sum(weft_module *m)
 {
+    weft_scope_push();
     struct weft_tensor_dict *d = weft_module_state_dict(m);
     double s = 0;
     for (size_t i = 0; d && i < weft_tensor_dict_len(d); i++) {
@@ -351,6 +352,7 @@ static double abs_sum(weft_module *m)
         free(v);
     }
     weft_tensor_dict_free(d);
+    weft_scope_pop();
     return s;
 }
 
@@ -358,12 +360,15 @@ static double abs_sum(weft_module *m)
 static double next_draw(void)
 {
     double u;
+    weft_scope_push();
     cr_assert_eq(weft_tensor_read(weft_rand(1, (int64_t[]){1}, WEFT_F64, WEFT_CPU), &u, sizeof u), 0);
+    weft_scope_pop();
     return u;
 }
 
 Test(init, switched_off_modules_start_at_zero_and_draw_nothing_from_the_generator)
 {
+    weft_scope_push();
     weft_manual_seed(11);
     double fresh = next_draw();
     weft_manual_seed(11);
@@ -388,4 +393,5 @@ Test(init, switched_off_modules_start_at_zero_and_draw_nothing_from_the_generato
     weft_module_free(lstm);
     weft_module_free(emb);
     weft_module_free(again);
+    weft_scope_pop();
 }
