@@ -20,3 +20,20 @@ expect_error() {
     grep -q '^epoch 1/' "$tmp/$name.txt" && fail "$name: reported after an epoch had trained"
     echo "$name: $(grep 'weft-train:' "$tmp/$name.txt" | tail -1)"
 }
+
+# tensors CHECKPOINT...: each file's tensors, one "name dtype shape sha1-of-bytes" line each,
+# sorted by name (needs $py): two runs' files compare with cmp, one tensor with grep "^name ".
+tensors() {
+    "$py" - "$@" <<'PY'
+import hashlib, json, struct, sys
+for path in sys.argv[1:]:
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    for k, v in sorted(head.items()):
+        if k != "__metadata__":
+            b, e = v["data_offsets"]
+            print(k, v["dtype"], "x".join(map(str, v["shape"])), hashlib.sha1(data[b:e]).hexdigest())
+PY
+}

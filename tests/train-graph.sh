@@ -77,22 +77,6 @@ run() { # name [weft-train arguments...]: trains graph.ini into $tmp/NAME/
         { cat "$tmp/$name.txt"; fail "$name: weft-train failed"; }
 }
 
-# safetensors NAME... : prints, per checkpoint, its entries as "key sha1-of-bytes"
-tensors() {
-    "$py" - "$@" <<'PY'
-import hashlib, json, struct, sys
-for path in sys.argv[1:]:
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    for k, v in sorted(head.items()):
-        if k != "__metadata__":
-            b, e = v["data_offsets"]
-            print(k, hashlib.sha1(data[b:e]).hexdigest())
-PY
-}
-
 # ---- the graph trains, and its summary shows what each layer reads --------------------
 run plain
 grep -q 'Connected to' "$tmp/plain.txt" || { cat "$tmp/plain.txt"; fail "no 'Connected to' column"; }
