@@ -60,14 +60,14 @@ if [ "$cores" -ge 2 ]; then
         i=$((i + 1))
     done
     WEFT_CPU_THREADS_TRACE=1 run cnn_bn_busy "$src/configs/mnist-cnn-bn.ini" \
-        --set train.max_iters=60 --set train.log_interval=20
+        --set train.max_iters=120 --set train.log_interval=40
     kill $busy
     busy=
     grep -q '^weft cpu: 2 -> 1 threads ([0-9.]* of [0-9]* cores free)$' "$tmp/cnn_bn_busy.txt" ||
         { cat "$tmp/cnn_bn_busy.txt"; fail "with every core busy the run kept 2 threads"; }
     echo "auto, every core busy: $(grep -m1 '^weft cpu:' "$tmp/cnn_bn_busy.txt")"
-    run cnn_bn_quiet "$src/configs/mnist-cnn-bn.ini" --set train.max_iters=60 \
-        --set train.log_interval=20 --set cpu.run_threads=2
+    run cnn_bn_quiet "$src/configs/mnist-cnn-bn.ini" --set train.max_iters=120 \
+        --set train.log_interval=40 --set cpu.run_threads=2
     same_tensors "$tmp/cnn_bn_busy.safetensors" "$tmp/cnn_bn_quiet.safetensors"
     echo "auto, every core busy: the bits of 2 running threads"
 else
