@@ -389,32 +389,16 @@ weft_tensor *weft_gpt_loss(weft_tensor *logits, weft_tensor *targets)
 
 /* ---- building --------------------------------------------------------------------- */
 
-/* Fills w in place with normal(0, std) (no history). */
-static int init_normal(weft_tensor *w, double std)
-{
-    if (!weft_nn_init_enabled()) /* zeros, for a checkpoint to fill */
-        return w ? 0 : weft_error_code();
-    bool prev = weft_no_grad_begin();
-    int rc = weft_normal_(w, 0.0, std);
-    weft_grad_mode_restore(prev);
-    return rc;
-}
-
 /* GPT-2's Linear: weight normal(0, std), bias zero. */
 static weft_module *make_linear(int64_t in, int64_t out, bool bias, double std)
 {
     weft_module *m = weft_nn_linear(in, out, bias);
     if (!m)
         return NULL;
-    int rc = init_normal(weft_module_parameter(m, "weight"), std);
+    int rc = weft_nn_init_normal_(weft_module_parameter(m, "weight"), 0.0, std);
     weft_tensor *b = weft_module_parameter(m, "bias");
-    if (rc == 0 && b) {
-        bool prev = weft_no_grad_begin();
-        weft_scope_push();
-        rc = weft_copy_(b, weft_zeros_like(b));
-        weft_scope_pop();
-        weft_grad_mode_restore(prev);
-    }
+    if (rc == 0 && b)
+        rc = weft_nn_init_zeros_(b);
     if (rc != 0) {
         weft_module_free(m);
         return NULL;
@@ -425,7 +409,7 @@ static weft_module *make_linear(int64_t in, int64_t out, bool bias, double std)
 static weft_module *make_embedding(int64_t num, int64_t dim)
 {
     weft_module *m = weft_nn_embedding(num, dim);
-    if (m && init_normal(weft_module_parameter(m, "weight"), 0.02) != 0) {
+    if (m && weft_nn_init_normal_(weft_module_parameter(m, "weight"), 0.0, 0.02) != 0) {
         weft_module_free(m);
         return NULL;
     }

@@ -200,11 +200,9 @@ int cpu_split_threads(void);
 int cpu_run_threads(void);
 /* "2 threads, run_threads = auto (2 running)", for the plugin's features line. */
 void cpu_describe_threads(char *buf, size_t size);
-/* Sets the split to n and run_threads to run (0: auto; -1: kept, at most n). */
+/* Sets the split to n and run_threads to run (0: auto, or 1..n as read_options checked;
+ * -1: kept, at most n). */
 int cpu_set_threads(int n, int run);
-/* The governor's rule: the count for `capacity` cores left free by other programs, from
- * `now` running, at most `most`; a rise only after it was asked for in a row (*rises). */
-int cpu_threads_for_capacity(int now, int most, double capacity, int *rises);
 /* Below this many elements a loop runs on the calling thread: waking the pool costs
  * more than the work. */
 #define CPU_PARALLEL_GRAIN 32768

@@ -29,10 +29,6 @@
 #include "onednn_engine.h"
 #endif
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cpu.h"
 
 #ifdef WEFT_HAVE_ONEDNN
@@ -128,13 +124,6 @@ static const struct matmul_prim *find_prim(const struct matmul_key *k,
     return p;
 }
 
-/* The threads oneDNN will use for a primitive made now (it reads the calling thread's
- * OpenMP count, which cpu_run_threads sets): part of the primitive's key. */
-static int max_threads(void)
-{
-    return cpu_run_threads();
-}
-
 /* C = op(A) op(B) for key k's shape and dtype; a dnnl status. */
 static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const void *B, void *C)
 {
@@ -186,8 +175,9 @@ static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const
  * names the dtype (what) and the shape. */
 #define RUN_PRODUCT(dt, what, g)                                                              \
     do {                                                                                      \
-        struct matmul_key k = {(dt),   max_threads(), (g)->trans_a, (g)->trans_b, (g)->M,    \
-                               (g)->N, (g)->K,        (g)->lda,     (g)->ldb,     (g)->ldc}; \
+        struct matmul_key k = {(dt),   cpu_run_threads(), (g)->trans_a, (g)->trans_b,         \
+                               (g)->M, (g)->N,            (g)->K,       (g)->lda,             \
+                               (g)->ldb, (g)->ldc};                                           \
         dnnl_status_t st = run_matmul(&k, (g)->A, (g)->B, (g)->C);                            \
         if (st == dnnl_success)                                                               \
             return 0;                                                                         \

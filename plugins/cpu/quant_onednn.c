@@ -29,10 +29,6 @@
 #include "onednn_engine.h"
 #endif
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cpu.h"
 
 #ifdef WEFT_HAVE_ONEDNN
@@ -59,13 +55,6 @@ struct qprim {
 static struct qprim prims[QPRIMS];
 static int prims_used;
 static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The threads oneDNN will use for a primitive made now (it reads the calling thread's
- * OpenMP count, which cpu_run_threads sets): part of the primitive's key. */
-static int max_threads(void)
-{
-    return cpu_run_threads();
-}
 
 /* ---- making a primitive -------------------------------------------------------------------- */
 
@@ -386,7 +375,7 @@ static int linear_kernel(const struct weft_op_call *call)
     if (weft_tensor_numel(y) == 0)
         return 0;
     const bool f32 = y->dtype == WEFT_F32;
-    struct qkey k = {.conv = 0, .threads = max_threads(), .dst_f32 = f32,
+    struct qkey k = {.conv = 0, .threads = cpu_run_threads(), .dst_f32 = f32,
                      .relu = call->ints[0] != 0, .out_zp = f32 ? 0 : call->ints[1],
                      .float_bias = f32 && p->bias, .M = x->shape[0], .N = w->shape[0],
                      .K = x->shape[1]};
@@ -414,7 +403,7 @@ static int conv_kernel(const struct weft_op_call *call)
     if (done || rc != 0)
         return rc;
     const bool f32 = y->dtype == WEFT_F32;
-    struct qkey k = {.conv = 1, .threads = max_threads(), .dst_f32 = f32,
+    struct qkey k = {.conv = 1, .threads = cpu_run_threads(), .dst_f32 = f32,
                      .relu = call->ints[8] != 0, .out_zp = f32 ? 0 : call->ints[9],
                      .in_zp = call->ints[10], .B = x->shape[0], .C = x->shape[1],
                      .H = x->shape[2], .W = x->shape[3], .Co = w->shape[0], .OH = y->shape[2],

@@ -63,7 +63,9 @@ int cpu_split_threads(void)
 #endif
 }
 
-int cpu_threads_for_capacity(int now, int most, double capacity, int *rises)
+/* The count for `capacity` cores left free by other programs, from `now` running, at most
+ * `most`; a rise only once it was asked for RISE_SAMPLES times in a row (*rises). */
+static int threads_for_capacity(int now, int most, double capacity, int *rises)
 {
     /* the whole cores left over, a quarter of one counting as none */
     int want = (int)(capacity + 0.25);
@@ -102,7 +104,7 @@ static void governor_tick(void)
     } else if (gov.primed) {
         double capacity = s.cores - cpu_load_others(&gov.last, &s);
         int was = atomic_load_explicit(&running, memory_order_relaxed);
-        int n = cpu_threads_for_capacity(was, cpu_split_threads(), capacity, &gov.rises);
+        int n = threads_for_capacity(was, cpu_split_threads(), capacity, &gov.rises);
         if (n != was) {
             set_running(n);
             if (trace)
@@ -115,13 +117,18 @@ static void governor_tick(void)
     pthread_mutex_unlock(&governor_lock);
 }
 
+/* How many run now: the split until the plugin is configured. */
+static int running_now(void)
+{
+    int n = atomic_load_explicit(&running, memory_order_relaxed);
+    return n > 0 ? n : cpu_split_threads();
+}
+
 int cpu_run_threads(void)
 {
     if (!fixed_run && !gov.off && cpu_split_threads() > 1)
         governor_tick();
-    int n = atomic_load_explicit(&running, memory_order_relaxed);
-    if (n <= 0)
-        n = cpu_split_threads();
+    int n = running_now();
 #ifdef _OPENMP
     if (!omp_in_parallel() && omp_get_max_threads() != n)
         omp_set_num_threads(n); /* this thread's own setting, the one oneDNN reads */
@@ -131,12 +138,11 @@ int cpu_run_threads(void)
 
 void cpu_describe_threads(char *buf, size_t size)
 {
-    int n = atomic_load_explicit(&running, memory_order_relaxed);
     if (fixed_run)
         snprintf(buf, size, "%d threads, run_threads = %d", cpu_split_threads(), fixed_run);
     else
         snprintf(buf, size, "%d threads, run_threads = auto (%d running)", cpu_split_threads(),
-                 n > 0 ? n : cpu_split_threads());
+                 running_now());
 }
 
 int cpu_set_threads(int n, int run)
@@ -145,10 +151,6 @@ int cpu_set_threads(int n, int run)
         run = fixed_run > n ? n : fixed_run; /* torch.set_num_threads keeps run_threads */
     if (n < 1)
         return weft_error_set(WEFT_ERR_VALUE, "threads must be at least 1, got %d", n);
-    if (run > n)
-        return weft_error_set(WEFT_ERR_VALUE,
-                              "run_threads must be auto or from 1 to threads (%d), got %d", n,
-                              run);
     pthread_mutex_lock(&governor_lock);
     split = n;
     fixed_run = run;
