@@ -348,30 +348,39 @@ Test(quant, conv_kernel_on_one_channel_matches_the_reference)
     check_conv(2, 1, 7, 9, 8, k3, true, 7, 3, false);
 }
 
+/* Channels-last 2x2 windows of 8, 16, 32 or 64 channels take the cpu plugin's AVX-512
+ * pair max (64 output bytes a step): rows of 72 (C 8, OW 9), 64, 160 and 128 bytes, and
+ * odd input widths whose last column no window reads. */
 Test(quant, max_pool_kernel_matches_the_reference)
 {
-    const int64_t xs[4] = {2, 5, 9, 8};
+    const int64_t shapes[][2] = {{5, 8}, {8, 19}, {16, 8}, {16, 21}, {32, 11}, {64, 5}};
     const struct weft_pool2d_params p[] = {{.kernel = {2, 2}}, {.kernel = {3, 2}, .stride = {2, 1},
                                                                  .padding = {1, 1}}};
-    for (int dt = 0; dt < 2; dt++)
-        for (int cl = 0; cl < 2; cl++)
-            for (int k = 0; k < 2; k++) {
-                weft_tensor *x = random_of(4, xs, dt ? WEFT_I8 : WEFT_U8, dt ? -128 : 0, dt ? 127 : 255);
-                if (cl)
-                    x = channels_last(x);
-                const int64_t kh = p[k].kernel[0], kw = p[k].kernel[1];
-                const int64_t sh = p[k].stride[0] ? p[k].stride[0] : kh, sw = p[k].stride[1] ? p[k].stride[1] : kw;
-                const int64_t OH = (9 + 2 * p[k].padding[0] - kh) / sh + 1;
-                const int64_t OW = (8 + 2 * p[k].padding[1] - kw) / sw + 1;
-                const int64_t ys[4] = {2, 5, OH, OW};
-                weft_tensor *y = weft_empty(4, ys, x->dtype, WEFT_CPU);
-                if (cl)
-                    y = channels_last(y);
-                struct weft_op_call c = {.op = op_id(WEFT_OP_QUANTIZED_MAX_POOL2D_NAME), .nin = 1,
-                                         .nout = 1, .in = {x}, .out = {y},
-                                         .ints = {kh, kw, sh, sw, p[k].padding[0], p[k].padding[1], 1, 1}};
-                assert_kernel_matches_reference(&c, "max pool");
-            }
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t C = shapes[i][0], W = shapes[i][1], xs[4] = {2, C, 9, W};
+        for (int dt = 0; dt < 2; dt++)
+            for (int cl = 0; cl < 2; cl++)
+                for (int k = 0; k < 2; k++) {
+                    weft_tensor *x = random_of(4, xs, dt ? WEFT_I8 : WEFT_U8, dt ? -128 : 0, dt ? 127 : 255);
+                    if (cl)
+                        x = channels_last(x);
+                    const int64_t kh = p[k].kernel[0], kw = p[k].kernel[1];
+                    const int64_t sh = p[k].stride[0] ? p[k].stride[0] : kh, sw = p[k].stride[1] ? p[k].stride[1] : kw;
+                    const int64_t OH = (9 + 2 * p[k].padding[0] - kh) / sh + 1;
+                    const int64_t OW = (W + 2 * p[k].padding[1] - kw) / sw + 1;
+                    const int64_t ys[4] = {2, C, OH, OW};
+                    weft_tensor *y = weft_empty(4, ys, x->dtype, WEFT_CPU);
+                    if (cl)
+                        y = channels_last(y);
+                    struct weft_op_call c = {.op = op_id(WEFT_OP_QUANTIZED_MAX_POOL2D_NAME), .nin = 1,
+                                             .nout = 1, .in = {x}, .out = {y},
+                                             .ints = {kh, kw, sh, sw, p[k].padding[0], p[k].padding[1], 1, 1}};
+                    char what[64];
+                    snprintf(what, sizeof what, "max pool C %lld W %lld %s %s k%d", (long long)C,
+                             (long long)W, dt ? "int8" : "uint8", cl ? "channels-last" : "NCHW", k);
+                    assert_kernel_matches_reference(&c, what);
+                }
+    }
 }
 
 /* ---- observers ---------------------------------------------------------------------------- */
