@@ -2,6 +2,7 @@
  *
  *   weft-generate CHECKPOINT [--prompt TEXT] [--max-new-tokens N] [--temperature T]
  *                 [--top-k K] [--seed S] [--device DEV] [--threads N] [--num-samples N]
+ *                 [--warmup N]
  *
  * The checkpoint's __metadata__ holds the model's config (weft_module_config_export:
  * "model.type" = "gpt", "model.n_layer", ...), so the file alone rebuilds the model. Then,
@@ -42,7 +43,7 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
 struct args {
     const char *checkpoint, *prompt, *device;
-    int64_t max_new_tokens, top_k, threads, num_samples;
+    int64_t max_new_tokens, top_k, threads, num_samples, warmup;
     double temperature;
     uint64_t seed;
 };
@@ -53,7 +54,7 @@ static void usage(FILE *f)
             "usage: weft-generate CHECKPOINT [--prompt TEXT] [--max-new-tokens N] "
             "[--temperature T]\n"
             "                     [--top-k K] [--seed S] [--device DEV] [--threads N]\n"
-            "                     [--num-samples N]\n"
+            "                     [--num-samples N] [--warmup N]\n"
             "Samples from a GPT checkpoint written by weft-train (nanoGPT's generate()).\n"
             "  --prompt TEXT         the start (default: a newline; token ids \"1 2 3\" when the\n"
             "                        vocabulary is not 256 bytes, default \"0\")\n"
@@ -66,6 +67,9 @@ static void usage(FILE *f)
             "  --threads N           the cpu backend's threads ([cpu] threads; default: leave)\n"
             "  --num-samples N       N samples drawn as one batch, each printed when done and\n"
             "                        followed by a line of dashes (default 1: streamed)\n"
+            "  --warmup N            first draw N tokens unprinted and untimed, then reseed: the\n"
+            "                        timing line is then a warm process's (oneDNN compiles its\n"
+            "                        kernels on the first product); the text is the same\n"
             "  --version             weft's version\n");
 }
 
@@ -136,6 +140,9 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return -1;
         } else if (!strcmp(opt, "--num-samples")) {
             if (parse_int(opt, value, 1, &a->num_samples))
+                return -1;
+        } else if (!strcmp(opt, "--warmup")) {
+            if (parse_int(opt, value, 0, &a->warmup))
                 return -1;
         } else if (!strcmp(opt, "--top-k")) {
             if (parse_int(opt, value, 1, &a->top_k))
@@ -336,6 +343,25 @@ static void print_tokens(bool bytes, const int64_t *tokens, int64_t n)
     }
 }
 
+/* --warmup: a->warmup tokens after the prompt, drawn in a batch of a->num_samples rows as
+ * the timed run will be (the same products, so the same kernels compiled and buffers
+ * cached), then the generator reseeded: the text that follows is the one without. */
+static int warm_up(weft_module *m, const struct args *a, const int64_t *prompt, int64_t n,
+                   const struct weft_gpt_sampling *s)
+{
+    const int64_t N = a->num_samples, row = n + a->warmup;
+    int64_t *tokens = malloc((size_t)(N * row) * sizeof *tokens);
+    if (!tokens)
+        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for the warm-up");
+    for (int64_t b = 0; b < N; b++)
+        memcpy(tokens + b * row, prompt, (size_t)n * sizeof *tokens);
+    int rc = weft_gpt_generate_batch(m, N, tokens, n, a->warmup, s, NULL, NULL);
+    free(tokens);
+    if (rc == 0)
+        weft_manual_seed(a->seed);
+    return rc;
+}
+
 /* One sample: the prompt, then a->max_new_tokens tokens after it as they are drawn.
  * Several: drawn as one batch, each printed when done with a line of dashes after it. */
 static int generate(weft_module *m, const struct args *a)
@@ -359,7 +385,13 @@ static int generate(weft_module *m, const struct args *a)
         return weft_error_code();
     }
     struct weft_gpt_sampling s = {.temperature = a->temperature, .top_k = a->top_k};
-    int rc;
+    int rc = a->warmup > 0 ? warm_up(m, a, prompt, n, &s) : 0;
+    if (rc != 0) {
+        if (tokens != prompt)
+            free(tokens);
+        free(prompt);
+        return rc;
+    }
     double t0 = now(), dt;
     if (N == 1) {
         print_tokens(p.bytes, tokens, n);

@@ -13,10 +13,12 @@ prompt (the first bytes of the text's validation split), sampling from the full 
 at temperature 1, for B rows at once (weft-generate --num-samples B; PyTorch on idx
 [B, P]); P + N stays within the block, so the cache is never refilled. tokens/s counts
 B * N tokens over the time from the prompt to the last token (the prompt's forward
-included); weft-generate measures its own, PyTorch runs one short warm-up generation
-first and is then timed alike.
+included). PyTorch runs one 4-token warm-up generation first and is then timed;
+weft-generate alike with --warmup 4 (weft_t1, weft_t2), and cold as well (weft_cold_t1,
+_t2: the process's first generation, which waits for oneDNN to compile its kernels on the
+first product, 30-40 ms of CPU; what a one-shot command sees).
 
-Settings per round: weft-generate with 1 and 2 threads; PyTorch's KV-cache loop and
+Settings per round: weft-generate with 1 and 2 threads, warm and cold; PyTorch's KV-cache loop and
 nanoGPT's generate() each with 1 and 2 threads, with and without OMP_WAIT_POLICY=PASSIVE.
 Prints tokens/s and ms per step (one token per row) as median (min-max), and weft's best
 against the best of each PyTorch loop. Run from the repository root after `make`, on a
@@ -185,10 +187,10 @@ def make_checkpoint(build, model, tmp):
     return path
 
 
-def weft_run(build, checkpoint, batch, prompt, new_tokens, threads):
+def weft_run(build, checkpoint, batch, prompt, new_tokens, threads, warmup):
     cmd = [os.path.join(ROOT, build, "apps/weft-generate"), checkpoint,
            "--prompt", prompt.decode("latin-1"), "--max-new-tokens", str(new_tokens),
-           "--num-samples", str(batch), "--threads", str(threads)]
+           "--num-samples", str(batch), "--threads", str(threads), "--warmup", str(warmup)]
     r = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
     m = TIMING.search(r.stderr.decode("utf-8", "replace"))
     if not m:
@@ -241,8 +243,10 @@ def main():
         for r in range(args.rounds):
             for batch in batches:
                 for threads in (1, 2):
-                    results.setdefault((batch, "weft_t%d" % threads), []).append(
-                        weft_run(args.build, checkpoint, batch, prompt, new_tokens, threads))
+                    for warmup, kind in ((4, ""), (0, "cold_")):
+                        results.setdefault((batch, "weft_%st%d" % (kind, threads)), []).append(
+                            weft_run(args.build, checkpoint, batch, prompt, new_tokens, threads,
+                                     warmup))
                 if not have_torch:
                     continue
                 for loop in loops:
@@ -259,12 +263,15 @@ def main():
     for batch in batches:
         med = {name: statistics.median(x["tps"] for x in runs)
                for (b, name), runs in results.items() if b == batch}
-        weft = max((n for n in med if n.startswith("weft_")), key=med.get)
+        warm = max((n for n in med if n.startswith("weft_t")), key=med.get)
+        cold = max((n for n in med if n.startswith("weft_cold_")), key=med.get)
         for loop in loops:
             names = [n for n in med if n.startswith("torch_%s_" % loop)]
             if names:
                 best = max(names, key=med.get)
-                print("batch %d: %s / %s: %.2fx" % (batch, weft, best, med[weft] / med[best]))
+                for weft in (warm, cold):
+                    print("batch %d: %s / %s: %.2fx" % (batch, weft, best,
+                                                        med[weft] / med[best]))
 
 
 if __name__ == "__main__":

@@ -890,6 +890,8 @@ Test(gpt, weft_generate_samples_a_checkpoint_reproducibly)
     cr_assert(n == generated_bytes && memcmp(a, b, n) == 0, "one seed, one text");
     cr_assert_eq(strncmp(a, "Once upon a time", 16), 0, "the prompt comes first: %s", a);
     cr_assert_eq(n, 16 + 40 + 1, "the prompt, 40 bytes and a newline: %s", a);
+    char one[4096];
+    memcpy(one, a, n);
     cr_assert_eq(run_generate(args, true, b, sizeof b), 0, "%s", b);
     /* the sample is bytes: a NUL may come before the timing line */
     cr_assert(holds(b, generated_bytes, "weft-generate: 40 tokens in"), "%s", b);
@@ -908,6 +910,21 @@ Test(gpt, weft_generate_samples_a_checkpoint_reproducibly)
     }
     cr_assert_eq(run_generate(args, true, b, sizeof b), 0, "%s", b);
     cr_assert(holds(b, generated_bytes, "weft-generate: 3 x 40 tokens in"), "%s", b);
+
+    /* --warmup draws tokens before the timed run, then reseeds: the same samples */
+    char warm[1100];
+    snprintf(warm, sizeof warm, "%s --warmup 7", args);
+    cr_assert_eq(run_generate(warm, false, b, sizeof b), 0, "%s", b);
+    cr_assert(generated_bytes == 3 * (16 + 40 + 1 + 16) && memcmp(a, b, generated_bytes) == 0,
+              "--warmup changed the batch's samples: %s", b);
+    snprintf(args, sizeof args, "%s --prompt 'Once upon a time' --max-new-tokens 40 --top-k 20 "
+                                "--seed 3 --temperature 0.9 --warmup 5",
+             tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, false, b, sizeof b), 0, "%s", b);
+    cr_assert(generated_bytes == n && memcmp(one, b, n) == 0, "--warmup changed the text: %s", b);
+    snprintf(args, sizeof args, "%s --warmup -1", tu_tmp_path("gpt.safetensors"));
+    cr_assert_eq(run_generate(args, true, b, sizeof b), 2);
+    cr_assert(strstr(b, "--warmup '-1': expected an integer >= 0"), "%s", b);
 
     snprintf(args, sizeof args, "%s/missing.safetensors", tu_tmp_path(""));
     cr_assert_eq(run_generate(args, true, a, sizeof a), 1);
