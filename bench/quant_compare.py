@@ -4,6 +4,7 @@ inference throughput of the quantized MNIST MLP, CNN and CNN with BatchNorm (sta
 nanoGPT's baby GPT (dynamic).
 
     bench/quant_compare.py [--rounds R] [--passes P] [--model NAME ...] [--no-torch]
+                           [--gpt-batches N]
 
 Preparation (once): the float32 checkpoints are configs/*'s [train] checkpoints (runs/...;
 trained here first when missing: `make train` makes the MLP's, `make train-gpt` the GPT's);
@@ -16,7 +17,8 @@ setting (1 and 2 threads, with and without OMP_WAIT_POLICY=PASSIVE), then
 bench/quant_torch.py does the same for PyTorch's float32 model and its own int8 model
 (torch.ao's static quantization on the onednn engine, quantize_dynamic for the GPT), so a
 drift of the machine lands on both. A run's figure is the median of P passes over the
-evaluation set. Prints per model and batch the median (min-max) over the rounds of each
+evaluation set (the GPT's: its first --gpt-batches batches; its losses come from one
+untimed pass over the whole set). Prints per model and batch the median (min-max) over the rounds of each
 side's best setting, weft's int8 against its float32 and against PyTorch's int8. Run from
 the repository root after `make`, on a quiet machine; PyTorch is Debian's python3-torch
 (/usr/bin/python3)."""
@@ -82,20 +84,22 @@ def report_figures(text):
     return figs, float(agree.group(1)), float(size.group(1))
 
 
-def weft_round(name, ckpts, batch, passes, setting):
+def weft_round(name, ckpts, batch, passes, setting, max_batches=0):
     config = MODELS[name][0]
     _, threads, policy = setting
     out = run([INFER, config, ckpts["fp32"], ckpts["int8"], "--batch", str(batch), "--passes",
-               str(passes), "--set", "cpu.threads=%d" % threads], env_for(policy))
+               str(passes), "--max-batches", str(max_batches), "--set", "cpu.threads=%d" % threads],
+              env_for(policy))
     rows = [LINE.match(line) for line in out.splitlines() if line.startswith("infer ")]
     return float(rows[0].group(2)), float(rows[1].group(2))
 
 
-def torch_round(name, ckpts, batch, passes, setting):
+def torch_round(name, ckpts, batch, passes, setting, max_batches=0):
     _, threads, policy = setting
     out = run(["/usr/bin/python3", os.path.join(ROOT, "bench/quant_torch.py"), "--model",
                MODELS[name][3], "--checkpoint", ckpts["fp32"], "--batch", str(batch),
-               "--passes", str(passes), "--threads", str(threads)], env_for(policy))
+               "--passes", str(passes), "--threads", str(threads), "--max-batches",
+               str(max_batches)], env_for(policy))
     rows = {m.group(1): m for m in (LINE.match(line) for line in out.splitlines()) if m}
     return (float(rows["fp32"].group(2)), float(rows["int8"].group(2)),
             rows["fp32"].group(3), rows["int8"].group(3), rows["fp32"].group(4),
@@ -118,6 +122,10 @@ def main():
     ap.add_argument("--passes", type=int, default=7)
     ap.add_argument("--model", action="append", choices=list(MODELS))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--gpt-batches", type=int, default=40,
+                    help="the GPT's timed passes cover the first N batches of its validation "
+                         "windows (0: all; its 270 batches take PyTorch's dynamic int8 about a "
+                         "minute a pass); the losses are the whole set's")
     args = ap.parse_args()
     have_torch = not args.no_torch and subprocess.run(
         ["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
@@ -133,16 +141,19 @@ def main():
         for batch in MODELS[name][2]:
             weft = {s[0]: ([], []) for s in SETTINGS}
             torch = {s[0]: ([], []) for s in SETTINGS}
+            limit = args.gpt_batches if name == "gpt" else 0
             for _ in range(args.rounds):
                 for s in SETTINGS:
-                    f, i = weft_round(name, ckpts, batch, args.passes, s)
+                    f, i = weft_round(name, ckpts, batch, args.passes, s, limit)
                     weft[s[0]][0].append(f)
                     weft[s[0]][1].append(i)
                     if have_torch:
-                        r = torch_round(name, ckpts, batch, args.passes, s)
+                        r = torch_round(name, ckpts, batch, args.passes, s, limit)
                         torch[s[0]][0].append(r[0])
                         torch[s[0]][1].append(r[1])
                         torch_acc = r[2:]
+            if have_torch and limit:  # the losses over the whole set, one untimed run
+                torch_acc = torch_round(name, ckpts, batch, 1, SETTINGS[2])[2:]
             wf = best({k: v[0] for k, v in weft.items()})
             wi = best({k: v[1] for k, v in weft.items()})
             row = "%-7s b%-4d weft fp32 %s [%s]  int8 %s [%s]  int8/fp32 %.2fx" % (

@@ -3,10 +3,10 @@
  * the machine lands on all of them. bench/quant-throughput.sh runs it against PyTorch.
  *
  *   weft-infer CONFIG CKPT [CKPT ...] [--batch B] [--passes P] [--data SECTION]
- *              [--set section.key=value ...]
+ *              [--max-batches N] [--set section.key=value ...]
  *
  * The evaluation set ([data.test], else [data.val], or --data) is read once, in order,
- * with [data]'s normalisation, into batches of B; a pass is the model's forward over all
+ * with [data]'s normalisation, into batches of B (its first N with --max-batches); a pass is the model's forward over all
  * of them (eval mode, no autograd). Each checkpoint gets P passes, in turns with the
  * others after one warm-up pass each. Prints per checkpoint one line:
  *   "infer NAME batch B: median M min L max H samples/s accuracy A loss X"
@@ -61,7 +61,7 @@ struct batches {
 };
 
 static void read_batches(struct weft_config *cfg, const char *section, int64_t batch,
-                         struct batches *b)
+                         int64_t max_batches, struct batches *b)
 {
     weft_dataset *ds = weft_dataset_open(weft_config_options(cfg, section));
     weft_dataset *train = ds ? weft_dataset_open(weft_config_options(cfg, "data")) : NULL;
@@ -81,10 +81,11 @@ static void read_batches(struct weft_config *cfg, const char *section, int64_t b
     if (!dl || weft_dataloader_epoch(dl, 0) != 0)
         die("the loader");
     int64_t nb = weft_dataloader_len(dl);
+    nb = max_batches > 0 && max_batches < nb ? max_batches : nb;
     b->x = calloc((size_t)nb, sizeof *b->x);
     b->y = calloc((size_t)nb, sizeof *b->y);
     weft_tensor *fields[WEFT_DATASET_MAX_FIELDS];
-    while (b->x && b->y && weft_dataloader_next(dl, fields) > 0) {
+    while (b->x && b->y && b->n < nb && weft_dataloader_next(dl, fields) > 0) {
         b->x[b->n] = fields[0];
         b->y[b->n] = weft_to_dtype(fields[label], WEFT_I64);
         for (int f = 1; f < weft_dataloader_num_fields(dl); f++)
@@ -147,7 +148,7 @@ int main(int argc, char **argv)
 {
     const char *config = NULL, *ckpts[MAX_CKPTS], *section = NULL;
     int nckpt = 0, passes = 7;
-    int64_t batch = 64;
+    int64_t batch = 64, max_batches = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--version")) {
             app_print_version(stdout, "weft-infer");
@@ -159,6 +160,8 @@ int main(int argc, char **argv)
             passes = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--data") && i + 1 < argc)
             section = argv[++i];
+        else if (!strcmp(argv[i], "--max-batches") && i + 1 < argc)
+            max_batches = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--set") && i + 1 < argc)
             i++; /* applied below, once the config is loaded */
         else if (!config)
@@ -166,9 +169,10 @@ int main(int argc, char **argv)
         else if (nckpt < MAX_CKPTS)
             ckpts[nckpt++] = argv[i];
     }
-    if (!config || nckpt == 0 || batch < 1 || passes < 1 || passes > MAX_PASSES) {
+    if (!config || nckpt == 0 || batch < 1 || passes < 1 || passes > MAX_PASSES ||
+        max_batches < 0) {
         fprintf(stderr, "usage: weft-infer CONFIG CKPT [CKPT ...] [--batch B] [--passes P<=64] "
-                        "[--data SECTION] [--set section.key=value ...]\n");
+                        "[--data SECTION] [--max-batches N] [--set section.key=value ...]\n");
         return 2;
     }
     struct weft_config *cfg = weft_config_load(config);
@@ -181,7 +185,7 @@ int main(int argc, char **argv)
     if (!section)
         section = weft_config_has_section(cfg, "data.test") ? "data.test" : "data.val";
     struct batches b = {0};
-    read_batches(cfg, section, batch, &b);
+    read_batches(cfg, section, batch, max_batches, &b);
     weft_module *models[MAX_CKPTS];
     int64_t hits[MAX_CKPTS] = {0};
     double loss[MAX_CKPTS] = {0}, seconds[MAX_CKPTS][MAX_PASSES];

@@ -3,7 +3,7 @@
 PyTorch's own way, its accuracy and inference throughput beside the float32 model's.
 
     quant_torch.py --model mlp|cnn|cnn_bn|gpt --checkpoint M.safetensors
-                   [--batch B] [--threads T] [--passes P] [--calib N]
+                   [--batch B] [--threads T] [--passes P] [--calib N] [--max-batches N]
 
 MNIST models: torch.ao.quantization's eager static workflow on the onednn engine (Debian's
 PyTorch has no fbgemm; torch.backends.quantized.supported_engines lists qnnpack and
@@ -150,6 +150,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--passes", type=int, default=7)
     ap.add_argument("--calib", type=int, default=512)
+    ap.add_argument("--max-batches", type=int, default=0,
+                    help="time the first N batches of the evaluation set (0: all)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     state = load_safetensors(args.checkpoint)
@@ -163,6 +165,8 @@ def main():
         fp32.eval()
         int8 = static_int8(args.model, state, args.calib)
         x, y = mnist("test")
+    if args.max_batches > 0:
+        x, y = x[:args.max_batches * args.batch], y[:args.max_batches * args.batch]
     for name, model in (("fp32", fp32), ("int8", int8)):
         n, med, lo, hi, acc, loss = measure(model, x, y, args.batch, args.passes, gpt)
         print("torch %s batch %d: median %.0f min %.0f max %.0f %s/s accuracy %s loss %.4f" %
