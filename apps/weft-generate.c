@@ -343,19 +343,30 @@ static void print_tokens(bool bytes, const int64_t *tokens, int64_t n)
     }
 }
 
+/* N rows of row tokens, each starting with the prompt's n (the batch's buffer). */
+static int64_t *prompt_rows(const int64_t *prompt, int64_t n, int64_t N, int64_t row)
+{
+    int64_t *tokens = malloc((size_t)(N * row) * sizeof *tokens);
+    if (!tokens) {
+        weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %lld samples",
+                       (long long)N);
+        return NULL;
+    }
+    for (int64_t b = 0; b < N; b++)
+        memcpy(tokens + b * row, prompt, (size_t)n * sizeof *tokens);
+    return tokens;
+}
+
 /* --warmup: a->warmup tokens after the prompt, drawn in a batch of a->num_samples rows as
  * the timed run will be (the same products, so the same kernels compiled and buffers
  * cached), then the generator reseeded: the text that follows is the one without. */
 static int warm_up(weft_module *m, const struct args *a, const int64_t *prompt, int64_t n,
                    const struct weft_gpt_sampling *s)
 {
-    const int64_t N = a->num_samples, row = n + a->warmup;
-    int64_t *tokens = malloc((size_t)(N * row) * sizeof *tokens);
+    int64_t *tokens = prompt_rows(prompt, n, a->num_samples, n + a->warmup);
     if (!tokens)
-        return weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for the warm-up");
-    for (int64_t b = 0; b < N; b++)
-        memcpy(tokens + b * row, prompt, (size_t)n * sizeof *tokens);
-    int rc = weft_gpt_generate_batch(m, N, tokens, n, a->warmup, s, NULL, NULL);
+        return weft_error_code();
+    int rc = weft_gpt_generate_batch(m, a->num_samples, tokens, n, a->warmup, s, NULL, NULL);
     free(tokens);
     if (rc == 0)
         weft_manual_seed(a->seed);
@@ -373,12 +384,7 @@ static int generate(weft_module *m, const struct args *a)
     int64_t *tokens = prompt;
     if (prompt && N > 1) {
         row = n + a->max_new_tokens;
-        tokens = malloc((size_t)(N * row) * sizeof *tokens);
-        if (!tokens)
-            weft_error_set(WEFT_ERR_OUT_OF_MEMORY, "out of host memory for %lld samples",
-                           (long long)N);
-        for (int64_t b = 0; tokens && b < N; b++)
-            memcpy(tokens + b * row, prompt, (size_t)n * sizeof *tokens);
+        tokens = prompt_rows(prompt, n, N, row);
     }
     if (!tokens) {
         free(prompt);
@@ -386,21 +392,15 @@ static int generate(weft_module *m, const struct args *a)
     }
     struct weft_gpt_sampling s = {.temperature = a->temperature, .top_k = a->top_k};
     int rc = a->warmup > 0 ? warm_up(m, a, prompt, n, &s) : 0;
-    if (rc != 0) {
-        if (tokens != prompt)
-            free(tokens);
-        free(prompt);
-        return rc;
-    }
-    double t0 = now(), dt;
-    if (N == 1) {
+    double t0 = now(), dt = 0;
+    if (rc == 0 && N == 1) {
         print_tokens(p.bytes, tokens, n);
         fflush(stdout);
         t0 = now();
         rc = weft_gpt_generate(m, tokens, n, a->max_new_tokens, &s, print_token, &p);
         dt = now() - t0;
         printf("\n");
-    } else {
+    } else if (rc == 0) {
         rc = weft_gpt_generate_batch(m, N, tokens, n, a->max_new_tokens, &s, NULL, NULL);
         dt = now() - t0;
         for (int64_t b = 0; rc == 0 && b < N; b++) {

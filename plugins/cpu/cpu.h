@@ -229,6 +229,13 @@ void cpu_iter_parallel(const struct weft_iter *it, weft_iter_loop_fn loop, void 
 /* The same for the per-size kernels of each_itemsize.inc: move_4 for SZ 4. */
 #define PER_SIZE(fn) CPU_CAT(CPU_CAT(fn, _), SZ)
 
+/* The mask of a vector's first n bytes (n clamped to 0 .. 64): AVX-512's __mmask64 for a
+ * masked load or store of a row's last, partial vector. */
+static inline uint64_t cpu_first_bytes(int64_t n)
+{
+    return n >= 64 ? ~(uint64_t)0 : n <= 0 ? 0 : ((uint64_t)1 << n) - 1;
+}
+
 /* Scalars arrive as doubles; integers go through int64 (saturated) so that an out-of-range
  * value wraps like PyTorch's cast instead of being undefined. SCALAR_TO(v) is the dtype's
  * conversion in a .inc file. */

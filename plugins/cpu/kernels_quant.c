@@ -128,11 +128,6 @@ static bool windows_inside(const weft_tensor *x, const weft_tensor *y, const int
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-static __mmask64 first_bytes(int64_t n)
-{
-    return n >= 64 ? ~(__mmask64)0 : n <= 0 ? 0 : ((__mmask64)1 << n) - 1;
-}
-
 /* out [OW, C] = the max of pixels 2 ow and 2 ow + 1 of a [2 OW, C], C 8, 16, 32 or 64:
  * 64 output bytes from 128 input bytes per step, the even and odd pixels' quadwords
  * gathered by two permutes (j->even, j->odd). The scalar loop takes one C-byte pixel a
@@ -146,11 +141,11 @@ __attribute__((target("avx512f,avx512bw"))) static void pair_max(uint8_t *out, c
     const int64_t len = OW * C;
     for (int64_t k = 0; k < len; k += 64) {
         const int64_t n = len - k < 64 ? len - k : 64;
-        const __m512i a0 = _mm512_maskz_loadu_epi8(first_bytes(2 * n), a + 2 * k);
-        const __m512i a1 = _mm512_maskz_loadu_epi8(first_bytes(2 * n - 64), a + 2 * k + 64);
+        const __m512i a0 = _mm512_maskz_loadu_epi8(cpu_first_bytes(2 * n), a + 2 * k);
+        const __m512i a1 = _mm512_maskz_loadu_epi8(cpu_first_bytes(2 * n - 64), a + 2 * k + 64);
         const __m512i e = _mm512_permutex2var_epi64(a0, ie, a1);
         const __m512i o = _mm512_permutex2var_epi64(a0, io, a1);
-        _mm512_mask_storeu_epi8(out + k, first_bytes(n),
+        _mm512_mask_storeu_epi8(out + k, cpu_first_bytes(n),
                                 is_signed ? _mm512_max_epi8(e, o) : _mm512_max_epu8(e, o));
     }
 }

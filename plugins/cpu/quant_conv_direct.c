@@ -55,7 +55,7 @@ VNNI static void copy_image(const struct dconv *d, int64_t n, uint8_t *plane)
             continue;
         }
         for (int64_t w = 0; w < W; w += 64) {
-            const __mmask64 m = W - w >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (W - w)) - 1;
+            const __mmask64 m = cpu_first_bytes(W - w);
             _mm512_mask_storeu_epi8(dst + w, m, _mm512_maskz_loadu_epi8(m, src + w));
         }
     }
