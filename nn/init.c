@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "internal.h"
 #include "weft.h"
 
 int weft_nn_init_calculate_gain(const char *nonlinearity, double param, double *gain)
@@ -65,6 +66,12 @@ bool weft_nn_init_enable(bool on)
 bool weft_nn_init_enabled(void)
 {
     return !init_off;
+}
+
+weft_tensor *nn_param_storage(int ndim, const int64_t *shape)
+{
+    return init_off ? weft_zeros(ndim, shape, WEFT_F32, WEFT_CPU)
+                    : weft_empty(ndim, shape, WEFT_F32, WEFT_CPU);
 }
 
 /* Fills run with grad mode off: a parameter is a leaf that requires grad, which an

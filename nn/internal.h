@@ -33,6 +33,11 @@ NN_BUILTIN_TYPES(NN_DECLARE_TYPE)
 NN_LAYER_CREATORS(NN_DECLARE_CREATE)
 #undef NN_DECLARE_CREATE
 
+/* A new float32 parameter's storage before an init fill (init.c): uninitialised, which
+ * the fill overwrites, or zeros while initialisation is off (weft_nn_init_enable), which
+ * the fills then leave. */
+NN_INTERNAL weft_tensor *nn_param_storage(int ndim, const int64_t *shape);
+
 /* Whether a forward hook is registered (module.c): Sequential then runs every layer
  * through weft_module_forward, fusing none, so that the hooks see each as PyTorch's do. */
 NN_INTERNAL bool nn_forward_hooked(void);

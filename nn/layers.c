@@ -85,9 +85,7 @@ static weft_tensor *init_tensor(int ndim, const int64_t *shape, enum init init, 
     case INIT_ZEROS: return weft_zeros(ndim, shape, WEFT_F32, WEFT_CPU);
     default: break;
     }
-    /* initialisation off (weft_nn_init_enable): zeros, which the fills below leave */
-    weft_tensor *t = weft_nn_init_enabled() ? weft_empty(ndim, shape, WEFT_F32, WEFT_CPU)
-                                            : weft_zeros(ndim, shape, WEFT_F32, WEFT_CPU);
+    weft_tensor *t = nn_param_storage(ndim, shape);
     if (!t || weft_tensor_numel(t) == 0) /* kaiming_uniform_ on no elements is a no-op */
         return t;
     int rc = init == INIT_NORMAL ? weft_nn_init_normal_(t, 0.0, 1.0)

@@ -177,8 +177,7 @@ static int add_weights(weft_module *m, const struct weft_rnn_options *o)
                 default: shape[0] = P; shape[1] = H; break;
                 }
                 weight_name(o, l, d, k, name, sizeof name);
-                weft_tensor *t = weft_nn_init_enabled() ? weft_empty(nd, shape, WEFT_F32, WEFT_CPU)
-                                                        : weft_zeros(nd, shape, WEFT_F32, WEFT_CPU);
+                weft_tensor *t = nn_param_storage(nd, shape);
                 if (!t || weft_nn_init_uniform_(t, -bound, bound) != 0 ||
                     weft_module_register_parameter(m, name, t) != 0)
                     return weft_error_code();

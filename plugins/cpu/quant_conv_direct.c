@@ -1,6 +1,7 @@
 /* plugins/cpu/quant_conv_direct.c: quantized_conv2d (weft/kernel_quant.h) for a
  * 1-channel input, stride 1, no dilation, kernel width <= 4 and height <= 16, Cout
- * dividing 16, output channels-last: an image's first layer (the MNIST CNN's conv1, 1 -> 8 channels, 3x3).
+ * dividing 16, output channels-last: an image's first layer (the MNIST CNN's conv1, 1 -> 8
+ * channels, 3x3).
  *
  * oneDNN consumes input channels 4 at a time (VNNI's vpdpbusd sums 4 byte products into
  * a 32-bit lane), so it pads 1 channel to 4 and its int8 kernel took 0.41 ms at batch 64

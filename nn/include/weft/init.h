@@ -21,8 +21,6 @@
 extern "C" {
 #endif
 
-/* nn.init.calculate_gain(nonlinearity, param): param is leaky_relu's negative slope, NAN for
- * None (0.01). Writes the gain to *gain. */
 /* Whether parameters are initialised on this thread (PyTorch's torch.nn.utils.skip_init):
  * while off, the modules built start with zero parameters and the random fills of this
  * file leave tensors as they are, drawing nothing from the generator. For a model whose
@@ -32,6 +30,8 @@ extern "C" {
 bool weft_nn_init_enable(bool on);
 bool weft_nn_init_enabled(void);
 
+/* nn.init.calculate_gain(nonlinearity, param): param is leaky_relu's negative slope, NAN for
+ * None (0.01). Writes the gain to *gain. */
 int weft_nn_init_calculate_gain(const char *nonlinearity, double param, double *gain);
 /* nn.init._calculate_fan_in_and_fan_out(t): t needs 2 dims or more. */
 int weft_nn_init_fans(const weft_tensor *t, int64_t *fan_in, int64_t *fan_out);
