@@ -200,6 +200,9 @@ static void bench_conversions(void)
 /* weft_matmul of [M, K] x [K, N] beside the direct library calls it may make: OpenBLAS's
  * cblas_sgemm and, where weft-bench was built with oneDNN, dnnl_sgemm. A transposed
  * operand (trans_a / trans_b) is a transposed view, as Linear's W^T and its gradients. */
+/* Put before a product's shape in its names ("gpt2_"), so --filter picks a model's group. */
+static const char *matmul_group = "";
+
 struct matmul_ctx {
     int M, N, K;
     bool trans_a, trans_b;
@@ -249,8 +252,8 @@ static weft_tensor *matmul_operand(int rows, int cols, bool transposed, const fl
 static void bench_matmul(int M, int N, int K, bool trans_a, bool trans_b)
 {
     char shape[48], name_weft[64], name_blas[64], name_dnnl[64];
-    snprintf(shape, sizeof shape, "%dx%dx%d_%c%c", M, N, K, trans_a ? 'T' : 'N',
-             trans_b ? 'T' : 'N');
+    snprintf(shape, sizeof shape, "%s%dx%dx%d_%c%c", matmul_group, M, N, K,
+             trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
     snprintf(name_weft, sizeof name_weft, "matmul_%s", shape);
     snprintf(name_blas, sizeof name_blas, "openblas_sgemm_%s", shape);
     snprintf(name_dnnl, sizeof name_dnnl, "onednn_sgemm_%s", shape);
@@ -333,8 +336,8 @@ static weft_tensor *bf16_operand(int rows, int cols, bool transposed)
 static void bench_matmul_bf16(int M, int N, int K, bool trans_a, bool trans_b)
 {
     char name[64];
-    snprintf(name, sizeof name, "matmul_bf16_%dx%dx%d_%c%c", M, N, K, trans_a ? 'T' : 'N',
-             trans_b ? 'T' : 'N');
+    snprintf(name, sizeof name, "matmul_bf16_%s%dx%dx%d_%c%c", matmul_group, M, N, K,
+             trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
     if (!selected(name))
         return;
     struct matmul_ctx c = {.M = M, .N = N, .K = K};
@@ -377,6 +380,25 @@ static void bench_matmuls(void)
         bench_matmul(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
         bench_matmul_bf16(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
     }
+    /* GPT-2 small's block at 4096 tokens (batch 16 x 256): the four Linears (qkv 768 ->
+     * 2304, attention projection 768 -> 768, c_fc 768 -> 3072, mlp projection 3072 -> 768),
+     * each forward (NT), input gradient (NN) and weight gradient (TN). Only with a --filter
+     * that names gpt2: at 2 threads they take a minute. */
+    if (!opt.filter || !strstr(opt.filter, "gpt2"))
+        return;
+    matmul_group = "gpt2_";
+    static const int gpt2_linear[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+    for (size_t i = 0; i < sizeof gpt2_linear / sizeof *gpt2_linear; i++) {
+        int in = gpt2_linear[i][0], out = gpt2_linear[i][1], tokens = 4096;
+        const int shapes[3][5] = {
+            {tokens, out, in, 0, 1}, {tokens, in, out, 0, 0}, {out, in, tokens, 1, 0}};
+        for (int s = 0; s < 3; s++) {
+            bench_matmul(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
+            bench_matmul_bf16(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
+                              shapes[s][4]);
+        }
+    }
+    matmul_group = "";
 }
 
 /* ---- per-call overhead ------------------------------------------------------------------ */
