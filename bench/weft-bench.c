@@ -639,27 +639,39 @@ static void run_fused(void *p)
 }
 
 /* LayerNorm over [768, 128] (the baby GPT's batch 12 x block 64 rows, 128 wide) and GELU
- * over [768, 512] (its MLP's hidden layer), float32, forward + backward. */
+ * over [768, 512] (its MLP's hidden layer), float32, forward + backward; and GELU in
+ * bfloat16 over GPT-2 small's hidden layer at 1024 tokens, [1024, 3072], standard normal
+ * inputs (the 16-bit GELU computes its erfc tail only for the blocks that reach below -3,
+ * so uniform [0, 1) inputs would flatter it). */
 static void bench_fused_layers(void)
 {
     static const struct {
         const char *name;
         enum fused_kind kind;
         bool composite;
+        enum weft_dtype dtype;
+        int64_t rows, cols;
     } cases[] = {
-        {"layer_norm_fused_fwd_bwd_768x128", FUSED_LAYER_NORM, false},
-        {"layer_norm_composite_fwd_bwd_768x128", FUSED_LAYER_NORM, true},
-        {"gelu_tanh_fused_fwd_bwd_768x512", FUSED_GELU_TANH, false},
-        {"gelu_tanh_composite_fwd_bwd_768x512", FUSED_GELU_TANH, true},
-        {"gelu_erf_fwd_bwd_768x512", FUSED_GELU_ERF, false},
+        {"layer_norm_fused_fwd_bwd_768x128", FUSED_LAYER_NORM, false, WEFT_F32, 768, 128},
+        {"layer_norm_composite_fwd_bwd_768x128", FUSED_LAYER_NORM, true, WEFT_F32, 768, 128},
+        {"gelu_tanh_fused_fwd_bwd_768x512", FUSED_GELU_TANH, false, WEFT_F32, 768, 512},
+        {"gelu_tanh_composite_fwd_bwd_768x512", FUSED_GELU_TANH, true, WEFT_F32, 768, 512},
+        {"gelu_erf_fwd_bwd_768x512", FUSED_GELU_ERF, false, WEFT_F32, 768, 512},
+        {"gelu_erf_bf16_fwd_bwd_1024x3072", FUSED_GELU_ERF, false, WEFT_BF16, 1024, 3072},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         if (!selected(cases[i].name))
             continue;
         bool ln = cases[i].kind == FUSED_LAYER_NORM;
-        const int64_t xs[2] = {768, ln ? 128 : 512}, ws[1] = {128};
+        const int64_t xs[2] = {cases[i].rows, cases[i].cols}, ws[1] = {cases[i].cols};
         struct fused_ctx c = {.kind = cases[i].kind, .composite = cases[i].composite};
-        c.x = weft_rand(2, xs, WEFT_F32, WEFT_CPU);
+        if (cases[i].dtype == WEFT_F32) {
+            c.x = weft_rand(2, xs, WEFT_F32, WEFT_CPU);
+        } else {
+            weft_tensor *x32 = weft_randn(2, xs, WEFT_F32, WEFT_CPU);
+            c.x = weft_to_dtype(x32, cases[i].dtype);
+            weft_tensor_release(x32);
+        }
         weft_requires_grad_(c.x, true);
         if (ln) {
             c.w = weft_rand(1, ws, WEFT_F32, WEFT_CPU);

@@ -718,6 +718,85 @@ Test(elementwise, gelu_is_the_exact_erf_form)
     weft_scope_pop();
 }
 
+/* One unit in the last place of a dt value of magnitude v (float16: 11 bits, subnormals
+ * below 2^-14; bfloat16: 8 bits). */
+static double ulp16(enum weft_dtype dt, double v)
+{
+    int e = v == 0 ? -1000 : (int)floor(log2(fabs(v)));
+    if (dt == WEFT_F16)
+        return ldexp(1, (e < -14 ? -14 : e) - 10);
+    return ldexp(1, (e < -126 ? -126 : e) - 7);
+}
+
+/* Phi(x) and phi(x) in double, erfc keeping the left tail's digits. */
+static double ref_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+static double ref_pdf(double x) { return exp(-0.5 * x * x) / sqrt(2 * M_PI); }
+
+/* 16-bit GELU computes Phi by a rule per element (fast_math.h's normal_cdf16: the erf form
+ * from -3 up, the erfc tail below), and the contiguous loop computes the tail only for
+ * blocks of 16 that need it: an element must come out the same whatever block it sits in
+ * and in a strided view (one loop per element), and within an ulp of the exact value. The
+ * inputs: blocks of 16 from [-3, 1) alternating with blocks where one lane is below -3
+ * (the others as before), a block at -3 and its neighbours, and the far tail to -12. */
+Test(elementwise, sixteen_bit_gelu_and_its_gradient_are_within_an_ulp_in_every_layout)
+{
+    enum { N = 1024 };
+    const enum weft_dtype dts[2] = {WEFT_BF16, WEFT_F16};
+    uint64_t st = 3;
+    double v[N], g[N], pair[2 * N];
+    tu_random_values(v, N, -3, 1, &st);
+    tu_random_values(g, N, 0.5, 2, &st);
+    for (int b = 1; b < N / 16; b += 2)
+        v[16 * b + b % 16] = -3.25 - (b % 9); /* one lane of every odd block */
+    for (int k = 0; k < 16; k++) {
+        v[16 * 10 + k] = -3 + (k - 8) * 0.0078125; /* around -3 (exact in both dtypes) */
+        v[16 * 12 + k] = -4 - 0.5 * k;            /* a whole block in the tail */
+    }
+    for (int i = 0; i < N; i++) {
+        pair[2 * i] = v[i];
+        pair[2 * i + 1] = 7; /* the strided view skips these */
+    }
+    weft_scope_push();
+    for (int d = 0; d < 2; d++) {
+        enum weft_dtype dt = dts[d];
+        const int64_t shape[1] = {N}, shape2[2] = {N, 2};
+        weft_tensor *x = tu_tensor(1, shape, v, dt), *gt = tu_tensor(1, shape, g, dt);
+        weft_tensor *xs = weft_select(tu_tensor(2, shape2, pair, dt), 1, 0);
+        cr_assert_eq(xs->stride[0], 2);
+        weft_tensor *got[2][2] = {{weft_gelu(x), weft_gelu(xs)},
+                                  {weft_gelu_backward(gt, x, 0), weft_gelu_backward(gt, xs, 0)}};
+        double xin[N], gin[N], out[2][2][N];
+        tu_read(x, xin);
+        tu_read(gt, gin);
+        for (int f = 0; f < 2; f++)
+            for (int l = 0; l < 2; l++) {
+                cr_assert_not_null(got[f][l], "%s", weft_error_message());
+                cr_assert_eq(got[f][l]->dtype, dt);
+                tu_read(got[f][l], out[f][l]);
+            }
+        int exact = 0;
+        for (int i = 0; i < N; i++) {
+            double a = xin[i];
+            double want[2] = {a * ref_cdf(a), gin[i] * (ref_cdf(a) + a * ref_pdf(a))};
+            for (int f = 0; f < 2; f++) {
+                cr_assert(memcmp(&out[f][0][i], &out[f][1][i], sizeof(double)) == 0,
+                          "%s %s(%.9g): contiguous %.9g, strided %.9g", weft_dtype_name(dt),
+                          f ? "gelu_backward" : "gelu", a, out[f][0][i], out[f][1][i]);
+                /* the gradient's Phi + x phi cancels near -0.75: float's absolute error */
+                double tol = ulp16(dt, want[f]) + (f ? 1e-6 * gin[i] : 0);
+                cr_assert(fabs(out[f][0][i] - want[f]) <= tol, "%s %s(%.9g) = %.9g, want %.9g",
+                          weft_dtype_name(dt), f ? "gelu_backward" : "gelu", a, out[f][0][i],
+                          want[f]);
+                exact += f == 0 && fabs(out[f][0][i] - want[f]) <= 0.5 * ulp16(dt, want[f]);
+            }
+        }
+        /* correctly rounded but where the float result sits at a rounding boundary */
+        cr_expect_geq(exact, N * 99 / 100, "%s: %d of %d gelu results correctly rounded",
+                      weft_dtype_name(dt), exact, N);
+    }
+    weft_scope_pop();
+}
+
 Test(elementwise, zero_size_and_zero_dim_inputs_work)
 {
     weft_scope_push();
