@@ -22,11 +22,17 @@ progress lines after the first; the GEMM FLOPs of a step are counted from the co
 (forward 2 x tokens x (12 x n_layer x n_embd^2 + vocab x n_embd), backward twice that),
 and GEMM GFLOP/s = FLOPs / (gemm share x step time).
 
+--torch profiles PyTorch 1.13 instead, running nanoGPT's loop on the same model, batch and
+precision (bench/gpt_compare.py's worker: torch.autocast("cpu", bfloat16) for bf16), split
+the same way (its GEMMs are oneDNN's and OpenBLAS's: Debian's PyTorch links the same
+libdnnl as weft), so the two steps' GEMM and non-GEMM times can be set side by side.
+
 Run from the repository root after `make`; the shares hold on a busy machine only
 roughly (a descheduled thread shows as omp-wait on the other), the GFLOP/s not at all:
 run it on a quiet one."""
 import argparse
 import configparser
+import json
 import os
 import re
 import shutil
@@ -85,26 +91,44 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--keep", metavar="DIR", help="keep perf.data and the report here")
     ap.add_argument("--top", type=int, default=12, help="other functions listed")
+    ap.add_argument("--torch", action="store_true",
+                    help="profile PyTorch's nanoGPT loop on the same model instead")
+    ap.add_argument("--torch-coretype", default="SkylakeX",
+                    help="OPENBLAS_CORETYPE for PyTorch (bench/torch_blas.py)")
     args = ap.parse_args()
     nums = gpt_numbers(args.config, args.set)
     tmp = args.keep or tempfile.mkdtemp(prefix="gemm-share.")
     os.makedirs(tmp, exist_ok=True)
     env = dict(os.environ, DNNL_JIT_PROFILE="2", ONEDNN_JIT_PROFILE="2")
 
-    def profile(name, steps):
-        """Samples per (dso, function) of weft-train running `steps` steps; its stdout."""
-        data = os.path.join(tmp, name + ".data")
-        cmd = ["perf", "record", "-F", "499", "-o", data, "--",
-               os.path.join(ROOT, args.build, "apps/weft-train"), args.config]
+    if args.torch:
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import gpt_compare
+        from torch_blas import with_coretype
+        params = json.dumps(gpt_compare.load_params(args.config, args.set))
+        with_coretype(env, args.torch_coretype)
+
+    def command(name, steps):
+        if args.torch:  # 1 warm-up step, then steps - 1 timed (at least 1)
+            return ["/usr/bin/python3", os.path.join(ROOT, "bench/gpt_compare.py"),
+                    "--torch-worker", params, "--warmup", "1", "--iters", str(max(steps - 1, 1)),
+                    "--threads", str(args.threads), "--precision", args.precision,
+                    "--val-batches", "0"]
+        cmd = [os.path.join(ROOT, args.build, "apps/weft-train"), args.config]
         for kv in args.set:
             cmd += ["--set", kv]
-        cmd += ["--set", "train.max_iters=%d" % steps, "--set", "train.log_interval=1",
-                "--set", "train.eval_interval=0", "--set", "train.eval_iters=1",
-                "--set", "train.checkpoint_interval=0",
-                "--set", "train.checkpoint=" + os.path.join(tmp, name + ".safetensors"),
-                "--set", "train.log=" + os.path.join(tmp, name + ".csv"),
-                "--set", "train.precision=" + args.precision,
-                "--set", "cpu.threads=%d" % args.threads]
+        return cmd + ["--set", "train.max_iters=%d" % steps, "--set", "train.log_interval=1",
+                      "--set", "train.eval_interval=0", "--set", "train.eval_iters=1",
+                      "--set", "train.checkpoint_interval=0",
+                      "--set", "train.checkpoint=" + os.path.join(tmp, name + ".safetensors"),
+                      "--set", "train.log=" + os.path.join(tmp, name + ".csv"),
+                      "--set", "train.precision=" + args.precision,
+                      "--set", "cpu.threads=%d" % args.threads]
+
+    def profile(name, steps):
+        """Samples per (dso, function) of the program running `steps` steps; its stdout."""
+        data = os.path.join(tmp, name + ".data")
+        cmd = ["perf", "record", "-F", "499", "-o", data, "--"] + command(name, steps)
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         if run.returncode != 0:
             raise SystemExit("perf record / weft-train failed:\n" + run.stdout + run.stderr)
@@ -120,9 +144,13 @@ def main():
                 samples[key] = samples.get(key, 0) + int(m.group(1))
         return samples, run.stdout
 
-    base, _ = profile("one-step", 1)
-    full, out = profile("steps", args.steps + 1)
-    ms = [float(m.group(2)) for m in map(STEP_LINE.match, out.splitlines()) if m][1:]
+    # PyTorch: 1 warm-up + 1 timed step against 1 + (steps + 1): the difference is `steps`
+    base, _ = profile("one-step", 2 if args.torch else 1)
+    full, out = profile("steps", args.steps + 2 if args.torch else args.steps + 1)
+    if args.torch:
+        ms = [json.loads(out.strip().splitlines()[-1])["ms"]]
+    else:
+        ms = [float(m.group(2)) for m in map(STEP_LINE.match, out.splitlines()) if m][1:]
     classes, others = {}, {}
     for (dso, sym), n in full.items():
         n -= base.get((dso, sym), 0)
@@ -134,11 +162,13 @@ def main():
     classes = {c: max(v, 0.0) for c, v in classes.items()}
     total = sum(classes.values()) or 1.0
     busy = total - classes.get("omp-wait", 0.0)
-    print("# %s%s, %s, %d threads: %d tokens per step, %.1f GFLOP of GEMMs per step" % (
-        args.config, "".join(" --set " + kv for kv in args.set), args.precision, args.threads,
+    print("# %s%s%s, %s, %d threads: %d tokens per step, %.1f GFLOP of GEMMs per step" % (
+        "PyTorch (nanoGPT's loop): " if args.torch else "", args.config, "".join(" --set " + kv for kv in args.set), args.precision, args.threads,
         nums["tokens"], nums["gemm_flops"] / 1e9))
     step = statistics.median(ms) if ms else float("nan")
-    print("step time (median of %d progress lines after the first): %.1f ms" % (len(ms), step))
+    print("step time (%s): %.1f ms" % (
+        "mean of the %d timed steps" % (args.steps + 1) if args.torch else
+        "median of %d progress lines after the first" % len(ms), step))
     print("%-10s %8s %14s" % ("class", "share", "share w/o wait"))
     for c in ("gemm", "attention", "other", "omp-wait"):
         v = classes.get(c, 0.0)
