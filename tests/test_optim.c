@@ -522,6 +522,52 @@ Test(optim, clip_grad_norm_inf_and_p_norms)
     weft_tensor_release(ps[1]);
 }
 
+/* Gradients past one piece of the norm's walk (2^16 elements: 3 pieces and a remainder),
+ * in float64 so the expected totals are exact to rounding: every p-norm, the largest
+ * element in the last piece, and a NaN anywhere poisoning the total and the grads. */
+Test(optim, clip_grad_norm_of_large_gradients_counts_every_piece)
+{
+    const int64_t n = 3 * 65536 + 1001;
+    double *g = malloc((size_t)n * sizeof *g), *v = calloc((size_t)n, sizeof *v), want[4] = {0};
+    cr_assert(g && v);
+    uint64_t st = 11;
+    tu_random_values(g, n, -1, 1, &st);
+    g[n - 3] = -9.5; /* the largest |g|, in the remainder */
+    for (int64_t i = 0; i < n; i++) {
+        want[0] += fabs(g[i]);
+        want[1] += g[i] * g[i];
+        want[2] += fabs(g[i]) * g[i] * g[i];
+    }
+    const double ps[4] = {1, 2, 3, INFINITY}, totals[4] = {want[0], sqrt(want[1]),
+                                                              cbrt(want[2]), 9.5};
+    weft_tensor *w = param(v, n, WEFT_F64);
+    for (int k = 0; k < 4; k++) {
+        give_grad(w, g);
+        double total;
+        cr_assert_eq(weft_clip_grad_norm_(1, &w, 1.0, ps[k], &total), 0, "%s",
+                     weft_error_message());
+        cr_assert_float_eq(total, totals[k], 1e-12 * totals[k], "p %g: %.17g, want %.17g",
+                           ps[k], total, totals[k]);
+        double c = 1.0 / (totals[k] + 1e-6), got[2];
+        weft_tensor *gr = weft_grad(w);
+        weft_tensor *tail = weft_slice(gr, 0, n - 4, n - 2, 1);
+        tu_read(tail, got);
+        weft_tensor_release(tail);
+        cr_assert_float_eq(got[1], -9.5 * c, 1e-12, "p %g: the grads scaled", ps[k]);
+        weft_tensor_release(gr);
+    }
+    g[70000] = NAN; /* in the second piece */
+    for (int k = 0; k < 4; k++) {
+        give_grad(w, g);
+        double total;
+        cr_assert_eq(weft_clip_grad_norm_(1, &w, 1.0, ps[k], &total), 0);
+        cr_assert(isnan(total), "p %g: a NaN gradient gives a NaN total, got %g", ps[k], total);
+    }
+    weft_tensor_release(w);
+    free(g);
+    free(v);
+}
+
 Test(optim, clip_grad_norm_without_grads_is_zero)
 {
     double v[1] = {1};
