@@ -454,6 +454,45 @@ static void case_async_with_compute_in_between(void)
     weft_scope_pop();
 }
 
+/* Seven float sums in flight at once, from 1 element to 4 MiB and past it (DDP's buckets
+ * come this way), waited for newest first: every element the exact sum on both ranks. */
+static void case_float_sums_in_flight(void)
+{
+    weft_scope_push();
+    const int64_t slot = ((int64_t)4 << 20) / 4;
+    const struct {
+        enum weft_dtype dt;
+        int64_t n;
+    } cases[] = {{WEFT_F32, 1},    {WEFT_F32, 1001},     {WEFT_F64, 333},  {WEFT_F32, slot},
+                 {WEFT_F32, slot + 1}, {WEFT_F64, slot / 2}, {WEFT_F32, 77}};
+    enum { K = sizeof cases / sizeof *cases };
+    weft_tensor *t[K];
+    weft_work *w[K];
+    for (int k = 0; k < K; k++) {
+        /* rank r holds (r + 1) (i % 7 + 0.5): the sum over ranks is exact */
+        weft_tensor *i = weft_arange(0, (double)cases[k].n, 1, cases[k].dt, WEFT_CPU);
+        t[k] = weft_mul_scalar(weft_add_scalar(weft_remainder_scalar(i, 7), 0.5), rank_ + 1);
+        cr_assert_not_null(t[k], "%s", weft_error_message());
+        w[k] = weft_dist_all_reduce_async(t[k], WEFT_REDUCE_SUM);
+        cr_assert_not_null(w[k], "%s", weft_error_message());
+    }
+    const double ranks_sum = world_ * (world_ + 1) / 2.0;
+    for (int k = K - 1; k >= 0; k--) {
+        cr_assert_eq(weft_work_wait(w[k]), 0, "%s", weft_error_message());
+        int64_t n = cases[k].n;
+        double *got = malloc((size_t)n * sizeof *got);
+        cr_assert_not_null(got);
+        read_vals(t[k], got);
+        for (int64_t i = 0; i < n; i++)
+            if (got[i] != ranks_sum * ((double)(i % 7) + 0.5))
+                cr_assert_fail("all_reduce %d (%s, %lld elements): element %lld is %g, want %g",
+                               k, weft_dtype_name(cases[k].dt), (long long)n, (long long)i,
+                               got[i], ranks_sum * ((double)(i % 7) + 0.5));
+        free(got);
+    }
+    weft_scope_pop();
+}
+
 static void case_barrier_and_init_twice(void)
 {
     cr_assert_eq(weft_dist_barrier(), 0, "%s", weft_error_message());
@@ -471,6 +510,7 @@ Test(dist_mpi, collectives)
     case_broadcast_from_root_1();
     case_all_gather();
     case_async_with_compute_in_between();
+    case_float_sums_in_flight();
     case_barrier_and_init_twice();
     leave();
 }
