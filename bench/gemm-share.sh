@@ -3,6 +3,7 @@
 # achieved GFLOP/s against weft-bench's matmul 1024^3: bench/gemm_share.py.
 #   bench/gemm-share.sh [STEPS] [extra gemm_share.py arguments]
 #   e.g. bench/gemm-share.sh 3 --precision bf16
+#        bench/gemm-share.sh 3 --precision bf16 --torch   (PyTorch's nanoGPT step, the same split)
 #        bench/gemm-share.sh 5 --set data.block_size=256 --set model.block_size=256 \
 #                              --set data.batch_size=16 --set train.accumulate=1
 # Default: configs/gpt2-small.ini (batch 4 x block 1024, accumulate 2), 2 threads,
