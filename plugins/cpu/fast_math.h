@@ -54,13 +54,6 @@ static inline __attribute__((always_inline)) float erf_f32(float a)
 /* Forward: exp_f32 is defined below. */
 static inline __attribute__((always_inline)) float exp_f32(float a);
 
-/* Phi(a) = 0.5 (1 + erf(a / sqrt 2)), the normal CDF of GELU, to float precision relative
- * to its value: in the left tail 1 + erf cancels (at a = -3.75 erf_f32's absolute error
- * becomes 3e-4 relative), so a < 0 uses erfc instead: Numerical Recipes' erfcc (relative
- * error below 1.2e-7 for every z >= 0), t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2).
- * z^2 = a^2 / 2 is split as ah^2 / 2 (ah: a's top 12 bits, so exact) plus the rest, each
- * through its own exp, so rounding a^2 (an error of z^2 ulp) does not reach the result.
- * Branch-free; NaN and a below -1e4 take the erf form (NaN, and 0 as PyTorch gives). */
 /* 0.5 (1 + erf(a / sqrt 2)), within 2.8e-7 (erf_f32's 4.3e-7 halved, and 1 + erf's
  * rounding): normal_cdf_f32 where a >= 0. */
 static inline __attribute__((always_inline)) float normal_cdf_erf_f32(float a)
@@ -68,6 +61,13 @@ static inline __attribute__((always_inline)) float normal_cdf_erf_f32(float a)
     return 0.5f * (1.0f + erf_f32(a * 0.70710678118654752f));
 }
 
+/* Phi(a) = 0.5 (1 + erf(a / sqrt 2)), the normal CDF of GELU, to float precision relative
+ * to its value: in the left tail 1 + erf cancels (at a = -3.75 erf_f32's absolute error
+ * becomes 3e-4 relative), so a < 0 uses erfc instead: Numerical Recipes' erfcc (relative
+ * error below 1.2e-7 for every z >= 0), t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2).
+ * z^2 = a^2 / 2 is split as ah^2 / 2 (ah: a's top 12 bits, so exact) plus the rest, each
+ * through its own exp, so rounding a^2 (an error of z^2 ulp) does not reach the result.
+ * Branch-free; NaN and a below -1e4 take the erf form (NaN, and 0 as PyTorch gives). */
 static inline __attribute__((always_inline)) float normal_cdf_f32(float a)
 {
     float center = normal_cdf_erf_f32(a);
