@@ -16,8 +16,8 @@
  * processor runs chosen at load time (GCC's target_clones: an ifunc). GELU's loops alone
  * were a third of a GPT step at SSE2 width; bench/gpt-throughput.sh went from 0.87x
  * PyTorch to 1.12x with v3 and 1.52x with v4 as well. LayerNorm's rows had been left at
- * SSE2: float32 [4096, 768] forward 0.95-1.45 -> 0.60 ms, forward and backward's backward
- * 3.7-6.7 -> 1.7 ms with the clones (2 threads). Helpers such a loop calls must be
+ * SSE2: float32 [4096, 768] at 2 threads, forward 0.95-1.45 -> 0.60 ms and backward
+ * 3.7-6.7 -> 1.7 ms with the clones. Helpers such a loop calls must be
  * inlined to be compiled into each version, and must not carry optimize attributes of
  * their own (gcc then refuses to inline them into a clone). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
