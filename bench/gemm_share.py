@@ -131,7 +131,8 @@ def main():
         cmd = ["perf", "record", "-F", "499", "-o", data, "--"] + command(name, steps)
         run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         if run.returncode != 0:
-            raise SystemExit("perf record / weft-train failed:\n" + run.stdout + run.stderr)
+            who = "PyTorch" if args.torch else "weft-train"
+            raise SystemExit("perf record / %s failed:\n%s%s" % (who, run.stdout, run.stderr))
         report = subprocess.run(["perf", "report", "-i", data, "-n", "--no-children", "--sort",
                                  "dso,sym", "--stdio"], capture_output=True, text=True).stdout
         with open(os.path.join(tmp, name + ".txt"), "w") as f:
@@ -163,7 +164,8 @@ def main():
     total = sum(classes.values()) or 1.0
     busy = total - classes.get("omp-wait", 0.0)
     print("# %s%s%s, %s, %d threads: %d tokens per step, %.1f GFLOP of GEMMs per step" % (
-        "PyTorch (nanoGPT's loop): " if args.torch else "", args.config, "".join(" --set " + kv for kv in args.set), args.precision, args.threads,
+        "PyTorch (nanoGPT's loop): " if args.torch else "", args.config,
+        "".join(" --set " + kv for kv in args.set), args.precision, args.threads,
         nums["tokens"], nums["gemm_flops"] / 1e9))
     step = statistics.median(ms) if ms else float("nan")
     print("step time (%s): %.1f ms" % (

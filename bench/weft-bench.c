@@ -200,9 +200,6 @@ static void bench_conversions(void)
 /* weft_matmul of [M, K] x [K, N] beside the direct library calls it may make: OpenBLAS's
  * cblas_sgemm and, where weft-bench was built with oneDNN, dnnl_sgemm. A transposed
  * operand (trans_a / trans_b) is a transposed view, as Linear's W^T and its gradients. */
-/* Put before a product's shape in its names ("gpt2_"), so --filter picks a model's group. */
-static const char *matmul_group = "";
-
 struct matmul_ctx {
     int M, N, K;
     bool trans_a, trans_b;
@@ -249,10 +246,11 @@ static weft_tensor *matmul_operand(int rows, int cols, bool transposed, const fl
     return v;
 }
 
-static void bench_matmul(int M, int N, int K, bool trans_a, bool trans_b)
+/* group goes before the shape in the names ("gpt2_"), so --filter picks a model's set. */
+static void bench_matmul(const char *group, int M, int N, int K, bool trans_a, bool trans_b)
 {
     char shape[48], name_weft[64], name_blas[64], name_dnnl[64];
-    snprintf(shape, sizeof shape, "%s%dx%dx%d_%c%c", matmul_group, M, N, K,
+    snprintf(shape, sizeof shape, "%s%dx%dx%d_%c%c", group, M, N, K,
              trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
     snprintf(name_weft, sizeof name_weft, "matmul_%s", shape);
     snprintf(name_blas, sizeof name_blas, "openblas_sgemm_%s", shape);
@@ -333,10 +331,11 @@ static weft_tensor *bf16_operand(int rows, int cols, bool transposed)
 
 /* weft_matmul on bfloat16 operands (autocast's GEMM: oneDNN's bf16 matmul with a float32
  * accumulator), to set beside matmul_<shape> in float32. */
-static void bench_matmul_bf16(int M, int N, int K, bool trans_a, bool trans_b)
+static void bench_matmul_bf16(const char *group, int M, int N, int K, bool trans_a,
+                              bool trans_b)
 {
     char name[64];
-    snprintf(name, sizeof name, "matmul_bf16_%s%dx%dx%d_%c%c", matmul_group, M, N, K,
+    snprintf(name, sizeof name, "matmul_bf16_%s%dx%dx%d_%c%c", group, M, N, K,
              trans_a ? 'T' : 'N', trans_b ? 'T' : 'N');
     if (!selected(name))
         return;
@@ -368,17 +367,17 @@ static void bench_matmul_bf16(int M, int N, int K, bool trans_a, bool trans_b)
  * bfloat16. */
 static void bench_matmuls(void)
 {
-    bench_matmul(1024, 1024, 1024, false, false);
-    bench_matmul_bf16(1024, 1024, 1024, false, false);
-    bench_matmul(2048, 2048, 2048, false, false);
+    bench_matmul("", 1024, 1024, 1024, false, false);
+    bench_matmul_bf16("", 1024, 1024, 1024, false, false);
+    bench_matmul("", 2048, 2048, 2048, false, false);
     static const int mlp[][5] = {
         {64, 256, 784, 0, 1},  {64, 128, 256, 0, 1}, {64, 256, 128, 0, 0},
         {256, 784, 64, 1, 0},  {128, 256, 64, 1, 0}, {256, 256, 784, 0, 1},
         {256, 784, 256, 1, 0}, {256, 128, 256, 0, 1},
     };
     for (size_t i = 0; i < sizeof mlp / sizeof *mlp; i++) {
-        bench_matmul(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
-        bench_matmul_bf16(mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
+        bench_matmul("", mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
+        bench_matmul_bf16("", mlp[i][0], mlp[i][1], mlp[i][2], mlp[i][3], mlp[i][4]);
     }
     /* GPT-2 small's block at 4096 tokens (batch 16 x 256): the four Linears (qkv 768 ->
      * 2304, attention projection 768 -> 768, c_fc 768 -> 3072, mlp projection 3072 -> 768),
@@ -386,19 +385,17 @@ static void bench_matmuls(void)
      * that names gpt2: at 2 threads they take a minute. */
     if (!opt.filter || !strstr(opt.filter, "gpt2"))
         return;
-    matmul_group = "gpt2_";
     static const int gpt2_linear[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
     for (size_t i = 0; i < sizeof gpt2_linear / sizeof *gpt2_linear; i++) {
         int in = gpt2_linear[i][0], out = gpt2_linear[i][1], tokens = 4096;
         const int shapes[3][5] = {
             {tokens, out, in, 0, 1}, {tokens, in, out, 0, 0}, {out, in, tokens, 1, 0}};
         for (int s = 0; s < 3; s++) {
-            bench_matmul(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
-            bench_matmul_bf16(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
-                              shapes[s][4]);
+            const int *d = shapes[s];
+            bench_matmul("gpt2_", d[0], d[1], d[2], d[3], d[4]);
+            bench_matmul_bf16("gpt2_", d[0], d[1], d[2], d[3], d[4]);
         }
     }
-    matmul_group = "";
 }
 
 /* ---- per-call overhead ------------------------------------------------------------------ */
@@ -597,6 +594,7 @@ enum fused_kind { FUSED_LAYER_NORM, FUSED_GELU_TANH, FUSED_GELU_ERF };
 
 struct fused_ctx {
     weft_tensor *x, *w, *b;
+    weft_tensor *grad; /* backward's incoming gradient; NULL: that of sum(y) */
     enum fused_kind kind;
     bool composite;
 };
@@ -629,7 +627,10 @@ static void run_fused(void *p)
         y = weft_layer_norm(c->x, 1, &c->x->shape[1], c->w, c->b, 1e-5);
     else
         y = weft_gelu_approximate(c->x, c->kind == FUSED_GELU_TANH ? WEFT_GELU_TANH : WEFT_GELU_NONE);
-    weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
+    if (c->grad)
+        weft_backward(y, c->grad, false);
+    else
+        weft_backward(weft_sum(y, 0, NULL, false), NULL, false);
     weft_scope_pop();
     weft_zero_grad(c->x, true);
     if (c->w) {
@@ -641,8 +642,10 @@ static void run_fused(void *p)
 /* LayerNorm over [768, 128] (the baby GPT's batch 12 x block 64 rows, 128 wide) and GELU
  * over [768, 512] (its MLP's hidden layer), float32, forward + backward; and GELU in
  * bfloat16 over GPT-2 small's hidden layer at 1024 tokens, [1024, 3072], standard normal
- * inputs (the 16-bit GELU computes its erfc tail only for the blocks that reach below -3,
- * so uniform [0, 1) inputs would flatter it). */
+ * inputs (the 16-bit GELU computes its erfc tail only for the elements below -3, so
+ * uniform [0, 1) inputs would flatter it) and a standard normal gradient: sum(y)'s is an
+ * expanded tensor, which backward's kernel walks by the strided loop, not the training
+ * step's contiguous one. */
 static void bench_fused_layers(void)
 {
     static const struct {
@@ -668,9 +671,8 @@ static void bench_fused_layers(void)
         if (cases[i].dtype == WEFT_F32) {
             c.x = weft_rand(2, xs, WEFT_F32, WEFT_CPU);
         } else {
-            weft_tensor *x32 = weft_randn(2, xs, WEFT_F32, WEFT_CPU);
-            c.x = weft_to_dtype(x32, cases[i].dtype);
-            weft_tensor_release(x32);
+            c.x = weft_randn(2, xs, cases[i].dtype, WEFT_CPU);
+            c.grad = weft_randn(2, xs, cases[i].dtype, WEFT_CPU);
         }
         weft_requires_grad_(c.x, true);
         if (ln) {
@@ -684,6 +686,7 @@ static void bench_fused_layers(void)
         die_on_error(cases[i].name);
         report(cases[i].name, s * 1e6, "us");
         weft_tensor_release(c.x);
+        weft_tensor_release(c.grad);
         weft_tensor_release(c.w);
         weft_tensor_release(c.b);
     }
