@@ -534,18 +534,22 @@ static void run_sdpa(void *p)
     weft_scope_pop();
 }
 
-/* q, k, v [B, nh, T, hd]: the views of [B, T, nh, hd] a GPT's attention makes, float32,
- * causal. Shapes: nanoGPT's CPU baby GPT (batch 12, 4 heads, block 64, head dim 32) and
- * one sequence of GPT-2 small (12 heads, block 1024, head dim 64). */
-static void bench_sdpa_shape(int64_t B, int64_t nh, int64_t T, int64_t hd)
+/* q, k, v [B, nh, T, hd]: the views of [B, T, nh, hd] a GPT's attention makes, causal, in
+ * dt (names of other dtypes than float32 say it: "sdpa_bf16_..."; group goes before the
+ * shape, as bench_matmul's). Shapes: nanoGPT's CPU
+ * baby GPT (batch 12, 4 heads, block 64, head dim 32), one sequence of GPT-2 small (12
+ * heads, block 1024, head dim 64) and, in the gpt2 group, its batch of 16 at block 256. */
+static void bench_sdpa_shape(const char *group, int64_t B, int64_t nh, int64_t T, int64_t hd,
+                             enum weft_dtype dt)
 {
     static const char *const kinds[4] = {"fused_fwd", "composite_fwd", "fused_fwd_bwd",
                                          "composite_fwd_bwd"};
     char names[4][96];
     bool any = false;
     for (int i = 0; i < 4; i++) {
-        snprintf(names[i], sizeof names[i], "sdpa_%s_%lldx%lldx%lldx%lld", kinds[i],
-                 (long long)B, (long long)nh, (long long)T, (long long)hd);
+        snprintf(names[i], sizeof names[i], "sdpa_%s%s%s_%s%lldx%lldx%lldx%lld",
+                 dt == WEFT_F32 ? "" : weft_dtype_name(dt), dt == WEFT_F32 ? "" : "_", kinds[i],
+                 group, (long long)B, (long long)nh, (long long)T, (long long)hd);
         any |= selected(names[i]);
     }
     if (!any)
@@ -554,7 +558,9 @@ static void bench_sdpa_shape(int64_t B, int64_t nh, int64_t T, int64_t hd)
     struct sdpa_ctx c;
     weft_tensor **qkv[3] = {&c.q, &c.k, &c.v};
     for (int i = 0; i < 3; i++) {
-        weft_tensor *x = weft_rand(4, shape, WEFT_F32, WEFT_CPU);
+        weft_tensor *x32 = weft_rand(4, shape, WEFT_F32, WEFT_CPU);
+        weft_tensor *x = weft_to_dtype(x32, dt);
+        weft_tensor_release(x32);
         *qkv[i] = weft_tensor_retain(weft_transpose(x, 1, 2));
         weft_tensor_release(x);
         weft_requires_grad_(*qkv[i], true);
@@ -584,8 +590,12 @@ static void bench_sdpa_shape(int64_t B, int64_t nh, int64_t T, int64_t hd)
 
 static void bench_sdpa(void)
 {
-    bench_sdpa_shape(12, 4, 64, 32);
-    bench_sdpa_shape(1, 12, 1024, 64);
+    bench_sdpa_shape("", 12, 4, 64, 32, WEFT_F32);
+    bench_sdpa_shape("", 1, 12, 1024, 64, WEFT_F32);
+    if (!opt.filter || !strstr(opt.filter, "gpt2"))
+        return;
+    bench_sdpa_shape("gpt2_", 16, 12, 256, 64, WEFT_F32);
+    bench_sdpa_shape("gpt2_", 16, 12, 256, 64, WEFT_BF16);
 }
 
 /* ---- layer_norm and gelu: the fused kernels against the composite of ops ------------------- */

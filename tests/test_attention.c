@@ -302,6 +302,15 @@ Test(attention, sixteen_bit_floats_compute_in_float)
     check_case(&cases[9], WEFT_F16, 5e-3, false);
 }
 
+/* bfloat16 heads of 16 queries or more run on the bf16 matmul (attention_bf16.inc), whose
+ * probabilities and dS are rounded to bfloat16 before they multiply; shorter ones on the
+ * float tiles. Every case, forward and gradients, against float32 on the same values. */
+Test(attention, bfloat16_matches_float32_forward_and_gradients)
+{
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        check_case(&cases[i], WEFT_BF16, 3e-2, true);
+}
+
 Test(attention, the_fused_kernel_records_one_flash_node)
 {
     uint64_t seed = 5;
@@ -511,6 +520,42 @@ Test(attention, dropout_same_seed_same_output_and_the_composites_mask)
     free(ad);
     free(bd);
     free(dd);
+}
+
+/* The bf16 matmul path (16 queries or more) keeps and drops the weights the float tiles do:
+ * its forward and gradients on bfloat16 values match float32's on the same values at the
+ * same seed (a weight dropped on one side only would move an output by about 0.07). */
+Test(attention, bfloat16_dropout_draws_the_float_kernels_mask)
+{
+    uint64_t seed = 12;
+    const int64_t shapes[3][4] = {{2, 3, 24, 8}, {2, 3, 20, 8}, {2, 3, 20, 6}};
+    weft_tensor *x16[3], *x32[3];
+    for (int i = 0; i < 3; i++) {
+        weft_tensor *r = random_tensor(4, shapes[i], WEFT_F32, &seed);
+        x16[i] = weft_to_dtype(r, WEFT_BF16);
+        x32[i] = weft_to_dtype(x16[i], WEFT_F32);
+        weft_requires_grad_(x16[i], true);
+        weft_requires_grad_(x32[i], true);
+    }
+    struct weft_sdpa_params p = {.dropout_p = 0.3};
+    weft_manual_seed(42);
+    weft_tensor *a = weft_scaled_dot_product_attention(x16[0], x16[1], x16[2], &p);
+    weft_manual_seed(42);
+    weft_tensor *b = weft_scaled_dot_product_attention(x32[0], x32[1], x32[2], &p);
+    cr_assert(a && b, "%s", weft_error_message());
+    double *bd = read_all(b);
+    tu_assert_close(a, bd, weft_tensor_numel(b), 2e-2, 2e-2);
+    weft_tensor *g = random_tensor(4, (int64_t[]){2, 3, 24, 6}, WEFT_F32, &seed);
+    weft_tensor *g16 = weft_to_dtype(g, WEFT_BF16);
+    cr_assert_eq(weft_backward(a, g16, false), 0, "%s", weft_error_message());
+    cr_assert_eq(weft_backward(b, weft_to_dtype(g16, WEFT_F32), false), 0, "%s",
+                 weft_error_message());
+    for (int i = 0; i < 3; i++) {
+        double *want = read_all(weft_grad(x32[i]));
+        tu_assert_close(weft_grad(x16[i]), want, weft_tensor_numel(x32[i]), 3e-2, 3e-2);
+        free(want);
+    }
+    free(bd);
 }
 
 Test(attention, dropout_drops_about_p_of_the_weights)

@@ -147,12 +147,14 @@ int cpu_gemm_tile(enum weft_dtype dt, const struct cpu_gemm_tile *g);
 
 /* ---- oneDNN's matmul primitive (onednn_matmul.c) ------------------------------------------- */
 /* C[M, N] = op(A)[M, K] op(B)[K, N], row-major bfloat16, accumulated in float32 and
- * rounded once into C (beta 0). */
+ * rounded once into C (beta 0): C is bfloat16, or float32 where c_f32. oneDNN 2.6 runs
+ * its AMX and AVX512_BF16 brgemm kernels only on dense operands (every ld equal to its
+ * matrix's row length); other strides take its slower gemm:jit path. */
 struct cpu_gemm_bf16 {
-    bool trans_a, trans_b;
+    bool trans_a, trans_b, c_f32;
     int M, N, K, lda, ldb, ldc;
     const uint16_t *A, *B;
-    uint16_t *C;
+    void *C;
 };
 /* Through oneDNN's matmul primitive; 0 or an error code with the error set. */
 int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g);

@@ -21,7 +21,11 @@
  * tile. float32 and float64 operands are read in place (a view of a [B, T, 3C]
  * projection is a matrix with leading dim 3C); 16-bit floats are copied block by block
  * into float tiles. The softmax steps are compiled for x86-64-v4 and v3 as well
- * (CPU_CLONES, cpu.h), one chosen at load time. */
+ * (CPU_CLONES, cpu.h), one chosen at load time.
+ *
+ * bfloat16 heads of 16 queries or more, where oneDNN is built in, take
+ * attention_bf16.inc instead: block products on the bf16 matmul (AMX, AVX512_BF16), as
+ * autocast's bmm makes them. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -154,6 +158,19 @@ static bool att_mm(struct att_job *j, enum weft_dtype ct, bool ta, bool tb, int6
 #include "each_floating_dtype.inc"
 #undef CPU_KERNEL_INC
 
+/* bfloat16 on the bf16 matmul, where oneDNN is built in (attention_bf16.inc) */
+#ifdef WEFT_HAVE_ONEDNN
+#include "attention_bf16.inc"
+#else
+static bool att16_takes(const struct att_job *j)
+{
+    (void)j;
+    return false;
+}
+#define att16_forward att_forward_bf16
+#define att16_backward att_backward_bf16
+#endif
+
 /* ---- the kernels -------------------------------------------------------------------------- */
 
 static int check_operand(const char *op, const char *what, const weft_tensor *t, int ndim,
@@ -272,8 +289,14 @@ int cpu_sdpa_flash_kernel(const struct weft_op_call *call)
         return weft_error_set(WEFT_ERR_NOT_IMPLEMENTED, "\"sdpa_flash\" not implemented for '%s' on cpu",
                               weft_dtype_torch_name(call->in[0]->dtype));
     }
-    int64_t units = j.BH * ((j.L + j.bq - 1) / j.bq);
-    cpu_parallel_for(units, grain_for(j.bq * j.S * (j.E + j.Ev)), fn, &j);
+    /* a unit: a tile of bq queries of a batch-head; all of a batch-head's in bfloat16 */
+    int64_t units = j.BH * ((j.L + j.bq - 1) / j.bq), rows = j.bq;
+    if (call->in[0]->dtype == WEFT_BF16 && att16_takes(&j)) {
+        fn = att16_forward;
+        units = j.BH;
+        rows = j.L;
+    }
+    cpu_parallel_for(units, grain_for(rows * j.S * (j.E + j.Ev)), fn, &j);
     return j.failed ? tiles_failed(&j, "sdpa_flash") : 0;
 }
 
@@ -332,6 +355,8 @@ int cpu_sdpa_flash_backward_kernel(const struct weft_op_call *call)
                               "\"sdpa_flash_backward\" not implemented for '%s' on cpu",
                               weft_dtype_torch_name(q->dtype));
     }
+    if (q->dtype == WEFT_BF16 && att16_takes(&j))
+        fn = att16_backward;
     cpu_parallel_for(j.BH, grain_for(2 * j.L * j.S * (j.E + j.Ev)), fn, &j);
     return j.failed ? tiles_failed(&j, "sdpa_flash_backward") : 0;
 }

@@ -21,7 +21,11 @@
  * for concurrent execution), so two executions overwrote each other's partial sums (1 run
  * in 6 of a [2, 70, 8] x [2, 8, 130] product came out wrong); every primitive asks for a
  * user scratchpad and every call brings its own, from the plugin's caching allocator. */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +41,19 @@
  * OpenMP threads the caller would give oneDNN, which splits the work for that many when it
  * makes the primitive. */
 struct matmul_key {
-    int dtype, threads, trans_a, trans_b, M, N, K, lda, ldb, ldc;
+    int dtype, c_dtype, threads, trans_a, trans_b, M, N, K, lda, ldb, ldc;
+};
+
+/* Memory objects and a stream, kept per primitive and calling thread (OpenMP's thread
+ * number: batched products and attention's blocks run one primitive from several threads)
+ * and pointed at each call's buffers: making them per call cost 1.7 us of a 64^3 bf16
+ * product's 4.7. busy: taken by a call; a call that finds it taken (two program threads
+ * outside OpenMP have the same number) makes its own. */
+#define MATMUL_EXEC_THREADS 16
+struct matmul_exec {
+    dnnl_memory_t a, b, c, scratch;
+    dnnl_stream_t stream;
+    int busy;
 };
 
 struct matmul_prim {
@@ -45,14 +61,26 @@ struct matmul_prim {
     dnnl_memory_desc_t a_md, b_md, c_md, scratch_md;
     size_t scratch_bytes;
     dnnl_primitive_t prim; /* NULL: empty slot */
+    struct matmul_exec exec[MATMUL_EXEC_THREADS];
 };
 
 /* Shapes beyond this many get a primitive made and destroyed per call: a training run has
- * a handful of shapes; a program with more pays the creation cost, nothing else. */
-#define MATMUL_PRIMS 64
+ * a few dozen (its Linears' products, and the block products of bfloat16 attention,
+ * attention_bf16.inc); a program with more pays the creation cost, nothing else. The
+ * slots are an open-addressed table on the key's hash, so a lookup stays a memcmp or two. */
+#define MATMUL_PRIMS 256
 static struct matmul_prim prims[MATMUL_PRIMS];
 static int prims_used;
 static pthread_mutex_t prims_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned key_slot(const struct matmul_key *k)
+{
+    const unsigned char *b = (const unsigned char *)k;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ b[i]) * 16777619u;
+    return h % MATMUL_PRIMS;
+}
 
 /* Logical [rows, cols] matrix stored row-major with leading dim ld, read
  * transposed when trans. */
@@ -78,7 +106,8 @@ static dnnl_status_t make_prim(struct matmul_prim *p, const struct matmul_key *k
     dnnl_data_type_t dt = (dnnl_data_type_t)k->dtype;
     if ((st = matrix_md(&p->a_md, k->M, k->K, k->lda, k->trans_a, dt)) != dnnl_success ||
         (st = matrix_md(&p->b_md, k->K, k->N, k->ldb, k->trans_b, dt)) != dnnl_success ||
-        (st = matrix_md(&p->c_md, k->M, k->N, k->ldc, false, dt)) != dnnl_success ||
+        (st = matrix_md(&p->c_md, k->M, k->N, k->ldc, false, (dnnl_data_type_t)k->c_dtype)) !=
+            dnnl_success ||
         (st = dnnl_matmul_desc_init(&desc, &p->a_md, &p->b_md, NULL, &p->c_md)) != dnnl_success)
         return st;
     dnnl_primitive_attr_t attr = NULL;
@@ -100,21 +129,28 @@ static dnnl_status_t make_prim(struct matmul_prim *p, const struct matmul_key *k
 }
 
 /* The cached primitive for k, or one made into *tmp (the caller destroys tmp->prim). */
-static const struct matmul_prim *find_prim(const struct matmul_key *k,
-                                           struct matmul_prim *tmp, dnnl_status_t *st)
+static struct matmul_prim *find_prim(const struct matmul_key *k, struct matmul_prim *tmp,
+                                     dnnl_status_t *st)
 {
     *st = dnnl_success;
     pthread_mutex_lock(&prims_lock);
-    for (int i = 0; i < prims_used; i++)
+    unsigned i = key_slot(k);
+    while (prims[i].prim) { /* ends: at most 3/4 of the slots are taken */
         if (memcmp(&prims[i].key, k, sizeof *k) == 0) {
             pthread_mutex_unlock(&prims_lock);
             return &prims[i];
         }
-    const struct matmul_prim *p = NULL;
-    if (prims_used < MATMUL_PRIMS) {
-        *st = make_prim(&prims[prims_used], k);
-        if (*st == dnnl_success)
-            p = &prims[prims_used++];
+        i = (i + 1) % MATMUL_PRIMS;
+    }
+    struct matmul_prim *p = NULL;
+    if (prims_used < MATMUL_PRIMS * 3 / 4) { /* i: the key's empty slot */
+        *st = make_prim(&prims[i], k);
+        if (*st == dnnl_success) {
+            p = &prims[i];
+            prims_used++;
+        } else {
+            prims[i].prim = NULL;
+        }
     } else {
         *st = make_prim(tmp, k);
         if (*st == dnnl_success)
@@ -124,60 +160,74 @@ static const struct matmul_prim *find_prim(const struct matmul_key *k,
     return p;
 }
 
+/* *m pointed at data: made for md the first time, its handle moved after. */
+static dnnl_status_t bind_memory(dnnl_memory_t *m, const dnnl_memory_desc_t *md,
+                                 dnnl_engine_t engine, void *data)
+{
+    if (*m)
+        return dnnl_memory_set_data_handle(*m, data);
+    return dnnl_memory_create(m, md, engine, data);
+}
+
 /* C = op(A) op(B) for key k's shape and dtype; a dnnl status. */
 static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const void *B, void *C)
 {
     struct matmul_prim tmp = {0};
     dnnl_status_t st;
-    const struct matmul_prim *p = find_prim(k, &tmp, &st);
+    struct matmul_prim *p = find_prim(k, &tmp, &st);
     if (!p)
         return st;
-    /* Memory objects and a stream per call: both are cheap on the CPU, and a stream must
-     * not be shared between threads (batched products run on several). */
-    dnnl_memory_t a = NULL, b = NULL, c = NULL, scratch = NULL;
-    dnnl_stream_t stream = NULL;
+    int t = 0;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+#endif
+    struct matmul_exec local = {0}, *e = &local;
+    if (p != &tmp && t < MATMUL_EXEC_THREADS &&
+        !__atomic_exchange_n(&p->exec[t].busy, 1, __ATOMIC_ACQUIRE))
+        e = &p->exec[t];
     dnnl_engine_t engine = cpu_onednn_engine(&st); /* made with p */
     void *scratch_buf = NULL;
     if (p->scratch_bytes > 0 && !(scratch_buf = cpu_alloc(0, p->scratch_bytes)))
         st = dnnl_out_of_memory;
     if (st == dnnl_success &&
-        (st = dnnl_memory_create(&a, &p->a_md, engine, (void *)A)) == dnnl_success &&
-        (st = dnnl_memory_create(&b, &p->b_md, engine, (void *)B)) == dnnl_success &&
-        (st = dnnl_memory_create(&c, &p->c_md, engine, C)) == dnnl_success &&
+        (st = bind_memory(&e->a, &p->a_md, engine, (void *)A)) == dnnl_success &&
+        (st = bind_memory(&e->b, &p->b_md, engine, (void *)B)) == dnnl_success &&
+        (st = bind_memory(&e->c, &p->c_md, engine, C)) == dnnl_success &&
         (!scratch_buf ||
-         (st = dnnl_memory_create(&scratch, &p->scratch_md, engine, scratch_buf)) == dnnl_success) &&
-        (st = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags)) == dnnl_success) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, a},
-                                   {DNNL_ARG_WEIGHTS, b},
-                                   {DNNL_ARG_DST, c},
-                                   {DNNL_ARG_SCRATCHPAD, scratch}};
-        st = dnnl_primitive_execute(p->prim, stream, scratch ? 4 : 3, args);
+         (st = bind_memory(&e->scratch, &p->scratch_md, engine, scratch_buf)) == dnnl_success) &&
+        (e->stream || (st = dnnl_stream_create(&e->stream, engine, dnnl_stream_default_flags)) ==
+                          dnnl_success)) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a},
+                                   {DNNL_ARG_WEIGHTS, e->b},
+                                   {DNNL_ARG_DST, e->c},
+                                   {DNNL_ARG_SCRATCHPAD, e->scratch}};
+        st = dnnl_primitive_execute(p->prim, e->stream, scratch_buf ? 4 : 3, args);
         if (st == dnnl_success)
-            st = dnnl_stream_wait(stream);
+            st = dnnl_stream_wait(e->stream);
     }
-    if (stream)
-        dnnl_stream_destroy(stream);
-    if (scratch)
-        dnnl_memory_destroy(scratch);
     cpu_free(0, scratch_buf, p->scratch_bytes);
-    if (a)
-        dnnl_memory_destroy(a);
-    if (b)
-        dnnl_memory_destroy(b);
-    if (c)
-        dnnl_memory_destroy(c);
+    if (e == &local) {
+        if (local.stream)
+            dnnl_stream_destroy(local.stream);
+        dnnl_memory_t m[4] = {local.a, local.b, local.c, local.scratch};
+        for (int i = 0; i < 4; i++)
+            if (m[i])
+                dnnl_memory_destroy(m[i]);
+    } else {
+        __atomic_store_n(&e->busy, 0, __ATOMIC_RELEASE);
+    }
     if (tmp.prim)
         dnnl_primitive_destroy(tmp.prim);
     return st;
 }
 
-/* The product g (a struct cpu_gemm or cpu_gemm_bf16) in dtype dt: 0, or an error that
- * names the dtype (what) and the shape. */
-#define RUN_PRODUCT(dt, what, g)                                                              \
+/* The product g (a struct cpu_gemm or cpu_gemm_bf16) with operands of dtype dt and C of
+ * c_dt: 0, or an error that names the dtype (what) and the shape. */
+#define RUN_PRODUCT(dt, c_dt, what, g)                                                        \
     do {                                                                                      \
-        struct matmul_key k = {(dt),   cpu_run_threads(), (g)->trans_a, (g)->trans_b,         \
-                               (g)->M, (g)->N,            (g)->K,       (g)->lda,             \
-                               (g)->ldb, (g)->ldc};                                           \
+        struct matmul_key k = {(dt),     (c_dt),   cpu_run_threads(), (g)->trans_a,           \
+                               (g)->trans_b, (g)->M, (g)->N,          (g)->K,                 \
+                               (g)->lda, (g)->ldb, (g)->ldc};                                 \
         dnnl_status_t st = run_matmul(&k, (g)->A, (g)->B, (g)->C);                            \
         if (st == dnnl_success)                                                               \
             return 0;                                                                         \
@@ -187,12 +237,12 @@ static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const
 
 int cpu_gemm_bf16(const struct cpu_gemm_bf16 *g)
 {
-    RUN_PRODUCT(dnnl_bf16, "bfloat16", g);
+    RUN_PRODUCT(dnnl_bf16, g->c_f32 ? dnnl_f32 : dnnl_bf16, "bfloat16", g);
 }
 
 int cpu_sgemm_onednn_matmul(const struct cpu_gemm *g)
 {
-    RUN_PRODUCT(dnnl_f32, "float32", g);
+    RUN_PRODUCT(dnnl_f32, dnnl_f32, "float32", g);
 }
 
 bool cpu_gemm_bf16_available(void)
