@@ -13,7 +13,8 @@ subtracted from the second's function by function, so what remains is N steady s
 (start-up, the model's initialisation, the first step and the final evaluation cancel).
 Each sample is put in one class by the function it was in:
   gemm       oneDNN (its JIT kernels: gemm, brgemm, matmul copies; libdnnl), OpenBLAS
-  attention  weft's flash attention (att_* in weft-cpu.so: its own small GEMMs inside)
+  attention  weft's attention outside its block products (att_* and, for bfloat16,
+             att16_* in weft-cpu.so; the products themselves are oneDNN's, so gemm)
   omp-wait   libgomp: threads waiting at a barrier or for work
   other      everything else (elementwise, LayerNorm, softmax/loss, AdamW, copies,
              allocation, the kernel), listed by function
@@ -69,7 +70,7 @@ def classify(dso, sym):
         return "gemm"
     if dso.startswith("libgomp"):
         return "omp-wait"
-    if dso.startswith("weft-cpu") and sym.startswith("att_"):
+    if dso.startswith("weft-cpu") and sym.startswith(("att_", "att16_")):
         return "attention"
     return "other"
 
