@@ -242,6 +242,43 @@ Test(matmul, large_batches_of_small_matrices_match_reference)
     weft_scope_pop();
 }
 
+/* bfloat16 products run on oneDNN's matmul primitive, kept per shape in a table of 256
+ * slots filled to three quarters, each with memory objects per calling thread: a batch
+ * split across threads shares one primitive, and shapes past the table's fill get one made
+ * for the call. */
+Test(matmul, bfloat16_batches_and_more_shapes_than_the_primitive_table_match_reference)
+{
+    uint64_t st = 5;
+    weft_scope_push();
+    const int64_t sa[3] = {300, 9, 7}, sb[3] = {300, 7, 5};
+    weft_tensor *a = make_operand(3, sa, WEFT_BF16, CONTIGUOUS, &st);
+    weft_tensor *b = make_operand(3, sb, WEFT_BF16, TRANSPOSED, &st);
+    double *x = read_all(a), *y = read_all(b), *e = malloc(300 * 9 * 5 * sizeof *e);
+    cr_assert_not_null(e);
+    int64_t oshape[3];
+    ref_matmul(x, 3, sa, y, 3, sb, e, oshape);
+    for (int rep = 0; rep < 3; rep++)
+        tu_assert_close(weft_matmul(a, b), e, 300 * 9 * 5, tol_of(WEFT_BF16), tol_of(WEFT_BF16));
+    free(x);
+    free(y);
+    free(e);
+    weft_scope_pop();
+    for (int64_t m = 1; m <= 230; m++) {
+        weft_scope_push();
+        const int64_t sm[2] = {m, 6}, sn[2] = {6, 3};
+        weft_tensor *p = make_operand(2, sm, WEFT_BF16, CONTIGUOUS, &st);
+        weft_tensor *q = make_operand(2, sn, WEFT_BF16, CONTIGUOUS, &st);
+        double *px = read_all(p), *qx = read_all(q), ev[230 * 3];
+        ref_matmul(px, 2, sm, qx, 2, sn, ev, oshape);
+        weft_tensor *r = weft_matmul(p, q);
+        cr_assert_not_null(r, "M = %lld: %s", (long long)m, weft_error_message());
+        tu_assert_close(r, ev, m * 3, tol_of(WEFT_BF16), tol_of(WEFT_BF16));
+        free(px);
+        free(qx);
+        weft_scope_pop();
+    }
+}
+
 Test(matmul, a_matrix_times_itself_transposed_is_symmetric_and_exact_for_small_integers)
 {
     weft_scope_push();
