@@ -37,9 +37,9 @@
 
 #ifdef WEFT_HAVE_ONEDNN
 
-/* All ints, no padding: keys compare with memcmp. dtype is a dnnl_data_type_t; threads the
- * OpenMP threads the caller would give oneDNN, which splits the work for that many when it
- * makes the primitive. */
+/* All ints, no padding: keys compare with memcmp (and hash bytewise). dtype (A's and B's)
+ * and c_dtype (C's) are dnnl_data_type_t; threads the OpenMP threads the caller would give
+ * oneDNN, which splits the work for that many when it makes the primitive. */
 struct matmul_key {
     int dtype, c_dtype, threads, trans_a, trans_b, M, N, K, lda, ldb, ldc;
 };
