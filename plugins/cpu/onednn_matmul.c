@@ -172,7 +172,8 @@ static dnnl_status_t bind_memory(dnnl_memory_t *m, const dnnl_memory_desc_t *md,
 /* C = op(A) op(B) for key k's shape and dtype; a dnnl status. */
 static dnnl_status_t run_matmul(const struct matmul_key *k, const void *A, const void *B, void *C)
 {
-    struct matmul_prim tmp = {0};
+    struct matmul_prim tmp; /* make_prim fills what a call reads (not exec: never tmp's) */
+    tmp.prim = NULL;
     dnnl_status_t st;
     struct matmul_prim *p = find_prim(k, &tmp, &st);
     if (!p)
