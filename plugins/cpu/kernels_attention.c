@@ -23,9 +23,9 @@
  * into float tiles. The softmax steps are compiled for x86-64-v4 and v3 as well
  * (CPU_CLONES, cpu.h), one chosen at load time.
  *
- * bfloat16 heads of 16 queries or more, where oneDNN is built in, take
- * attention_bf16.inc instead: block products on the bf16 matmul (AMX, AVX512_BF16), as
- * autocast's bmm makes them. */
+ * bfloat16 heads of 16 queries or more (up to attention_bf16.inc's bounds), where oneDNN
+ * is built in, take attention_bf16.inc instead: block products on the bf16 matmul (AMX,
+ * AVX512_BF16), as autocast's bmm makes them. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
