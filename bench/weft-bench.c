@@ -535,10 +535,10 @@ static void run_sdpa(void *p)
 }
 
 /* q, k, v [B, nh, T, hd]: the views of [B, T, nh, hd] a GPT's attention makes, causal, in
- * dt (names of other dtypes than float32 say it: "sdpa_bf16_..."; group goes before the
- * shape, as bench_matmul's). Shapes: nanoGPT's CPU
- * baby GPT (batch 12, 4 heads, block 64, head dim 32), one sequence of GPT-2 small (12
- * heads, block 1024, head dim 64) and, in the gpt2 group, its batch of 16 at block 256. */
+ * dt (names of other dtypes than float32 say it: "sdpa_bfloat16_..."; group goes before
+ * the shape, as bench_matmul's). Shapes: nanoGPT's CPU baby GPT (batch 12, 4 heads, block
+ * 64, head dim 32), one sequence of GPT-2 small (12 heads, block 1024, head dim 64) and, in
+ * the gpt2 group, its batch of 16 at block 256. */
 static void bench_sdpa_shape(const char *group, int64_t B, int64_t nh, int64_t T, int64_t hd,
                              enum weft_dtype dt)
 {
