@@ -501,9 +501,33 @@ static void case_barrier_and_init_twice(void)
     cr_assert_eq(weft_dist_barrier(), 0, "%s", weft_error_message());
 }
 
+/* Open MPI's variable for its shared-memory single-copy mechanism (5.0 renamed btl vader
+ * to sm), its value now or NULL. */
+static const char *single_copy_setting(void)
+{
+    const char *v = getenv("OMPI_MCA_btl_vader_single_copy_mechanism");
+    return v ? v : getenv("OMPI_MCA_btl_sm_single_copy_mechanism");
+}
+
+/* weft asks Open MPI's shared memory to copy through its segment rather than read the
+ * other rank's pages (group.c), unless the environment chose: tests/meson.build runs this
+ * case once without the variable and once with it set to "emulated". */
+static void case_single_copy_default_yields_to_the_environment(const char *before)
+{
+    const char *after = single_copy_setting();
+    cr_assert(after, "weft set no single-copy mechanism before MPI_Init");
+    cr_assert_str_eq(after, before ? before : "none",
+                     "the environment said %s before weft_dist_init", before ? before : "nothing");
+}
+
 Test(dist_mpi, collectives)
 {
+    const char *set = single_copy_setting();
+    char before[64] = "";
+    if (set)
+        snprintf(before, sizeof before, "%s", set);
     join(false, 60);
+    case_single_copy_default_yields_to_the_environment(set ? before : NULL);
     case_all_reduce_every_dtype_and_op();
     case_all_reduce_avg_on_integers_is_an_error();
     case_all_reduce_non_contiguous_views();

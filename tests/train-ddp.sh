@@ -15,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "train-ddp: $*"; exit 1; }
 # Open MPI refuses root without these (CI runs as root); shared memory between the ranks.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_btl=self,vader
 mpi2() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
 
 . "$(dirname "$0")/blobs-model.sh"

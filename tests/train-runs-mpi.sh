@@ -52,7 +52,7 @@ log = $tmp/run/log.csv
 INI
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_btl=self,vader
 ddp="--set data.samples=400000 --set data.batch_size=2"
 # mpirun's output in a file: whole lines, no bar
 mpirun --oversubscribe --bind-to none -np 2 "$train" "$tmp/ok.ini" --set data.samples=4000 \

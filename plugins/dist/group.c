@@ -26,6 +26,26 @@ int dist_mpi_error(int code, const char *what, const char *call)
     return weft_error_set(WEFT_ERR_RUNTIME, "%s: %s failed: %s", what, call, text);
 }
 
+/* Open MPI's shared-memory transport (btl vader; "sm" from 5.0) moves a message above its
+ * eager limit in one of two ways: the receiver reads the sender's pages itself (CMA,
+ * process_vm_readv: its default where the kernel allows it), or both copy through the
+ * shared segment, 32 KB fragments pipelined ("none"). On the 2-core machine weft is
+ * measured on, copies won at every size, two ranks' MPI_Iallreduce of float32 (best of
+ * 180): 940 KB, the MLP's one bucket, 0.12 ms against 0.24 with CMA; 256 KB 0.036 against
+ * 0.081; 26 MB 7.0 against 10.9; and DDP's scaling on the MLP at batch 256 went from 0.86
+ * to 0.97 (bench/ddp-scaling.sh, docs/distributed.md). A container may also forbid CMA's
+ * cross-process reads outright. So weft asks for the copies, unless the launcher or the
+ * user chose already (mpirun --mca btl_vader_single_copy_mechanism cma exports the
+ * variable); MPI reads it in MPI_Init. */
+static void prefer_shared_memory_copies(void)
+{
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    setenv("OMPI_MCA_btl_sm_single_copy_mechanism", "none", 0);
+#elif defined(OMPI_MAJOR_VERSION)
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+#endif
+}
+
 int dist_world_open(struct dist_world *w, const char *who,
                     const weft_options *options,
                     const struct weft_dist_env *env)
@@ -45,6 +65,7 @@ int dist_world_open(struct dist_world *w, const char *who,
         /* Collectives come from one thread at a time (weft/dist.h), which SERIALIZED
          * allows; a program that initialised MPI itself chose its own level. */
         int provided = 0;
+        prefer_shared_memory_copies();
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS)
             return dist_mpi_error(rc, who, "MPI_Init_thread");
