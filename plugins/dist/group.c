@@ -34,15 +34,21 @@ int dist_mpi_error(int code, const char *what, const char *call)
  * 180): 940 KB, the MLP's one bucket, 0.12 ms against 0.24 with CMA; 256 KB 0.036 against
  * 0.081; 26 MB 7.0 against 10.9; and DDP's scaling on the MLP at batch 256 went from 0.86
  * to 0.97 (bench/ddp-scaling.sh, docs/distributed.md). A container may also forbid CMA's
- * cross-process reads outright. So weft asks for the copies, unless the launcher or the
- * user chose already (mpirun --mca btl_vader_single_copy_mechanism cma exports the
- * variable); MPI reads it in MPI_Init. */
+ * cross-process reads outright. So weft asks for the copies, through the environment
+ * MPI_Init reads, unless the launcher or the user chose already under either name
+ * (mpirun --mca btl_vader_single_copy_mechanism cma exports the variable). A choice made
+ * only in an Open MPI parameter file is overridden: the environment ranks above those. */
 static void prefer_shared_memory_copies(void)
 {
-#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
-    setenv("OMPI_MCA_btl_sm_single_copy_mechanism", "none", 0);
-#elif defined(OMPI_MAJOR_VERSION)
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+#ifdef OMPI_MAJOR_VERSION
+    if (getenv("OMPI_MCA_btl_vader_single_copy_mechanism") ||
+        getenv("OMPI_MCA_btl_sm_single_copy_mechanism"))
+        return;
+#if OMPI_MAJOR_VERSION >= 5
+    setenv("OMPI_MCA_btl_sm_single_copy_mechanism", "none", 1);
+#else
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+#endif
 #endif
 }
 
