@@ -279,6 +279,42 @@ Test(matmul, bfloat16_batches_and_more_shapes_than_the_primitive_table_match_ref
     }
 }
 
+/* Tall bfloat16 products (M >= 1024 and M >= K: a Linear's forward and dX) reorder B
+ * into the primitive's packed layout first (onednn_matmul.c); every stored layout of B
+ * and A, one matrix and a batch whose products may run side by side. */
+Test(matmul, tall_bfloat16_products_with_packed_b_match_reference)
+{
+    uint64_t st = 11;
+    const struct {
+        int nd;
+        int64_t sa[3], sb[3];
+    } cases[] = {{2, {2048, 96}, {96, 130}}, {3, {3, 1100, 40}, {3, 40, 70}}};
+    const enum layout lb[] = {CONTIGUOUS, TRANSPOSED, SLICED};
+    for (size_t c = 0; c < 2; c++)
+        for (int la = 0; la < 2; la++)
+            for (size_t k = 0; k < 3; k++) {
+                weft_scope_push();
+                const int nd = cases[c].nd;
+                weft_tensor *a = make_operand(nd, cases[c].sa, WEFT_BF16, (enum layout)la, &st);
+                weft_tensor *b = make_operand(nd, cases[c].sb, WEFT_BF16, lb[k], &st);
+                double *x = read_all(a), *y = read_all(b);
+                int64_t oshape[3], n = numel_of(nd, cases[c].sa) / cases[c].sa[nd - 1] *
+                                          cases[c].sb[nd - 1];
+                double *e = malloc((size_t)n * sizeof *e);
+                cr_assert_not_null(e);
+                ref_matmul(x, nd, cases[c].sa, y, nd, cases[c].sb, e, oshape);
+                for (int rep = 0; rep < 2; rep++) { /* made, then found in the table */
+                    weft_tensor *r = weft_matmul(a, b);
+                    cr_assert_not_null(r, "case %zu: %s", c, weft_error_message());
+                    tu_assert_close(r, e, n, tol_of(WEFT_BF16), tol_of(WEFT_BF16));
+                }
+                free(e);
+                free(x);
+                free(y);
+                weft_scope_pop();
+            }
+}
+
 Test(matmul, a_matrix_times_itself_transposed_is_symmetric_and_exact_for_small_integers)
 {
     weft_scope_push();
