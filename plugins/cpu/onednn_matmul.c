@@ -16,15 +16,18 @@
  * Creating a primitive costs tens of microseconds, so primitives are kept per dtype and
  * shape (transposes, M, N, K, leading dims), as gemm.c keeps its per-shape choice.
  *
- * Packed B: given B in a plain layout, oneDNN's bf16 brgemm copies B's blocks into its
- * VNNI order again for every block of A's rows it multiplies. Where A is tall (a Linear's
- * forward x W^T and its dX = dY W: M tokens against K and N of a few hundred features),
- * reordering B once into the layout the primitive prefers (format_tag_any) and multiplying
- * that is faster, the reorder included: at 2 threads of an AVX512_BF16 Zen 5, 4096 x 384
- * x 1152 took 4.34 ms against 5.19, 4096 x 768 x 3072 23.7 against 26.8, 4096 x 1536 x
- * 384 5.95 against 6.33 (medians of 20). Where B is the tall operand (dW = dY^T X: K is
- * the tokens) or the product is small (attention's blocks), the reorder cost more than it
- * saved, so only products with M >= PACK_B_MIN_M and M >= K take it.
+ * Packed B: given B in a plain layout, oneDNN's bf16 brgemm packs it (pairs of rows
+ * interleaved for vdpbf16ps) inside the call, as its threads reach each block. Where A is
+ * tall (a Linear's forward x W^T and its dX = dY W: M tokens against K and N of a few
+ * hundred features), reordering B first into the layout the primitive prefers
+ * (format_tag_any) and multiplying that was faster, the reorder included: at 2 threads of
+ * an AVX512_BF16 Zen 5, 4096 x 384 x 1152 took 4.34 ms against 5.19, 4096 x 768 x 3072
+ * 23.7 against 26.8, 4096 x 1536 x 384 5.95 against 6.33 (medians of 20, a direct oneDNN
+ * harness). Where B is the tall operand (dW = dY^T X: K is the tokens) or the product is
+ * small (attention's blocks), the reorder cost as much as it saved or more, so only
+ * products with M >= PACK_B_MIN_M and M >= K take it. The packed copy is B's size, taken
+ * from the caching allocator for the call. float32's primitive (gemm.c: NT products with
+ * K >= 512) was tried the same way and lost to dnnl_sgemm on two of GPT-2's four shapes.
  *
  * Threads: batched products run one primitive from several threads at once. oneDNN's
  * default, library-managed scratchpad is one global buffer in Debian's build (not built
