@@ -21,7 +21,10 @@
 #   SETTINGS=auto   auto: every setting (weft 1 and 2 threads; PyTorch 1 and 2 threads,
 #                   each with and without OMP_WAIT_POLICY=PASSIVE) on baby and mid, and the
 #                   2-thread ones on the GPT-2 rungs (1 thread is half as fast there and
-#                   would double the time); all: every setting everywhere
+#                   would double the time); all: every setting everywhere; fast: as auto,
+#                   but on the GPT-2 rungs PyTorch at 2 threads without PASSIVE alone (at
+#                   block 256 on the Zen 5 its passive setting ran 0-4% slower, within the
+#                   rounds' spread, and dropping it saves a third of gpt2-1024's time)
 #   ITERS, WARMUP   timed and warm-up steps per run, overriding each rung's
 #   BUILD=build     the build folder holding apps/weft-train
 #   SET="k=v ..."   more overrides for every rung, both sides (a smoke test:
@@ -31,7 +34,8 @@
 #
 # Run from the repository root after `make`, on a quiet machine. Rough times on a quiet
 # 2-core machine at ROUNDS=5: baby 3 min, mid 15 min, gpt2-256 45 min, gpt2-1024 90 min;
-# MODE=bf16 about twice that.
+# MODE=bf16 about twice that (on the 2-vCPU Zen 5: mid 18 min, gpt2-256 30 min, and
+# gpt2-1024 with SETTINGS=fast 58 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-5}
@@ -47,7 +51,7 @@ fp32) precision=fp32 ;;
 bf16) precision=fp32,bf16 ;;
 *) echo "gpt-scale.sh: MODE must be fp32 or bf16, got '$mode'" >&2; exit 2 ;;
 esac
-case "$settings" in auto | all) ;; *) echo "gpt-scale.sh: SETTINGS must be auto or all" >&2; exit 2 ;; esac
+case "$settings" in auto | all | fast) ;; *) echo "gpt-scale.sh: SETTINGS must be auto, all or fast" >&2; exit 2 ;; esac
 
 # rung -> config, overrides (both sides), warm-up and timed steps, whether it is large
 rung_args() {
@@ -73,8 +77,8 @@ compare_args() { # rung -> the gpt_compare.py arguments of its model and steps
     iters=$(( (iters + warmup - 1) / warmup * warmup ))
     printf '%s\n' --config "$config" --warmup "$warmup" --iters "$iters" --build "$build"
     for kv in $sets ${SET:-}; do printf '%s\n' --set "$kv"; done
-    if [ "$settings" = auto ] && [ "$size" = large ]; then
-        printf '%s\n' --weft-threads 2 --torch-settings t2,t2_passive
+    if [ "$settings" != all ] && [ "$size" = large ]; then
+        printf '%s\n' --weft-threads 2 --torch-settings "$([ "$settings" = fast ] && echo t2 || echo t2,t2_passive)"
     fi
 }
 
