@@ -423,9 +423,10 @@ static void check_padded_product(int64_t M, int64_t K, int64_t N, bool ta, bool 
 
 /* All four transposes on odd sizes, each product REPEATS times (in mode auto the first
  * ones are the timed trials on both providers, the later ones the chosen one's), on a
- * small shape and on one big enough that oneDNN runs A B^T through its matmul primitive
- * (gemm.c: K >= 512 and 2^19 multiply-adds), on contiguous and on padded operands; plus a
- * batch of small products run inside a parallel region. */
+ * small shape, on one big enough that oneDNN runs A B^T through its matmul primitive
+ * (gemm.c: K >= 512 and 2^19 multiply-adds) and on one as big with 3 rows (one-token
+ * decoding's shape: dnnl_sgemm's few-row path), on contiguous and on padded operands; plus
+ * a batch of small products run inside a parallel region. */
 #define REPEATS 20
 static void check_gemm_provider(const char *mode)
 {
@@ -433,8 +434,8 @@ static void check_gemm_provider(const char *mode)
     if (!weft_backend_get(WEFT_DEVICE_CPU))
         cr_assert_fail("[cpu] gemm = %s: %s", mode, weft_error_message());
     uint64_t st = 11;
-    static const int64_t sizes[2][3] = {{37, 129, 61}, {67, 600, 131}};
-    for (int s = 0; s < 2; s++)
+    static const int64_t sizes[3][3] = {{37, 129, 61}, {67, 600, 131}, {3, 700, 300}};
+    for (int s = 0; s < 3; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 const int64_t M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];

@@ -63,10 +63,17 @@ static void openblas_sgemm(const struct cpu_gemm *g)
  * ones (256x128x256 NT 313 against 314), where on NN and TN products it lost up to 15%
  * (256x784x64 TN 280 against 329). weft-bench --filter matmul_ before and after this rule:
  * 64x256x784_NT 194 -> 265, 256x256x784_NT 263 -> 356. So NT products big enough for every
- * thread take the primitive: a fixed rule of the shape, as ONEDNN_SERIAL_MACS is. */
+ * thread take the primitive: a fixed rule of the shape, as ONEDNN_SERIAL_MACS is. Except
+ * products of fewer rows than ONEDNN_MATMUL_MIN_M (one-token decoding: weft-generate's
+ * x W^T at batch 1), where dnnl_sgemm's few-row path was 2-3x faster: 1x768x2304 NT 0.072
+ * against 0.233 ms, 1x3072x768 0.093 against 0.287, 4x768x2304 0.127 against 0.266; at 16
+ * rows the primitive won again (0.396 against 0.666 ms; medians of 20, 2 threads, a direct
+ * oneDNN harness on the Zen 5). */
+#define ONEDNN_MATMUL_MIN_M 16
+
 static bool onednn_matmul_wins(const struct cpu_gemm *g, bool serial)
 {
-    return g->trans_b && !g->trans_a && !serial && g->K >= 512;
+    return g->trans_b && !g->trans_a && !serial && g->K >= 512 && g->M >= ONEDNN_MATMUL_MIN_M;
 }
 
 static int onednn_sgemm(const struct cpu_gemm *g)
