@@ -199,17 +199,21 @@ static dnnl_status_t make_prim(struct matmul_prim *p, const struct matmul_key *k
     bool pack = packs_b(k);
     if ((st = make_matmul_pd(&pd, p, engine, pack)) != dnnl_success)
         return st;
-    if (pack) { /* packed only where its layout differs and the reorder needs no scratchpad */
-        const dnnl_memory_desc_t *packed = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        pack = packed && !dnnl_memory_desc_equal(packed, &p->b_md);
-        if (pack && (st = make_reorder(p, engine, packed, &pack)) != dnnl_success)
+    /* packed only where its layout differs (an "any" that chose B's own layout is B's
+     * primitive already) and the reorder needs no scratchpad; else remade for plain B */
+    const dnnl_memory_desc_t *packed =
+        pack ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    bool remake = pack && !packed;
+    if (packed && !dnnl_memory_desc_equal(packed, &p->b_md)) {
+        if ((st = make_reorder(p, engine, packed, &pack)) != dnnl_success)
             goto fail;
-        if (!pack) {
-            dnnl_primitive_desc_destroy(pd);
-            pd = NULL;
-            if ((st = make_matmul_pd(&pd, p, engine, false)) != dnnl_success)
-                return st;
-        }
+        remake = !pack;
+    }
+    if (remake) {
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        if ((st = make_matmul_pd(&pd, p, engine, false)) != dnnl_success)
+            return st;
     }
     const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
