@@ -5,7 +5,7 @@
 #   bench/gpt-generate.sh [ROUNDS] [MODEL ...]     MODEL: baby (default) and/or gpt2
 # Extra gpt_generate_compare.py arguments through GEN_ARGS (e.g. "--batches 1").
 # Run from the repository root after `make`, on a quiet machine. Rough times on a quiet
-# 2-core machine at 5 rounds: baby 3 min, gpt2 25 min (nanoGPT's uncached generate()
+# 2-core machine at 5 rounds: baby 3 min, gpt2 31 min (nanoGPT's uncached generate()
 # at batch 8 is most of it; GEN_ARGS=--no-nanogpt leaves it out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
