@@ -13,7 +13,8 @@
 #   make train-sparse  deps + build + sparse data + train configs/sparse-logreg.ini
 #   make train-gpt     deps + build + train configs/gpt-char.ini (a byte-level baby GPT) + a sample
 #   make fuzz    clang + libFuzzer build (build-fuzz, ASan+UBSan), each fuzz/ target for
-#                FUZZ_SECONDS (60) on its seed corpus; fails on any crash (fuzz/run.sh)
+#                FUZZ_SECONDS (60) on its seed corpus, one target a core at a time
+#                (FUZZ_JOBS); fails on any crash (fuzz/run.sh)
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan

@@ -21,8 +21,13 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:intercept_tls_get_addr=0:allocator_m
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 OMP_NUM_THREADS=1
 export ASAN_OPTIONS UBSAN_OPTIONS OMP_NUM_THREADS
-failed=""
-for t in $targets; do
+# One target a core at a time (FUZZ_JOBS, default the online cores): each still gets its
+# SECONDS, and each target is one process, so two cores halve the wall time.
+jobs=${FUZZ_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+case $jobs in ''|*[!0-9]*|0) jobs=1 ;; esac
+
+run_target() {
+    t=$1
     out="$build/fuzz-out/$t"
     mkdir -p "$out/corpus"
     seeds="$src/corpus/$t"
@@ -30,10 +35,17 @@ for t in $targets; do
     "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/" \
         "$out/corpus" $seeds >"$out/$t.log" 2>&1
-    rc=$?
+    echo $? >"$out/exit-status"
+}
+
+# What a target printed, once it has ended; a target whose status is missing failed.
+report_target() {
+    t=$1
+    out="$build/fuzz-out/$t"
+    rc=$(cat "$out/exit-status" 2>/dev/null || echo "?")
     runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$out/$t.log")
     cov=$(grep -o 'cov: [0-9]*' "$out/$t.log" | tail -1)
-    if [ $rc -eq 0 ]; then
+    if [ "$rc" = 0 ]; then
         echo "fuzz: $t: ok, ${runs:-? runs}, ${cov:-cov: ?}"
     else
         echo "fuzz: $t: FAILED (exit $rc), ${runs:-? runs}: see $out/$t.log"
@@ -41,7 +53,25 @@ for t in $targets; do
         ls "$out" | grep -E '^(crash|leak|timeout|oom)-' | sed "s|^|    $out/|"
         failed="$failed $t"
     fi
+}
+
+failed=""
+batch=""
+n=0
+for t in $targets; do
+    rm -f "$build/fuzz-out/$t/exit-status"
+    run_target "$t" &
+    batch="$batch $t"
+    n=$((n + 1))
+    if [ $n -ge "$jobs" ]; then
+        wait
+        for b in $batch; do report_target "$b"; done
+        batch=""
+        n=0
+    fi
 done
+wait
+for b in $batch; do report_target "$b"; done
 if [ -n "$failed" ]; then
     echo "fuzz: failures in:$failed"
     exit 1
