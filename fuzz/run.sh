@@ -58,10 +58,10 @@ report_target() {
 failed=""
 batch=""
 n=0
-for t in $targets; do
-    rm -f "$build/fuzz-out/$t/exit-status"
-    run_target "$t" &
-    batch="$batch $t"
+for target in $targets; do
+    rm -f "$build/fuzz-out/$target/exit-status"
+    run_target "$target" &
+    batch="$batch $target"
     n=$((n + 1))
     if [ $n -ge "$jobs" ]; then
         wait
